@@ -1,0 +1,2 @@
+"""fastprof.kernels (being written)."""
+

@@ -1,0 +1,2 @@
+"""fastprof.nvtx (being written)."""
+

@@ -1,0 +1,2 @@
+"""fastprof.pytest_plugin (being written)."""
+

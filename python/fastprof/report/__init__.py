@@ -1,0 +1,1 @@
+"""Report writers: text tables, HTML, callgrind, speedscope, Chrome trace."""

@@ -1,0 +1,85 @@
+/* common.h - helpers shared by every C file of fastprof._fastprof.
+ *
+ * Symbols shared across files carry the fp_ prefix.  Each part of the module (profile, line,
+ * kernels, cuda) keeps its Python objects in its own row of slots in the module state, so
+ * the parts never touch each other's fields. */
+#ifndef FP_COMMON_H
+#define FP_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define FP_PY312 1
+#else
+#define FP_PY312 0
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+#define FP_PY313 1
+#else
+#define FP_PY313 0
+#endif
+
+#if defined(__GNUC__)
+#define FP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FP_INLINE static inline __attribute__((always_inline))
+#define FP_NOINLINE __attribute__((noinline))
+#else
+#define FP_LIKELY(x) (x)
+#define FP_UNLIKELY(x) (x)
+#define FP_INLINE static inline
+#define FP_NOINLINE
+#endif
+
+#if FP_PY312
+#define FP_CODE_GET_EXTRA PyUnstable_Code_GetExtra
+#define FP_CODE_SET_EXTRA PyUnstable_Code_SetExtra
+#define FP_REQUEST_CODE_EXTRA PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#define FP_CODE_GET_EXTRA _PyCode_GetExtra
+#define FP_CODE_SET_EXTRA _PyCode_SetExtra
+#define FP_REQUEST_CODE_EXTRA _PyEval_RequestCodeExtraIndex
+#endif
+
+/* Py_NewRef / Py_XNewRef appeared in 3.10. */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *
+fp_newref(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#define Py_NewRef(o) fp_newref((PyObject *)(o))
+#endif
+
+/* The parts of the module, each with FP_SLOTS_PER_PART owned references in the state. */
+enum { FP_PART_PROFILE, FP_PART_LINE, FP_PART_KERNELS, FP_PART_CUDA, FP_NPARTS };
+#define FP_SLOTS_PER_PART 8
+
+typedef struct fp_module_state {
+    PyObject *slots[FP_NPARTS][FP_SLOTS_PER_PART];
+} fp_module_state;
+
+/* Returns the state of module m (never NULL for fastprof._fastprof). */
+static inline fp_module_state *
+fp_state(PyObject *m)
+{
+    return (fp_module_state *)PyModule_GetState(m);
+}
+
+/* Creates a heap type from spec with the module as its module, adds it to m under its
+ * short name and keeps a strong reference in the state at (part, slot).
+ * Returns a borrowed reference to the type, or NULL with an exception set. */
+PyTypeObject *fp_add_type(PyObject *m, int part, int slot, PyType_Spec *spec, PyObject *base);
+
+/* Each part's exec function: registers its types and functions on m.
+ * Returns 0, or -1 with an exception set. */
+int fp_clock_exec(PyObject *m);
+int fp_profile_exec(PyObject *m);
+int fp_line_exec(PyObject *m);
+int fp_kernels_exec(PyObject *m);
+int fp_cuda_exec(PyObject *m);
+
+#endif
