@@ -47,6 +47,17 @@ fp_tables_clear(fp_profiler *p)
     fp_map_free(&p->builtin_map);
 }
 
+/* Returns 0 when p may change state now, or -1 with a RuntimeError when called from code that
+ * a hook is running (the profiler's own timer): that would pull the tables from under it. */
+static int
+fp_profiler_check_idle(fp_profiler *p, const char *what)
+{
+    if (p->busy == 0)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "cannot %s the profiler from inside its own timer", what);
+    return -1;
+}
+
 /* Reads a bool-like argument into *out.  Returns 0, or -1 with a TypeError naming it. */
 static int
 fp_arg_flag(PyObject *value, const char *name, int *out)
@@ -83,6 +94,8 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
         return -1;
     }
+    if (fp_profiler_check_idle(p, "re-initialise") < 0)
+        return -1;
     int sub = 1, bi = 1, th = 1, st = 0;
     if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
         fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_flag(strict, "strict", &st) < 0)
@@ -249,6 +262,8 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     if (p->enabled)
         Py_RETURN_NONE;
+    if (fp_profiler_check_idle(p, "enable") < 0)
+        return NULL;
     p->subcalls = sub;
     p->builtins = bi;
     p->owner = PyThreadState_Get();
@@ -275,6 +290,8 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
 static PyObject *
 fp_profiler_disable(PyObject *self, PyObject *unused)
 {
+    if (fp_profiler_check_idle((fp_profiler *)self, "disable") < 0)
+        return NULL;
     if (fp_profiler_stop((fp_profiler *)self) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -285,6 +302,8 @@ static PyObject *
 fp_profiler_clear(PyObject *self, PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
+    if (fp_profiler_check_idle(p, "clear") < 0)
+        return NULL;
     fp_tables_clear(p);
     Py_RETURN_NONE;
 }
