@@ -67,6 +67,12 @@ def _cuda_config() -> dict | None:
 class BuildExt(build_ext):
     """build_ext that compiles the CUDA sources first when the CUDA build is on."""
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # Objects left in build/ by another configuration must not be reused.
+        if os.environ.get("FASTPROF_SANITIZE") or os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
+            self.force = True
+
     def build_extensions(self) -> None:
         super().build_extensions()
 
