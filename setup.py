@@ -31,8 +31,7 @@ def _c_sources() -> list[str]:
 
 def _flags() -> tuple[list[str], list[str], list[tuple[str, str | None]]]:
     """Compile flags, link flags and macros from the FASTPROF_* environment variables."""
-    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
-              "-Wno-missing-field-initializers", "-fvisibility=hidden"]
+    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"]
     ldflags: list[str] = []
     macros: list[tuple[str, str | None]] = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     if os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
