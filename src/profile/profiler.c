@@ -155,7 +155,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 
 /* tp_new: an empty, disabled profiler with the defaults.  Returns it or NULL. */
 static PyObject *
-fp_profiler_new(PyTypeObject *type, PyObject *FP_UNUSED args, PyObject *FP_UNUSED kwds)
+fp_profiler_new(PyTypeObject *type, FP_UNUSED PyObject *args, FP_UNUSED PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)type->tp_alloc(type, 0);
     if (p == NULL)
@@ -288,7 +288,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
  * hook had met an error (RuntimeError with that error as its cause) or the hooks could not be
  * removed cleanly. */
 static PyObject *
-fp_profiler_disable(PyObject *self, PyObject *FP_UNUSED unused)
+fp_profiler_disable(PyObject *self, FP_UNUSED PyObject *unused)
 {
     if (fp_profiler_check_idle((fp_profiler *)self, "disable") < 0)
         return NULL;
@@ -299,7 +299,7 @@ fp_profiler_disable(PyObject *self, PyObject *FP_UNUSED unused)
 
 /* clear(): forgets every record.  Returns None. */
 static PyObject *
-fp_profiler_clear(PyObject *self, PyObject *FP_UNUSED unused)
+fp_profiler_clear(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     if (fp_profiler_check_idle(p, "clear") < 0)
@@ -326,7 +326,7 @@ fp_profiler_unit(fp_profiler *p)
  * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks.  Returns the tuple
  * or NULL with an exception set. */
 static PyObject *
-fp_profiler_raw(PyObject *self, PyObject *FP_UNUSED unused)
+fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     PyObject *funcs = NULL, *edges = NULL;
@@ -361,14 +361,14 @@ error:
 
 /* enabled: whether the hooks are installed.  Returns a bool. */
 static PyObject *
-fp_profiler_get_enabled(PyObject *self, void *FP_UNUSED closure)
+fp_profiler_get_enabled(PyObject *self, FP_UNUSED void *closure)
 {
     return PyBool_FromLong(((fp_profiler *)self)->enabled);
 }
 
 /* clock: the clock's name.  Returns a str. */
 static PyObject *
-fp_profiler_get_clock(PyObject *self, void *FP_UNUSED closure)
+fp_profiler_get_clock(PyObject *self, FP_UNUSED void *closure)
 {
     static const char *names[] = {"wall", "cpu", "process_cpu", "user"};
     return PyUnicode_FromString(names[((fp_profiler *)self)->clock]);
@@ -376,7 +376,7 @@ fp_profiler_get_clock(PyObject *self, void *FP_UNUSED closure)
 
 /* tool_id: the sys.monitoring tool id in use (3.12+ while enabled), else None. */
 static PyObject *
-fp_profiler_get_tool_id(PyObject *self, void *FP_UNUSED closure)
+fp_profiler_get_tool_id(PyObject *self, FP_UNUSED void *closure)
 {
     fp_profiler *p = (fp_profiler *)self;
     if (p->tool_id < 0)
