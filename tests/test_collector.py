@@ -501,3 +501,59 @@ def test_subclass_and_weakref() -> None:
     del p
     gc.collect()
     assert r() is None
+
+
+def test_enable_and_disable_in_the_middle_of_calls_match_cprofile() -> None:
+    def gen():
+        yield 1
+        yield 2
+
+    def inner(prof):
+        leaf()
+        prof.disable()  # disabled two frames below where it was enabled
+
+    def outer(prof):
+        prof.enable()
+        g = gen()
+        next(g)
+        leaf()
+        inner(prof)
+        g.close()  # after disable: must not be seen
+
+    def counts(t):
+        return {k[2]: tuple(v[:2]) for k, v in t.items() if "able" not in k[2]}
+
+    fp = _fastprof.Profiler(strict=True)
+    cp = cProfile.Profile()
+    outer(fp)
+    outer(cp)
+    assert counts(table(fp)) == counts(cprofile_table(cp))
+    assert counts(table(fp))["leaf"] == (2, 2)
+    assert "outer" not in counts(table(fp))
+    assert no_hook_left()
+
+
+def test_generator_closed_and_thrown_into_matches_cprofile() -> None:
+    def gen():
+        try:
+            yield 1
+            yield 2
+        except ValueError:
+            yield 3
+
+    def work():
+        g = gen()
+        next(g)
+        g.throw(ValueError)
+        g.close()
+        h = gen()
+        next(h)
+        del h
+
+    work()
+    fp = _fastprof.Profiler(Counter(), 1.0, strict=True)
+    cp = cProfile.Profile(Counter(), 1.0)
+    run_under(fp, work)
+    run_under(cp, work)
+    pick = lambda t: {k[2]: v[:4] for k, v in t.items() if k[2] in ("gen", "work")}
+    assert pick(table(fp)) == pick(cprofile_table(cp))
