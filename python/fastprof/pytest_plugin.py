@@ -121,7 +121,7 @@ def _state(config: pytest.Config) -> _State:
     return config.stash[_STATE_KEY]
 
 
-def _fixture_args(request: pytest.FixtureRequest, state: _State, name: str) -> Dict[str, Any]:
+def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, Any]:
     """Return the keyword arguments shared by both fixtures' constructors."""
     node = request.node
     marker = node.get_closest_marker("benchmark")
@@ -150,7 +150,7 @@ def fastprof_benchmark(request: pytest.FixtureRequest) -> BenchmarkFixture:
     state = _state(request.config)
     if state.worker:
         pytest.skip(_XDIST_REASON.format(name="fastprof_benchmark"))
-    return BenchmarkFixture(**_fixture_args(request, state, "fastprof_benchmark"))
+    return BenchmarkFixture(**_fixture_args(request, state))
 
 
 @pytest.fixture
@@ -172,7 +172,7 @@ def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
     if not available:
         pytest.skip(f"cuda_benchmark: no usable GPU: {reason}")
     state.cuda_used = True
-    return CudaBenchmarkFixture(cuda=cuda, **_fixture_args(request, state, "cuda_benchmark"))
+    return CudaBenchmarkFixture(cuda=cuda, **_fixture_args(request, state))
 
 
 def _device_info(state: _State) -> Dict[str, Any]:

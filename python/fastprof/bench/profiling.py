@@ -35,7 +35,7 @@ def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS) -> Dic
 
     Each row has func, ncalls, primcalls, tottime and cumtime (seconds, for the whole round).
     """
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for key, value in stats.items():
         if _is_machinery(key):
             continue
@@ -74,7 +74,7 @@ def growth(
         return {r["func"]: float(r["tottime"]) / n for r in doc.get("rows", [])}
 
     a, b = per_iter(old), per_iter(new)
-    out = []
+    out: List[Dict[str, Any]] = []
     for func in set(a) | set(b):
         delta = b.get(func, 0.0) - a.get(func, 0.0)
         if delta > 0:

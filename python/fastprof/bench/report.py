@@ -24,7 +24,7 @@ def fmt_time(seconds: float, unit: Optional[Tuple[str, float]] = None) -> str:
     return f"{seconds / scale:.4g} {name}"
 
 
-def _table(header: Sequence[str], rows: List[Sequence[str]]) -> List[str]:
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> List[str]:
     """Return the lines of a left-aligned first column, right-aligned others table."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = []

@@ -12,7 +12,7 @@ import math
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple
 
 Timer = Callable[[], float]
@@ -85,18 +85,21 @@ def options_from(base: Options, overrides: Dict[str, Any], where: str) -> Option
     return Options(**values).check()
 
 
-_resolution_cache: Dict[int, Tuple[Timer, float]] = {}
+_resolution_cache: Dict[Any, float] = {}
 
 
 def timer_resolution(timer: Timer) -> float:
     """Return the smallest step (seconds) seen between two readings of timer.
 
     A timer that never moves in a few thousand reads is given 1 ns, so a stuck or fake clock
-    cannot hang calibration.
+    cannot hang calibration. Results are cached per timer (a few dozen at most).
     """
-    cached = _resolution_cache.get(id(timer))
-    if cached is not None and cached[0] is timer:
-        return cached[1]
+    try:
+        cached = _resolution_cache.get(timer)
+    except TypeError:  # an unhashable callable: measured every time
+        cached = None
+    if cached is not None:
+        return cached
     best = math.inf
     for _ in range(20):
         t0 = t1 = timer()
@@ -107,7 +110,12 @@ def timer_resolution(timer: Timer) -> float:
         if t1 > t0:
             best = min(best, t1 - t0)
     result = best if math.isfinite(best) else 1e-9
-    _resolution_cache[id(timer)] = (timer, result)
+    try:
+        if len(_resolution_cache) >= 64:
+            _resolution_cache.clear()
+        _resolution_cache[timer] = result
+    except TypeError:
+        pass
     return result
 
 
@@ -261,9 +269,8 @@ def quiet(disable_gc: bool, where: str) -> Iterator[None]:
 
 @dataclass
 class Sampled:
-    """What one benchmark's timing produced."""
+    """What one benchmark's timing produced: per-call samples, calls per round, fn's result."""
 
     samples: List[float]
     iterations: int
     result: Any = None
-    host_samples: List[float] = field(default_factory=list)
