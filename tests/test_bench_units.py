@@ -318,3 +318,18 @@ def test_compare_without_raw_samples_uses_the_point_ratio(tmp_path):
     comps, _, _ = compare.compare_runs({"benchmarks": [old]}, {"benchmarks": [new]},
                                        [compare.parse_rule("mean:10%")])
     assert comps[0].stats["mean"].exact and comps[0].regressions
+
+
+def test_quiet_restores_everything_when_the_timed_code_raises():
+    def hook(*args):
+        return hook
+
+    old = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        with pytest.raises(ZeroDivisionError):
+            with runner.quiet(True, "here"):
+                1 / 0
+        assert sys.getprofile() is hook and gc.isenabled()
+    finally:
+        sys.setprofile(old)

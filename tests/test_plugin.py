@@ -558,11 +558,11 @@ def test_terminal_summary_grouped_sorted_in_fitting_units(inner):
 
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.01, group="io")
         def test_io_b(fastprof_benchmark):
-            fastprof_benchmark(CLOCK.spend, 5e-3)
+            fastprof_benchmark(CLOCK.spend, 2e-3)
 
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.01, group="io")
         def test_io_a(fastprof_benchmark):
-            fastprof_benchmark(CLOCK.spend, 2e-3)
+            fastprof_benchmark(CLOCK.spend, 5e-3)
 
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.001, group="cpu")
         def test_cpu(fastprof_benchmark):
@@ -579,9 +579,30 @@ def test_terminal_summary_grouped_sorted_in_fitting_units(inner):
         "benchmark group 'io': 2 (times in ms)",
         "Name*Min (ms)*",
         "-*",
-        "test_io_a * 2.0000 *",
-        "test_io_b * 5.0000 *",
+        "test_io_b * 2.0000 *",
+        "test_io_a * 5.0000 *",
     ])
+    result = run(inner, "--fastprof-sort=name", "-k", "io")
+    result.stdout.fnmatch_lines(["test_io_a * 5.0000 *", "test_io_b * 2.0000 *"])
+
+
+def test_a_failing_function_fails_its_test_only(inner):
+    inner.makepyfile(test_fail='''
+        import gc, sys
+
+        def boom():
+            raise KeyError("inside")
+
+        def test_boom(fastprof_benchmark):
+            fastprof_benchmark(boom)
+
+        def test_after():
+            assert gc.isenabled() and sys.getprofile() is None
+    ''')
+    result = run(inner, "--fastprof-save=f")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*KeyError: 'inside'*"])
+    assert not (inner.path / "runs").exists()  # nothing was measured, nothing saved
 
 
 # --- pytest-xdist and pytest-benchmark --------------------------------------------------------
