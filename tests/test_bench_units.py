@@ -333,3 +333,16 @@ def test_quiet_restores_everything_when_the_timed_code_raises():
         assert sys.getprofile() is hook and gc.isenabled()
     finally:
         sys.setprofile(old)
+
+
+@pytest.mark.parametrize("stat", ["median", "mean", "min"])
+def test_large_sample_bootstrap_matches_drawn_resamples(stat, monkeypatch):
+    rng = np.random.default_rng(11)
+    data = rng.lognormal(0.0, 0.3, size=stats.LARGE_SAMPLE + 5000)
+    fast = stats.bootstrap_ci(data, stat, resamples=2000)
+    monkeypatch.setattr(stats, "LARGE_SAMPLE", 10**9)  # force drawing every resample
+    drawn = stats.bootstrap_ci(data, stat, resamples=300)
+    width = drawn[1] - drawn[0]
+    assert width > 0
+    assert fast[0] == pytest.approx(drawn[0], abs=0.3 * width)
+    assert fast[1] == pytest.approx(drawn[1], abs=0.3 * width)

@@ -4,7 +4,6 @@ confidence intervals of the median and of the ratio of two runs."""
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
@@ -16,8 +15,16 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240601
 # at most this many resampled values are held in memory at once (resamples x samples)
 _CHUNK_ELEMENTS = 2_000_000
-# and at most this many in all: very long runs get fewer (never under 200) resamples
-_TOTAL_ELEMENTS = 40_000_000
+# above this many samples the resampling is replaced by its large-sample form (see _bootstrap)
+LARGE_SAMPLE = 20_000
+
+
+def _sorted_median(sorted_data: Sequence[float], start: int, stop: int) -> float:
+    """Return the median of sorted_data[start:stop] (sorted, non-empty)."""
+    mid = (start + stop) // 2
+    if (stop - start) % 2:
+        return float(sorted_data[mid])
+    return (float(sorted_data[mid - 1]) + float(sorted_data[mid])) / 2.0
 
 
 def quartiles(sorted_data: Sequence[float]) -> Tuple[float, float]:
@@ -30,10 +37,10 @@ def quartiles(sorted_data: Sequence[float]) -> Tuple[float, float]:
     if n == 0:
         raise ValueError("quartiles: expected at least one sample")
     if n == 1:
-        return sorted_data[0], sorted_data[0]
+        return float(sorted_data[0]), float(sorted_data[0])
     if n % 2 == 0:
         half = n // 2
-        return statistics.median(sorted_data[:half]), statistics.median(sorted_data[half:])
+        return _sorted_median(sorted_data, 0, half), _sorted_median(sorted_data, half, n)
     k, r = divmod(n, 4)
     if r == 1:
         q1 = 0.25 * sorted_data[k - 1] + 0.75 * sorted_data[k]
@@ -41,7 +48,7 @@ def quartiles(sorted_data: Sequence[float]) -> Tuple[float, float]:
     else:  # r == 3
         q1 = 0.75 * sorted_data[k] + 0.25 * sorted_data[k + 1]
         q3 = 0.25 * sorted_data[3 * k + 1] + 0.75 * sorted_data[3 * k + 2]
-    return q1, q3
+    return float(q1), float(q3)
 
 
 _STATISTICS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -54,15 +61,26 @@ _STATISTICS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
 COMPARABLE = tuple(_STATISTICS)
 
 
-def _resamples_for(n: int, requested: int) -> int:
-    """Return how many resamples to draw for n samples: `requested`, fewer for very long runs."""
-    return max(1, min(requested, max(200, _TOTAL_ELEMENTS // max(n, 1))))
-
-
 def _bootstrap(data: np.ndarray, stat: str, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Return `resamples` values of statistic `stat` over resamples (with replacement) of data."""
-    fn = _STATISTICS[stat]
+    """Return `resamples` values of statistic `stat` over resamples (with replacement) of data.
+
+    Up to LARGE_SAMPLE samples the resamples are drawn. Above, drawing n values per resample
+    would cost seconds, so the statistic of a resample is drawn from its distribution instead:
+    the rank of a resample's minimum is exactly floor(n (1 - U^(1/n))); the rank of its median
+    is Binomial(n - 1, 1/2) to first order; its mean is normal with the standard error.
+    """
     n = data.shape[0]
+    if n > LARGE_SAMPLE:
+        ordered = np.sort(data)
+        if stat == "median":
+            return ordered[rng.binomial(n - 1, 0.5, size=resamples)]
+        if stat == "min":
+            u = rng.random(resamples)
+            ranks = np.minimum(np.floor(n * (1.0 - u ** (1.0 / n))).astype(np.int64), n - 1)
+            return ordered[ranks]
+        return rng.normal(float(np.mean(data)), float(np.std(data, ddof=1)) / math.sqrt(n),
+                          size=resamples)
+    fn = _STATISTICS[stat]
     out = np.empty(resamples, dtype=np.float64)
     step = max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, resamples, step):
@@ -87,8 +105,7 @@ def bootstrap_ci(
         raise ValueError(f"bootstrap_ci: stat must be one of {COMPARABLE}, got {stat!r}")
     if arr.size == 1:
         return float(arr[0]), float(arr[0])
-    count = _resamples_for(arr.size, resamples)
-    values = _bootstrap(arr, stat, count, np.random.default_rng(seed))
+    values = _bootstrap(arr, stat, resamples, np.random.default_rng(seed))
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
@@ -117,9 +134,8 @@ def ratio_ci(
     base = float(fn(a))
     point = float(fn(b)) / base if base > 0 else math.inf
     rng = np.random.default_rng(seed)
-    count = _resamples_for(max(a.size, b.size), resamples)
-    ra = _bootstrap(a, stat, count, rng) if a.size > 1 else np.full(count, a[0])
-    rb = _bootstrap(b, stat, count, rng) if b.size > 1 else np.full(count, b[0])
+    ra = _bootstrap(a, stat, resamples, rng) if a.size > 1 else np.full(resamples, a[0])
+    rb = _bootstrap(b, stat, resamples, rng) if b.size > 1 else np.full(resamples, b[0])
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = rb / ra
     ratios = np.where(np.isfinite(ratios), ratios, np.inf)
@@ -133,40 +149,39 @@ def compute_stats(data: Sequence[float], iterations: int = 1, ci: bool = True) -
 
     Keys: min, max, mean, stddev, rounds, median, iqr, q1, q3, iqr_outliers, stddev_outliers,
     outliers ("stddev;iqr" counts), ld15iqr, hd15iqr, ops, total, iterations, data; with
-    ci=True also median_ci (lo, hi) at CI_LEVEL.
+    ci=True also median_ci [lo, hi] at CI_LEVEL.
     """
-    values = [float(x) for x in data]
-    if not values:
-        raise ValueError("compute_stats: expected at least one sample")
-    s = sorted(values)
-    n = len(s)
-    mean = statistics.fmean(s)
-    stddev = statistics.stdev(s) if n > 1 else 0.0
+    arr = np.asarray(data, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError("compute_stats: expected a non-empty 1-D sequence of samples")
+    s = np.sort(arr)
+    n = int(s.size)
+    mean = float(np.mean(s))
+    stddev = float(np.std(s, ddof=1)) if n > 1 else 0.0
     q1, q3 = quartiles(s)
     iqr = q3 - q1
-    lo_fence, hi_fence = q1 - 1.5 * iqr, q3 + 1.5 * iqr
-    inside = [x for x in s if lo_fence <= x <= hi_fence]
+    inside = s[(s >= q1 - 1.5 * iqr) & (s <= q3 + 1.5 * iqr)]
     out: Dict[str, object] = {
-        "min": s[0],
-        "max": s[-1],
+        "min": float(s[0]),
+        "max": float(s[-1]),
         "mean": mean,
         "stddev": stddev,
         "rounds": n,
-        "median": statistics.median(s),
+        "median": float(np.median(s)),
         "iqr": iqr,
         "q1": q1,
         "q3": q3,
-        "iqr_outliers": n - len(inside),
-        "stddev_outliers": sum(1 for x in s if x < mean - stddev or x > mean + stddev),
-        "ld15iqr": inside[0] if inside else s[0],
-        "hd15iqr": inside[-1] if inside else s[-1],
+        "iqr_outliers": n - int(inside.size),
+        "stddev_outliers": int(np.count_nonzero((s < mean - stddev) | (s > mean + stddev))),
+        "ld15iqr": float(inside[0]) if inside.size else float(s[0]),
+        "hd15iqr": float(inside[-1]) if inside.size else float(s[-1]),
         "ops": 1.0 / mean if mean > 0 else 0.0,
-        "total": math.fsum(s),
+        "total": float(math.fsum(arr.tolist())),
         "iterations": int(iterations),
-        "data": values,
+        "data": arr.tolist(),
     }
     out["outliers"] = f"{out['stddev_outliers']};{out['iqr_outliers']}"
     if ci:
-        out["median_ci"] = list(bootstrap_ci(values, "median"))
+        out["median_ci"] = list(bootstrap_ci(arr, "median"))
     return out
 
