@@ -4,9 +4,12 @@ confidence intervals of the median and of the ratio of two runs."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple, Union
 
 import numpy as np
+
+#: samples in seconds: any sequence of floats, or a 1-D float array
+Samples = Union[Sequence[float], np.ndarray]
 
 #: confidence level of every interval fastprof reports
 CI_LEVEL = 0.95
@@ -19,7 +22,7 @@ _CHUNK_ELEMENTS = 2_000_000
 LARGE_SAMPLE = 20_000
 
 
-def _sorted_median(sorted_data: Sequence[float], start: int, stop: int) -> float:
+def _sorted_median(sorted_data: Samples, start: int, stop: int) -> float:
     """Return the median of sorted_data[start:stop] (sorted, non-empty)."""
     mid = (start + stop) // 2
     if (stop - start) % 2:
@@ -27,7 +30,7 @@ def _sorted_median(sorted_data: Sequence[float], start: int, stop: int) -> float
     return (float(sorted_data[mid - 1]) + float(sorted_data[mid])) / 2.0
 
 
-def quartiles(sorted_data: Sequence[float]) -> Tuple[float, float]:
+def quartiles(sorted_data: Samples) -> Tuple[float, float]:
     """Return (q1, q3) of already sorted data, computed as pytest-benchmark does.
 
     Even counts take the medians of the lower and upper halves; odd counts use the weighted
@@ -91,7 +94,7 @@ def _bootstrap(data: np.ndarray, stat: str, resamples: int, rng: np.random.Gener
 
 
 def bootstrap_ci(
-    data: Sequence[float],
+    data: Samples,
     stat: str = "median",
     level: float = CI_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -112,8 +115,8 @@ def bootstrap_ci(
 
 
 def ratio_ci(
-    old: Sequence[float],
-    new: Sequence[float],
+    old: Samples,
+    new: Samples,
     stat: str = "median",
     level: float = CI_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -144,7 +147,7 @@ def ratio_ci(
     return point, float(lo), float(hi)
 
 
-def compute_stats(data: Sequence[float], iterations: int = 1, ci: bool = True) -> Dict[str, object]:
+def compute_stats(data: Samples, iterations: int = 1, ci: bool = True) -> Dict[str, object]:
     """Return pytest-benchmark's stats dict for per-iteration times `data` (seconds).
 
     Keys: min, max, mean, stddev, rounds, median, iqr, q1, q3, iqr_outliers, stddev_outliers,
