@@ -103,7 +103,7 @@ def test_fixture_api_and_results(inner):
         def test_bad_call(fastprof_benchmark):
             fastprof_benchmark(42)
     ''')
-    result = run(inner, "--fastprof-save=api")
+    result = run(inner, "--fastprof-save=api", "--strict-markers")  # the marker is registered
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*expected a callable to time*got 42*"])
     (doc,) = saved(inner)
