@@ -346,3 +346,21 @@ def test_large_sample_bootstrap_matches_drawn_resamples(stat, monkeypatch):
     assert width > 0
     assert fast[0] == pytest.approx(drawn[0], abs=0.3 * width)
     assert fast[1] == pytest.approx(drawn[1], abs=0.3 * width)
+
+
+def test_profile_labels_do_not_depend_on_the_checkout(tmp_path):
+    from fastprof.bench import profiling
+
+    root = str(tmp_path / "proj")
+    key = (str(tmp_path / "proj" / "pkg" / "mod.py"), 12, "work")
+    assert profiling.func_label(key, root) == "pkg/mod.py:12(work)"
+    site = "/venv/lib/python3.11/site-packages/numpy/core/fromnumeric.py"
+    assert profiling.func_label((site, 3, "sum"), root) == "numpy/core/fromnumeric.py:3(sum)"
+    assert profiling.func_label(("~", 0, "<built-in method len>"), root) == "<built-in method len>"
+    assert profiling.func_label(("/elsewhere/x.py", 1, "f"), root) == "/elsewhere/x.py:1(f)"
+    old = {"iterations": 2, "rows": [{"func": "a", "tottime": 2e-3}, {"func": "b", "tottime": 4e-3}]}
+    new = {"iterations": 1, "rows": [{"func": "a", "tottime": 1e-3}, {"func": "b", "tottime": 5e-3},
+                                     {"func": "c", "tottime": 1e-4}]}
+    grown = profiling.growth(old, new)
+    assert [g["func"] for g in grown] == ["b", "c"]
+    assert grown[0]["delta"] == pytest.approx(3e-3) and grown[1]["old"] == 0.0

@@ -445,7 +445,7 @@ def test_profile_attribution(inner):
     result.stdout.fnmatch_lines([
         "REGRESSION test_prof.py::test_pipeline: median *",
         "  tottime per call that grew most in test_pipeline:",
-        "    +500 us  *test_prof.py:*(transform)  (100 us -> 600 us)",
+        "    +500 us  test_prof.py:*(transform)  (100 us -> 600 us)",
         "profile of test_prof.py::test_pipeline: *.prof",
     ])
     out = result.stdout.str()

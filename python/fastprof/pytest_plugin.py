@@ -139,6 +139,7 @@ def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, An
         "profiler_factory": _make_profiler if state.profile else None,
         "params": dict(callspec.params) if callspec else None,
         "param": callspec.id if callspec else None,
+        "root": str(request.config.rootpath),
     }
 
 

@@ -68,6 +68,7 @@ class BenchmarkFixture:
         profiler_factory: Optional[ProfilerFactory] = None,
         params: Optional[Dict[str, Any]] = None,
         param: Optional[str] = None,
+        root: Optional[str] = None,
     ) -> None:
         self.name = name
         self.fullname = fullname
@@ -78,6 +79,7 @@ class BenchmarkFixture:
         self._profiler_factory = profiler_factory
         self._params = params
         self._param = param
+        self._root = root
         self._labels: set = set()
 
     # pytest-benchmark's fixture exposes these
@@ -276,7 +278,8 @@ class BenchmarkFixture:
             "timer_resolution": resolution,
         }
         if prof_stats is not None:
-            section["profile"] = profiling.top_rows(prof_stats, sampled.iterations)
+            section["profile"] = profiling.top_rows(prof_stats, sampled.iterations,
+                                                    root=self._root)
         section.update(extra)
         stats = compute_stats(sampled.samples, sampled.iterations)
         section["median_ci"] = stats["median_ci"]

@@ -12,12 +12,26 @@ TOP_ROWS = 25
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def func_label(key: Tuple[str, int, str]) -> str:
-    """Return pstats' "file:line(name)" label of a stats key (the bare name for built-ins)."""
+def short_path(filename: str, root: Optional[str] = None) -> str:
+    """Return filename relative to root when under it, from its site-packages folder when
+    installed, else unchanged: the same function keeps its label across checkouts."""
+    if root:
+        prefix = os.path.join(os.path.abspath(root), "")
+        if filename.startswith(prefix):
+            return filename[len(prefix):]
+    marker = os.sep + "site-packages" + os.sep
+    if marker in filename:
+        return filename.rsplit(marker, 1)[1]
+    return filename
+
+
+def func_label(key: Tuple[str, int, str], root: Optional[str] = None) -> str:
+    """Return pstats' "file:line(name)" label of a stats key (the bare name for built-ins),
+    the file shortened by short_path()."""
     filename, line, name = key
     if filename == "~" and line == 0:
         return name
-    return f"{filename}:{line}({name})"
+    return f"{short_path(filename, root)}:{line}({name})"
 
 
 def _is_machinery(key: Tuple[str, int, str]) -> bool:
@@ -30,8 +44,10 @@ def _is_machinery(key: Tuple[str, int, str]) -> bool:
     )
 
 
-def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS) -> Dict[str, Any]:
-    """Return {"iterations", "rows"}: the `top` functions by tottime from a pstats dict.
+def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS,
+             root: Optional[str] = None) -> Dict[str, Any]:
+    """Return {"iterations", "rows"}: the `top` functions by tottime from a pstats dict
+    (file names relative to root where they lie under it).
 
     Each row has func, ncalls, primcalls, tottime and cumtime (seconds, for the whole round).
     """
@@ -41,7 +57,7 @@ def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS) -> Dic
             continue
         cc, nc, tt, ct = value[:4]
         rows.append(
-            {"func": func_label(key), "ncalls": nc, "primcalls": cc, "tottime": tt, "cumtime": ct}
+            {"func": func_label(key, root), "ncalls": nc, "primcalls": cc, "tottime": tt, "cumtime": ct}
         )
     rows.sort(key=lambda r: (-r["tottime"], r["func"]))
     return {"iterations": int(iterations), "rows": rows[:top]}
