@@ -269,25 +269,37 @@ class LineProfiler:
                 self._set_local_events(code)
             mon.set_events(tool, E.PY_UNWIND | E.PY_THROW)
         except BaseException:
-            self._disable_monitoring()
+            t._stop()
+            try:
+                self._disable_monitoring()
+            except Exception:
+                pass  # the first error is the one to report
             raise
 
     def _disable_monitoring(self) -> None:
+        """Clear this profiler's events and callbacks and free its tool id.  Every step is
+        tried even when one fails; the first failure is raised at the end."""
         mon = sys.monitoring
+        E = mon.events
         tool = self._tool
         if tool is None:
             return
         self._tool = None
-        try:
-            mon.set_events(tool, 0)
-            for code in self._tracer.codes():
-                mon.set_local_events(tool, code, 0)
-            for ev in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.PY_THROW,
-                       mon.events.LINE, mon.events.PY_RETURN, mon.events.PY_YIELD,
-                       mon.events.PY_UNWIND):
-                mon.register_callback(tool, ev, None)
-        finally:
-            mon.free_tool_id(tool)
+        steps: List[Callable[[], Any]] = [lambda: mon.set_events(tool, 0)]
+        steps += [functools.partial(mon.set_local_events, tool, code, 0)
+                  for code in self._tracer.codes()]
+        steps += [functools.partial(mon.register_callback, tool, ev, None)
+                  for ev in (E.PY_START, E.PY_RESUME, E.PY_THROW, E.LINE, E.PY_RETURN,
+                             E.PY_YIELD, E.PY_UNWIND)]
+        steps.append(lambda: mon.free_tool_id(tool))
+        first: Optional[BaseException] = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # keep going: the tool id must be freed
+                first = first or exc
+        if first is not None:
+            raise first
 
     _legacy_owner: Optional["LineProfiler"] = None
 

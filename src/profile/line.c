@@ -193,20 +193,22 @@ fp_line_add_code(fp_ltracer *self, PyObject *args)
         goto error;
     }
     if (map == NULL || map->n == map->cap) {
+        /* A bigger copy replaces the map: setting the extra frees the old one. */
         int cap = map ? 2 * map->cap : 2;
-        grown = PyMem_RawRealloc(map, sizeof(fp_lmap) + (size_t)cap * sizeof(map->e[0]));
+        grown = PyMem_RawMalloc(sizeof(fp_lmap) + (size_t)cap * sizeof(grown->e[0]));
         if (grown == NULL) {
             PyErr_NoMemory();
             goto error;
         }
-        if (map == NULL)
-            grown->n = 0;
+        grown->n = map ? map->n : 0;
         grown->cap = cap;
-        map = grown;
-        if (FP_CODE_SET_EXTRA(code, fp_line_extra_index, map) < 0) {
-            /* cannot happen for a code object; keep the old map valid by not freeing it */
+        if (map != NULL)
+            memcpy(grown->e, map->e, (size_t)map->n * sizeof(map->e[0]));
+        if (FP_CODE_SET_EXTRA(code, fp_line_extra_index, grown) < 0) {
+            PyMem_RawFree(grown);
             goto error;
         }
+        map = grown;
     }
     map->e[map->n].tracer_id = self->id;
     map->e[map->n].rec = rec;
