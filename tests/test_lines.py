@@ -103,7 +103,10 @@ def test_return_inside_try_finally():
         for i in range(4):
             assert T.finally_return(i) == i
     hits = lines_of(lp.get_stats(), T.finally_return)
-    assert hits[L("ftry")] == 4 and hits[L("fret")] == 4 and hits[L("fbody")] == 4
+    assert hits[L("ftry")] == 4 and hits[L("fbody")] == 4
+    # 3.9 reports the return line again after the finally block (line_profiler counts the
+    # same); from 3.10 on it is reported once per execution.
+    assert hits[L("fret")] == (8 if sys.version_info < (3, 10) else 4)
 
 
 def test_threads_hits():
@@ -537,3 +540,37 @@ def test_dump_load_round_trip(tmp_path):
     (path2 := tmp_path / "junk.pkl").write_bytes(b"\x80\x04N.")
     with pytest.raises(ValueError, match="line timings"):
         load_stats(path2)
+
+
+# --- against line_profiler, where it is installed -------------------------------------------
+
+LP_CASES = {
+    "loop": (lambda: T.loop, lambda: T.loop(5)),
+    "fib": (lambda: T.fib, lambda: T.fib(7)),
+    "catcher": (lambda: T.catcher, lambda: T.catcher(4)),
+    "finally_return": (lambda: T.finally_return, lambda: [T.finally_return(i) for i in range(3)]),
+    "gen": (lambda: T.gen, lambda: list(T.gen(3))),
+    "comprehension": (lambda: T.comprehension, lambda: T.comprehension(4)),
+    "outer": (lambda: T.outer, lambda: T.outer(3)),
+    "one_liner": (lambda: T.one_liner, lambda: T.one_liner(1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LP_CASES))
+def test_hits_match_line_profiler(case):
+    line_profiler = pytest.importorskip("line_profiler")
+    get, run = LP_CASES[case]
+    func = get()
+    theirs = line_profiler.LineProfiler(func)
+    theirs.enable_by_count()
+    try:
+        run()
+    finally:
+        theirs.disable_by_count()
+    ours = LineProfiler(func)
+    with ours:
+        run()
+    expected = lines_of(theirs.get_stats(), func)
+    if case == "one_liner" and not expected:
+        pytest.skip("this line_profiler misses one-line functions (the truth is tested above)")
+    assert lines_of(ours.get_stats(), func) == expected
