@@ -574,3 +574,20 @@ def test_hits_match_line_profiler(case):
     if case == "one_liner" and not expected:
         pytest.skip("this line_profiler misses one-line functions (the truth is tested above)")
     assert lines_of(ours.get_stats(), func) == expected
+
+
+@pytest.mark.skipif(MONITORING, reason="below 3.12 only")
+def test_legacy_line_events_switched_off_in_unregistered_frames():
+    seen = {}
+
+    def unregistered():
+        seen["flag"] = sys._getframe().f_trace_lines
+
+    def registered():
+        seen["reg"] = sys._getframe().f_trace_lines
+        unregistered()
+
+    lp = LineProfiler(registered)
+    with lp:
+        registered()
+    assert seen == {"reg": True, "flag": False}

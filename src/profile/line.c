@@ -5,6 +5,9 @@
 #include "line.h"
 
 #include <string.h>
+#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#include <structmember.h>
+#endif
 
 enum { FP_LINE_SLOT_TRACER };
 
@@ -71,6 +74,30 @@ fp_line_clear_stacks(fp_ltracer *self)
         self->threads[i]->depth = 0;
 }
 
+/* Returns the byte offset of f_trace_lines in a frame object on 3.11 (where the frame
+ * struct is private but the attribute is a public T_BOOL member), else -1.  Never sets an
+ * exception.  Writing there is what `frame.f_trace_lines = False` does, without the
+ * attribute lookup on every call of code that is not registered. */
+static Py_ssize_t
+fp_line_trace_lines_offset(void)
+{
+    Py_ssize_t offset = -1;
+#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+    PyObject *d = PyObject_GetAttrString((PyObject *)&PyFrame_Type, "f_trace_lines");
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *md = ((PyMemberDescrObject *)d)->d_member;
+        if (md->type == T_BOOL && md->offset > 0)
+            offset = md->offset;
+    }
+    Py_DECREF(d);
+#endif
+    return offset;
+}
+
 /* LineTracer(timer=None).  Returns the new tracer, or NULL with an exception set. */
 static PyObject *
 fp_line_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -94,6 +121,7 @@ fp_line_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name_trace_lines = PyUnicode_InternFromString("f_trace_lines");
     if (self->name_trace_lines == NULL)
         goto error;
+    self->trace_lines_offset = fp_line_trace_lines_offset();
     return (PyObject *)self;
 error:
     Py_XDECREF(self);

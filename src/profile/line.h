@@ -53,6 +53,7 @@ typedef struct fp_ltracer {
     Py_ssize_t nthreads, capthreads;
     PyObject *timer;     /* NULL: fp_clock_ticks(); else a callable returning an int */
     PyObject *name_trace_lines; /* "f_trace_lines" (used below 3.12) */
+    Py_ssize_t trace_lines_offset; /* 3.11: offset of the frame's f_trace_lines, or -1 */
     int enabled;
     const char *error;   /* sticky: the first failure inside a hook, reported at disable */
 } fp_ltracer;

@@ -285,7 +285,9 @@ static void
 fp_line_mute(fp_ltracer *self, PyFrameObject *frame)
 {
 #if PY_VERSION_HEX >= 0x030B0000
-    if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
+    if (FP_LIKELY(self->trace_lines_offset > 0))
+        *((char *)frame + self->trace_lines_offset) = 0;
+    else if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
         PyErr_Clear();
 #else
     frame->f_trace_lines = 0;
@@ -331,7 +333,11 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
             fp_line_mute(self, frame);
             goto done;
         }
+#if PY_VERSION_HEX >= 0x030B0000
         fp_line_event(self, ts, rec, frame, PyFrame_GetLineNumber(frame), now);
+#else
+        fp_line_event(self, ts, rec, frame, frame->f_lineno, now); /* set for the event */
+#endif
         break;
     case PyTrace_CALL:
         code = fp_line_frame_code(frame);
