@@ -361,7 +361,6 @@ def test_no_tool_id_left_is_a_clear_error():
             mon.free_tool_id(i)
 
 
-@pytest.mark.skipif(not MONITORING, reason="several at once needs sys.monitoring")
 def test_two_profilers_at_once():
     a, b = LineProfiler(T.loop), LineProfiler(T.loop, T.fib)
     with a:
@@ -390,10 +389,28 @@ def test_legacy_trace_restored():
         assert sys.gettrace() is tracer
     finally:
         sys.settrace(None)
-    other = LineProfiler(T.fib)
-    with lp:
-        with pytest.raises(RuntimeError, match="another LineProfiler"):
-            other.enable()
+
+
+def test_overlapping_profilers_in_any_order():
+    a, b = LineProfiler(T.loop), LineProfiler(T.loop, T.fib)
+    a.enable()
+    T.loop(1)
+    b.enable()
+    T.loop(2)
+    a.disable()  # b goes on counting
+    T.loop(3)
+    T.fib(2)
+    b.disable()
+    T.loop(4)  # nobody counts
+    a.enable()  # the first one again, alone
+    T.loop(5)
+    a.disable()
+    assert lines_of(a.get_stats(), T.loop)[L("body")] == 1 + 2 + 5
+    assert lines_of(b.get_stats(), T.loop)[L("body")] == 2 + 3
+    assert lines_of(b.get_stats(), T.fib)[L("test")] == 3
+    assert not a.enabled and not b.enabled
+    if not MONITORING:
+        assert sys.gettrace() is None
 
 
 def test_registering_while_enabled():

@@ -127,6 +127,18 @@ def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str
         yield from _code_qualname_walk(const, qual + (".<locals>." if is_function else "."))
 
 
+class _LegacyState:
+    """Below 3.12: the profiler whose C trace function is installed (it feeds the others
+    enabled meanwhile) and the trace hooks to put back when the last one is disabled."""
+
+    driver: Optional["LineProfiler"] = None
+    prev: Any = None
+    thread_prev: Any = None
+
+
+_LEGACY = _LegacyState()
+
+
 class LineProfiler:
     """Time each line of the registered functions.
 
@@ -146,8 +158,6 @@ class LineProfiler:
         self.functions: List[types.FunctionType] = []
         self._enable_count = 0
         self._tool: Optional[int] = None
-        self._legacy_prev: Any = None
-        self._legacy_thread_prev: Any = None
         for func in funcs:
             self.add_function(func)
 
@@ -301,34 +311,38 @@ class LineProfiler:
         if first is not None:
             raise first
 
-    _legacy_owner: Optional["LineProfiler"] = None
-
     def _thread_bootstrap(self, frame: Any, event: str, arg: Any) -> None:
         """threading.settrace hook below 3.12: installs the C trace in a new thread."""
-        if self._tracer.enabled:
+        if self._tracer._active():
             self._tracer._install_trace()
         return None
 
     def _enable_legacy(self) -> None:
-        owner = LineProfiler._legacy_owner
-        if owner is not None and owner is not self:
-            raise RuntimeError("LineProfiler.enable(): another LineProfiler is enabled; below "
-                               "Python 3.12 only one can trace at a time")
-        LineProfiler._legacy_owner = self
-        self._legacy_prev = sys.gettrace()
-        self._legacy_thread_prev = getattr(threading, "_trace_hook", None)
+        driver = _LEGACY.driver
         self._tracer._start()
-        self._tracer._install_trace()
-        threading.settrace(self._thread_bootstrap)
+        if driver is None:
+            _LEGACY.driver = self
+            _LEGACY.prev = sys.gettrace()
+            _LEGACY.thread_prev = getattr(threading, "_trace_hook", None)
+            self._tracer._install_trace()
+            threading.settrace(self._thread_bootstrap)
+        elif driver is not self:
+            # One trace function per thread: the installed profiler feeds this one too.
+            driver._tracer._add_passenger(self._tracer)
 
     def _disable_legacy(self) -> None:
-        if LineProfiler._legacy_owner is self:
-            LineProfiler._legacy_owner = None
-        self._tracer._uninstall_trace()
-        threading.settrace(self._legacy_thread_prev)
-        if self._legacy_prev is not None:
-            sys.settrace(self._legacy_prev)
-        self._legacy_prev = self._legacy_thread_prev = None
+        driver = _LEGACY.driver
+        if driver is None:
+            return
+        if driver is not self:
+            driver._tracer._remove_passenger(self._tracer)
+        if not driver._tracer._active():
+            _LEGACY.driver = None
+            driver._tracer._uninstall_trace()
+            threading.settrace(_LEGACY.thread_prev)
+            if _LEGACY.prev is not None:
+                sys.settrace(_LEGACY.prev)
+            _LEGACY.prev = _LEGACY.thread_prev = None
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on)."""
@@ -342,7 +356,7 @@ class LineProfiler:
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        if not self._tracer.enabled and self._tool is None:
+        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self:
             return
         error = self._tracer._stop()
         if _MONITORING:

@@ -136,14 +136,31 @@ fp_line_traverse(fp_ltracer *self, visitproc visit, void *arg)
     Py_VISIT(self->timer);
     for (Py_ssize_t i = 0; i < self->nrecs; i++)
         Py_VISIT(self->recs[i]->code);
+    for (Py_ssize_t i = 0; i < self->npassengers; i++)
+        Py_VISIT(self->passengers[i]);
     return 0;
 }
 
-/* Drops the timer (the codes stay: they never refer back to a tracer).  Returns 0. */
+/* Drops the passengers held by self.  Never fails. */
+static void
+fp_line_drop_passengers(fp_ltracer *self)
+{
+    Py_ssize_t n = self->npassengers;
+    fp_ltracer **list = self->passengers;
+    self->npassengers = self->cappassengers = 0;
+    self->passengers = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(list[i]);
+    PyMem_RawFree(list);
+}
+
+/* Drops the timer and passengers (the codes stay: they never refer back to a tracer).
+ * Returns 0. */
 static int
 fp_line_clear(fp_ltracer *self)
 {
     Py_CLEAR(self->timer);
+    fp_line_drop_passengers(self);
     return 0;
 }
 
@@ -164,6 +181,7 @@ fp_line_dealloc(fp_ltracer *self)
         PyMem_RawFree(self->threads[i]);
     }
     PyMem_RawFree(self->threads);
+    fp_line_drop_passengers(self);
     Py_CLEAR(self->timer);
     Py_CLEAR(self->name_trace_lines);
     tp->tp_free((PyObject *)self);
@@ -340,6 +358,54 @@ fp_line_install_trace(fp_ltracer *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* _add_passenger(tracer): lets self's trace function feed tracer too.  Returns None, or
+ * NULL with an exception set. */
+static PyObject *
+fp_line_add_passenger(fp_ltracer *self, PyObject *other)
+{
+    if (Py_TYPE(other) != Py_TYPE(self) || other == (PyObject *)self) {
+        PyErr_SetString(PyExc_TypeError, "_add_passenger(): expected another LineTracer");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->npassengers; i++)
+        if (self->passengers[i] == (fp_ltracer *)other)
+            Py_RETURN_NONE;
+    if (self->npassengers == self->cappassengers) {
+        Py_ssize_t cap = self->cappassengers ? 2 * self->cappassengers : 4;
+        fp_ltracer **grown = PyMem_RawRealloc(self->passengers, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        self->passengers = grown;
+        self->cappassengers = cap;
+    }
+    self->passengers[self->npassengers++] = (fp_ltracer *)Py_NewRef(other);
+    Py_RETURN_NONE;
+}
+
+/* _remove_passenger(tracer): stops feeding tracer.  Returns None. */
+static PyObject *
+fp_line_remove_passenger(fp_ltracer *self, PyObject *other)
+{
+    for (Py_ssize_t i = 0; i < self->npassengers; i++) {
+        if (self->passengers[i] == (fp_ltracer *)other) {
+            memmove(&self->passengers[i], &self->passengers[i + 1],
+                    (size_t)(self->npassengers - i - 1) * sizeof(self->passengers[0]));
+            self->npassengers--;
+            Py_DECREF(other);
+            break;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* _active(): returns True when the trace function still has work (counting itself or
+ * feeding passengers). */
+static PyObject *
+fp_line_active(fp_ltracer *self, PyObject *unused)
+{
+    return PyBool_FromLong(self->enabled || self->npassengers > 0);
+}
+
 /* _uninstall_trace(): removes the trace function of the calling thread.  Returns None. */
 static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, PyObject *unused)
@@ -380,6 +446,12 @@ static PyMethodDef fp_line_methods[] = {
      "Install the C trace function in the calling thread."},
     {"_uninstall_trace", (PyCFunction)fp_line_uninstall_trace, METH_NOARGS,
      "Remove the trace function of the calling thread."},
+    {"_add_passenger", (PyCFunction)fp_line_add_passenger, METH_O,
+     "Feed another tracer from this one's trace function."},
+    {"_remove_passenger", (PyCFunction)fp_line_remove_passenger, METH_O,
+     "Stop feeding a tracer."},
+    {"_active", (PyCFunction)fp_line_active, METH_NOARGS,
+     "Whether the trace function still counts or feeds others."},
 #endif
     {"seconds_per_tick", (PyCFunction)fp_line_seconds_per_tick, METH_NOARGS | METH_STATIC,
      "seconds_per_tick() -> float: seconds of one tick of the tick clock."},

@@ -54,6 +54,8 @@ typedef struct fp_ltracer {
     PyObject *timer;     /* NULL: fp_clock_ticks(); else a callable returning an int */
     PyObject *name_trace_lines; /* "f_trace_lines" (used below 3.12) */
     Py_ssize_t trace_lines_offset; /* 3.11: offset of the frame's f_trace_lines, or -1 */
+    struct fp_ltracer **passengers; /* below 3.12: tracers fed by this one's trace function */
+    Py_ssize_t npassengers, cappassengers;
     int enabled;
     const char *error;   /* sticky: the first failure inside a hook, reported at disable */
 } fp_ltracer;

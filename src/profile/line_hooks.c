@@ -305,34 +305,25 @@ fp_line_resumed(PyFrameObject *frame, PyObject *code)
     return PyFrame_GetLineNumber(frame) != ((PyCodeObject *)code)->co_firstlineno;
 }
 
-/* The trace function installed with PyEval_SetTrace: op is the tracer.  Returns 0 (a trace
- * function that returns -1 would stop the program with an exception: it never does). */
-int
-fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
+/* Handles one trace event for tracer self.  Returns 1 when frame belongs to a code
+ * registered in self (so its line events must stay on), else 0.  Never sets an exception. */
+static int
+fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
 {
-    fp_ltracer *self = (fp_ltracer *)op;
     fp_tick now = fp_line_now(self);
     fp_lthread *ts;
     fp_lrec *rec;
     PyObject *code;
-    if (FP_UNLIKELY(!self->enabled)) {
-        /* Disabled while this thread still had it installed: remove it here. */
-        Py_INCREF(op);
-        PyEval_SetTrace(NULL, NULL);
-        Py_DECREF(op);
-        goto done;
-    }
+    int known = 0;
     switch (what) {
     case PyTrace_LINE:
         if ((ts = fp_line_thread(self)) == NULL)
             goto done;
-        if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].frame == (void *)frame) {
+        if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].frame == (void *)frame)
             rec = ts->stack[ts->depth - 1].rec;
-        }
-        else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL) {
-            fp_line_mute(self, frame);
+        else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
             goto done;
-        }
+        known = 1;
 #if PY_VERSION_HEX >= 0x030B0000
         fp_line_event(self, ts, rec, frame, PyFrame_GetLineNumber(frame), now);
 #else
@@ -341,10 +332,9 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
         break;
     case PyTrace_CALL:
         code = fp_line_frame_code(frame);
-        if ((rec = fp_line_lookup(self, code)) == NULL) {
-            fp_line_mute(self, frame);
+        if ((rec = fp_line_lookup(self, code)) == NULL)
             goto done;
-        }
+        known = 1;
         if ((ts = fp_line_thread(self)) == NULL)
             goto done;
         fp_line_push(self, ts, rec, frame,
@@ -357,11 +347,43 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
             rec = ts->stack[ts->depth - 1].rec;
         else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
             goto done;
+        known = 1;
         fp_line_leave(ts, rec, frame, now);
         break;
     default:
         break;
     }
+done:
+    return known;
+}
+
+/* The trace function installed with PyEval_SetTrace: op is the installed tracer, which also
+ * hands each event to the tracers riding along with it (enabled while it was installed).
+ * Returns 0 (a trace function that returns -1 would stop the program with an exception: it
+ * never does). */
+int
+fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    int known = 0;
+    if (FP_UNLIKELY(!self->enabled && self->npassengers == 0)) {
+        /* Off while this thread still had it installed: remove it here. */
+        Py_INCREF(op);
+        PyEval_SetTrace(NULL, NULL);
+        Py_DECREF(op);
+        goto done;
+    }
+    if (what != PyTrace_CALL && what != PyTrace_LINE && what != PyTrace_RETURN)
+        goto done;
+    if (FP_LIKELY(self->enabled))
+        known = fp_line_trace_one(self, frame, what);
+    for (Py_ssize_t i = 0; i < self->npassengers; i++) {
+        fp_ltracer *p = self->passengers[i];
+        if (p->enabled)
+            known |= fp_line_trace_one(p, frame, what);
+    }
+    if (!known && what != PyTrace_RETURN)
+        fp_line_mute(self, frame);
 done:
     return 0;
 }
