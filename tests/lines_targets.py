@@ -141,3 +141,25 @@ def threaded_work(n):
     for i in range(n):  # L:twfor
         s += i  # L:twbody
     return s  # L:twret
+
+
+def delegator(n):
+    yield -1  # L:dg_first
+    yield from gen(n)  # L:dg_from
+    advance(4)  # L:dg_end
+
+
+def catching_gen():
+    caught = 0  # L:cg_init
+    while caught < 2:  # L:cg_while
+        try:  # L:cg_try
+            yield caught  # L:cg_yield
+        except KeyError:  # L:cg_except
+            caught += 1  # L:cg_caught
+    return caught  # L:cg_ret
+
+
+async def agen(n):
+    for i in range(n):  # L:ag_for
+        await suspend()  # L:ag_await
+        yield i  # L:ag_yield

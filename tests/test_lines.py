@@ -608,3 +608,44 @@ def test_legacy_line_events_switched_off_in_unregistered_frames():
     with lp:
         registered()
     assert seen == {"reg": True, "flag": False}
+
+
+def test_yield_from_delegation():
+    lp = fake_profiler(T.delegator, T.gen)
+    with lp:
+        for _ in T.delegator(2):
+            T.advance(1000)  # consumer time: charged to no line
+    st = lp.get_stats()
+    d = lines_of(st, T.delegator)
+    assert d[L("dg_first")] == 1 and d[L("dg_end")] == 1 and d[L("dg_from")] >= 1
+    times = lines_of(st, T.delegator, 2)
+    assert times[L("dg_end")] == 4
+    # the delegating line carries the inner generator's own work (2 per item, 1 at the end)
+    assert times[L("dg_from")] == 2 * 2 + 1
+    assert sum(lines_of(st, T.gen, 2).values()) == 2 * 2 + 1
+    assert lines_of(st, T.gen)[L("gyield")] == 2
+
+
+def test_exception_thrown_into_generator_and_handled():
+    lp = LineProfiler(T.catching_gen)
+    with lp:
+        g = T.catching_gen()
+        assert next(g) == 0
+        assert g.throw(KeyError()) == 1
+        with pytest.raises(StopIteration):
+            g.throw(KeyError())
+    hits = lines_of(lp.get_stats(), T.catching_gen)
+    assert hits[L("cg_init")] == 1 and hits[L("cg_caught")] == 2
+    assert hits[L("cg_except")] == 2 and hits[L("cg_ret")] == 1
+
+
+def test_async_generator():
+    lp = LineProfiler(T.agen)
+
+    async def main():
+        return [x async for x in T.agen(3)]
+
+    with lp:
+        assert asyncio.run(main()) == [0, 1, 2]
+    hits = lines_of(lp.get_stats(), T.agen)
+    assert hits[L("ag_await")] == 3 and hits[L("ag_yield")] == 3 and hits[L("ag_for")] == 4
