@@ -649,3 +649,47 @@ def test_async_generator():
         assert asyncio.run(main()) == [0, 1, 2]
     hits = lines_of(lp.get_stats(), T.agen)
     assert hits[L("ag_await")] == 3 and hits[L("ag_yield")] == 3 and hits[L("ag_for")] == 4
+
+
+def test_decorator_on_generator_function_profiles_each_step():
+    lp = fake_profiler()
+    wrapped = lp(T.gen)
+    out = []
+    for item in wrapped(3):
+        out.append(item)
+        T.advance(100)
+    assert out == [0, 1, 2] and not lp.enabled
+    st = lp.get_stats()
+    assert lines_of(st, T.gen) == {L("gfor"): 4, L("gwork"): 3, L("gyield"): 3, L("gend"): 1}
+    assert sum(lines_of(st, T.gen, 2).values()) == 7
+    g = wrapped(5)
+    next(g)
+    g.close()
+    assert not lp.enabled
+
+
+@pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
+def test_only_registered_code_has_local_events():
+    mon = sys.monitoring
+    lp = LineProfiler(T.loop)
+    with lp:
+        tool = next(i for i in range(6) if mon.get_tool(i) == "fastprof-lines")
+        E = mon.events
+        assert mon.get_local_events(tool, T.loop.__code__) == (
+            E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
+        assert mon.get_local_events(tool, T.fib.__code__) == 0
+        assert mon.get_events(tool) == E.PY_UNWIND | E.PY_THROW
+    assert mon.get_tool(tool) is None
+
+
+def test_print_stats_without_source():
+    ns = {}
+    exec(compile("def f(n):\n    return n + 1\n", "<generated>", "exec"), ns)
+    lp = LineProfiler(ns["f"])
+    with lp:
+        ns["f"](1)
+    out = io.StringIO()
+    lp.print_stats(stream=out)
+    text = out.getvalue()
+    assert "Could not find file <generated>" in text
+    assert re.search(r"^\s+2\s+1\s", text, re.M)

@@ -222,8 +222,11 @@ class LineProfiler:
         return found
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: register func and profile while it runs (nested calls counted)."""
+        """Decorator: register func and profile while it runs (nested calls counted; for
+        a generator function, while the generator runs)."""
         self.add_function(func)
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -241,6 +244,36 @@ class LineProfiler:
                 return func(*args, **kwargs)
             finally:
                 self.disable_by_count()
+        return wrapper
+
+    def _step(self, advance: Callable[[], Any]) -> Any:
+        """advance() with profiling on (by count)."""
+        self.enable_by_count()
+        try:
+            return advance()
+        finally:
+            self.disable_by_count()
+
+    def _wrap_generator(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """A generator function that runs func's generator with profiling on for each step
+        (not while the consumer holds it)."""
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            gen = func(*args, **kwargs)
+            try:
+                item = self._step(lambda: next(gen))
+                while True:
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        gen.close()
+                        raise
+                    except BaseException as exc:
+                        item = self._step(lambda: gen.throw(exc))
+                    else:
+                        item = self._step(lambda: gen.send(sent))
+            except StopIteration as stop:
+                return stop.value
         return wrapper
 
     # --- switching on and off -----------------------------------------------------------
