@@ -207,7 +207,8 @@ fp_line_add_code(fp_ltracer *self, PyObject *args)
     if (first < 0 || last < first || last - first > 10000000) {
         PyErr_Format(PyExc_ValueError,
                      "add_code(): first and last must be line numbers with 0 <= first <= last, "
-                     "got %d and %d", first, last);
+                     "got %d and %d",
+                     first, last);
         goto error;
     }
     if (fp_line_lookup(self, code) != NULL)
@@ -448,8 +449,7 @@ static PyMethodDef fp_line_methods[] = {
      "Remove the trace function of the calling thread."},
     {"_add_passenger", (PyCFunction)fp_line_add_passenger, METH_O,
      "Feed another tracer from this one's trace function."},
-    {"_remove_passenger", (PyCFunction)fp_line_remove_passenger, METH_O,
-     "Stop feeding a tracer."},
+    {"_remove_passenger", (PyCFunction)fp_line_remove_passenger, METH_O, "Stop feeding a tracer."},
     {"_active", (PyCFunction)fp_line_active, METH_NOARGS,
      "Whether the trace function still counts or feeds others."},
 #endif

@@ -45,19 +45,19 @@ typedef struct fp_lmap {
 
 /* _fastprof.LineTracer. */
 typedef struct fp_ltracer {
-    PyObject_HEAD
-    uint64_t id;         /* unique for the process's lifetime */
-    fp_lrec **recs;      /* registered codes, stable pointers */
+    PyObject ob_base; /* PyObject_HEAD */
+    uint64_t id;      /* unique for the process's lifetime */
+    fp_lrec **recs;   /* registered codes, stable pointers */
     Py_ssize_t nrecs, caprecs;
     fp_lthread **threads;
     Py_ssize_t nthreads, capthreads;
-    PyObject *timer;     /* NULL: fp_clock_ticks(); else a callable returning an int */
-    PyObject *name_trace_lines; /* "f_trace_lines" (used below 3.12) */
-    Py_ssize_t trace_lines_offset; /* 3.11: offset of the frame's f_trace_lines, or -1 */
+    PyObject *timer;                /* NULL: fp_clock_ticks(); else a callable returning an int */
+    PyObject *name_trace_lines;     /* "f_trace_lines" (used below 3.12) */
+    Py_ssize_t trace_lines_offset;  /* 3.11: offset of the frame's f_trace_lines, or -1 */
     struct fp_ltracer **passengers; /* below 3.12: tracers fed by this one's trace function */
     Py_ssize_t npassengers, cappassengers;
     int enabled;
-    const char *error;   /* sticky: the first failure inside a hook, reported at disable */
+    const char *error; /* sticky: the first failure inside a hook, reported at disable */
 } fp_ltracer;
 
 /* The code-object extra index of the line profiler (requested once at import). */

@@ -110,8 +110,7 @@ fp_line_hit(fp_lrec *rec, int line)
 /* Pushes a frame of rec on ts, on `line` (-1: none yet) since now.  Returns the new top, or
  * NULL (self->error set) when memory runs out.  Never sets an exception. */
 static fp_lframe *
-fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line,
-             fp_tick now)
+fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
 {
     if (FP_UNLIKELY(ts->depth == ts->cap)) {
         Py_ssize_t cap = ts->cap ? 2 * ts->cap : 64;
@@ -151,8 +150,7 @@ fp_line_leave(fp_lthread *ts, fp_lrec *rec, void *frame, fp_tick now)
 /* A line event of rec (frame `frame` below 3.12): closes the previous line of that frame
  * and opens `line`.  A frame first seen here (running when profiling began) is pushed. */
 FP_INLINE void
-fp_line_event(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line,
-              fp_tick now)
+fp_line_event(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
 {
     fp_lframe *f;
     if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].rec == rec &&
@@ -161,8 +159,7 @@ fp_line_event(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int l
         fp_line_charge(f, now);
         f->line = line;
         f->t = now;
-    }
-    else if (fp_line_push(self, ts, rec, frame, line, now) == NULL) {
+    } else if (fp_line_push(self, ts, rec, frame, line, now) == NULL) {
         return;
     }
     fp_line_hit(rec, line);
