@@ -693,3 +693,22 @@ def test_print_stats_without_source():
     text = out.getvalue()
     assert "Could not find file <generated>" in text
     assert re.search(r"^\s+2\s+1\s", text, re.M)
+
+
+def test_class_and_lru_cache_wrapped_functions():
+    import functools
+
+    @functools.lru_cache(maxsize=None)
+    def cached(n):
+        return n * 3
+
+    lp = LineProfiler(T.Shape, cached)
+    with lp:
+        T.Shape(2).area()
+        cached(1)
+        cached(1)  # from the cache: the function does not run
+    st = lp.get_stats()
+    assert lines_of(st, T.Shape.area) == {L("area"): 1}
+    assert lines_of(st, T.Shape.__init__) == {L("init_body"): 1}
+    assert lines_of(st, cached.__wrapped__) == {cached.__wrapped__.__code__.co_firstlineno + 2: 1}
+    assert {f.__name__ for f in lp.functions} >= {"area", "unit", "double", "perimeter", "cached"}

@@ -100,6 +100,14 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
         return _unwrap(func.__func__, argname)
     if isinstance(func, functools.partial):
         return _unwrap(func.func, argname)
+    if isinstance(func, type):  # a class: the functions defined in its body
+        found: List[types.FunctionType] = []
+        for value in vars(func).values():
+            try:
+                found.extend(f for f in _unwrap(value, argname) if f not in found)
+            except TypeError:
+                continue
+        return found
     if isinstance(func, types.MethodType):
         return _unwrap(func.__func__, argname)
     if isinstance(func, functools.cached_property):
@@ -111,8 +119,8 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
         if inner is not func:
             return _unwrap(inner, argname)
         return [func]
-    raise TypeError(f"{argname} must be a Python function, method, property, classmethod or "
-                    f"staticmethod (or a decorator's wrapper of one), not "
+    raise TypeError(f"{argname} must be a Python function, method, property, classmethod, "
+                    f"staticmethod or class (or a decorator's wrapper of one), not "
                     f"{type(func).__name__}")
 
 
@@ -174,7 +182,8 @@ class LineProfiler:
         """Register func (and the functions and lambdas nested in it) for line timing.
 
         Decorated functions are unwrapped to the function the user wrote; methods,
-        classmethods, staticmethods and properties are accepted."""
+        classmethods, staticmethods, properties and classes (every function defined in the
+        class body) are accepted."""
         for f in _unwrap(func):
             if self._add_code(f.__code__):
                 self.functions.append(f)
