@@ -712,3 +712,18 @@ def test_class_and_lru_cache_wrapped_functions():
     assert lines_of(st, T.Shape.__init__) == {L("init_body"): 1}
     assert lines_of(st, cached.__wrapped__) == {cached.__wrapped__.__code__.co_firstlineno + 2: 1}
     assert {f.__name__ for f in lp.functions} >= {"area", "unit", "double", "perimeter", "cached"}
+
+
+@pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
+def test_dropping_an_enabled_profiler_frees_its_tool_id():
+    import gc
+
+    mon = sys.monitoring
+    before = [mon.get_tool(i) for i in range(6)]
+    lp = LineProfiler(T.loop)
+    lp.enable()
+    assert [mon.get_tool(i) for i in range(6)] != before
+    del lp
+    gc.collect()
+    assert [mon.get_tool(i) for i in range(6)] == before
+    T.loop(2)  # no callback left behind

@@ -408,6 +408,15 @@ class LineProfiler:
         if error is not None:
             raise RuntimeError(f"line profiling failed during the run: {error}")
 
+    def __del__(self) -> None:
+        # Dropped while enabled (3.12+): give the tool id back.
+        try:
+            if getattr(self, "_tool", None) is not None:
+                self._tracer._stop()
+                self._disable_monitoring()
+        except Exception:
+            pass
+
     def enable_by_count(self) -> None:
         """enable(), counting nested calls: only the first call switches on."""
         if self._enable_count == 0:
