@@ -3,7 +3,6 @@ bookkeeping, results API, text table and dump/load."""
 
 import asyncio
 import io
-import os
 import re
 import sys
 import threading
@@ -727,3 +726,17 @@ def test_dropping_an_enabled_profiler_frees_its_tool_id():
     gc.collect()
     assert [mon.get_tool(i) for i in range(6)] == before
     T.loop(2)  # no callback left behind
+
+
+def test_dump_readable_by_line_profiler(tmp_path):
+    line_profiler = pytest.importorskip("line_profiler")
+    lp = LineProfiler(T.loop)
+    with lp:
+        T.loop(3)
+    path = tmp_path / "out.lprof"
+    lp.dump_stats(path)
+    theirs = line_profiler.load_stats(str(path))
+    assert theirs.timings == lp.get_stats().timings and theirs.unit == lp.get_stats().unit
+    out = io.StringIO()
+    line_profiler.show_text(theirs.timings, theirs.unit, stream=out)
+    assert "Function: loop" in out.getvalue()

@@ -11,7 +11,6 @@ per time unit.
 
 from __future__ import annotations
 
-import builtins
 import dis
 import functools
 import importlib
@@ -495,11 +494,12 @@ class LineProfiler:
         show_text(stats.timings, stats.unit, output_unit, stream, stripzeros, summarize)
 
     def dump_stats(self, path: "str | os.PathLike[str]") -> None:
-        """Write the timings to path (read back with fastprof.lines.load_stats)."""
+        """Write the timings to path as a pickled LineStats, like line_profiler's .lprof
+        files: fastprof.lines.load_stats reads it back, and so do line_profiler's readers
+        (``python -m line_profiler path``) where fastprof is importable."""
         stats = self.get_stats()
         with open(path, "wb") as f:
-            pickle.dump({"timings": stats.timings, "unit": stats.unit}, f,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(stats, f, protocol=4)
 
 
 class _KernprofBuiltin:
@@ -563,5 +563,3 @@ def resolve_function(spec: str) -> Any:
             raise AttributeError(f"{spec!r}: {where!r} has no {qualname!r}") from None
     return obj
 
-
-_ = builtins  # kept for callers that install kernprof_builtin(lp) into builtins
