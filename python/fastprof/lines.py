@@ -161,7 +161,10 @@ class LineProfiler:
             raise TypeError(f"_timer must be a callable returning an int, not "
                             f"{type(_timer).__name__}")
         self._tracer = _fastprof.LineTracer(_timer)
-        self._unit = float(_timer_unit) if _timer is not None else _fastprof.LineTracer.seconds_per_tick()
+        if _timer is not None:
+            self._unit = float(_timer_unit)
+        else:
+            self._unit = _fastprof.LineTracer.seconds_per_tick()
         self.functions: List[types.FunctionType] = []
         self._enable_count = 0
         self._tool: Optional[int] = None
@@ -233,6 +236,8 @@ class LineProfiler:
         """Decorator: register func and profile while it runs (nested calls counted; for
         a generator function, while the generator runs)."""
         self.add_function(func)
+        if isinstance(func, (type, property, classmethod, staticmethod)):
+            return func  # registered; nothing to switch on around
         if inspect.isgeneratorfunction(func):
             return self._wrap_generator(func)
         if inspect.iscoroutinefunction(func):
