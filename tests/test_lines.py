@@ -740,3 +740,23 @@ def test_dump_readable_by_line_profiler(tmp_path):
     out = io.StringIO()
     line_profiler.show_text(theirs.timings, theirs.unit, stream=out)
     assert "Function: loop" in out.getvalue()
+
+
+@pytest.mark.skipif(not MONITORING,
+                    reason="below 3.12 threads running before enable() are not traced")
+def test_thread_started_before_enable_is_counted():
+    go, done = threading.Event(), threading.Event()
+
+    def run():
+        go.wait(10)
+        T.threaded_work(10)
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    lp = LineProfiler(T.threaded_work)
+    with lp:
+        go.set()
+        assert done.wait(10)
+    t.join()
+    assert lines_of(lp.get_stats(), T.threaded_work)[L("twbody")] == 10
