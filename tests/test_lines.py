@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-import lines_targets as T
+import test_lines_targets as T
 from fastprof import LineProfiler
 from fastprof.lines import LineStats, load_stats
 
@@ -22,7 +22,7 @@ with open(T.__file__) as _f:
 
 
 def L(name):
-    """Line number of the line marked `# L:name` in lines_targets."""
+    """Line number of the line marked `# L:name` in test_lines_targets."""
     return _MARKS[name]
 
 
@@ -496,7 +496,7 @@ def test_bad_timer_and_module_arguments():
     with pytest.raises(TypeError, match="_timer"):
         LineProfiler(_timer=3)
     with pytest.raises(TypeError, match="module must be a module"):
-        LineProfiler().add_module("lines_targets")
+        LineProfiler().add_module("test_lines_targets")
 
 
 # --- results: shape, table, dump/load -----------------------------------------------------

@@ -1,4 +1,5 @@
-"""Functions the line profiler tests run.  Comments `# L:name` mark lines the tests look up."""
+"""Functions the line profiler tests run (no tests here).  Comments `# L:name` mark lines the
+tests look up."""
 
 import functools
 
