@@ -1,5 +1,570 @@
-"""fastprof.lines (being written)."""
+"""Line-by-line timing: ``fastprof.LineProfiler``.
 
-def LineProfiler(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.lines.LineProfiler is not built yet")
+Only registered functions pay.  On Python 3.12+ the hooks are sys.monitoring LINE and frame
+events set as *local* events on the registered code objects (plus the global PY_UNWIND and
+PY_THROW, which sys.monitoring cannot set locally), so other code runs at full speed.  On
+3.9-3.11 a C trace function is installed and line events are switched off in frames of code
+that is not registered.  Results have line_profiler's shape: ``get_stats().timings`` is
+``{(filename, first_lineno, name): [(lineno, hits, time), ...]}`` with ``.unit`` seconds
+per time unit.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import pickle
+import sys
+import threading
+import types
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from . import _fastprof
+from .report.lines_text import show_text
+
+__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function"]
+
+_MONITORING = sys.version_info >= (3, 12)
+_TOOL_NAME = "fastprof-lines"
+_TOOL_PREFERENCE = (4, 3, 5)
+# Code objects of comprehensions and generator expressions are not registered on their own:
+# their time is charged to the line of the registered function that runs them, as 3.12+
+# does anyway where comprehensions are inlined.
+_SKIPPED_NESTED = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+
+Key = Tuple[str, int, str]
+LineTiming = Tuple[int, int, int]
+
+
+class LineStats:
+    """Line timings: ``timings`` maps (filename, first_lineno, name) to [(lineno, hits,
+    time)], time in units of ``unit`` seconds (line_profiler's LineStats shape)."""
+
+    def __init__(self, timings: Dict[Key, List[LineTiming]], unit: float) -> None:
+        self.timings = timings
+        self.unit = unit
+
+    def __repr__(self) -> str:
+        return f"LineStats({len(self.timings)} functions, unit={self.unit:g})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, LineStats) and self.timings == other.timings
+                and self.unit == other.unit)
+
+    def total_time(self, key: Key) -> float:
+        """Seconds charged to the lines of one function."""
+        return sum(t[2] for t in self.timings.get(key, ())) * self.unit
+
+
+def load_stats(path: "str | os.PathLike[str]") -> LineStats:
+    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``)."""
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    if isinstance(data, dict) and "timings" in data and "unit" in data:
+        return LineStats(data["timings"], data["unit"])
+    if hasattr(data, "timings") and hasattr(data, "unit"):
+        return LineStats(dict(data.timings), float(data.unit))
+    raise ValueError(f"load_stats(): {os.fspath(path)!r} does not hold line timings")
+
+
+def _code_lines(code: types.CodeType) -> Tuple[int, int]:
+    """The smallest and largest line number of code (its first line included)."""
+    if hasattr(code, "co_lines"):
+        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    else:
+        lines = [ln for _, ln in dis.findlinestarts(code)]
+    lines.append(code.co_firstlineno)
+    return min(lines), max(lines)
+
+
+def _nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """The code objects of functions, lambdas and classes defined inside code (recursively)."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name not in _SKIPPED_NESTED:
+            yield const
+            yield from _nested_codes(const)
+
+
+def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
+    """The plain functions behind func: the function the user wrote under decorators,
+    methods, classmethod/staticmethod, property accessors and functools.partial."""
+    if isinstance(func, property):
+        return [f for acc in (func.fget, func.fset, func.fdel) if acc is not None
+                for f in _unwrap(acc, argname)]
+    if isinstance(func, (classmethod, staticmethod)):
+        return _unwrap(func.__func__, argname)
+    if isinstance(func, functools.partial):
+        return _unwrap(func.func, argname)
+    if isinstance(func, type):  # a class: the functions defined in its body
+        found: List[types.FunctionType] = []
+        for value in vars(func).values():
+            try:
+                found.extend(f for f in _unwrap(value, argname) if f not in found)
+            except TypeError:
+                continue
+        return found
+    if isinstance(func, types.MethodType):
+        return _unwrap(func.__func__, argname)
+    if isinstance(func, functools.cached_property):
+        return _unwrap(func.func, argname)
+    if not isinstance(func, types.FunctionType) and hasattr(func, "__wrapped__"):
+        return _unwrap(func.__wrapped__, argname)
+    if isinstance(func, types.FunctionType):
+        inner = inspect.unwrap(func)
+        if inner is not func:
+            return _unwrap(inner, argname)
+        return [func]
+    raise TypeError(f"{argname} must be a Python function, method, property, classmethod, "
+                    f"staticmethod or class (or a decorator's wrapper of one), not "
+                    f"{type(func).__name__}")
+
+
+def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str, types.CodeType]]:
+    """(qualname, code) of every function and class body code nested in a module's code."""
+    for const in code.co_consts:
+        if not isinstance(const, types.CodeType) or const.co_name in _SKIPPED_NESTED:
+            continue
+        qual = getattr(const, "co_qualname", None) or (prefix + const.co_name)
+        yield qual, const
+        is_function = bool(const.co_flags & inspect.CO_NEWLOCALS)
+        yield from _code_qualname_walk(const, qual + (".<locals>." if is_function else "."))
+
+
+class _LegacyState:
+    """Below 3.12: the profiler whose C trace function is installed (it feeds the others
+    enabled meanwhile) and the trace hooks to put back when the last one is disabled."""
+
+    driver: Optional["LineProfiler"] = None
+    prev: Any = None
+    thread_prev: Any = None
+
+
+_LEGACY = _LegacyState()
+
+
+class LineProfiler:
+    """Time each line of the registered functions.
+
+    ``LineProfiler(*funcs)`` registers funcs; ``add_function`` and ``add_module`` add more.
+    Use ``enable()``/``disable()``, ``with profiler:``, ``runcall``, or ``@profiler`` (which
+    turns profiling on while the decorated function runs).  ``get_stats()`` gives
+    line_profiler-shaped results, ``print_stats()`` kernprof's table.
+    """
+
+    def __init__(self, *funcs: Any, _timer: Optional[Callable[[], int]] = None,
+                 _timer_unit: float = 1e-9) -> None:
+        if _timer is not None and not callable(_timer):
+            raise TypeError(f"_timer must be a callable returning an int, not "
+                            f"{type(_timer).__name__}")
+        self._tracer = _fastprof.LineTracer(_timer)
+        if _timer is not None:
+            self._unit = float(_timer_unit)
+        else:
+            self._unit = _fastprof.LineTracer.seconds_per_tick()
+        self.functions: List[types.FunctionType] = []
+        self._enable_count = 0
+        self._tool: Optional[int] = None
+        for func in funcs:
+            self.add_function(func)
+
+    # --- registration -------------------------------------------------------------------
+
+    def _add_code(self, code: types.CodeType) -> bool:
+        first, last = _code_lines(code)
+        added = bool(self._tracer.add_code(code, first, last))
+        if added and self._tool is not None:
+            self._set_local_events(code)
+        return added
+
+    def add_function(self, func: Any) -> None:
+        """Register func (and the functions and lambdas nested in it) for line timing.
+
+        Decorated functions are unwrapped to the function the user wrote; methods,
+        classmethods, staticmethods, properties and classes (every function defined in the
+        class body) are accepted."""
+        for f in _unwrap(func):
+            if self._add_code(f.__code__):
+                self.functions.append(f)
+            for nested in _nested_codes(f.__code__):
+                self._add_code(nested)
+
+    def add_module(self, module: types.ModuleType) -> int:
+        """Register every function defined in module (classes' methods too).  Returns how
+        many functions were added."""
+        if not isinstance(module, types.ModuleType):
+            raise TypeError(f"module must be a module, not {type(module).__name__}")
+        before = len(self.functions)
+        seen: set = set()
+
+        def visit(namespace: Dict[str, Any]) -> None:
+            for value in list(namespace.values()):
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                if isinstance(value, type):
+                    if value.__module__ == module.__name__:
+                        visit(dict(vars(value)))
+                    continue
+                try:
+                    funcs = _unwrap(value)
+                except TypeError:
+                    continue
+                for f in funcs:
+                    if f.__module__ == module.__name__:
+                        self.add_function(f)
+
+        visit(vars(module))
+        return len(self.functions) - before
+
+    def add_from_code(self, module_code: types.CodeType, qualname: str) -> int:
+        """Register the functions called qualname among the code objects nested in
+        module_code (a compiled script, before it runs).  Returns how many were found."""
+        found = 0
+        for qual, code in _code_qualname_walk(module_code, ""):
+            if qual == qualname:
+                self._add_code(code)
+                for nested in _nested_codes(code):
+                    self._add_code(nested)
+                found += 1
+        return found
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: register func and profile while it runs (nested calls counted; for
+        a generator function, while the generator runs)."""
+        self.add_function(func)
+        if isinstance(func, (type, property, classmethod, staticmethod)):
+            return func  # registered; nothing to switch on around
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                self.enable_by_count()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    self.disable_by_count()
+            return async_wrapper
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.enable_by_count()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.disable_by_count()
+        return wrapper
+
+    def _step(self, advance: Callable[[], Any]) -> Any:
+        """advance() with profiling on (by count)."""
+        self.enable_by_count()
+        try:
+            return advance()
+        finally:
+            self.disable_by_count()
+
+    def _wrap_generator(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """A generator function that runs func's generator with profiling on for each step
+        (not while the consumer holds it)."""
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            gen = func(*args, **kwargs)
+            try:
+                item = self._step(lambda: next(gen))
+                while True:
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        gen.close()
+                        raise
+                    except BaseException as exc:
+                        item = self._step(lambda: gen.throw(exc))
+                    else:
+                        item = self._step(lambda: gen.send(sent))
+            except StopIteration as stop:
+                return stop.value
+        return wrapper
+
+    # --- switching on and off -----------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the hooks are installed and counting."""
+        return bool(self._tracer.enabled)
+
+    def _set_local_events(self, code: types.CodeType) -> None:
+        E = sys.monitoring.events
+        sys.monitoring.set_local_events(
+            self._tool, code,
+            E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
+
+    def _enable_monitoring(self) -> None:
+        mon = sys.monitoring
+        E = mon.events
+        candidates = list(_TOOL_PREFERENCE) + [i for i in range(6) if i not in _TOOL_PREFERENCE]
+        tool = next((i for i in candidates if mon.get_tool(i) is None), None)
+        if tool is None:
+            raise RuntimeError("LineProfiler.enable(): every sys.monitoring tool id is in use")
+        mon.use_tool_id(tool, _TOOL_NAME)
+        self._tool = tool
+        t = self._tracer
+        try:
+            mon.register_callback(tool, E.PY_START, t._on_start)
+            mon.register_callback(tool, E.PY_RESUME, t._on_resume)
+            mon.register_callback(tool, E.PY_THROW, t._on_resume)
+            mon.register_callback(tool, E.LINE, t._on_line)
+            mon.register_callback(tool, E.PY_RETURN, t._on_leave)
+            mon.register_callback(tool, E.PY_YIELD, t._on_leave)
+            mon.register_callback(tool, E.PY_UNWIND, t._on_leave)
+            t._start()
+            for code in t.codes():
+                self._set_local_events(code)
+            mon.set_events(tool, E.PY_UNWIND | E.PY_THROW)
+        except BaseException:
+            t._stop()
+            try:
+                self._disable_monitoring()
+            except Exception:
+                pass  # the first error is the one to report
+            raise
+
+    def _disable_monitoring(self) -> None:
+        """Clear this profiler's events and callbacks and free its tool id.  Every step is
+        tried even when one fails; the first failure is raised at the end."""
+        mon = sys.monitoring
+        E = mon.events
+        tool = self._tool
+        if tool is None:
+            return
+        self._tool = None
+        steps: List[Callable[[], Any]] = [lambda: mon.set_events(tool, 0)]
+        steps += [functools.partial(mon.set_local_events, tool, code, 0)
+                  for code in self._tracer.codes()]
+        steps += [functools.partial(mon.register_callback, tool, ev, None)
+                  for ev in (E.PY_START, E.PY_RESUME, E.PY_THROW, E.LINE, E.PY_RETURN,
+                             E.PY_YIELD, E.PY_UNWIND)]
+        steps.append(lambda: mon.free_tool_id(tool))
+        first: Optional[BaseException] = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # keep going: the tool id must be freed
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _thread_bootstrap(self, frame: Any, event: str, arg: Any) -> None:
+        """threading.settrace hook below 3.12: installs the C trace in a new thread."""
+        if self._tracer._active():
+            self._tracer._install_trace()
+        return None
+
+    def _enable_legacy(self) -> None:
+        driver = _LEGACY.driver
+        self._tracer._start()
+        if driver is None:
+            _LEGACY.driver = self
+            _LEGACY.prev = sys.gettrace()
+            _LEGACY.thread_prev = getattr(threading, "_trace_hook", None)
+            self._tracer._install_trace()
+            threading.settrace(self._thread_bootstrap)
+        elif driver is not self:
+            # One trace function per thread: the installed profiler feeds this one too.
+            driver._tracer._add_passenger(self._tracer)
+
+    def _disable_legacy(self) -> None:
+        driver = _LEGACY.driver
+        if driver is None:
+            return
+        if driver is not self:
+            driver._tracer._remove_passenger(self._tracer)
+        if not driver._tracer._active():
+            _LEGACY.driver = None
+            driver._tracer._uninstall_trace()
+            threading.settrace(_LEGACY.thread_prev)
+            if _LEGACY.prev is not None:
+                sys.settrace(_LEGACY.prev)
+            _LEGACY.prev = _LEGACY.thread_prev = None
+
+    def enable(self) -> None:
+        """Install the hooks and start counting (no-op when already on)."""
+        if self._tracer.enabled:
+            return
+        if _MONITORING:
+            self._enable_monitoring()
+        else:
+            self._enable_legacy()
+
+    def disable(self) -> None:
+        """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
+        during the run (the counts gathered stay)."""
+        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self:
+            return
+        error = self._tracer._stop()
+        if _MONITORING:
+            self._disable_monitoring()
+        else:
+            self._disable_legacy()
+        if error is not None:
+            raise RuntimeError(f"line profiling failed during the run: {error}")
+
+    def __del__(self) -> None:
+        # Dropped while enabled (3.12+): give the tool id back.
+        try:
+            if getattr(self, "_tool", None) is not None:
+                self._tracer._stop()
+                self._disable_monitoring()
+        except Exception:
+            pass
+
+    def enable_by_count(self) -> None:
+        """enable(), counting nested calls: only the first call switches on."""
+        if self._enable_count == 0:
+            self.enable()
+        self._enable_count += 1
+
+    def disable_by_count(self) -> None:
+        """disable() once every enable_by_count() has been matched."""
+        if self._enable_count > 0:
+            self._enable_count -= 1
+            if self._enable_count == 0:
+                self.disable()
+
+    def __enter__(self) -> "LineProfiler":
+        self.enable_by_count()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.disable_by_count()
+
+    def runcall(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call func(*args, **kwargs) with profiling on; returns its result."""
+        self.enable_by_count()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.disable_by_count()
+
+    def runctx(self, cmd: str, globals: Dict[str, Any], locals: Any) -> "LineProfiler":
+        """exec(cmd, globals, locals) with profiling on; returns self."""
+        self.enable_by_count()
+        try:
+            exec(cmd, globals, locals)
+        finally:
+            self.disable_by_count()
+        return self
+
+    def run(self, cmd: str) -> "LineProfiler":
+        """runctx(cmd) in __main__'s namespace; returns self."""
+        import __main__
+        main = __main__.__dict__
+        return self.runctx(cmd, main, main)
+
+    # --- results ------------------------------------------------------------------------
+
+    def get_stats(self) -> LineStats:
+        """The timings so far: LineStats(timings, unit)."""
+        timings: Dict[Key, List[LineTiming]] = {}
+        for code, lines in self._tracer.get_timings():
+            key = (code.co_filename, code.co_firstlineno, code.co_name)
+            if key in timings:  # same source compiled twice: add up
+                merged = {ln: [h, t] for ln, h, t in timings[key]}
+                for ln, h, t in lines:
+                    acc = merged.setdefault(ln, [0, 0])
+                    acc[0] += h
+                    acc[1] += t
+                timings[key] = [(ln, h, t) for ln, (h, t) in sorted(merged.items())]
+            else:
+                timings[key] = list(lines)
+        return LineStats(timings, self._unit)
+
+    def reset(self) -> None:
+        """Zero every count (registrations stay)."""
+        self._tracer.reset()
+
+    def print_stats(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
+                    stripzeros: bool = False, summarize: bool = False) -> None:
+        """Print kernprof -l -v's table of every registered function (in microseconds
+        unless output_unit, in seconds, says otherwise)."""
+        stats = self.get_stats()
+        if output_unit is None:
+            output_unit = 1e-6
+        for f in self.functions:  # functions never run still get their (empty) block
+            c = f.__code__
+            stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
+        show_text(stats.timings, stats.unit, output_unit, stream, stripzeros, summarize)
+
+    def dump_stats(self, path: "str | os.PathLike[str]") -> None:
+        """Write the timings to path as a pickled LineStats, like line_profiler's .lprof
+        files: fastprof.lines.load_stats reads it back, and so do line_profiler's readers
+        (``python -m line_profiler path``) where fastprof is importable."""
+        stats = self.get_stats()
+        with open(path, "wb") as f:
+            pickle.dump(stats, f, protocol=4)
+
+
+class _KernprofBuiltin:
+    """What ``builtins.profile`` is under ``fastprof run --lines``: ``@profile`` registers
+    the function and returns it unchanged; other attributes are the profiler's."""
+
+    def __init__(self, lp: LineProfiler) -> None:
+        self._lp = lp
+
+    def __call__(self, func: Any) -> Any:
+        self._lp.add_function(func)
+        return func
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lp, name)
+
+
+def kernprof_builtin(lp: LineProfiler) -> Callable[[Any], Any]:
+    """The object to install as ``builtins.profile`` so kernprof scripts run unchanged."""
+    if not isinstance(lp, LineProfiler):
+        raise TypeError(f"lp must be a fastprof.LineProfiler, not {type(lp).__name__}")
+    return _KernprofBuiltin(lp)
+
+
+def resolve_function(spec: str) -> Any:
+    """The object named by "module:qualname" or "path/to/file.py:qualname".
+
+    A file already imported is looked up in sys.modules; otherwise it is imported (which runs
+    its top level).  Raises ValueError for a malformed spec, ImportError / AttributeError
+    when the module or name is missing."""
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a str like 'module:function', not {type(spec).__name__}")
+    where, sep, qualname = spec.rpartition(":")
+    if not sep or not where or not qualname:
+        raise ValueError(f"spec must look like 'module:qualname' or 'file.py:qualname', "
+                         f"got {spec!r}")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise ImportError(f"no such file: {where!r} (from spec {spec!r})")
+        module = next((m for m in list(sys.modules.values())
+                       if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
+        if module is None:
+            name = "_fastprof_lines_" + os.path.splitext(os.path.basename(path))[0]
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ImportError(f"cannot import {where!r}")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    obj: Any = module
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise ValueError(f"{spec!r}: functions local to another function cannot be "
+                             f"reached by name; register the enclosing function")
+        try:
+            obj = inspect.getattr_static(obj, part) if isinstance(obj, type) else getattr(obj, part)
+        except AttributeError:
+            raise AttributeError(f"{spec!r}: {where!r} has no {qualname!r}") from None
+    return obj
 

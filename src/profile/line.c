@@ -1,9 +1,514 @@
-/* profile/line.c - entry of the line profiler (issue: line timing) part: registers its types and functions. */
-#include "common.h"
+/* profile/line.c - the line profiler's object, _fastprof.LineTracer: registration of code
+ * objects, enable/disable bookkeeping, and the export of hits and ticks per line.  The hooks
+ * themselves live in line_hooks.c; installing them (sys.monitoring on 3.12+) is done by
+ * fastprof.lines, except the C trace function below 3.12, installed here. */
+#include "line.h"
+
+#include <string.h>
+#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#include <structmember.h>
+#endif
+
+enum { FP_LINE_SLOT_TRACER };
+
+Py_ssize_t fp_line_extra_index = -1;
+static uint64_t fp_line_next_id = 1; /* guarded by the GIL */
+
+/* Frees a code object's map (the code-extra free function).  Every tracer that held an
+ * entry has dropped it before (it kept the code alive), so only the map itself is left. */
+static void
+fp_line_map_free(void *p)
+{
+    PyMem_RawFree(p);
+}
+
+/* Returns the map of code (NULL when it has none), or sets *failed and an exception. */
+static fp_lmap *
+fp_line_map_get(PyObject *code, int *failed)
+{
+    void *p = NULL;
+    *failed = 0;
+    if (FP_CODE_GET_EXTRA(code, fp_line_extra_index, &p) < 0)
+        *failed = 1;
+    return (fp_lmap *)p;
+}
+
+/* Frees rec's arrays and rec, dropping its code reference. */
+static void
+fp_line_rec_free(fp_lrec *rec)
+{
+    if (rec == NULL)
+        return;
+    Py_XDECREF(rec->code);
+    PyMem_RawFree(rec->hits);
+    PyMem_RawFree(rec->ticks);
+    PyMem_RawFree(rec);
+}
+
+/* Removes self's entry from the map of rec->code, if any.  Never sets an exception. */
+static void
+fp_line_unmap(fp_ltracer *self, fp_lrec *rec)
+{
+    int failed;
+    fp_lmap *map = fp_line_map_get(rec->code, &failed);
+    if (failed) {
+        PyErr_Clear();
+        return;
+    }
+    if (map == NULL)
+        return;
+    for (int i = 0; i < map->n; i++) {
+        if (map->e[i].tracer_id == self->id) {
+            map->e[i] = map->e[map->n - 1];
+            map->n--;
+            break;
+        }
+    }
+}
+
+/* Empties every thread's frame stack (nothing is charged). */
+static void
+fp_line_clear_stacks(fp_ltracer *self)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++)
+        self->threads[i]->depth = 0;
+}
+
+/* Returns the byte offset of f_trace_lines in a frame object on 3.11 (where the frame
+ * struct is private but the attribute is a public T_BOOL member), else -1.  Never sets an
+ * exception.  Writing there is what `frame.f_trace_lines = False` does, without the
+ * attribute lookup on every call of code that is not registered. */
+static Py_ssize_t
+fp_line_trace_lines_offset(void)
+{
+    Py_ssize_t offset = -1;
+#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+    PyObject *d = PyObject_GetAttrString((PyObject *)&PyFrame_Type, "f_trace_lines");
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *md = ((PyMemberDescrObject *)d)->d_member;
+        if (md->type == T_BOOL && md->offset > 0)
+            offset = md->offset;
+    }
+    Py_DECREF(d);
+#endif
+    return offset;
+}
+
+/* LineTracer(timer=None).  Returns the new tracer, or NULL with an exception set. */
+static PyObject *
+fp_line_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timer", NULL};
+    PyObject *timer = Py_None;
+    fp_ltracer *self = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:LineTracer", kwlist, &timer))
+        goto error;
+    if (timer != Py_None && !PyCallable_Check(timer)) {
+        PyErr_Format(PyExc_TypeError,
+                     "LineTracer(): timer must be a callable returning an int or None, not %.100s",
+                     Py_TYPE(timer)->tp_name);
+        goto error;
+    }
+    self = (fp_ltracer *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        goto error;
+    self->id = fp_line_next_id++;
+    self->timer = timer == Py_None ? NULL : Py_NewRef(timer);
+    self->name_trace_lines = PyUnicode_InternFromString("f_trace_lines");
+    if (self->name_trace_lines == NULL)
+        goto error;
+    self->trace_lines_offset = fp_line_trace_lines_offset();
+    return (PyObject *)self;
+error:
+    Py_XDECREF(self);
+    return NULL;
+}
+
+/* GC traversal.  Returns 0 or the visitor's result. */
+static int
+fp_line_traverse(fp_ltracer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->timer);
+    for (Py_ssize_t i = 0; i < self->nrecs; i++)
+        Py_VISIT(self->recs[i]->code);
+    for (Py_ssize_t i = 0; i < self->npassengers; i++)
+        Py_VISIT(self->passengers[i]);
+    return 0;
+}
+
+/* Drops the passengers held by self.  Never fails. */
+static void
+fp_line_drop_passengers(fp_ltracer *self)
+{
+    Py_ssize_t n = self->npassengers;
+    fp_ltracer **list = self->passengers;
+    self->npassengers = self->cappassengers = 0;
+    self->passengers = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(list[i]);
+    PyMem_RawFree(list);
+}
+
+/* Drops the timer and passengers (the codes stay: they never refer back to a tracer).
+ * Returns 0. */
+static int
+fp_line_clear(fp_ltracer *self)
+{
+    Py_CLEAR(self->timer);
+    fp_line_drop_passengers(self);
+    return 0;
+}
+
+/* Deallocation: unregisters every code and frees the arrays. */
+static void
+fp_line_dealloc(fp_ltracer *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    self->enabled = 0;
+    for (Py_ssize_t i = 0; i < self->nrecs; i++) {
+        fp_line_unmap(self, self->recs[i]);
+        fp_line_rec_free(self->recs[i]);
+    }
+    PyMem_RawFree(self->recs);
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        PyMem_RawFree(self->threads[i]->stack);
+        PyMem_RawFree(self->threads[i]);
+    }
+    PyMem_RawFree(self->threads);
+    fp_line_drop_passengers(self);
+    Py_CLEAR(self->timer);
+    Py_CLEAR(self->name_trace_lines);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* add_code(code, first, last): registers code with line numbers first..last.  Returns True
+ * when it was new here, False when already registered, or NULL with an exception set. */
+static PyObject *
+fp_line_add_code(fp_ltracer *self, PyObject *args)
+{
+    PyObject *code;
+    int first, last, failed;
+    fp_lrec *rec = NULL;
+    fp_lmap *map, *grown;
+    if (!PyArg_ParseTuple(args, "Oii:add_code", &code, &first, &last))
+        goto error;
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "add_code(): code must be a code object, not %.100s",
+                     Py_TYPE(code)->tp_name);
+        goto error;
+    }
+    if (first < 0 || last < first || last - first > 10000000) {
+        PyErr_Format(PyExc_ValueError,
+                     "add_code(): first and last must be line numbers with 0 <= first <= last, "
+                     "got %d and %d",
+                     first, last);
+        goto error;
+    }
+    if (fp_line_lookup(self, code) != NULL)
+        Py_RETURN_FALSE;
+    map = fp_line_map_get(code, &failed);
+    if (failed)
+        goto error;
+    if (self->nrecs == self->caprecs) {
+        Py_ssize_t cap = self->caprecs ? 2 * self->caprecs : 16;
+        fp_lrec **more = PyMem_RawRealloc(self->recs, (size_t)cap * sizeof(*more));
+        if (more == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        self->recs = more;
+        self->caprecs = cap;
+    }
+    rec = PyMem_RawCalloc(1, sizeof(*rec));
+    if (rec == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    rec->first = first;
+    rec->nlines = last - first + 1;
+    rec->hits = PyMem_RawCalloc((size_t)rec->nlines, sizeof(int64_t));
+    rec->ticks = PyMem_RawCalloc((size_t)rec->nlines, sizeof(int64_t));
+    if (rec->hits == NULL || rec->ticks == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    if (map == NULL || map->n == map->cap) {
+        /* A bigger copy replaces the map: setting the extra frees the old one. */
+        int cap = map ? 2 * map->cap : 2;
+        grown = PyMem_RawMalloc(sizeof(fp_lmap) + (size_t)cap * sizeof(grown->e[0]));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        grown->n = map ? map->n : 0;
+        grown->cap = cap;
+        if (map != NULL)
+            memcpy(grown->e, map->e, (size_t)map->n * sizeof(map->e[0]));
+        if (FP_CODE_SET_EXTRA(code, fp_line_extra_index, grown) < 0) {
+            PyMem_RawFree(grown);
+            goto error;
+        }
+        map = grown;
+    }
+    map->e[map->n].tracer_id = self->id;
+    map->e[map->n].rec = rec;
+    map->n++;
+    rec->code = Py_NewRef(code);
+    self->recs[self->nrecs++] = rec;
+    Py_RETURN_TRUE;
+error:
+    fp_line_rec_free(rec);
+    return NULL;
+}
+
+/* codes(): returns a new list of the registered code objects, or NULL with an exception. */
+static PyObject *
+fp_line_codes(fp_ltracer *self, PyObject *unused)
+{
+    PyObject *out = PyList_New(self->nrecs);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->nrecs; i++)
+        PyList_SET_ITEM(out, i, Py_NewRef(self->recs[i]->code));
+    return out;
+}
+
+/* get_timings(): returns a new list of (code, [(lineno, hits, ticks), ...]) with the lines
+ * that were hit or charged, in line order, or NULL with an exception set. */
+static PyObject *
+fp_line_get_timings(fp_ltracer *self, PyObject *unused)
+{
+    PyObject *out = PyList_New(0), *lines = NULL, *item = NULL;
+    if (out == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < self->nrecs; i++) {
+        fp_lrec *rec = self->recs[i];
+        lines = PyList_New(0);
+        if (lines == NULL)
+            goto error;
+        for (int k = 0; k < rec->nlines; k++) {
+            if (rec->hits[k] == 0 && rec->ticks[k] == 0)
+                continue;
+            item = Py_BuildValue("(iLL)", rec->first + k, (long long)rec->hits[k],
+                                 (long long)rec->ticks[k]);
+            if (item == NULL || PyList_Append(lines, item) < 0)
+                goto error;
+            Py_CLEAR(item);
+        }
+        item = PyTuple_Pack(2, rec->code, lines);
+        if (item == NULL || PyList_Append(out, item) < 0)
+            goto error;
+        Py_CLEAR(item);
+        Py_CLEAR(lines);
+    }
+    return out;
+error:
+    Py_XDECREF(item);
+    Py_XDECREF(lines);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* reset(): zeroes every count and empties the frame stacks.  Returns None. */
+static PyObject *
+fp_line_reset(fp_ltracer *self, PyObject *unused)
+{
+    for (Py_ssize_t i = 0; i < self->nrecs; i++) {
+        memset(self->recs[i]->hits, 0, (size_t)self->recs[i]->nlines * sizeof(int64_t));
+        memset(self->recs[i]->ticks, 0, (size_t)self->recs[i]->nlines * sizeof(int64_t));
+    }
+    fp_line_clear_stacks(self);
+    Py_RETURN_NONE;
+}
+
+/* _start(): lets the hooks count (empty stacks, no error).  Returns None. */
+static PyObject *
+fp_line_start(fp_ltracer *self, PyObject *unused)
+{
+    fp_line_clear_stacks(self);
+    self->error = NULL;
+    self->enabled = 1;
+    Py_RETURN_NONE;
+}
+
+/* _stop(): stops the hooks counting and empties the stacks.  Returns the sticky error
+ * message of the run (str) or None. */
+static PyObject *
+fp_line_stop(fp_ltracer *self, PyObject *unused)
+{
+    self->enabled = 0;
+    fp_line_clear_stacks(self);
+    if (self->error != NULL)
+        return PyUnicode_FromString(self->error);
+    Py_RETURN_NONE;
+}
+
+#if !FP_PY312
+/* _install_trace(): installs the C trace function in the calling thread.  Returns None. */
+static PyObject *
+fp_line_install_trace(fp_ltracer *self, PyObject *unused)
+{
+    PyEval_SetTrace(fp_line_trace, (PyObject *)self);
+    Py_RETURN_NONE;
+}
+
+/* _add_passenger(tracer): lets self's trace function feed tracer too.  Returns None, or
+ * NULL with an exception set. */
+static PyObject *
+fp_line_add_passenger(fp_ltracer *self, PyObject *other)
+{
+    if (Py_TYPE(other) != Py_TYPE(self) || other == (PyObject *)self) {
+        PyErr_SetString(PyExc_TypeError, "_add_passenger(): expected another LineTracer");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->npassengers; i++)
+        if (self->passengers[i] == (fp_ltracer *)other)
+            Py_RETURN_NONE;
+    if (self->npassengers == self->cappassengers) {
+        Py_ssize_t cap = self->cappassengers ? 2 * self->cappassengers : 4;
+        fp_ltracer **grown = PyMem_RawRealloc(self->passengers, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        self->passengers = grown;
+        self->cappassengers = cap;
+    }
+    self->passengers[self->npassengers++] = (fp_ltracer *)Py_NewRef(other);
+    Py_RETURN_NONE;
+}
+
+/* _remove_passenger(tracer): stops feeding tracer.  Returns None. */
+static PyObject *
+fp_line_remove_passenger(fp_ltracer *self, PyObject *other)
+{
+    for (Py_ssize_t i = 0; i < self->npassengers; i++) {
+        if (self->passengers[i] == (fp_ltracer *)other) {
+            memmove(&self->passengers[i], &self->passengers[i + 1],
+                    (size_t)(self->npassengers - i - 1) * sizeof(self->passengers[0]));
+            self->npassengers--;
+            Py_DECREF(other);
+            break;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* _active(): returns True when the trace function still has work (counting itself or
+ * feeding passengers). */
+static PyObject *
+fp_line_active(fp_ltracer *self, PyObject *unused)
+{
+    return PyBool_FromLong(self->enabled || self->npassengers > 0);
+}
+
+/* _uninstall_trace(): removes the trace function of the calling thread.  Returns None. */
+static PyObject *
+fp_line_uninstall_trace(fp_ltracer *self, PyObject *unused)
+{
+    PyEval_SetTrace(NULL, NULL);
+    Py_RETURN_NONE;
+}
+#endif
+
+/* seconds_per_tick(): returns the seconds of one tick of the tick clock (float). */
+static PyObject *
+fp_line_seconds_per_tick(PyObject *unused, PyObject *unused2)
+{
+    return PyFloat_FromDouble(fp_clock_seconds_per_tick());
+}
+
+static PyMethodDef fp_line_methods[] = {
+    {"add_code", (PyCFunction)fp_line_add_code, METH_VARARGS,
+     "add_code(code, first, last) -> bool: register code, lines first..last."},
+    {"codes", (PyCFunction)fp_line_codes, METH_NOARGS, "codes() -> list of registered codes."},
+    {"get_timings", (PyCFunction)fp_line_get_timings, METH_NOARGS,
+     "get_timings() -> [(code, [(lineno, hits, ticks), ...]), ...]."},
+    {"reset", (PyCFunction)fp_line_reset, METH_NOARGS, "reset(): zero every count."},
+    {"_start", (PyCFunction)fp_line_start, METH_NOARGS, "Let the hooks count."},
+    {"_stop", (PyCFunction)fp_line_stop, METH_NOARGS,
+     "Stop counting; returns the hooks' first error message or None."},
+#if FP_PY312
+    {"_on_start", (PyCFunction)(void (*)(void))fp_line_cb_start, METH_FASTCALL,
+     "sys.monitoring PY_START callback."},
+    {"_on_resume", (PyCFunction)(void (*)(void))fp_line_cb_resume, METH_FASTCALL,
+     "sys.monitoring PY_RESUME / PY_THROW callback."},
+    {"_on_line", (PyCFunction)(void (*)(void))fp_line_cb_line, METH_FASTCALL,
+     "sys.monitoring LINE callback."},
+    {"_on_leave", (PyCFunction)(void (*)(void))fp_line_cb_leave, METH_FASTCALL,
+     "sys.monitoring PY_RETURN / PY_YIELD / PY_UNWIND callback."},
+#else
+    {"_install_trace", (PyCFunction)fp_line_install_trace, METH_NOARGS,
+     "Install the C trace function in the calling thread."},
+    {"_uninstall_trace", (PyCFunction)fp_line_uninstall_trace, METH_NOARGS,
+     "Remove the trace function of the calling thread."},
+    {"_add_passenger", (PyCFunction)fp_line_add_passenger, METH_O,
+     "Feed another tracer from this one's trace function."},
+    {"_remove_passenger", (PyCFunction)fp_line_remove_passenger, METH_O, "Stop feeding a tracer."},
+    {"_active", (PyCFunction)fp_line_active, METH_NOARGS,
+     "Whether the trace function still counts or feeds others."},
+#endif
+    {"seconds_per_tick", (PyCFunction)fp_line_seconds_per_tick, METH_NOARGS | METH_STATIC,
+     "seconds_per_tick() -> float: seconds of one tick of the tick clock."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* enabled: whether the hooks count. */
+static PyObject *
+fp_line_get_enabled(fp_ltracer *self, void *closure)
+{
+    return PyBool_FromLong(self->enabled);
+}
+
+/* has_timer: whether an injected timer replaces the tick clock. */
+static PyObject *
+fp_line_get_has_timer(fp_ltracer *self, void *closure)
+{
+    return PyBool_FromLong(self->timer != NULL);
+}
+
+static PyGetSetDef fp_line_getset[] = {
+    {"enabled", (getter)fp_line_get_enabled, NULL, "Whether the hooks count.", NULL},
+    {"has_timer", (getter)fp_line_get_has_timer, NULL, "Whether a timer was injected.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot fp_line_slots[] = {
+    {Py_tp_new, (void *)fp_line_new},
+    {Py_tp_dealloc, (void *)fp_line_dealloc},
+    {Py_tp_traverse, (void *)fp_line_traverse},
+    {Py_tp_clear, (void *)fp_line_clear},
+    {Py_tp_methods, fp_line_methods},
+    {Py_tp_getset, fp_line_getset},
+    {Py_tp_doc, (void *)"LineTracer(timer=None): hits and ticks per line of registered code "
+                        "objects (fastprof.LineProfiler is the public face)."},
+    {0, NULL},
+};
+
+static PyType_Spec fp_line_spec = {
+    .name = "fastprof._fastprof.LineTracer",
+    .basicsize = sizeof(fp_ltracer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = fp_line_slots,
+};
 
 /* See common.h. */
 int
 fp_line_exec(FP_UNUSED PyObject *m)
 {
+    if (fp_line_extra_index < 0) {
+        fp_line_extra_index = FP_REQUEST_CODE_EXTRA(fp_line_map_free);
+        if (fp_line_extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no code-object extra index left");
+            return -1;
+        }
+    }
+    if (fp_add_type(m, FP_PART_LINE, FP_LINE_SLOT_TRACER, &fp_line_spec, NULL) == NULL)
+        return -1;
     return 0;
 }

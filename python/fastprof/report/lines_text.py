@@ -1,0 +1,85 @@
+"""The text table of line timings, laid out as ``kernprof -l -v`` prints it."""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+import sys
+from typing import IO, Dict, List, Optional, Sequence, Tuple
+
+LineTiming = Tuple[int, int, int]
+Key = Tuple[str, int, str]
+
+HEADER = f"{'Line #':>6} {'Hits':>9} {'Time':>12} {'Per Hit':>8} {'% Time':>8}  Line Contents"
+
+
+def _source_block(filename: str, start_lineno: int) -> List[str]:
+    """The lines of the function starting at start_lineno of filename ([] when unreadable)."""
+    linecache.checkcache(filename)
+    all_lines = linecache.getlines(filename)
+    if not all_lines or start_lineno < 1 or start_lineno > len(all_lines):
+        return []
+    try:
+        return inspect.getblock(all_lines[start_lineno - 1:])
+    except Exception:  # tokenizer errors on odd sources: show the one line
+        return all_lines[start_lineno - 1:start_lineno]
+
+
+def show_func(filename: str, start_lineno: int, func_name: str,
+              timings: Sequence[LineTiming], unit: float, output_unit: Optional[float] = None,
+              stream: Optional[IO[str]] = None, stripzeros: bool = False) -> None:
+    """Print one function's block: totals, then one row per source line."""
+    stream = sys.stdout if stream is None else stream
+    total_hits = sum(t[1] for t in timings)
+    total_time = sum(t[2] for t in timings)
+    if stripzeros and total_hits == 0:
+        return
+    output_unit = unit if output_unit is None else output_unit
+    scale = unit / output_unit
+    stream.write(f"Total time: {total_time * unit:g} s\n")
+    block = _source_block(filename, start_lineno)
+    if block:
+        stream.write(f"File: {filename}\n")
+        stream.write(f"Function: {func_name} at line {start_lineno}\n")
+    else:
+        stream.write(f"Could not find file {filename}\n")
+        stream.write("Are you sure you are running this program from the same directory\n")
+        stream.write("that you ran the profiler from?\n")
+        stream.write("Continuing without the function's contents.\n")
+        last = max([start_lineno] + [t[0] for t in timings])
+        block = ["\n"] * (last - start_lineno + 1)
+    stream.write("\n")
+    stream.write(HEADER + "\n")
+    stream.write("=" * len(HEADER) + "\n")
+    by_line: Dict[int, LineTiming] = {t[0]: t for t in timings}
+    for offset, text in enumerate(block):
+        lineno = start_lineno + offset
+        text = text.rstrip("\n").rstrip("\r")
+        row = by_line.get(lineno)
+        if row is None:
+            stream.write(f"{lineno:>6} {'':>9} {'':>12} {'':>8} {'':>8}  {text}\n")
+            continue
+        _, hits, time = row
+        per_hit = f"{time * scale / hits:8.1f}" if hits else f"{'':>8}"
+        percent = f"{100.0 * time / total_time:8.1f}" if total_time else f"{'':>8}"
+        stream.write(f"{lineno:>6} {hits:>9} {time * scale:>12.1f} {per_hit} {percent}  {text}\n")
+    stream.write("\n")
+
+
+def show_text(timings: Dict[Key, Sequence[LineTiming]], unit: float,
+              output_unit: Optional[float] = None, stream: Optional[IO[str]] = None,
+              stripzeros: bool = False, summarize: bool = False) -> None:
+    """Print every function's block (in file and line order), as ``kernprof -l -v`` does."""
+    stream = sys.stdout if stream is None else stream
+    shown = unit if output_unit is None else output_unit
+    stream.write(f"Timer unit: {shown:g} s\n\n")
+    for (filename, start_lineno, name), lines in sorted(timings.items()):
+        show_func(filename, start_lineno, name, lines, unit, output_unit, stream, stripzeros)
+    if summarize:
+        rows = [(sum(t[2] for t in lines) * unit, key) for key, lines in timings.items()]
+        for seconds, (filename, start_lineno, name) in sorted(rows):
+            if stripzeros and seconds == 0:
+                continue
+            where = os.path.relpath(filename) if os.path.exists(filename) else filename
+            stream.write(f"{seconds:10.6f} seconds - {where}:{start_lineno} - {name}\n")

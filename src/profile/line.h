@@ -1,0 +1,105 @@
+/* line.h - the line profiler's data: per-code dense arrays of hits and ticks, per-thread
+ * stacks of the registered frames being run, and the LineTracer object that owns them.
+ *
+ * A registered code object carries, in its own code-object extra slot, a small map from
+ * tracer id to that tracer's record of the code, so a hook finds the record of a code with
+ * one pointer read and a (nearly always one-entry) scan: no hashing, no allocation. */
+#ifndef FP_LINE_H
+#define FP_LINE_H
+
+#include "common.h"
+#include "clock.h"
+
+/* One registered code object in one tracer: hits and ticks per line, dense from `first`. */
+typedef struct fp_lrec {
+    PyObject *code; /* strong reference */
+    int first;      /* smallest line number of the code */
+    int nlines;     /* lines first .. first + nlines - 1 */
+    int64_t *hits;
+    int64_t *ticks;
+} fp_lrec;
+
+/* One running frame of a registered code: the line it is on and when that line began. */
+typedef struct fp_lframe {
+    fp_lrec *rec;
+    void *frame; /* the frame object below 3.12 (identity only), NULL on 3.12+ */
+    int line;    /* -1 before the frame's first line event */
+    fp_tick t;   /* time of the last line event (or of the start/resume) */
+} fp_lframe;
+
+/* One thread's stack of running registered frames. */
+typedef struct fp_lthread {
+    const void *key; /* address of a thread-local variable: unique among live threads */
+    fp_lframe *stack;
+    Py_ssize_t depth, cap;
+} fp_lthread;
+
+/* The entries of a code object's extra slot: which tracer holds which record. */
+typedef struct fp_lmap {
+    int n, cap;
+    struct {
+        uint64_t tracer_id;
+        fp_lrec *rec;
+    } e[];
+} fp_lmap;
+
+/* _fastprof.LineTracer. */
+typedef struct fp_ltracer {
+    PyObject ob_base; /* PyObject_HEAD */
+    uint64_t id;      /* unique for the process's lifetime */
+    fp_lrec **recs;   /* registered codes, stable pointers */
+    Py_ssize_t nrecs, caprecs;
+    fp_lthread **threads;
+    Py_ssize_t nthreads, capthreads;
+    PyObject *timer;                /* NULL: fp_clock_ticks(); else a callable returning an int */
+    PyObject *name_trace_lines;     /* "f_trace_lines" (used below 3.12) */
+    Py_ssize_t trace_lines_offset;  /* 3.11: offset of the frame's f_trace_lines, or -1 */
+    struct fp_ltracer **passengers; /* below 3.12: tracers fed by this one's trace function */
+    Py_ssize_t npassengers, cappassengers;
+    int enabled;
+    const char *error; /* sticky: the first failure inside a hook, reported at disable */
+} fp_ltracer;
+
+/* The code-object extra index of the line profiler (requested once at import). */
+extern Py_ssize_t fp_line_extra_index;
+
+/* Returns the record of code in tracer self, or NULL when code is not registered there.
+ * Never sets an exception. */
+static inline fp_lrec *
+fp_line_lookup(fp_ltracer *self, PyObject *code)
+{
+    void *p = NULL;
+    if (FP_CODE_GET_EXTRA(code, fp_line_extra_index, &p) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (FP_LIKELY(p == NULL))
+        return NULL;
+    fp_lmap *map = (fp_lmap *)p;
+    for (int i = 0; i < map->n; i++)
+        if (map->e[i].tracer_id == self->id)
+            return map->e[i].rec;
+    return NULL;
+}
+
+/* Returns the calling thread's stack in self, creating it on the thread's first event, or
+ * NULL (and sets self->error) when memory runs out.  Never sets an exception. */
+fp_lthread *fp_line_thread_slow(fp_ltracer *self);
+
+/* Returns the current time in ticks of self's timer (the tick clock unless a timer was
+ * injected).  A failing injected timer sets self->error and gives 0; never sets an
+ * exception. */
+fp_tick fp_line_now_slow(fp_ltracer *self);
+
+/* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an
+ * exception set. */
+#if FP_PY312
+PyObject *fp_line_cb_start(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fp_line_cb_resume(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fp_line_cb_line(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fp_line_cb_leave(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+#else
+int fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg);
+#endif
+
+#endif

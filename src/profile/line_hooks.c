@@ -1,0 +1,388 @@
+/* line_hooks.c - the line profiler's hot path: the sys.monitoring callbacks (3.12+) or the
+ * C trace function (3.9-3.11) that count hits and charge ticks per line.
+ *
+ * Rule (line_profiler's): a line's time runs from its line event to the next line event of
+ * the same frame, or to the frame's return, yield or unwind.  Time while a generator or
+ * coroutine is suspended belongs to no line.  Hits are counted when a line begins. */
+#include "line.h"
+
+#if !FP_PY312
+#include <frameobject.h>
+#endif
+
+/* The calling thread's last looked-up stack, per tracer id (a miss takes the slow path). */
+static _Thread_local uint64_t fp_line_tls_id = 0;
+static _Thread_local fp_lthread *fp_line_tls_ts = NULL;
+static _Thread_local char fp_line_tls_key = 0;
+
+/* Returns the calling thread's stack in self, or NULL (self->error set) when memory runs
+ * out.  Never sets an exception. */
+static inline fp_lthread *
+fp_line_thread(fp_ltracer *self)
+{
+    if (FP_LIKELY(fp_line_tls_id == self->id))
+        return fp_line_tls_ts;
+    return fp_line_thread_slow(self);
+}
+
+/* See line.h. */
+fp_lthread *
+fp_line_thread_slow(fp_ltracer *self)
+{
+    fp_lthread *ts = NULL;
+    const void *key = &fp_line_tls_key;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        if (self->threads[i]->key == key) {
+            ts = self->threads[i];
+            goto done;
+        }
+    }
+    if (self->nthreads == self->capthreads) {
+        Py_ssize_t cap = self->capthreads ? 2 * self->capthreads : 4;
+        fp_lthread **grown = PyMem_RawRealloc(self->threads, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            goto error;
+        self->threads = grown;
+        self->capthreads = cap;
+    }
+    ts = PyMem_RawCalloc(1, sizeof(*ts));
+    if (ts == NULL)
+        goto error;
+    ts->key = key;
+    self->threads[self->nthreads++] = ts;
+done:
+    fp_line_tls_id = self->id;
+    fp_line_tls_ts = ts;
+    return ts;
+error:
+    if (self->error == NULL)
+        self->error = "out of memory for a thread's frame stack";
+    return NULL;
+}
+
+/* See line.h. */
+fp_tick
+fp_line_now_slow(fp_ltracer *self)
+{
+    fp_tick t = 0;
+    PyObject *r = PyObject_CallNoArgs(self->timer);
+    if (r == NULL)
+        goto error;
+    t = (fp_tick)PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (t == -1 && PyErr_Occurred())
+        goto error;
+    return t;
+error:
+    PyErr_Clear();
+    if (self->error == NULL)
+        self->error = "the timer raised or did not return an int";
+    return 0;
+}
+
+/* Returns the current time of self's timer.  Never sets an exception. */
+FP_INLINE fp_tick
+fp_line_now(fp_ltracer *self)
+{
+    if (FP_LIKELY(self->timer == NULL))
+        return fp_clock_ticks();
+    return fp_line_now_slow(self);
+}
+
+/* Adds dt ticks to the current line of f, if it has one. */
+FP_INLINE void
+fp_line_charge(fp_lframe *f, fp_tick now)
+{
+    int i = f->line - f->rec->first;
+    if (f->line >= 0 && (unsigned)i < (unsigned)f->rec->nlines)
+        f->rec->ticks[i] += now - f->t;
+}
+
+/* Counts a hit of line in rec. */
+FP_INLINE void
+fp_line_hit(fp_lrec *rec, int line)
+{
+    int i = line - rec->first;
+    if ((unsigned)i < (unsigned)rec->nlines)
+        rec->hits[i] += 1;
+}
+
+/* Pushes a frame of rec on ts, on `line` (-1: none yet) since now.  Returns the new top, or
+ * NULL (self->error set) when memory runs out.  Never sets an exception. */
+static fp_lframe *
+fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
+{
+    if (FP_UNLIKELY(ts->depth == ts->cap)) {
+        Py_ssize_t cap = ts->cap ? 2 * ts->cap : 64;
+        fp_lframe *grown = PyMem_RawRealloc(ts->stack, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) {
+            if (self->error == NULL)
+                self->error = "out of memory for a thread's frame stack";
+            return NULL;
+        }
+        ts->stack = grown;
+        ts->cap = cap;
+    }
+    fp_lframe *f = &ts->stack[ts->depth++];
+    f->rec = rec;
+    f->frame = frame;
+    f->line = line;
+    f->t = now;
+    return f;
+}
+
+/* A frame of rec (identified by `frame` below 3.12) leaves: charges its line and pops it.
+ * When it is not on top (events missed while disabled), the nearest entry of rec below is
+ * popped together with what lies above it; when there is none, nothing happens. */
+static void
+fp_line_leave(fp_lthread *ts, fp_lrec *rec, void *frame, fp_tick now)
+{
+    for (Py_ssize_t d = ts->depth - 1; d >= 0; d--) {
+        fp_lframe *f = &ts->stack[d];
+        if (f->rec == rec && f->frame == frame) {
+            fp_line_charge(f, now);
+            ts->depth = d;
+            return;
+        }
+    }
+}
+
+/* A line event of rec (frame `frame` below 3.12): closes the previous line of that frame
+ * and opens `line`.  A frame first seen here (running when profiling began) is pushed. */
+FP_INLINE void
+fp_line_event(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
+{
+    fp_lframe *f;
+    if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].rec == rec &&
+        ts->stack[ts->depth - 1].frame == frame) {
+        f = &ts->stack[ts->depth - 1];
+        fp_line_charge(f, now);
+        f->line = line;
+        f->t = now;
+    } else if (fp_line_push(self, ts, rec, frame, line, now) == NULL) {
+        return;
+    }
+    fp_line_hit(rec, line);
+}
+
+#if FP_PY312
+
+/* Reads args[i] as an int line number or offset; -1 when it is not one.  Never sets an
+ * exception. */
+FP_INLINE int
+fp_line_int_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i)
+{
+    if (nargs <= i)
+        return -1;
+    long v = PyLong_AsLong(args[i]);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (int)v;
+}
+
+/* PY_START(code, offset): a registered frame begins.  Returns None. */
+PyObject *
+fp_line_cb_start(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    fp_tick now = fp_line_now(self);
+    fp_lrec *rec;
+    fp_lthread *ts;
+    if (nargs < 1 || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
+        goto done;
+    if ((ts = fp_line_thread(self)) == NULL)
+        goto done;
+    fp_line_push(self, ts, rec, NULL, -1, now);
+done:
+    Py_RETURN_NONE;
+}
+
+/* PY_RESUME / PY_THROW(code, offset, ...): a suspended generator or coroutine of a
+ * registered code goes on, on the line of its yield (which gets no new line event).
+ * Returns None. */
+PyObject *
+fp_line_cb_resume(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    fp_tick now = fp_line_now(self);
+    fp_lrec *rec;
+    fp_lthread *ts;
+    if (nargs < 2 || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
+        goto done;
+    if ((ts = fp_line_thread(self)) == NULL)
+        goto done;
+    int offset = fp_line_int_arg(args, nargs, 1);
+    int line = offset >= 0 ? PyCode_Addr2Line((PyCodeObject *)args[0], offset) : -1;
+    fp_line_push(self, ts, rec, NULL, line, now);
+done:
+    Py_RETURN_NONE;
+}
+
+/* LINE(code, line): the hot one.  Returns None. */
+PyObject *
+fp_line_cb_line(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    fp_tick now = fp_line_now(self);
+    fp_lthread *ts;
+    fp_lrec *rec;
+    if (FP_UNLIKELY(nargs < 2 || !self->enabled))
+        goto done;
+    if ((ts = fp_line_thread(self)) == NULL)
+        goto done;
+    /* The frame on top is nearly always the one reporting: skip the lookup then. */
+    if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].rec->code == args[0])
+        rec = ts->stack[ts->depth - 1].rec;
+    else if ((rec = fp_line_lookup(self, args[0])) == NULL)
+        goto done;
+    fp_line_event(self, ts, rec, NULL, fp_line_int_arg(args, nargs, 1), now);
+done:
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN / PY_YIELD / PY_UNWIND(code, offset, value): a registered frame returns, is
+ * suspended or is left by an exception.  PY_UNWIND is a global event, so it also comes for
+ * codes not registered, which are ignored.  Returns None. */
+PyObject *
+fp_line_cb_leave(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    fp_tick now = fp_line_now(self);
+    fp_lrec *rec;
+    fp_lthread *ts;
+    if (nargs < 1 || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
+        goto done;
+    if ((ts = fp_line_thread(self)) == NULL)
+        goto done;
+    fp_line_leave(ts, rec, NULL, now);
+done:
+    Py_RETURN_NONE;
+}
+
+#else /* below 3.12: the C trace function */
+
+/* Returns a borrowed reference to frame's code object. */
+FP_INLINE PyObject *
+fp_line_frame_code(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyCodeObject *code = PyFrame_GetCode(frame); /* strong; the frame keeps another */
+    Py_DECREF(code);
+    return (PyObject *)code;
+#else
+    return (PyObject *)frame->f_code;
+#endif
+}
+
+/* Turns line events off for frame (a frame of a code not registered).  Never sets an
+ * exception. */
+static void
+fp_line_mute(fp_ltracer *self, PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    if (FP_LIKELY(self->trace_lines_offset > 0))
+        *((char *)frame + self->trace_lines_offset) = 0;
+    else if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
+        PyErr_Clear();
+#else
+    frame->f_trace_lines = 0;
+#endif
+}
+
+/* Returns 1 when frame is a generator or coroutine going on after a yield (its line then is
+ * the yield's, which gets no new line event), else 0. */
+static int
+fp_line_resumed(PyFrameObject *frame, PyObject *code)
+{
+    int flags = ((PyCodeObject *)code)->co_flags;
+    if (!(flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)))
+        return 0;
+    return PyFrame_GetLineNumber(frame) != ((PyCodeObject *)code)->co_firstlineno;
+}
+
+/* Handles one trace event for tracer self.  Returns 1 when frame belongs to a code
+ * registered in self (so its line events must stay on), else 0.  Never sets an exception. */
+static int
+fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
+{
+    fp_tick now = fp_line_now(self);
+    fp_lthread *ts;
+    fp_lrec *rec;
+    PyObject *code;
+    int known = 0;
+    switch (what) {
+    case PyTrace_LINE:
+        if ((ts = fp_line_thread(self)) == NULL)
+            goto done;
+        if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].frame == (void *)frame)
+            rec = ts->stack[ts->depth - 1].rec;
+        else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
+            goto done;
+        known = 1;
+#if PY_VERSION_HEX >= 0x030B0000
+        fp_line_event(self, ts, rec, frame, PyFrame_GetLineNumber(frame), now);
+#else
+        fp_line_event(self, ts, rec, frame, frame->f_lineno, now); /* set for the event */
+#endif
+        break;
+    case PyTrace_CALL:
+        code = fp_line_frame_code(frame);
+        if ((rec = fp_line_lookup(self, code)) == NULL)
+            goto done;
+        known = 1;
+        if ((ts = fp_line_thread(self)) == NULL)
+            goto done;
+        fp_line_push(self, ts, rec, frame,
+                     fp_line_resumed(frame, code) ? PyFrame_GetLineNumber(frame) : -1, now);
+        break;
+    case PyTrace_RETURN:
+        if ((ts = fp_line_thread(self)) == NULL)
+            goto done;
+        if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].frame == (void *)frame)
+            rec = ts->stack[ts->depth - 1].rec;
+        else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
+            goto done;
+        known = 1;
+        fp_line_leave(ts, rec, frame, now);
+        break;
+    default:
+        break;
+    }
+done:
+    return known;
+}
+
+/* The trace function installed with PyEval_SetTrace: op is the installed tracer, which also
+ * hands each event to the tracers riding along with it (enabled while it was installed).
+ * Returns 0 (a trace function that returns -1 would stop the program with an exception: it
+ * never does). */
+int
+fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    int known = 0;
+    if (FP_UNLIKELY(!self->enabled && self->npassengers == 0)) {
+        /* Off while this thread still had it installed: remove it here. */
+        Py_INCREF(op);
+        PyEval_SetTrace(NULL, NULL);
+        Py_DECREF(op);
+        goto done;
+    }
+    if (what != PyTrace_CALL && what != PyTrace_LINE && what != PyTrace_RETURN)
+        goto done;
+    if (FP_LIKELY(self->enabled))
+        known = fp_line_trace_one(self, frame, what);
+    for (Py_ssize_t i = 0; i < self->npassengers; i++) {
+        fp_ltracer *p = self->passengers[i];
+        if (p->enabled)
+            known |= fp_line_trace_one(p, frame, what);
+    }
+    if (!known && what != PyTrace_RETURN)
+        fp_line_mute(self, frame);
+done:
+    return 0;
+}
+
+#endif
