@@ -1,0 +1,56 @@
+"""Shared fixtures: a fake clock for exact profiler times, and a helper that normalises
+profile dictionaries so fastprof's and cProfile's can be compared."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, Optional
+
+import pytest
+
+
+class FakeClock:
+    """A timer that only moves when the code under test says so (``clock.t[0] += k``, which
+    is no call and so no profiler event).  Used with ``timeunit=1``: times are exact ticks."""
+
+    def __init__(self) -> None:
+        self.t = [0]
+
+    def __call__(self) -> int:
+        return self.t[0]
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+# Entries of the profiler's own enable/disable calls, which differ by name between tools.
+_PROFILER_METHOD = re.compile(r"'(enable|disable)' of '[\w.]*Profiler' objects|Profiler\.(enable|disable)\b")
+
+
+def comparable(stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = None,
+               times: bool = False) -> Dict[Any, Any]:
+    """A pstats dict reduced to what two profilers must agree on: for every function kept,
+    (primitive calls, calls[, tottime, cumtime]) and its callers' (calls, primitive calls
+    [, tottime, cumtime]).  Drops the profilers' own enable/disable entries."""
+
+    def ok(key: Any) -> bool:
+        if key[0] == "~" and _PROFILER_METHOD.search(key[2]):
+            return False
+        return keep is None or keep(key)
+
+    n = 4 if times else 2
+    out = {}
+    for key, (cc, nc, tt, ct, callers) in stats.items():
+        if not ok(key):
+            continue
+        mine = (cc, nc, tt, ct)[:n]
+        cl = {ck: tuple(cv)[:n] for ck, cv in callers.items() if ok(ck)}
+        out[key] = (mine, cl)
+    return out
+
+
+@pytest.fixture
+def compare_stats() -> Callable[..., Dict[Any, Any]]:
+    return comparable
