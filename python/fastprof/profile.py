@@ -298,7 +298,7 @@ class ProfileSession:
     def _register_exit_report(self) -> None:
         if not self._atexit and self.when == "exit":
             self._atexit = True
-            atexit.register(self.report)
+            atexit.register(self._exit_report)
 
     # -- decorator --------------------------------------------------------------------------
 
@@ -348,6 +348,10 @@ class ProfileSession:
         if self.lines:
             raise TypeError("stats() is for call profiles; with lines=True use .profiler")
         return Stats(self.profiler)
+
+    def _exit_report(self) -> None:
+        if self.when == "exit":
+            self.report()
 
     def report(self) -> None:
         """Prints the table (and writes ``output`` when set) for what was profiled so far."""
