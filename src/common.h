@@ -51,7 +51,14 @@ fp_newref(PyObject *o)
     Py_INCREF(o);
     return o;
 }
+static inline PyObject *
+fp_xnewref(PyObject *o)
+{
+    Py_XINCREF(o);
+    return o;
+}
 #define Py_NewRef(o) fp_newref((PyObject *)(o))
+#define Py_XNewRef(o) fp_xnewref((PyObject *)(o))
 #endif
 
 /* The parts of the module, each with FP_SLOTS_PER_PART owned references in the state. */

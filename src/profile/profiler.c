@@ -1,9 +1,422 @@
-/* profiler.c - the call profiler type (being written). */
-#include "common.h"
+/* profiler.c - the call profiler type, fastprof._fastprof.Profiler: its options, enable and
+ * disable (with the hooks of hooks_monitoring.c or hooks_legacy.c), clear, and the raw export
+ * of its tables that python/fastprof/profile.py turns into cProfile's and pstats' shapes. */
+#include "fp_profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <structmember.h>
+
+#define FP_SLOT_PROFILER_TYPE 0
+
+void fp_code_extra_free(void *extra);
+
+/* Frees every thread record and empties the thread cache.  Returns nothing. */
+static void
+fp_threads_free(fp_profiler *p)
+{
+    fp_thread *t = p->threads_list;
+    while (t != NULL) {
+        fp_thread *next = t->next;
+        free(t->stack);
+        free(t->func_rec);
+        free(t->edge_rec);
+        free(t);
+        t = next;
+    }
+    p->threads_list = NULL;
+    p->cache_tstate = NULL;
+    p->cache_thread = NULL;
+}
+
+/* Drops every record (functions, edges, maps, threads).  Returns nothing. */
+static void
+fp_tables_clear(fp_profiler *p)
+{
+    fp_threads_free(p);
+    for (int32_t i = 0; i < p->nfuncs; i++)
+        Py_CLEAR(p->funcs[i].key);
+    free(p->funcs);
+    free(p->edges);
+    free(p->code_map);
+    p->funcs = NULL;
+    p->edges = NULL;
+    p->code_map = NULL;
+    p->nfuncs = p->capfuncs = p->nedges = p->capedges = p->ncode_map = 0;
+    fp_map_free(&p->edge_map);
+    fp_map_free(&p->builtin_map);
+}
+
+/* Reads a bool-like argument into *out.  Returns 0, or -1 with a TypeError naming it. */
+static int
+fp_arg_flag(PyObject *value, const char *name, int *out)
+{
+    if (value == NULL || value == Py_None)
+        return 0;
+    if (!PyBool_Check(value) && !PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a bool, not %.80s", name,
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    int v = PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Profiler.__init__(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, clock="wall",
+ * threads=True).  Returns 0, or -1 with an exception set. */
+static int
+fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    static char *kwlist[] = {"timer", "timeunit", "subcalls", "builtins", "clock", "threads",
+                             NULL};
+    PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
+    PyObject *threads = NULL;
+    const char *clock = "wall";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sO:Profiler", kwlist, &timer, &timeunit,
+                                     &subcalls, &builtins, &clock, &threads))
+        return -1;
+    if (p->enabled) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
+        return -1;
+    }
+    int sub = 1, bi = 1, th = 1;
+    if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
+        fp_arg_flag(threads, "threads", &th) < 0)
+        return -1;
+    double unit = 0.0;
+    if (timeunit != NULL && timeunit != Py_None) {
+        if (!PyFloat_Check(timeunit) && !PyLong_Check(timeunit)) {
+            PyErr_Format(PyExc_TypeError, "timeunit must be a number of seconds, not %.80s",
+                         Py_TYPE(timeunit)->tp_name);
+            return -1;
+        }
+        unit = PyFloat_AsDouble(timeunit);
+        if (unit == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(unit >= 0.0)) {
+            PyErr_SetString(PyExc_ValueError, "timeunit must be >= 0 (0: the timer returns seconds)");
+            return -1;
+        }
+    }
+    int kind;
+    if (strcmp(clock, "wall") == 0)
+        kind = FP_CLOCK_WALL;
+    else if (strcmp(clock, "cpu") == 0)
+        kind = FP_CLOCK_CPU;
+    else if (strcmp(clock, "process_cpu") == 0)
+        kind = FP_CLOCK_PROCESS_CPU;
+    else {
+        PyErr_Format(PyExc_ValueError, "clock must be 'wall', 'cpu' or 'process_cpu', not '%s'",
+                     clock);
+        return -1;
+    }
+    if (timer != Py_None) {
+        if (!PyCallable_Check(timer)) {
+            PyErr_Format(PyExc_TypeError,
+                         "timer must be a callable returning the time, not %.80s",
+                         Py_TYPE(timer)->tp_name);
+            return -1;
+        }
+        if (kind != FP_CLOCK_WALL) {
+            PyErr_SetString(PyExc_ValueError, "give either timer or clock, not both");
+            return -1;
+        }
+        kind = FP_CLOCK_USER;
+    }
+    fp_tables_clear(p);
+    Py_CLEAR(p->error);
+    Py_XSETREF(p->timer, timer == Py_None ? NULL : Py_NewRef(timer));
+    p->timeunit = unit;
+    p->clock = kind;
+    p->subcalls = sub;
+    p->builtins = bi;
+    p->threads = th;
+    p->last_user = 0;
+    return 0;
+}
+
+/* tp_new: an empty, disabled profiler with the defaults.  Returns it or NULL. */
+static PyObject *
+fp_profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    fp_profiler *p = (fp_profiler *)type->tp_alloc(type, 0);
+    if (p == NULL)
+        return NULL;
+    p->subcalls = p->builtins = p->threads = 1;
+    p->clock = FP_CLOCK_WALL;
+    p->tool_id = -1;
+    return (PyObject *)p;
+}
+
+/* Removes the hooks, flushes open frames and reports a sticky error.  Returns 0, or -1 with
+ * an exception set (the hooks are gone either way). */
+static int
+fp_profiler_stop(fp_profiler *p)
+{
+    if (!p->enabled)
+        return 0;
+    int rc = fp_hooks_remove(p);
+    if (p->error == NULL)
+        fp_flush_all(p);
+    p->enabled = 0;
+    p->cache_tstate = NULL;
+    p->cache_thread = NULL;
+    if (rc < 0)
+        return -1;
+    if (p->error != NULL) {
+        PyObject *err = p->error;
+        p->error = NULL;
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the profiler stopped recording: a hook met an error (see __cause__)");
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *outer = PyErr_GetRaisedException();
+        PyException_SetCause(outer, Py_NewRef(err));
+        PyException_SetContext(outer, err);
+        PyErr_SetRaisedException(outer);
+#else
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyException_SetCause(value, Py_NewRef(err));
+        PyException_SetContext(value, err);
+        PyErr_Restore(type, value, tb);
+#endif
+        return -1;
+    }
+    return 0;
+}
+
+static void
+fp_profiler_dealloc(PyObject *self)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (p->weakreflist != NULL)
+        PyObject_ClearWeakRefs(self);
+    if (p->enabled) {
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        if (fp_profiler_stop(p) < 0)
+            PyErr_WriteUnraisable(self);
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+    fp_tables_clear(p);
+    Py_CLEAR(p->timer);
+    Py_CLEAR(p->error);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* GC: the timer and the sticky error may reference anything.  Returns the visitor's result. */
+static int
+fp_profiler_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(p->timer);
+    Py_VISIT(p->error);
+    return 0;
+}
+
+/* Returns 0 after dropping the references GC may need to break. */
+static int
+fp_profiler_tp_clear(PyObject *self)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    Py_CLEAR(p->timer);
+    Py_CLEAR(p->error);
+    return 0;
+}
+
+/* enable(subcalls=None, builtins=None): starts profiling; a second call is a no-op.  Returns
+ * None, or NULL with RuntimeError when the hook is held by another tool. */
+static PyObject *
+fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    static char *kwlist[] = {"subcalls", "builtins", NULL};
+    PyObject *subcalls = NULL, *builtins = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:enable", kwlist, &subcalls, &builtins))
+        return NULL;
+    int sub = p->subcalls, bi = p->builtins;
+    if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0)
+        return NULL;
+    if (p->enabled)
+        Py_RETURN_NONE;
+    p->subcalls = sub;
+    p->builtins = bi;
+    p->owner = PyThreadState_Get();
+    p->cache_tstate = NULL;
+    p->cache_thread = NULL;
+    Py_CLEAR(p->error);
+    p->enabled = 1;
+    if (fp_hooks_install(p) < 0) {
+        p->enabled = 0;
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* disable(): stops profiling, charging open frames up to now.  Returns None, or NULL when a
+ * hook had met an error (RuntimeError with that error as its cause) or the hooks could not be
+ * removed cleanly. */
+static PyObject *
+fp_profiler_disable(PyObject *self, PyObject *unused)
+{
+    if (fp_profiler_stop((fp_profiler *)self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* clear(): forgets every record.  Returns None. */
+static PyObject *
+fp_profiler_clear(PyObject *self, PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    fp_tables_clear(p);
+    Py_RETURN_NONE;
+}
+
+/* Returns the seconds per tick of the profiler's clock. */
+static double
+fp_profiler_unit(fp_profiler *p)
+{
+    switch (p->clock) {
+    case FP_CLOCK_WALL:
+        return fp_clock_seconds_per_tick();
+    case FP_CLOCK_USER:
+        return p->timeunit > 0.0 ? p->timeunit : 1e-9;
+    default:
+        return 1e-9;
+    }
+}
+
+/* _raw() -> (seconds_per_tick, funcs, edges): funcs a list of (key, ncalls, nrec, tt, it),
+ * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks.  Returns the tuple
+ * or NULL with an exception set. */
+static PyObject *
+fp_profiler_raw(PyObject *self, PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    PyObject *funcs = NULL, *edges = NULL;
+    funcs = PyList_New(p->nfuncs);
+    if (funcs == NULL)
+        goto error;
+    for (int32_t i = 0; i < p->nfuncs; i++) {
+        fp_func *f = &p->funcs[i];
+        PyObject *row = Py_BuildValue("(OLLLL)", f->key, (long long)f->ncalls, (long long)f->nrec,
+                                      (long long)f->tt, (long long)f->it);
+        if (row == NULL)
+            goto error;
+        PyList_SET_ITEM(funcs, i, row);
+    }
+    edges = PyList_New(p->nedges);
+    if (edges == NULL)
+        goto error;
+    for (int32_t i = 0; i < p->nedges; i++) {
+        fp_edge *e = &p->edges[i];
+        PyObject *row = Py_BuildValue("(iiLLLL)", e->caller, e->callee, (long long)e->ncalls,
+                                      (long long)e->nrec, (long long)e->tt, (long long)e->it);
+        if (row == NULL)
+            goto error;
+        PyList_SET_ITEM(edges, i, row);
+    }
+    return Py_BuildValue("(dNN)", fp_profiler_unit(p), funcs, edges);
+error:
+    Py_XDECREF(funcs);
+    Py_XDECREF(edges);
+    return NULL;
+}
+
+/* enabled: whether the hooks are installed.  Returns a bool. */
+static PyObject *
+fp_profiler_get_enabled(PyObject *self, void *closure)
+{
+    return PyBool_FromLong(((fp_profiler *)self)->enabled);
+}
+
+/* clock: the clock's name.  Returns a str. */
+static PyObject *
+fp_profiler_get_clock(PyObject *self, void *closure)
+{
+    static const char *names[] = {"wall", "cpu", "process_cpu", "user"};
+    return PyUnicode_FromString(names[((fp_profiler *)self)->clock]);
+}
+
+/* tool_id: the sys.monitoring tool id in use (3.12+ while enabled), else None. */
+static PyObject *
+fp_profiler_get_tool_id(PyObject *self, void *closure)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    if (p->tool_id < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLong(p->tool_id);
+}
+
+static PyMethodDef fp_profiler_methods[] = {
+    {"enable", (PyCFunction)(void (*)(void))fp_profiler_enable, METH_VARARGS | METH_KEYWORDS,
+     "enable(subcalls=None, builtins=None)\n--\n\nStart collecting profiling information."},
+    {"disable", fp_profiler_disable, METH_NOARGS,
+     "disable()\n--\n\nStop collecting profiling information."},
+    {"clear", fp_profiler_clear, METH_NOARGS,
+     "clear()\n--\n\nClear all profiling information collected so far."},
+    {"_raw", fp_profiler_raw, METH_NOARGS,
+     "_raw() -> (seconds_per_tick, funcs, edges): the tables in ticks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef fp_profiler_getset[] = {
+    {"enabled", fp_profiler_get_enabled, NULL, "Whether the profiler is collecting.", NULL},
+    {"clock", fp_profiler_get_clock, NULL, "The clock: wall, cpu, process_cpu or user.", NULL},
+    {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef fp_profiler_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(fp_profiler, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot fp_profiler_slots[] = {
+    {Py_tp_doc, "Profiler(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, "
+                "clock='wall', threads=True)\n--\n\n"
+                "The call profiler's collector (fastprof.Profile builds on it)."},
+    {Py_tp_new, fp_profiler_new},
+    {Py_tp_init, fp_profiler_init},
+    {Py_tp_dealloc, fp_profiler_dealloc},
+    {Py_tp_traverse, fp_profiler_traverse},
+    {Py_tp_clear, fp_profiler_tp_clear},
+    {Py_tp_methods, fp_profiler_methods},
+    {Py_tp_getset, fp_profiler_getset},
+    {Py_tp_members, fp_profiler_members},
+    {0, NULL},
+};
+
+static PyType_Spec fp_profiler_spec = {
+    .name = "fastprof._fastprof.Profiler",
+    .basicsize = sizeof(fp_profiler),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = fp_profiler_slots,
+};
 
 /* See common.h. */
 int
 fp_profile_exec(PyObject *m)
 {
+    if (fp_code_extra_index < 0) {
+        fp_code_extra_index = FP_REQUEST_CODE_EXTRA(fp_code_extra_free);
+        if (fp_code_extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no code-object extra slot left for fastprof");
+            return -1;
+        }
+    }
+    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
+        return -1;
     return 0;
 }

@@ -1,0 +1,270 @@
+/* fp_profile.h - the call profiler's records and its hot path (enter and leave a frame),
+ * shared by the hooks of each Python version.
+ *
+ * Tables are shared by all threads (events arrive holding the GIL); each thread has its own
+ * stack and its own recursion levels, so the stats of all threads are merged by construction.
+ * Nothing on the hot path allocates once the tables and stacks have grown to fit. */
+#ifndef FP_PROFILE_H
+#define FP_PROFILE_H
+
+#include "common.h"
+#include "clock.h"
+
+/* ---- an open-addressing map from non-zero 64-bit keys to int32 values -------------------- */
+
+typedef struct fp_map {
+    uint64_t *keys; /* 0 marks an empty slot */
+    int32_t *vals;
+    uint32_t mask;  /* capacity - 1 (capacity a power of two), 0 when never allocated */
+    uint32_t used;
+} fp_map;
+
+FP_INLINE uint32_t
+fp_map_hash(uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+/* Returns the value stored under key, or -1. */
+FP_INLINE int32_t
+fp_map_get(const fp_map *m, uint64_t key)
+{
+    if (FP_UNLIKELY(m->keys == NULL))
+        return -1;
+    uint32_t i = fp_map_hash(key) & m->mask;
+    for (;;) {
+        uint64_t k = m->keys[i];
+        if (k == key)
+            return m->vals[i];
+        if (k == 0)
+            return -1;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Stores val under key (key != 0), growing the map.  Returns 0, or -1 when out of memory
+ * (no exception set). */
+int fp_map_put(fp_map *m, uint64_t key, int32_t val);
+/* Frees the map's memory and empties it. */
+void fp_map_free(fp_map *m);
+
+/* ---- records ---------------------------------------------------------------------------- */
+
+typedef struct fp_func {
+    PyObject *key;      /* strong: the code object, or the label str of a builtin */
+    const void *ident;  /* the code object or the PyMethodDef: what a leave event names */
+    int64_t ncalls;     /* every completed call */
+    int64_t nrec;       /* calls made while already active (not primitive) */
+    fp_tick tt;         /* cumulative time, counted at the outermost activation */
+    fp_tick it;         /* own time */
+} fp_func;
+
+typedef struct fp_edge {
+    int32_t caller, callee;
+    int64_t ncalls, nrec;
+    fp_tick tt, it;
+} fp_edge;
+
+typedef struct fp_frame {
+    int32_t func;
+    int32_t edge;        /* -1 for a frame without a recorded caller */
+    int32_t last_callee; /* cache: the callee last called from this frame ... */
+    int32_t last_edge;   /* ... and its edge */
+    fp_tick t0;          /* when it was entered */
+    fp_tick subt;        /* time of its completed children */
+} fp_frame;
+
+typedef struct fp_thread {
+    struct fp_thread *next;
+    PyThreadState *tstate;
+    unsigned long ident;
+    fp_frame *stack;
+    int32_t depth, cap;
+    int32_t *func_rec; /* active activations per function, in this thread */
+    int32_t nfunc_rec;
+    int32_t *edge_rec; /* active activations per edge, in this thread */
+    int32_t nedge_rec;
+} fp_thread;
+
+enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
+
+/* ---- the profiler object ------------------------------------------------------------------ */
+
+#define FP_MON_NCALLBACKS 4
+
+typedef struct fp_profiler {
+    PyObject_HEAD
+    int enabled;
+    int subcalls;
+    int builtins;
+    int threads;
+    int clock;           /* FP_CLOCK_* */
+    PyObject *timer;     /* FP_CLOCK_USER: the callable */
+    double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
+    fp_tick last_user;   /* the user timer's last good reading */
+
+    fp_func *funcs;
+    int32_t nfuncs, capfuncs;
+    fp_edge *edges;
+    int32_t nedges, capedges;
+    fp_map edge_map;     /* (caller+1) << 32 | (callee+1) -> edge */
+    fp_map builtin_map;  /* PyMethodDef* -> func */
+    int32_t *code_map;   /* code id -> func + 1 (0: not seen) */
+    int32_t ncode_map;
+
+    fp_thread *threads_list;
+    PyThreadState *owner; /* threads == 0: the one thread profiled */
+    PyThreadState *cache_tstate; /* the thread last looked up (NULL: none) ... */
+    fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
+    PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
+
+    /* 3.12+: sys.monitoring */
+    int tool_id;
+    PyObject *missing; /* sys.monitoring.MISSING */
+    PyObject *callbacks[FP_MON_NCALLBACKS];
+    /* 3.9-3.11: threading.setprofile hook */
+    int thread_hook_set;
+    PyObject *weakreflist;
+} fp_profiler;
+
+/* Code-object extra index of the call profiler (set at module exec). */
+extern Py_ssize_t fp_code_extra_index;
+
+/* Returns the thread record of the running thread for p, creating it, or NULL when this thread
+ * is not profiled (threads=False) or out of memory (sticky error set).  Slow path. */
+fp_thread *fp_thread_lookup(fp_profiler *p, PyThreadState *ts);
+
+#if FP_PY313
+#define FP_TSTATE() PyThreadState_GetUnchecked()
+#else
+#define FP_TSTATE() PyThreadState_Get()
+#endif
+
+/* Returns the running thread's record for p, or NULL when it is not profiled. */
+FP_INLINE fp_thread *
+fp_thread_get(fp_profiler *p)
+{
+    PyThreadState *ts = FP_TSTATE();
+    if (FP_LIKELY(p->cache_tstate == ts))
+        return p->cache_thread;
+    return fp_thread_lookup(p, ts);
+}
+
+/* Returns the time of the profiler's clock in its ticks; reading a user timer that raises
+ * records the sticky error and returns its last good reading. */
+fp_tick fp_now_slow(fp_profiler *p);
+
+FP_INLINE fp_tick
+fp_now(fp_profiler *p)
+{
+    if (FP_LIKELY(p->clock == FP_CLOCK_WALL))
+        return fp_clock_ticks();
+    return fp_now_slow(p);
+}
+
+/* Records a MemoryError (or the current exception) as the sticky error and stops recording. */
+void fp_set_sticky(fp_profiler *p);
+
+/* Returns the function index for a code object, adding it; -1 on failure (sticky set). */
+int32_t fp_func_for_code(fp_profiler *p, PyObject *code);
+/* Returns the function index for a builtin, adding it with the label made from callable and
+ * self_arg; -1 on failure (sticky set). */
+int32_t fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg);
+
+/* Slow paths of fp_enter: grow the stack, a recursion array, or make a new edge.  Each returns
+ * 0, or -1 on failure (sticky set). */
+int fp_grow_stack(fp_profiler *p, fp_thread *t);
+int fp_grow_func_rec(fp_profiler *p, fp_thread *t, int32_t fi);
+int fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei);
+int32_t fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee);
+
+/* Pushes a frame of function fi entered at now. */
+FP_INLINE void
+fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now)
+{
+    if (FP_UNLIKELY(t->depth == t->cap) && fp_grow_stack(p, t) < 0)
+        return;
+    if (FP_UNLIKELY(fi >= t->nfunc_rec) && fp_grow_func_rec(p, t, fi) < 0)
+        return;
+    int32_t ei = -1;
+    if (p->subcalls && t->depth > 0) {
+        fp_frame *parent = &t->stack[t->depth - 1];
+        if (FP_LIKELY(parent->last_callee == fi)) {
+            ei = parent->last_edge;
+        }
+        else {
+            ei = fp_edge_find_or_add(p, parent->func, fi);
+            if (FP_UNLIKELY(ei < 0))
+                return;
+            parent->last_callee = fi;
+            parent->last_edge = ei;
+        }
+        if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
+            return;
+        t->edge_rec[ei]++;
+    }
+    t->func_rec[fi]++;
+    fp_frame *f = &t->stack[t->depth++];
+    f->func = fi;
+    f->edge = ei;
+    f->last_callee = -1;
+    f->last_edge = -1;
+    f->t0 = now;
+    f->subt = 0;
+}
+
+/* Pops the top frame at now, charging its time. */
+FP_INLINE void
+fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
+{
+    fp_frame *f = &t->stack[--t->depth];
+    fp_tick tt = now - f->t0;
+    fp_tick it = tt - f->subt;
+    if (t->depth > 0)
+        t->stack[t->depth - 1].subt += tt;
+    fp_func *fn = &p->funcs[f->func];
+    if (--t->func_rec[f->func] == 0)
+        fn->tt += tt;
+    else
+        fn->nrec++;
+    fn->it += it;
+    fn->ncalls++;
+    if (f->edge >= 0) {
+        fp_edge *e = &p->edges[f->edge];
+        if (--t->edge_rec[f->edge] == 0)
+            e->tt += tt;
+        else
+            e->nrec++;
+        e->it += it;
+        e->ncalls++;
+    }
+}
+
+/* Pops frames down to and including the nearest one of ident (the top one, almost always);
+ * does nothing when no open frame has that ident (a frame entered before profiling began). */
+void fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now);
+
+FP_INLINE void
+fp_leave(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
+{
+    if (FP_LIKELY(t->depth > 0 && p->funcs[t->stack[t->depth - 1].func].ident == ident))
+        fp_leave_top(p, t, now);
+    else
+        fp_leave_search(p, t, ident, now);
+}
+
+/* Pops every open frame of every thread at the profiler's current time. */
+void fp_flush_all(fp_profiler *p);
+
+/* ---- hooks, one implementation per interpreter family ---------------------------------- */
+
+/* Installs the hooks.  Returns 0, or -1 with an exception set (nothing left installed). */
+int fp_hooks_install(fp_profiler *p);
+/* Removes the hooks.  Returns 0, or -1 with an exception set (still removes all it can). */
+int fp_hooks_remove(fp_profiler *p);
+
+/* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless
+ * out of memory (exception set). */
+PyObject *fp_builtin_label(PyMethodDef *ml, PyObject *callable, PyObject *self_arg);
+
+#endif

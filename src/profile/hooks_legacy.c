@@ -1,0 +1,151 @@
+/* hooks_legacy.c - the call profiler's hook on Python 3.9-3.11: a C profile function set with
+ * PyEval_SetProfile in the enabling thread and, when threads=True, in every thread started
+ * while profiling (through threading.setprofile).  A thread whose hook outlives disable()
+ * removes it at its next event. */
+#include "fp_profile.h"
+
+#if !FP_PY312
+
+#include <frameobject.h>
+
+/* The profile function.  Returns 0 always: a hook never raises. */
+static int
+fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    fp_profiler *p = (fp_profiler *)obj;
+    if (FP_UNLIKELY(!p->enabled)) {
+        /* Left behind in a thread after disable(): remove it.  p may die here: not used after. */
+        PyEval_SetProfile(NULL, NULL);
+        return 0;
+    }
+    switch (what) {
+    case PyTrace_CALL:
+    case PyTrace_RETURN: {
+        fp_tick now = fp_now(p);
+        fp_thread *t = fp_thread_get(p);
+        if (t == NULL)
+            break;
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        if (what == PyTrace_CALL) {
+            int32_t fi = fp_func_for_code(p, (PyObject *)code);
+            if (fi >= 0)
+                fp_enter(p, t, fi, now);
+        }
+        else {
+            fp_leave(p, t, code, now);
+        }
+        Py_DECREF(code);
+        break;
+    }
+    case PyTrace_C_CALL:
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION: {
+        if (!p->builtins || arg == NULL || !PyCFunction_Check(arg))
+            break;
+        fp_tick now = fp_now(p);
+        fp_thread *t = fp_thread_get(p);
+        if (t == NULL)
+            break;
+        PyMethodDef *ml = ((PyCFunctionObject *)arg)->m_ml;
+        if (what == PyTrace_C_CALL) {
+            int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
+            if (fi >= 0)
+                fp_enter(p, t, fi, now);
+        }
+        else {
+            fp_leave(p, t, ml, now);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* The function given to threading.setprofile: in a new thread, replaces itself with the C hook
+ * and accounts the call event it was called for.  Returns None. */
+static PyObject *
+fp_legacy_thread_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    if (!p->enabled) {
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    PyEval_SetProfile(fp_legacy_hook, self);
+    if (nargs >= 2 && PyFrame_Check(args[0]) && PyUnicode_Check(args[1]) &&
+        PyUnicode_CompareWithASCIIString(args[1], "call") == 0)
+        fp_legacy_hook(self, (PyFrameObject *)args[0], PyTrace_CALL, Py_None);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fp_legacy_thread_def = {
+    "_fastprof_thread_start", (PyCFunction)(void (*)(void))fp_legacy_thread_start, METH_FASTCALL,
+    NULL};
+
+/* Calls threading.setprofile(func).  Returns 0, or -1 with an exception set. */
+static int
+fp_legacy_threading_setprofile(PyObject *func)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", func);
+    Py_DECREF(threading);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_install(fp_profiler *p)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc == fp_legacy_hook) {
+        if (ts->c_profileobj == (PyObject *)p)
+            return 0;
+        PyErr_SetString(PyExc_RuntimeError,
+                        "another fastprof profiler is enabled in this thread; disable it first");
+        return -1;
+    }
+    if (ts->c_profilefunc != NULL) {
+        PyObject *holder = ts->c_profileobj ? ts->c_profileobj : Py_None;
+        PyErr_Format(PyExc_RuntimeError,
+                     "the profile hook of this thread is held by %R; disable that profiler "
+                     "first (for example sys.setprofile(None) or its disable())",
+                     holder);
+        return -1;
+    }
+    if (p->threads) {
+        PyObject *start = PyCFunction_NewEx(&fp_legacy_thread_def, (PyObject *)p, NULL);
+        if (start == NULL)
+            return -1;
+        int rc = fp_legacy_threading_setprofile(start);
+        Py_DECREF(start);
+        if (rc < 0)
+            return -1;
+        p->thread_hook_set = 1;
+    }
+    PyEval_SetProfile(fp_legacy_hook, (PyObject *)p);
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_remove(fp_profiler *p)
+{
+    int rc = 0;
+    PyThreadState *ts = PyThreadState_Get();
+    if (p->thread_hook_set) {
+        p->thread_hook_set = 0;
+        rc = fp_legacy_threading_setprofile(Py_None);
+    }
+    if (ts->c_profilefunc == fp_legacy_hook && ts->c_profileobj == (PyObject *)p)
+        PyEval_SetProfile(NULL, NULL);
+    return rc;
+}
+
+#endif /* !FP_PY312 */

@@ -1,0 +1,269 @@
+/* hooks_monitoring.c - the call profiler's hooks on Python 3.12+: sys.monitoring callbacks
+ * written in C (METH_FASTCALL).  PY_START/PY_RESUME/PY_THROW enter a frame, PY_RETURN/PY_YIELD/
+ * PY_UNWIND leave it, CALL/C_RETURN/C_RAISE account builtins (registered only when builtins
+ * are on).  The tool id is the profiler's (2) when free, else another free one, and is always
+ * given back. */
+#include "fp_profile.h"
+
+#if FP_PY312
+
+/* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]).  Returns None. */
+static PyObject *
+fp_mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_LIKELY(t != NULL && nargs >= 1)) {
+        int32_t fi = fp_func_for_code(p, args[0]);
+        if (FP_LIKELY(fi >= 0))
+            fp_enter(p, t, fi, now);
+    }
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value).  Returns None. */
+static PyObject *
+fp_mon_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_LIKELY(t != NULL && nargs >= 1))
+        fp_leave(p, t, args[0], now);
+    Py_RETURN_NONE;
+}
+
+/* Returns the PyMethodDef of a C function being called, or NULL when the callable is not one
+ * (a Python function, a class, ...) or is an unbound method descriptor called without self. */
+FP_INLINE PyMethodDef *
+fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
+{
+    if (PyCFunction_Check(callable))
+        return ((PyCFunctionObject *)callable)->m_ml;
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && self_arg != p->missing)
+        return ((PyMethodDescrObject *)callable)->d_method;
+    return NULL;
+}
+
+/* CALL (code, offset, callable, arg0): enters a builtin.  Returns None. */
+static PyObject *
+fp_mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    if (FP_UNLIKELY(nargs < 4))
+        Py_RETURN_NONE;
+    PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
+    if (ml == NULL)
+        Py_RETURN_NONE; /* a Python callee: PY_START accounts it */
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_LIKELY(t != NULL)) {
+        int32_t fi = fp_func_for_builtin(p, ml, args[2], args[3] == p->missing ? NULL : args[3]);
+        if (FP_LIKELY(fi >= 0))
+            fp_enter(p, t, fi, now);
+    }
+    Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
+static PyObject *
+fp_mon_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    if (FP_UNLIKELY(nargs < 4))
+        Py_RETURN_NONE;
+    PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
+    if (ml == NULL)
+        Py_RETURN_NONE;
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_LIKELY(t != NULL))
+        fp_leave(p, t, ml, now);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fp_mon_defs[FP_MON_NCALLBACKS] = {
+    {"_fastprof_start", (PyCFunction)(void (*)(void))fp_mon_start, METH_FASTCALL, NULL},
+    {"_fastprof_return", (PyCFunction)(void (*)(void))fp_mon_return, METH_FASTCALL, NULL},
+    {"_fastprof_call", (PyCFunction)(void (*)(void))fp_mon_call, METH_FASTCALL, NULL},
+    {"_fastprof_creturn", (PyCFunction)(void (*)(void))fp_mon_creturn, METH_FASTCALL, NULL},
+};
+
+/* Which callback each event gets, and whether it belongs to builtins. */
+static const struct {
+    const char *event;
+    int callback;
+    int builtin;
+} fp_mon_events[] = {
+    {"PY_START", 0, 0},  {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},   {"PY_RETURN", 1, 0},
+    {"PY_YIELD", 1, 0},  {"PY_UNWIND", 1, 0}, {"CALL", 2, 1},       {"C_RETURN", 3, 1},
+    {"C_RAISE", 3, 1},
+};
+#define FP_MON_NEVENTS ((int)(sizeof(fp_mon_events) / sizeof(fp_mon_events[0])))
+
+/* Returns a new reference to sys.monitoring, or NULL with an exception set. */
+static PyObject *
+fp_mon_module(void)
+{
+    PyObject *sys = PyImport_ImportModule("sys");
+    if (sys == NULL)
+        return NULL;
+    PyObject *mon = PyObject_GetAttrString(sys, "monitoring");
+    Py_DECREF(sys);
+    return mon;
+}
+
+/* Returns the value of sys.monitoring.events.<name>, or -1 with an exception set. */
+static long
+fp_mon_event_bit(PyObject *mon, const char *name)
+{
+    PyObject *events = PyObject_GetAttrString(mon, "events");
+    if (events == NULL)
+        return -1;
+    PyObject *v = PyObject_GetAttrString(events, name);
+    Py_DECREF(events);
+    if (v == NULL)
+        return -1;
+    long bit = PyLong_AsLong(v);
+    Py_DECREF(v);
+    return bit;
+}
+
+/* Claims a free tool id, preferring the profiler's.  Returns it, or -1 with a RuntimeError
+ * that names the tools holding every id. */
+static int
+fp_mon_claim(PyObject *mon)
+{
+    static const int order[] = {2, 3, 4, 0, 1, 5};
+    for (int i = 0; i < 6; i++) {
+        PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i", order[i]);
+        if (holder == NULL)
+            return -1;
+        int free_id = holder == Py_None;
+        Py_DECREF(holder);
+        if (!free_id)
+            continue;
+        PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", order[i], "fastprof");
+        if (r != NULL) {
+            Py_DECREF(r);
+            return order[i];
+        }
+        PyErr_Clear(); /* taken meanwhile: try the next */
+    }
+    PyObject *names = PyList_New(0);
+    for (int i = 0; names != NULL && i < 6; i++) {
+        PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i", i);
+        PyObject *item = holder ? PyUnicode_FromFormat("%d: %R", i, holder) : NULL;
+        Py_XDECREF(holder);
+        if (item == NULL || PyList_Append(names, item) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(item);
+    }
+    if (names == NULL)
+        return -1;
+    PyErr_Format(PyExc_RuntimeError,
+                 "fastprof cannot profile: every sys.monitoring tool id is held (%S); "
+                 "disable one of those tools first",
+                 names);
+    Py_DECREF(names);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_install(fp_profiler *p)
+{
+    PyObject *mon = fp_mon_module();
+    if (mon == NULL)
+        return -1;
+    int id = fp_mon_claim(mon);
+    if (id < 0)
+        goto error;
+    p->tool_id = id;
+    p->missing = PyObject_GetAttrString(mon, "MISSING");
+    if (p->missing == NULL)
+        goto error;
+    for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
+        p->callbacks[k] = PyCFunction_NewEx(&fp_mon_defs[k], (PyObject *)p, NULL);
+        if (p->callbacks[k] == NULL)
+            goto error;
+    }
+    long mask = 0;
+    for (int e = 0; e < FP_MON_NEVENTS; e++) {
+        if (fp_mon_events[e].builtin && !p->builtins)
+            continue;
+        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
+        if (bit < 0)
+            goto error;
+        PyObject *r = PyObject_CallMethod(mon, "register_callback", "ilO", id, bit,
+                                          p->callbacks[fp_mon_events[e].callback]);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+        mask |= bit;
+    }
+    PyObject *r = PyObject_CallMethod(mon, "set_events", "il", id, mask);
+    if (r == NULL)
+        goto error;
+    Py_DECREF(r);
+    Py_DECREF(mon);
+    return 0;
+error:
+    Py_DECREF(mon);
+    if (p->tool_id >= 0) {
+        PyObject *exc = PyErr_GetRaisedException();
+        fp_hooks_remove(p);
+        PyErr_Clear();
+        PyErr_SetRaisedException(exc);
+    }
+    for (int k = 0; k < FP_MON_NCALLBACKS; k++)
+        Py_CLEAR(p->callbacks[k]);
+    Py_CLEAR(p->missing);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_remove(fp_profiler *p)
+{
+    int id = p->tool_id;
+    if (id < 0)
+        return 0;
+    PyObject *exc = NULL; /* the first failure, raised at the end */
+    PyObject *mon = fp_mon_module();
+    if (mon == NULL)
+        goto done;
+    PyObject *r = PyObject_CallMethod(mon, "set_events", "ii", id, 0);
+    if (r == NULL && exc == NULL)
+        exc = PyErr_GetRaisedException();
+    Py_XDECREF(r);
+    for (int e = 0; e < FP_MON_NEVENTS; e++) {
+        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
+        r = bit < 0 ? NULL : PyObject_CallMethod(mon, "register_callback", "ilO", id, bit, Py_None);
+        if (r == NULL && exc == NULL)
+            exc = PyErr_GetRaisedException();
+        PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    r = PyObject_CallMethod(mon, "free_tool_id", "i", id);
+    if (r == NULL && exc == NULL)
+        exc = PyErr_GetRaisedException();
+    PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(mon);
+done:
+    if (mon == NULL)
+        exc = PyErr_GetRaisedException();
+    p->tool_id = -1;
+    for (int k = 0; k < FP_MON_NCALLBACKS; k++)
+        Py_CLEAR(p->callbacks[k]);
+    Py_CLEAR(p->missing);
+    if (exc != NULL) {
+        PyErr_SetRaisedException(exc);
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* FP_PY312 */

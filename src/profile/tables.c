@@ -1,0 +1,381 @@
+/* tables.c - the call profiler's tables and the slow paths of its hot path: the map, function
+ * and edge records, per-thread records, code ids, the non-wall clocks and the sticky error. */
+#include "fp_profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+Py_ssize_t fp_code_extra_index = -1;
+
+/* ---- map ------------------------------------------------------------------------------- */
+
+/* Inserts without growing; the map has a free slot.  Returns nothing. */
+static void
+fp_map_insert(fp_map *m, uint64_t key, int32_t val)
+{
+    uint32_t i = fp_map_hash(key) & m->mask;
+    while (m->keys[i] != 0 && m->keys[i] != key)
+        i = (i + 1) & m->mask;
+    if (m->keys[i] == 0)
+        m->used++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+}
+
+/* See fp_profile.h. */
+int
+fp_map_put(fp_map *m, uint64_t key, int32_t val)
+{
+    uint32_t cap = m->keys ? m->mask + 1 : 0;
+    if ((m->used + 1) * 2 > cap) {
+        uint32_t ncap = cap ? cap * 2 : 64;
+        fp_map grown = {0};
+        grown.keys = calloc(ncap, sizeof(uint64_t));
+        grown.vals = malloc(ncap * sizeof(int32_t));
+        if (grown.keys == NULL || grown.vals == NULL) {
+            free(grown.keys);
+            free(grown.vals);
+            return -1;
+        }
+        grown.mask = ncap - 1;
+        for (uint32_t i = 0; i < cap; i++)
+            if (m->keys[i] != 0)
+                fp_map_insert(&grown, m->keys[i], m->vals[i]);
+        fp_map_free(m);
+        *m = grown;
+    }
+    fp_map_insert(m, key, val);
+    return 0;
+}
+
+/* See fp_profile.h. */
+void
+fp_map_free(fp_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- sticky error ---------------------------------------------------------------------- */
+
+/* See fp_profile.h. */
+void
+fp_set_sticky(fp_profiler *p)
+{
+    if (p->error == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+#if PY_VERSION_HEX >= 0x030C0000
+        p->error = PyErr_GetRaisedException();
+#else
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL && tb != NULL)
+            PyException_SetTraceback(value, tb);
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        p->error = value;
+#endif
+    }
+    PyErr_Clear();
+    /* Stop recording: from now on the hooks find no thread record. */
+    p->cache_tstate = NULL;
+    p->cache_thread = NULL;
+}
+
+/* ---- clocks ---------------------------------------------------------------------------- */
+
+/* See fp_profile.h. */
+fp_tick
+fp_now_slow(fp_profiler *p)
+{
+    switch (p->clock) {
+    case FP_CLOCK_CPU:
+        return fp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    case FP_CLOCK_PROCESS_CPU:
+        return fp_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    case FP_CLOCK_USER:
+        break;
+    default:
+        return fp_clock_ticks();
+    }
+    if (p->error != NULL)
+        return p->last_user;
+    PyObject *o = PyObject_CallNoArgs(p->timer);
+    fp_tick t = p->last_user;
+    if (o == NULL)
+        goto error;
+    if (p->timeunit > 0.0) {
+        if (PyLong_Check(o)) {
+            t = PyLong_AsLongLong(o);
+        }
+        else {
+            double d = PyFloat_AsDouble(o);
+            t = (fp_tick)d;
+        }
+    }
+    else {
+        double d = PyFloat_AsDouble(o);
+        t = (fp_tick)floor(d * 1e9);
+    }
+    Py_DECREF(o);
+    if (PyErr_Occurred())
+        goto error;
+    p->last_user = t;
+    return t;
+error:
+    fp_set_sticky(p);
+    return p->last_user;
+}
+
+/* ---- functions and edges ------------------------------------------------------------- */
+
+/* Appends a function record owning key.  Returns its index, or -1 (sticky set; key released). */
+static int32_t
+fp_func_new(fp_profiler *p, PyObject *key, const void *ident)
+{
+    if (p->nfuncs == p->capfuncs) {
+        int32_t ncap = p->capfuncs ? p->capfuncs * 2 : 256;
+        fp_func *grown = realloc(p->funcs, (size_t)ncap * sizeof(fp_func));
+        if (grown == NULL) {
+            Py_DECREF(key);
+            fp_set_sticky(p);
+            return -1;
+        }
+        p->funcs = grown;
+        p->capfuncs = ncap;
+    }
+    fp_func *f = &p->funcs[p->nfuncs];
+    memset(f, 0, sizeof(*f));
+    f->key = key;
+    f->ident = ident;
+    return p->nfuncs++;
+}
+
+/* Process-wide code ids: the value kept in each code object's extra slot (id + 1), recycled
+ * when the code object dies.  A profiler maps an id only while it holds the code object, so a
+ * recycled id never meets a stale mapping. */
+static int32_t *fp_code_free_ids;
+static int32_t fp_code_nfree, fp_code_capfree, fp_code_next;
+
+/* The extra slot's free function: recycles the id.  Returns nothing. */
+void
+fp_code_extra_free(void *extra)
+{
+    int32_t id = (int32_t)(intptr_t)extra - 1;
+    if (id < 0)
+        return;
+    if (fp_code_nfree == fp_code_capfree) {
+        int32_t ncap = fp_code_capfree ? fp_code_capfree * 2 : 256;
+        int32_t *grown = realloc(fp_code_free_ids, (size_t)ncap * sizeof(int32_t));
+        if (grown == NULL)
+            return; /* the id is not reused: harmless */
+        fp_code_free_ids = grown;
+        fp_code_capfree = ncap;
+    }
+    fp_code_free_ids[fp_code_nfree++] = id;
+}
+
+/* Returns the code id of code, giving it one on first sight; -1 on failure (exception set). */
+static int32_t
+fp_code_id(PyObject *code)
+{
+    void *extra = NULL;
+    if (FP_CODE_GET_EXTRA(code, fp_code_extra_index, &extra) < 0)
+        return -1;
+    if (FP_LIKELY(extra != NULL))
+        return (int32_t)(intptr_t)extra - 1;
+    int32_t id = fp_code_nfree > 0 ? fp_code_free_ids[--fp_code_nfree] : fp_code_next++;
+    if (FP_CODE_SET_EXTRA(code, fp_code_extra_index, (void *)(intptr_t)(id + 1)) < 0) {
+        fp_code_extra_free((void *)(intptr_t)(id + 1));
+        return -1;
+    }
+    return id;
+}
+
+/* See fp_profile.h. */
+int32_t
+fp_func_for_code(fp_profiler *p, PyObject *code)
+{
+    int32_t id = fp_code_id(code);
+    if (FP_UNLIKELY(id < 0))
+        goto error;
+    if (FP_LIKELY(id < p->ncode_map && p->code_map[id] != 0))
+        return p->code_map[id] - 1;
+    if (id >= p->ncode_map) {
+        int32_t ncap = p->ncode_map ? p->ncode_map : 1024;
+        while (ncap <= id)
+            ncap *= 2;
+        int32_t *grown = realloc(p->code_map, (size_t)ncap * sizeof(int32_t));
+        if (grown == NULL)
+            goto error;
+        memset(grown + p->ncode_map, 0, (size_t)(ncap - p->ncode_map) * sizeof(int32_t));
+        p->code_map = grown;
+        p->ncode_map = ncap;
+    }
+    int32_t fi = fp_func_new(p, Py_NewRef(code), code);
+    if (fi < 0)
+        return -1;
+    p->code_map[id] = fi + 1;
+    return fi;
+error:
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int32_t
+fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg)
+{
+    int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
+    if (FP_LIKELY(fi >= 0))
+        return fi;
+    PyObject *label = fp_builtin_label(ml, callable, self_arg);
+    if (label == NULL)
+        goto error;
+    fi = fp_func_new(p, label, ml);
+    if (fi < 0)
+        return -1;
+    if (fp_map_put(&p->builtin_map, (uint64_t)(uintptr_t)ml, fi) < 0)
+        goto error;
+    return fi;
+error:
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int32_t
+fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee)
+{
+    uint64_t key = ((uint64_t)(uint32_t)(caller + 1) << 32) | (uint32_t)(callee + 1);
+    int32_t ei = fp_map_get(&p->edge_map, key);
+    if (FP_LIKELY(ei >= 0))
+        return ei;
+    if (p->nedges == p->capedges) {
+        int32_t ncap = p->capedges ? p->capedges * 2 : 512;
+        fp_edge *grown = realloc(p->edges, (size_t)ncap * sizeof(fp_edge));
+        if (grown == NULL)
+            goto error;
+        p->edges = grown;
+        p->capedges = ncap;
+    }
+    ei = p->nedges;
+    if (fp_map_put(&p->edge_map, key, ei) < 0)
+        goto error;
+    fp_edge *e = &p->edges[p->nedges++];
+    memset(e, 0, sizeof(*e));
+    e->caller = caller;
+    e->callee = callee;
+    return ei;
+error:
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* ---- per-thread records ---------------------------------------------------------------- */
+
+/* Grows *arr (of *n int32 zeros-extended) to hold index i.  Returns 0 or -1. */
+static int
+fp_grow_zeroed(int32_t **arr, int32_t *n, int32_t i)
+{
+    int32_t ncap = *n ? *n : 256;
+    while (ncap <= i)
+        ncap *= 2;
+    int32_t *grown = realloc(*arr, (size_t)ncap * sizeof(int32_t));
+    if (grown == NULL)
+        return -1;
+    memset(grown + *n, 0, (size_t)(ncap - *n) * sizeof(int32_t));
+    *arr = grown;
+    *n = ncap;
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_grow_func_rec(fp_profiler *p, fp_thread *t, int32_t fi)
+{
+    if (fp_grow_zeroed(&t->func_rec, &t->nfunc_rec, fi) == 0)
+        return 0;
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int
+fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei)
+{
+    if (fp_grow_zeroed(&t->edge_rec, &t->nedge_rec, ei) == 0)
+        return 0;
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int
+fp_grow_stack(fp_profiler *p, fp_thread *t)
+{
+    int32_t ncap = t->cap ? t->cap * 2 : 128;
+    fp_frame *grown = realloc(t->stack, (size_t)ncap * sizeof(fp_frame));
+    if (grown == NULL) {
+        fp_set_sticky(p);
+        return -1;
+    }
+    t->stack = grown;
+    t->cap = ncap;
+    return 0;
+}
+
+/* See fp_profile.h. */
+fp_thread *
+fp_thread_lookup(fp_profiler *p, PyThreadState *ts)
+{
+    fp_thread *t = NULL;
+    if (!p->enabled || p->error != NULL)
+        return NULL; /* not cached: enable() resets the cache */
+    if (!p->threads && ts != p->owner)
+        goto done;
+    unsigned long ident = PyThread_get_thread_ident();
+    for (t = p->threads_list; t != NULL; t = t->next)
+        if (t->tstate == ts && t->ident == ident)
+            goto done;
+    t = calloc(1, sizeof(fp_thread));
+    if (t == NULL) {
+        fp_set_sticky(p);
+        return NULL;
+    }
+    t->tstate = ts;
+    t->ident = ident;
+    t->next = p->threads_list;
+    p->threads_list = t;
+done:
+    p->cache_tstate = ts;
+    p->cache_thread = t;
+    return t;
+}
+
+/* See fp_profile.h. */
+void
+fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
+{
+    int32_t d = t->depth - 1;
+    while (d >= 0 && p->funcs[t->stack[d].func].ident != ident)
+        d--;
+    if (d < 0)
+        return;
+    while (t->depth > d)
+        fp_leave_top(p, t, now);
+}
+
+/* See fp_profile.h. */
+void
+fp_flush_all(fp_profiler *p)
+{
+    fp_tick now = fp_now(p);
+    for (fp_thread *t = p->threads_list; t != NULL; t = t->next)
+        while (t->depth > 0)
+            fp_leave_top(p, t, now);
+}
