@@ -339,8 +339,13 @@ def test_timer_error_is_raised_at_disable_and_hook_is_freed() -> None:
         for _ in range(5):
             leaf()
     finally:
-        with pytest.raises(ZeroDivisionError, match="timer broke"):
+        # the timer's error comes out of disable(), itself or as the cause of the error raised
+        with pytest.raises(Exception) as info:
             p.disable()
+        err = info.value
+        if not isinstance(err, ZeroDivisionError):
+            err = err.__cause__
+        assert isinstance(err, ZeroDivisionError) and "timer broke" in str(err)
     assert not p.enabled
     # the hook was given back: another profiler can take it
     q = fastprof.Profile()
