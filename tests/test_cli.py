@@ -178,3 +178,33 @@ def test_python_dash_m_fastprof(script: str, tmp_path: Any) -> None:
     assert r.returncode == 0
     r = run_fastprof(["view", str(tmp_path / "p.prof"), "--top", "5"])
     assert r.returncode == 0 and "5 of" in r.stdout
+
+
+LINES_SCRIPT = textwrap.dedent("""
+    import json
+
+    @profile
+    def work():
+        return json.dumps([1, 2])
+
+    work()
+""")
+
+
+def test_lines_options_wire_the_line_profiler(tmp_path: Any, fake_lines: list,
+                                              capsys: Any) -> None:
+    import builtins
+
+    path = tmp_path / "lines.py"
+    path.write_text(LINES_SCRIPT)
+    assert cli.main(["run", "--lines", "--lines-of", "json:loads", str(path)]) == 0
+    (lp,) = fake_lines
+    assert [f.__name__ for f in lp.funcs] == ["loads", "work"]
+    assert lp.events == ["enable", "disable"]
+    assert "LINE STATS loads,work" in capsys.readouterr().out
+    assert not hasattr(builtins, "profile")  # taken away after the run
+    out = tmp_path / "lines.lprof"
+    assert cli.main(["run", "--lines", "-o", str(out), str(path)]) == 0
+    assert out.read_text() == "work"
+    assert cli.main(["run", "--lines-of", "json:no_such_function", str(path)]) == 2
+    assert "--lines-of json:no_such_function" in capsys.readouterr().err

@@ -176,3 +176,21 @@ def test_report_at_program_exit(tmp_path: Any) -> None:
     table = r.stdout[done:]
     assert "(helper)" in table and "(work)" in table
     assert "3 of" in table
+
+
+def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any,
+                                           capsys: Any) -> None:
+    out = tmp_path / "l.lprof"
+
+    @fastprof.profile(lines=True, report="call", output=out)
+    def work() -> int:
+        return helper(3)
+
+    assert work() == 3
+    (lp,) = fake_lines
+    assert lp.funcs == [work.__wrapped__]
+    assert lp.events == ["enable", "disable"]
+    assert "LINE STATS work" in capsys.readouterr().out
+    assert out.read_text() == "work"
+    with pytest.raises(TypeError, match="lines=True"):
+        work.session.stats()

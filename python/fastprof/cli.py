@@ -21,7 +21,7 @@ from .stats import SORT_KEYS
 
 __all__ = ["main"]
 
-_COMMANDS = ("run", "view", "compare")
+_MISSING = object()
 _DEFAULT_SORT = "tottime"
 _DEFAULT_TOP = 40
 
@@ -179,23 +179,20 @@ def _run(argv: Sequence[str]) -> int:
     head, tail = _split_run_argv(argv)
     parser = _run_parser()
     opts = parser.parse_args(head)
+    # The options end where the target starts, so the target and its arguments are in tail.
     if opts.module is None:
-        if opts.target is None:
-            if not tail:
-                parser.print_usage(sys.stderr)
-                print("fastprof run: error: give a script to run, or -m module",
-                      file=sys.stderr)
-                return 2
-            opts.target = tail[0]
-            tail = tail[1:]
-        elif tail:  # "--" then arguments
-            pass
-    elif opts.target is not None:  # never happens: -m ends the options
-        tail = [opts.target] + tail
-    opts.args = list(opts.args) + list(tail)
+        if not tail:
+            parser.print_usage(sys.stderr)
+            print("fastprof run: error: give a script to run, or -m module", file=sys.stderr)
+            return 2
+        opts.target, tail = tail[0], tail[1:]
+    opts.args = list(tail)
     line_mode = opts.lines or bool(opts.lines_of)
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
+    import builtins
+
+    saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
     try:
         lp = _lines_profiler(opts) if line_mode else None
@@ -227,6 +224,10 @@ def _run(argv: Sequence[str]) -> int:
     finally:
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
+        if saved_profile is _MISSING:
+            builtins.__dict__.pop("profile", None)
+        else:
+            builtins.profile = saved_profile  # type: ignore[attr-defined]
     return status
 
 
