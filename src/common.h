@@ -69,6 +69,9 @@ typedef struct fp_module_state {
     PyObject *slots[FP_NPARTS][FP_SLOTS_PER_PART];
 } fp_module_state;
 
+/* The module's definition (for PyType_GetModuleByDef). */
+extern struct PyModuleDef fp_module_def;
+
 /* Returns the state of module m (never NULL for fastprof._fastprof). */
 static inline fp_module_state *
 fp_state(PyObject *m)

@@ -83,7 +83,7 @@ static PyModuleDef_Slot fp_module_slots[] = {
     {0, NULL},
 };
 
-static struct PyModuleDef fp_module_def = {
+struct PyModuleDef fp_module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "fastprof._fastprof",
     .m_doc = "fastprof's compiled core: clocks, call and line profilers, kernels, CUDA.",

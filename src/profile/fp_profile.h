@@ -98,6 +98,7 @@ typedef struct fp_profiler {
     int subcalls;
     int builtins;
     int threads;
+    int strict;          /* 3.12+: keep every CALL site reporting (no DISABLE) */
     int clock;           /* FP_CLOCK_* */
     PyObject *timer;     /* FP_CLOCK_USER: the callable */
     double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
@@ -114,13 +115,13 @@ typedef struct fp_profiler {
 
     fp_thread *threads_list;
     PyThreadState *owner; /* threads == 0: the one thread profiled */
-    PyThreadState *cache_tstate; /* the thread last looked up (NULL: none) ... */
-    fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
+    uint64_t gen;         /* changes when thread records are freed or recording stops */
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
     /* 3.12+: sys.monitoring */
     int tool_id;
     PyObject *missing; /* sys.monitoring.MISSING */
+    PyObject *disable; /* sys.monitoring.DISABLE */
     PyObject *callbacks[FP_MON_NCALLBACKS];
     /* 3.9-3.11: threading.setprofile hook */
     int thread_hook_set;
@@ -131,24 +132,35 @@ typedef struct fp_profiler {
 extern Py_ssize_t fp_code_extra_index;
 
 /* Returns the thread record of the running thread for p, creating it, or NULL when this thread
- * is not profiled (threads=False) or out of memory (sticky error set).  Slow path. */
-fp_thread *fp_thread_lookup(fp_profiler *p, PyThreadState *ts);
+ * is not profiled (threads=False) or out of memory (sticky error set).  Slow path: fills the
+ * thread's cache below. */
+fp_thread *fp_thread_lookup(fp_profiler *p);
 
-#if FP_PY313
-#define FP_TSTATE() PyThreadState_GetUnchecked()
+/* Each thread's cache of its record: valid while prof and gen match the profiler's. */
+typedef struct fp_tls_cache {
+    const fp_profiler *prof;
+    uint64_t gen;
+    fp_thread *thread; /* NULL: this thread is not profiled */
+} fp_tls_cache;
+
+#if defined(__GNUC__)
+#define FP_TLS __thread __attribute__((tls_model("initial-exec")))
 #else
-#define FP_TSTATE() PyThreadState_Get()
+#define FP_TLS _Thread_local
 #endif
+extern FP_TLS fp_tls_cache fp_tls;
 
 /* Returns the running thread's record for p, or NULL when it is not profiled. */
 FP_INLINE fp_thread *
 fp_thread_get(fp_profiler *p)
 {
-    PyThreadState *ts = FP_TSTATE();
-    if (FP_LIKELY(p->cache_tstate == ts))
-        return p->cache_thread;
-    return fp_thread_lookup(p, ts);
+    if (FP_LIKELY(fp_tls.prof == p && fp_tls.gen == p->gen))
+        return fp_tls.thread;
+    return fp_thread_lookup(p);
 }
+
+/* Gives p a new generation, so every thread's cache of it goes stale.  Returns nothing. */
+void fp_new_generation(fp_profiler *p);
 
 /* Returns the time of the profiler's clock in its ticks; reading a user timer that raises
  * records the sticky error and returns its last good reading. */
@@ -258,8 +270,11 @@ void fp_flush_all(fp_profiler *p);
 
 /* ---- hooks, one implementation per interpreter family ---------------------------------- */
 
-/* Installs the hooks.  Returns 0, or -1 with an exception set (nothing left installed). */
-int fp_hooks_install(fp_profiler *p);
+/* Installs the hooks (hook_type: the type of the 3.12+ callback objects, unused below 3.12).
+ * Returns 0, or -1 with an exception set (nothing left installed). */
+int fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type);
+/* The spec of the 3.12+ callback objects' type. */
+extern PyType_Spec fp_hook_spec;
 /* Removes the hooks.  Returns 0, or -1 with an exception set (still removes all it can). */
 int fp_hooks_remove(fp_profiler *p);
 

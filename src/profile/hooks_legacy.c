@@ -101,7 +101,7 @@ fp_legacy_threading_setprofile(PyObject *func)
 
 /* See fp_profile.h. */
 int
-fp_hooks_install(fp_profiler *p)
+fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
 {
     PyThreadState *ts = PyThreadState_Get();
     if (ts->c_profilefunc == fp_legacy_hook) {

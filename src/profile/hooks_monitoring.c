@@ -7,11 +7,26 @@
 
 #if FP_PY312
 
+#include <structmember.h>
+
+/* A callback given to sys.monitoring: a small object called through vectorcall, so an event
+ * reaches the profiler without the argument handling of a builtin function. */
+typedef struct fp_hook {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    fp_profiler *prof; /* strong */
+} fp_hook;
+
+#define FP_HOOK_PROLOGUE                                                                       \
+    fp_profiler *p = ((fp_hook *)self)->prof;                                                  \
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);                                             \
+    (void)kwnames
+
 /* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]).  Returns None. */
 static PyObject *
-fp_mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    fp_profiler *p = (fp_profiler *)self;
+    FP_HOOK_PROLOGUE;
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_LIKELY(t != NULL && nargs >= 1)) {
@@ -24,9 +39,9 @@ fp_mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value).  Returns None. */
 static PyObject *
-fp_mon_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    fp_profiler *p = (fp_profiler *)self;
+    FP_HOOK_PROLOGUE;
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_LIKELY(t != NULL && nargs >= 1))
@@ -46,16 +61,22 @@ fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
     return NULL;
 }
 
-/* CALL (code, offset, callable, arg0): enters a builtin.  Returns None. */
+/* CALL (code, offset, callable, arg0): enters a builtin.  Returns None, or DISABLE for a call
+ * site whose callee is not a C function (a Python function, a class...) unless strict: such a
+ * site then costs nothing more, at the price of missing a builtin called there later. */
 static PyObject *
-fp_mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    fp_profiler *p = (fp_profiler *)self;
+    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
         Py_RETURN_NONE;
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
-    if (ml == NULL)
-        Py_RETURN_NONE; /* a Python callee: PY_START accounts it */
+    if (ml == NULL) {
+        /* PY_START accounts a Python callee */
+        if (!p->strict && p->disable != NULL)
+            return Py_NewRef(p->disable);
+        Py_RETURN_NONE;
+    }
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_LIKELY(t != NULL)) {
@@ -68,9 +89,9 @@ fp_mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
 static PyObject *
-fp_mon_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    fp_profiler *p = (fp_profiler *)self;
+    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
         Py_RETURN_NONE;
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
@@ -83,12 +104,49 @@ fp_mon_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef fp_mon_defs[FP_MON_NCALLBACKS] = {
-    {"_fastprof_start", (PyCFunction)(void (*)(void))fp_mon_start, METH_FASTCALL, NULL},
-    {"_fastprof_return", (PyCFunction)(void (*)(void))fp_mon_return, METH_FASTCALL, NULL},
-    {"_fastprof_call", (PyCFunction)(void (*)(void))fp_mon_call, METH_FASTCALL, NULL},
-    {"_fastprof_creturn", (PyCFunction)(void (*)(void))fp_mon_creturn, METH_FASTCALL, NULL},
+static const vectorcallfunc fp_mon_funcs[FP_MON_NCALLBACKS] = {fp_mon_start, fp_mon_return,
+                                                                fp_mon_call, fp_mon_creturn};
+
+static void
+fp_hook_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_CLEAR(((fp_hook *)self)->prof);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef fp_hook_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fp_hook, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
 };
+
+static PyType_Slot fp_hook_slots[] = {
+    {Py_tp_doc, "A fastprof sys.monitoring callback."},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_dealloc, fp_hook_dealloc},
+    {Py_tp_members, fp_hook_members},
+    {0, NULL},
+};
+
+PyType_Spec fp_hook_spec = {
+    .name = "fastprof._fastprof._MonitoringHook",
+    .basicsize = sizeof(fp_hook),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = fp_hook_slots,
+};
+
+/* Returns a new hook calling func for p, or NULL with an exception set. */
+static PyObject *
+fp_hook_new(PyTypeObject *type, fp_profiler *p, vectorcallfunc func)
+{
+    fp_hook *h = PyObject_New(fp_hook, type);
+    if (h == NULL)
+        return NULL;
+    h->vectorcall = func;
+    h->prof = (fp_profiler *)Py_NewRef(p);
+    return (PyObject *)h;
+}
 
 /* Which callback each event gets, and whether it belongs to builtins. */
 static const struct {
@@ -172,7 +230,7 @@ fp_mon_claim(PyObject *mon)
 
 /* See fp_profile.h. */
 int
-fp_hooks_install(fp_profiler *p)
+fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
 {
     PyObject *mon = fp_mon_module();
     if (mon == NULL)
@@ -184,8 +242,11 @@ fp_hooks_install(fp_profiler *p)
     p->missing = PyObject_GetAttrString(mon, "MISSING");
     if (p->missing == NULL)
         goto error;
+    p->disable = PyObject_GetAttrString(mon, "DISABLE");
+    if (p->disable == NULL)
+        goto error;
     for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
-        p->callbacks[k] = PyCFunction_NewEx(&fp_mon_defs[k], (PyObject *)p, NULL);
+        p->callbacks[k] = fp_hook_new(hook_type, p, fp_mon_funcs[k]);
         if (p->callbacks[k] == NULL)
             goto error;
     }
@@ -220,6 +281,7 @@ error:
     for (int k = 0; k < FP_MON_NCALLBACKS; k++)
         Py_CLEAR(p->callbacks[k]);
     Py_CLEAR(p->missing);
+    Py_CLEAR(p->disable);
     return -1;
 }
 
@@ -251,6 +313,13 @@ fp_hooks_remove(fp_profiler *p)
         exc = PyErr_GetRaisedException();
     PyErr_Clear();
     Py_XDECREF(r);
+    /* Call sites switched off with DISABLE stay off for the tool id's next user (cProfile
+     * too) unless restarted. */
+    r = PyObject_CallMethod(mon, "restart_events", NULL);
+    if (r == NULL && exc == NULL)
+        exc = PyErr_GetRaisedException();
+    PyErr_Clear();
+    Py_XDECREF(r);
     Py_DECREF(mon);
 done:
     if (mon == NULL)
@@ -259,6 +328,7 @@ done:
     for (int k = 0; k < FP_MON_NCALLBACKS; k++)
         Py_CLEAR(p->callbacks[k]);
     Py_CLEAR(p->missing);
+    Py_CLEAR(p->disable);
     if (exc != NULL) {
         PyErr_SetRaisedException(exc);
         return -1;

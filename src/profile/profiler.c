@@ -8,6 +8,7 @@
 #include <structmember.h>
 
 #define FP_SLOT_PROFILER_TYPE 0
+#define FP_SLOT_HOOK_TYPE 1
 
 void fp_code_extra_free(void *extra);
 
@@ -25,8 +26,7 @@ fp_threads_free(fp_profiler *p)
         t = next;
     }
     p->threads_list = NULL;
-    p->cache_tstate = NULL;
-    p->cache_thread = NULL;
+    fp_new_generation(p);
 }
 
 /* Drops every record (functions, edges, maps, threads).  Returns nothing. */
@@ -72,20 +72,20 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)self;
     static char *kwlist[] = {"timer", "timeunit", "subcalls", "builtins", "clock", "threads",
-                             NULL};
+                             "strict", NULL};
     PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
-    PyObject *threads = NULL;
+    PyObject *threads = NULL, *strict = NULL;
     const char *clock = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sO:Profiler", kwlist, &timer, &timeunit,
-                                     &subcalls, &builtins, &clock, &threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOO:Profiler", kwlist, &timer, &timeunit,
+                                     &subcalls, &builtins, &clock, &threads, &strict))
         return -1;
     if (p->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
         return -1;
     }
-    int sub = 1, bi = 1, th = 1;
+    int sub = 1, bi = 1, th = 1, st = 0;
     if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
-        fp_arg_flag(threads, "threads", &th) < 0)
+        fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_flag(strict, "strict", &st) < 0)
         return -1;
     double unit = 0.0;
     if (timeunit != NULL && timeunit != Py_None) {
@@ -135,6 +135,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     p->subcalls = sub;
     p->builtins = bi;
     p->threads = th;
+    p->strict = st;
     p->last_user = 0;
     return 0;
 }
@@ -149,6 +150,7 @@ fp_profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     p->subcalls = p->builtins = p->threads = 1;
     p->clock = FP_CLOCK_WALL;
     p->tool_id = -1;
+    fp_new_generation(p);
     return (PyObject *)p;
 }
 
@@ -163,8 +165,7 @@ fp_profiler_stop(fp_profiler *p)
     if (p->error == NULL)
         fp_flush_all(p);
     p->enabled = 0;
-    p->cache_tstate = NULL;
-    p->cache_thread = NULL;
+    fp_new_generation(p);
     if (rc < 0)
         return -1;
     if (p->error != NULL) {
@@ -251,11 +252,17 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     p->subcalls = sub;
     p->builtins = bi;
     p->owner = PyThreadState_Get();
-    p->cache_tstate = NULL;
-    p->cache_thread = NULL;
+    fp_new_generation(p);
     Py_CLEAR(p->error);
+    PyTypeObject *hook_type = NULL;
+#if FP_PY312
+    PyObject *m = PyType_GetModuleByDef(Py_TYPE(self), &fp_module_def);
+    if (m == NULL)
+        return NULL;
+    hook_type = (PyTypeObject *)fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_HOOK_TYPE];
+#endif
     p->enabled = 1;
-    if (fp_hooks_install(p) < 0) {
+    if (fp_hooks_install(p, hook_type) < 0) {
         p->enabled = 0;
         return NULL;
     }
@@ -385,7 +392,7 @@ static PyMemberDef fp_profiler_members[] = {
 
 static PyType_Slot fp_profiler_slots[] = {
     {Py_tp_doc, "Profiler(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, "
-                "clock='wall', threads=True)\n--\n\n"
+                "clock='wall', threads=True, strict=False)\n--\n\n"
                 "The call profiler's collector (fastprof.Profile builds on it)."},
     {Py_tp_new, fp_profiler_new},
     {Py_tp_init, fp_profiler_init},
@@ -418,5 +425,9 @@ fp_profile_exec(PyObject *m)
     }
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
         return -1;
+#if FP_PY312
+    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_HOOK_TYPE, &fp_hook_spec, NULL) == NULL)
+        return -1;
+#endif
     return 0;
 }

@@ -82,8 +82,7 @@ fp_set_sticky(fp_profiler *p)
     }
     PyErr_Clear();
     /* Stop recording: from now on the hooks find no thread record. */
-    p->cache_tstate = NULL;
-    p->cache_thread = NULL;
+    fp_new_generation(p);
 }
 
 /* ---- clocks ---------------------------------------------------------------------------- */
@@ -329,13 +328,24 @@ fp_grow_stack(fp_profiler *p, fp_thread *t)
     return 0;
 }
 
+FP_TLS fp_tls_cache fp_tls;
+static uint64_t fp_generation; /* source of fresh generations (changed holding the GIL) */
+
+/* See fp_profile.h. */
+void
+fp_new_generation(fp_profiler *p)
+{
+    p->gen = ++fp_generation;
+}
+
 /* See fp_profile.h. */
 fp_thread *
-fp_thread_lookup(fp_profiler *p, PyThreadState *ts)
+fp_thread_lookup(fp_profiler *p)
 {
-    fp_thread *t = NULL;
     if (!p->enabled || p->error != NULL)
-        return NULL; /* not cached: enable() resets the cache */
+        return NULL; /* not cached: enable() starts a new generation */
+    PyThreadState *ts = PyThreadState_Get();
+    fp_thread *t = NULL;
     if (!p->threads && ts != p->owner)
         goto done;
     unsigned long ident = PyThread_get_thread_ident();
@@ -352,8 +362,9 @@ fp_thread_lookup(fp_profiler *p, PyThreadState *ts)
     t->next = p->threads_list;
     p->threads_list = t;
 done:
-    p->cache_tstate = ts;
-    p->cache_thread = t;
+    fp_tls.prof = p;
+    fp_tls.gen = p->gen;
+    fp_tls.thread = t;
     return t;
 }
 

@@ -1,0 +1,263 @@
+"""Call-profiler overhead: bare, cProfile, fastprof (and yappi when installed), side by side.
+
+Each workload runs under each profiler in turn, in a shuffled order each round (interleaved),
+for a number of rounds; the table gives the median time, the slowdown against bare and the
+added nanoseconds per profiled call (calls counted by fastprof, builtins included), and the
+ratio of fastprof's added time to cProfile's.
+
+    python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import cProfile
+import difflib
+import gc
+import inspect
+import json
+import platform
+import pprint
+import random
+import statistics
+import sys
+import time
+from typing import Callable
+
+import fastprof
+
+_Profile = fastprof.Profile if isinstance(fastprof.Profile, type) else fastprof._fastprof.Profiler
+
+try:  # optional peer
+    import yappi  # type: ignore
+except ImportError:  # pragma: no cover - depends on the machine
+    yappi = None
+
+
+# ---- workloads ---------------------------------------------------------------------------
+
+
+def fib(n: int) -> int:
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def w_recursion() -> None:
+    fib(20)
+
+
+def _make_small_functions(n: int) -> list[Callable[[int], int]]:
+    funcs: list[Callable[[int], int]] = []
+    for i in range(n):
+        ns: dict = {}
+        exec(f"def f{i}(x):\n    return x + {i}\n", ns)
+        funcs.append(ns[f"f{i}"])
+    return funcs
+
+
+SMALL = _make_small_functions(300)
+
+
+def w_many_functions() -> None:
+    total = 0
+    for _ in range(60):
+        for f in SMALL:
+            total = f(total)
+
+
+class Vec:
+    __slots__ = ("x", "y")
+
+    def __init__(self, x: float, y: float) -> None:
+        self.x = x
+        self.y = y
+
+    def add(self, other: "Vec") -> "Vec":
+        return Vec(self.x + other.x, self.y + other.y)
+
+    def scale(self, k: float) -> "Vec":
+        return Vec(self.x * k, self.y * k)
+
+    @property
+    def norm2(self) -> float:
+        return self.x * self.x + self.y * self.y
+
+
+def w_methods() -> None:
+    v = Vec(0.0, 0.0)
+    d = Vec(1.0, 0.5)
+    for _ in range(6000):
+        v = v.add(d).scale(0.999)
+        _ = v.norm2
+
+
+def w_builtins() -> None:
+    out: list = []
+    data = list(range(200))
+    for _ in range(120):
+        for x in data:
+            if isinstance(x, int) and abs(x) > 3:
+                out.append(len(str(x)))
+        out.clear()
+
+
+def _gen(n: int):
+    for i in range(n):
+        yield i * i
+
+
+def w_generators() -> None:
+    for _ in range(150):
+        for _v in _gen(100):
+            pass
+
+
+_SRC = inspect.getsource(difflib)
+
+
+def w_ast() -> None:
+    tree = ast.parse(_SRC)
+    ast.dump(tree)
+
+
+_A = [f"line {i} {'x' * (i % 7)}\n" for i in range(400)]
+_B = [f"line {i} {'x' * (i % 5)}\n" for i in range(0, 400, 1) if i % 11]
+
+
+def w_difflib() -> None:
+    list(difflib.unified_diff(_A, _B))
+
+
+_NESTED = {f"k{i}": [{"a": j, "b": [j, str(j)], "c": {"d": (j, j)}} for j in range(8)] for i in range(40)}
+
+
+def w_pprint() -> None:
+    pprint.pformat(_NESTED, width=60)
+
+
+def w_json() -> None:
+    json.dumps(_NESTED, indent=2)  # indent= selects the pure-Python encoder
+
+
+WORKLOADS: dict[str, Callable[[], None]] = {
+    "recursion": w_recursion,
+    "many functions": w_many_functions,
+    "methods": w_methods,
+    "builtins": w_builtins,
+    "generators": w_generators,
+    "ast": w_ast,
+    "difflib": w_difflib,
+    "pprint": w_pprint,
+    "json (py encoder)": w_json,
+}
+
+# ---- runners -----------------------------------------------------------------------------
+
+
+def run_bare(fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_cprofile(fn: Callable[[], None]) -> float:
+    p = cProfile.Profile()
+    t0 = time.perf_counter()
+    p.enable()
+    fn()
+    p.disable()
+    return time.perf_counter() - t0
+
+
+def run_fastprof(fn: Callable[[], None]) -> float:
+    p = _Profile()
+    t0 = time.perf_counter()
+    p.enable()
+    fn()
+    p.disable()
+    return time.perf_counter() - t0
+
+
+def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional peer
+    yappi.clear_stats()
+    yappi.set_clock_type("wall")
+    t0 = time.perf_counter()
+    yappi.start(builtins=True)
+    fn()
+    yappi.stop()
+    return time.perf_counter() - t0
+
+
+def count_calls(fn: Callable[[], None]) -> int:
+    """Returns the number of calls (builtins included) fastprof records for one run of fn."""
+    p = _Profile()
+    p.enable()
+    fn()
+    p.disable()
+    return sum(row[1] for row in p._raw()[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
+    ap.add_argument("--json", help="write the raw medians here")
+    ap.add_argument("--only", help="comma-separated workload names")
+    args = ap.parse_args(argv)
+    rounds = 3 if args.quick else args.rounds
+
+    runners: dict[str, Callable[[Callable[[], None]], float]] = {
+        "bare": run_bare,
+        "cProfile": run_cprofile,
+        "fastprof": run_fastprof,
+    }
+    if yappi is not None:
+        runners["yappi"] = run_yappi
+    names = list(WORKLOADS) if not args.only else args.only.split(",")
+
+    print(f"# Python {platform.python_version()} on {platform.machine()}, "
+          f"{platform.processor() or platform.platform()}; {rounds} interleaved rounds; "
+          f"fastprof clock {fastprof._fastprof.clock_info()[0]}")
+    header = (f"{'workload':<18} {'calls':>8} {'bare ms':>8} "
+              + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
+              + " " + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
+              + f" {'fastprof/cProfile':>18}")
+    print(header)
+    results: dict = {}
+    rng = random.Random(1234)
+    for name in names:
+        fn = WORKLOADS[name]
+        calls = count_calls(fn)
+        for runner in runners.values():  # warm-up
+            runner(fn)
+        samples: dict[str, list[float]] = {r: [] for r in runners}
+        gc.disable()
+        try:
+            for _ in range(rounds):
+                order = list(runners)
+                rng.shuffle(order)
+                for r in order:
+                    samples[r].append(runners[r](fn))
+                gc.collect()
+        finally:
+            gc.enable()
+        med = {r: statistics.median(v) for r, v in samples.items()}
+        added = {r: (med[r] - med["bare"]) / calls * 1e9 for r in runners if r != "bare"}
+        ratio = added["fastprof"] / added["cProfile"] if added["cProfile"] > 0 else float("nan")
+        results[name] = {"calls": calls, "median_s": med, "added_ns_per_call": added,
+                         "fastprof_over_cprofile": ratio}
+        print(f"{name:<18} {calls:>8} {med['bare'] * 1e3:>8.2f} "
+              + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
+              + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
+              + f" {ratio:>18.2f}")
+    worst = max(v["fastprof_over_cprofile"] for v in results.values())
+    print(f"worst fastprof/cProfile added-time ratio: {worst:.2f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"python": platform.python_version(), "rounds": rounds, "results": results},
+                      fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
