@@ -272,6 +272,8 @@ def _view(argv: Sequence[str]) -> int:
     p.add_argument("--filter", metavar="REGEX",
                    help="only functions whose file:line(name) matches this regular expression")
     p.add_argument("--full-paths", action="store_true", help="do not strip directories")
+    p.add_argument("--callgrind", metavar="OUT",
+                   help="write a callgrind file (for KCachegrind) to OUT instead of printing")
     opts = p.parse_args(argv)
     from .stats import Stats
 
@@ -282,6 +284,14 @@ def _view(argv: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"fastprof view: {e}", file=sys.stderr)
         return 2
+    if opts.callgrind:
+        try:
+            st.to_callgrind(opts.callgrind)
+        except OSError as e:
+            print(f"fastprof view: {e}", file=sys.stderr)
+            return 2
+        print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
+        return 0
     st.sort(opts.sort)
     try:
         st.print(top=None if opts.all else opts.top, strip_dirs=not opts.full_paths,

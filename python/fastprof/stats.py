@@ -133,6 +133,20 @@ class _Desc:
         return isinstance(other, _Desc) and self.v == other.v
 
 
+def _add_edge(prev: Any, edge: Any) -> Any:
+    """Sums two caller entries: (nc, cc, tt, ct) tuples, or profile.py's bare call counts."""
+    if isinstance(edge, (int, float)):
+        if prev is None or isinstance(prev, (int, float)):
+            return edge if prev is None else prev + edge
+        edge = (edge, edge, 0.0, 0.0)
+    edge = tuple(edge)
+    if prev is None:
+        return edge
+    if isinstance(prev, (int, float)):
+        prev = (prev, prev, 0.0, 0.0)
+    return tuple(a + b for a, b in zip(prev, edge))
+
+
 class _Holder:
     """What pstats.Stats loads from: an object with create_stats() and .stats."""
 
@@ -211,8 +225,7 @@ class Stats:
                 cur[3] += ct
                 mine = cur[4]
                 for ck, cv in callers.items():
-                    prev = mine.get(ck)
-                    mine[ck] = tuple(cv) if prev is None else tuple(a + b for a, b in zip(prev, cv))
+                    mine[ck] = _add_edge(mine.get(ck), cv)
         self._order = None
         self.sort_keys = ()
         return self
@@ -374,6 +387,12 @@ class Stats:
         import pstats
 
         return pstats.Stats(_Holder(self.to_dict()))
+
+    def to_callgrind(self, dest: Union[str, "os.PathLike[str]", TextIO]) -> None:
+        """Writes a callgrind file (KCachegrind, QCachegrind) to a path or text stream."""
+        from .report.callgrind import write_callgrind
+
+        write_callgrind(self.to_dict(), dest)
 
     def dump(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes pstats' marshal file (read by pstats, snakeviz, gprof2dot, tuna)."""
