@@ -194,3 +194,38 @@ def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any,
     assert out.read_text() == "work"
     with pytest.raises(TypeError, match="lines=True"):
         work.session.stats()
+
+
+def test_async_function_profiled_to_its_end() -> None:
+    import asyncio
+
+    async def step(n: int) -> int:
+        await asyncio.sleep(0)
+        return helper(n)
+
+    @fastprof.profile(report="never")
+    async def pipeline() -> int:
+        return await step(3) + await step(4)
+
+    assert asyncio.iscoroutinefunction(pipeline)
+    assert asyncio.run(pipeline()) == 9
+    st = pipeline.session.stats()
+    assert st.row("helper").ncalls == 2
+    assert st.row("step").ncalls >= 2
+    assert not pipeline.profiler.enabled
+
+
+def test_enable_failure_leaves_session_usable(monkeypatch: Any) -> None:
+    @fastprof.profile(report="never")
+    def work() -> int:
+        return helper(2)
+
+    real_enable = type(work.profiler).enable
+    monkeypatch.setattr(type(work.profiler), "enable",
+                        lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("hook held")))
+    with pytest.raises(RuntimeError, match="hook held"):
+        work()
+    monkeypatch.setattr(type(work.profiler), "enable", real_enable)
+    assert work() == 1
+    assert work.session.stats().row("work").ncalls == 1
+    assert not work.profiler.enabled

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import sys
 import threading
 from types import CodeType, TracebackType
@@ -285,15 +286,20 @@ class ProfileSession:
 
     def _start(self) -> None:
         with self._lock:
+            if self._active == 0:
+                self.profiler.enable()  # may raise (hook held elsewhere): then nothing changes
             self._active += 1
-            if self._active == 1:
-                self.profiler.enable()
 
     def _stop(self) -> None:
         with self._lock:
             self._active -= 1
             if self._active == 0:
                 self.profiler.disable()
+
+    def _after_call(self) -> None:
+        self._stop()
+        if self.when == "call" and self._active == 0:
+            self.report()
 
     def _register_exit_report(self) -> None:
         if not self._atexit and self.when == "exit":
@@ -308,15 +314,26 @@ class ProfileSession:
         if self.lines:
             self.profiler.add_function(func)
 
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self._start()
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self._stop()
-                if self.when == "call" and self._active == 0:
-                    self.report()
+        if inspect.iscoroutinefunction(func):
+            # Profiled from the first step to the last; other tasks that run while it awaits
+            # are profiled too.
+            @functools.wraps(func)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self._start()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    self._after_call()
+
+        else:
+
+            @functools.wraps(func)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self._start()
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    self._after_call()
 
         wrapper.profiler = self.profiler  # type: ignore[attr-defined]
         wrapper.session = self  # type: ignore[attr-defined]
@@ -374,8 +391,6 @@ class ProfileSession:
 
 
 def _accepts_stream(fn: Callable[..., Any]) -> bool:
-    import inspect
-
     try:
         return "stream" in inspect.signature(fn).parameters
     except (TypeError, ValueError):

@@ -396,5 +396,7 @@ class Stats:
 
     def dump(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes pstats' marshal file (read by pstats, snakeviz, gprof2dot, tuna)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
             marshal.dump(self.to_dict(), f)
