@@ -381,9 +381,9 @@ class ProfileSession:
             else:
                 self.profiler.print_stats()
             return
+        st = self.stats()  # a snapshot: the profiler stays as it is
         if self.output is not None:
-            self.profiler.dump_stats(self.output)
-        st = self.stats()
+            st.dump(self.output)
         if not st.rows:
             return
         sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
