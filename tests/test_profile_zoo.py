@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
+import functools
 import math
 import threading
 from typing import Any, Callable, Dict, Iterator
@@ -246,6 +247,111 @@ def case_builtins() -> None:
     del print_
 
 
+class Meta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        CLOCK[0] += 1
+        return hasattr(obj, "quack")
+
+
+class Duck(metaclass=Meta):
+    pass
+
+
+class Ordered:
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __lt__(self, other: "Ordered") -> bool:
+        CLOCK[0] += 1
+        return self.v < other.v
+
+    def __getattr__(self, name: str) -> int:
+        CLOCK[0] += 1
+        return len(name)
+
+
+class Managed:
+    def __enter__(self) -> "Managed":
+        CLOCK[0] += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        CLOCK[0] += 2
+        return exc[0] is KeyError  # swallows KeyError only
+
+
+def tree(n: int) -> Iterator[int]:
+    """A recursive generator."""
+    if n > 0:
+        yield from tree(n - 1)
+        yield n
+        yield from tree(n - 2)
+
+
+def guarded() -> Iterator[int]:
+    try:
+        yield 1
+        yield 2
+    except ValueError:
+        CLOCK[0] += 3
+        yield 99
+    finally:
+        CLOCK[0] += 1
+
+
+async def agen(n: int) -> Any:
+    for i in range(n):
+        CLOCK[0] += 1
+        yield i
+
+
+async def use_agen() -> int:
+    return sum([x async for x in agen(4)])
+
+
+def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*a: Any) -> Any:
+        CLOCK[0] += 1
+        return fn(*a)
+
+    return wrapper
+
+
+@deco
+def decorated(x: int) -> int:
+    return x + 1
+
+
+def case_edges() -> None:
+    isinstance(object(), Duck)
+    isinstance(Ordered(1), Duck)
+    sorted([Ordered(3), Ordered(1), Ordered(2)])
+    Ordered(0).missing_attribute
+    with Managed():
+        fib(3)
+    with Managed():
+        raise KeyError("swallowed")
+    list(tree(5))
+    g = guarded()
+    next(g)
+    g.throw(ValueError("into it"))
+    g.close()
+    g2 = guarded()
+    next(g2)
+    del g2
+    functools.partial(decorated, 1)()
+    list(map(decorated, range(3)))
+    eval("decorated(5)")
+    exec("fib(2)")
+    min(squares(4))
+    lst = [Ordered(i) for i in (5, 3, 4)]
+    lst.sort(key=lambda o: -o.v)
+    import operator
+
+    operator.itemgetter(0)([1])
+
+
 async def a_leaf(x: int) -> int:
     CLOCK[0] += 1
     await asyncio.sleep(0)
@@ -262,7 +368,7 @@ async def a_mid(x: int) -> int:
 async def a_main() -> int:
     results = await asyncio.gather(a_mid(1), a_mid(2), a_leaf(3))
     r = await a_mid(4)
-    return sum(results) + r
+    return sum(results) + r + await use_agen()
 
 
 def case_asyncio() -> None:
@@ -306,6 +412,7 @@ CASES = {
     "nested": case_nested,
     "classes": case_classes,
     "builtins": case_builtins,
+    "edges": case_edges,
 }
 
 
@@ -368,3 +475,36 @@ def test_threads_merged() -> None:
     got = comparable(drive(fastprof.Profile(threads=True), threaded), keep)
     assert got == ref
     assert got[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")][0] == (63, 63)
+
+
+def start_here(prof: Any) -> None:
+    prof.enable()
+    fib(2)
+
+
+def stop_deeper(prof: Any) -> None:
+    def deeper() -> None:
+        fib(3)
+        prof.disable()
+        fib(4)  # not profiled
+
+    deeper()
+
+
+def enabled_mid_call(prof: Any) -> None:
+    start_here(prof)  # returns with the profiler on: its frame was entered before
+    is_even(4)
+    stop_deeper(prof)  # disabled two frames down
+
+
+@pytest.mark.parametrize("builtins", [True, False])
+def test_enable_and_disable_in_the_middle_of_calls(builtins: bool) -> None:
+    def run(prof: Any) -> Dict[Any, Any]:
+        enabled_mid_call(prof)
+        prof.create_stats()
+        return comparable(prof.stats, this_file_or_builtin, times=True)
+
+    ref = run(cProfile.Profile(clock, 1, builtins=builtins))
+    got = run(fastprof.Profile(clock, 1, builtins=builtins))
+    assert got == ref
+    assert got[(HERE, fib.__code__.co_firstlineno, "fib")][0][:2] == (2, 3 + 5)
