@@ -353,3 +353,29 @@ def test_timer_error_is_raised_at_disable_and_hook_is_freed() -> None:
     q.create_stats()
     assert q.stats[key(leaf)][1] == 1
     assert sys.getprofile() is None
+
+
+def test_next_to_cprofile() -> None:
+    """3.12+: both run at once (fastprof takes another sys.monitoring tool id) and agree;
+    before 3.12 there is one profile hook per thread, and the error names who holds it."""
+    outer = cProfile.Profile()
+    outer.enable()
+    try:
+        p = fastprof.Profile()
+        if sys.version_info >= (3, 12):
+            p.enable()
+            rec(6)
+            p.disable()
+        else:
+            with pytest.raises(RuntimeError, match="cProfile.Profile"):
+                p.enable()
+            rec(6)
+    finally:
+        outer.disable()
+    assert not p.enabled
+    outer.create_stats()
+    assert outer.stats[key(rec)][:2] == (1, 7)
+    if sys.version_info >= (3, 12):
+        p.create_stats()
+        assert p.stats[key(rec)][:2] == (1, 7)
+        assert p.stats[key(rec)][4][key(rec)][:2] == outer.stats[key(rec)][4][key(rec)][:2]
