@@ -208,3 +208,18 @@ def test_lines_options_wire_the_line_profiler(tmp_path: Any, fake_lines: list,
     assert out.read_text() == "work"
     assert cli.main(["run", "--lines-of", "json:no_such_function", str(path)]) == 2
     assert "--lines-of json:no_such_function" in capsys.readouterr().err
+
+
+def test_table_printed_when_the_script_closes_or_replaces_stdout(tmp_path: Any) -> None:
+    closer = tmp_path / "closer.py"
+    closer.write_text("import sys\nprint('bye')\nsys.stdout.close()\n")
+    r = run_fastprof([str(closer)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("bye\n") and "function calls" in r.stdout
+    swapper = tmp_path / "swapper.py"
+    swapper.write_text("import io, sys\nprint('visible')\nsys.stdout = io.StringIO()\n"
+                       "print('hidden')\n")
+    r = run_fastprof([str(swapper)])
+    assert r.returncode == 0, r.stderr
+    assert "visible" in r.stdout and "hidden" not in r.stdout
+    assert "function calls" in r.stdout

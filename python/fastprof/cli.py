@@ -194,6 +194,7 @@ def _run(argv: Sequence[str]) -> int:
 
     saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
+    out = _ReportOutput()
     try:
         lp = _lines_profiler(opts) if line_mode else None
         code, globs = _target_code(opts)
@@ -213,15 +214,19 @@ def _run(argv: Sequence[str]) -> int:
             status = _exit_code(e.code)
         except BaseException:
             # Report what ran, then let Python print the traceback and exit with 1.
-            _report(prof, opts, line_mode)
+            try:
+                _report(prof, opts, line_mode, out)
+            except Exception as e:  # never hide the script's own error
+                print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
             raise
-        _report(prof, opts, line_mode)
+        _report(prof, opts, line_mode, out)
     except SystemExit as e:  # bad --lines-of, missing script
         return _exit_code(e.code)
     except BrokenPipeError:
         # The table was piped into a command that stopped reading (fastprof ... | head).
         sys.stderr.close()
     finally:
+        out.close()
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         if saved_profile is _MISSING:
@@ -231,15 +236,61 @@ def _run(argv: Sequence[str]) -> int:
     return status
 
 
-def _report(prof: Any, opts: argparse.Namespace, line_mode: bool) -> None:
+class _ReportOutput:
+    """Where the table goes: the standard output fastprof started with, even when the
+    script replaced sys.stdout or closed it (as ``python -m json.tool`` does)."""
+
+    def __init__(self) -> None:
+        self.orig = sys.stdout
+        self._own: Optional[Any] = None
+        try:
+            self._fd: Optional[int] = os.dup(self.orig.fileno())
+        except (AttributeError, OSError, ValueError):  # no real file behind it (tests)
+            self._fd = None
+
+    def stream(self) -> Any:
+        """An open text stream for the report."""
+        if self.orig is not None and not self.orig.closed:
+            try:
+                self.orig.flush()
+            except (OSError, ValueError):
+                pass
+            if sys.stdout is not None and sys.stdout is not self.orig and not sys.stdout.closed:
+                sys.stdout.flush()
+            return self.orig
+        if self._own is None and self._fd is not None:
+            self._own = os.fdopen(os.dup(self._fd), "w")
+        return self._own if self._own is not None else sys.stderr
+
+    def close(self) -> None:
+        if self._own is not None:
+            try:
+                self._own.close()
+            except OSError:
+                pass
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput) -> None:
     """Writes -o or prints the table."""
     if line_mode:
         if opts.outfile:
             prof.dump_stats(opts.outfile)
             print(f"fastprof: line timings written to {opts.outfile}", file=sys.stderr)
+            return
+        stream = out.stream()
+        from .profile import _accepts_stream
+
+        if _accepts_stream(prof.print_stats):
+            prof.print_stats(stream=stream)
         else:
-            sys.stdout.flush()
-            prof.print_stats()
+            saved, sys.stdout = sys.stdout, stream
+            try:
+                prof.print_stats()
+            finally:
+                sys.stdout = saved
         return
     if opts.outfile:
         prof.dump_stats(opts.outfile)
@@ -249,8 +300,8 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool) -> None:
     from .stats import Stats
 
     st = Stats(prof).sort(opts.sort or _DEFAULT_SORT)
-    sys.stdout.flush()
-    st.print(top=None if opts.all else opts.top, title="fastprof: " + _title(opts))
+    st.print(top=None if opts.all else opts.top, title="fastprof: " + _title(opts),
+             stream=out.stream())
 
 
 def _title(opts: argparse.Namespace) -> str:
