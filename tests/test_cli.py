@@ -223,3 +223,13 @@ def test_table_printed_when_the_script_closes_or_replaces_stdout(tmp_path: Any) 
     assert r.returncode == 0, r.stderr
     assert "visible" in r.stdout and "hidden" not in r.stdout
     assert "function calls" in r.stdout
+
+
+def test_console_script(script: str) -> None:
+    exe = os.path.join(os.path.dirname(sys.executable), "fastprof")
+    if not os.path.exists(exe):
+        pytest.skip("the fastprof console script exists once the package is pip-installed")
+    r = subprocess.run([exe, "run", script, "4"], capture_output=True, text=True, env=_env(),
+                       timeout=120)
+    assert r.returncode == 4, r.stderr
+    assert "prog.py:4(helper)" in r.stdout
