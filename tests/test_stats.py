@@ -101,6 +101,12 @@ def test_filter_by_regex() -> None:
     assert [r.name for r in st.filter("^f0[1-3]$").rows] == [
         r.name for r in st.rows if r.name in ("f01", "f02", "f03")]
     assert len(st.filter("builtins")) == 1
+    # a filtered table keeps the whole profile's totals and shares
+    text = sub.table()
+    assert f"{st.total_calls} function calls" in text and "matching 'mod1\\\\d\\\\.py'" in text
+    shares = [float(line.split()[5]) for line in text.splitlines()[4:]]
+    assert sum(shares) == pytest.approx(100.0 * sub.total_tt / st.total_tt, abs=0.1 * len(shares))
+    assert sum(shares) < 90.0
     with pytest.raises(ValueError, match="regular expression"):
         st.filter("(")
     with pytest.raises(TypeError):

@@ -173,6 +173,9 @@ class Stats:
         self._stats: Dict[FuncKey, List[Any]] = {}
         self._order: Optional[List[FuncKey]] = None
         self.sort_keys: Tuple[str, ...] = ()
+        # (total calls, primitive calls, total time) of the whole profile a filter came from
+        self._whole: Optional[Tuple[int, int, float]] = None
+        self._filters: Tuple[str, ...] = ()
         for src in sources:
             self.add(src)
 
@@ -228,6 +231,8 @@ class Stats:
                     mine[ck] = _add_edge(mine.get(ck), cv)
         self._order = None
         self.sort_keys = ()
+        self._whole = None
+        self._filters = ()
         return self
 
     @classmethod
@@ -317,7 +322,8 @@ class Stats:
 
     def filter(self, pattern: Union[str, "re.Pattern[str]"], *, flags: int = 0) -> "Stats":
         """A new Stats with the rows whose ``file:line(name)`` matches the regular expression
-        (``re.search``), keeping the order; callers are kept whole."""
+        (``re.search``), keeping the order; callers are kept whole.  Its table still shows the
+        whole profile's totals, and each row's share of the whole profiled time."""
         if isinstance(pattern, str):
             try:
                 rx = re.compile(pattern, flags)
@@ -337,6 +343,8 @@ class Stats:
         if self._order is not None:
             out._order = list(out._stats)
         out.sort_keys = self.sort_keys
+        out._whole = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
+        out._filters = self._filters + (rx.pattern,)
         return out
 
     def top(self, n: int) -> List[Row]:
@@ -355,13 +363,15 @@ class Stats:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
             raise ValueError(f"top must be a non-negative int or None, got {top!r}")
         rows = self.rows
+        calls, prim, tt = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
         return format_table(
             rows if top is None else rows[:top],
             nrows=len(rows),
-            total_calls=self.total_calls,
-            prim_calls=self.prim_calls,
-            total_tt=self.total_tt,
+            total_calls=calls,
+            prim_calls=prim,
+            total_tt=tt,
             sort_keys=self.sort_keys,
+            filters=self._filters,
             strip_dirs=strip_dirs,
             title=title,
         )

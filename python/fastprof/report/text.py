@@ -29,13 +29,15 @@ def format_table(
     prim_calls: int,
     total_tt: float,
     sort_keys: Sequence[str] = (),
+    filters: Sequence[str] = (),
     strip_dirs: bool = True,
     title: Optional[str] = None,
 ) -> str:
     """The table of ``rows`` (``fastprof.stats.Row``) with a header line of totals.
 
-    ``nrows`` is how many rows there are in all (to say "top N of M").  Returns the text,
-    ending with a newline.
+    ``nrows`` is how many rows there are in all (to say "top N of M"); the totals are the
+    whole profile's, ``filters`` the patterns that picked the rows.  Returns the text, ending
+    with a newline.
     """
     nrows = len(rows) if nrows is None else nrows
     head = []
@@ -47,7 +49,8 @@ def format_table(
     head.append(f"{calls} in {total_tt:.6f} seconds")
     shown = f"{len(rows)} of {nrows} functions" if len(rows) < nrows else f"{nrows} functions"
     order = f", sorted by {', '.join(sort_keys)}" if sort_keys else ""
-    head.append(f"{shown}{order}")
+    where = "".join(f", matching {f!r}" for f in filters)
+    head.append(f"{shown}{where}{order}")
 
     cols = ("ncalls", "tottime", "percall", "cumtime", "percall", "%own", "function")
     body = []
