@@ -139,6 +139,8 @@ def test_help(capsys: Any) -> None:
     out = capsys.readouterr().out
     assert "view" in out and "compare" in out
     assert "demo" not in out  # not offered until it exists
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fastprof {fastprof.__version__}\n"
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "-h"])
     assert e.value.code == 0

@@ -379,3 +379,24 @@ def test_next_to_cprofile() -> None:
         p.create_stats()
         assert p.stats[key(rec)][:2] == (1, 7)
         assert p.stats[key(rec)][4][key(rec)][:2] == outer.stats[key(rec)][4][key(rec)][:2]
+
+
+def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
+    """What snakeviz, gprof2dot and tuna read: ints for counts, floats for times, 3-tuple keys."""
+    p = fastprof.Profile()
+    p.runcall(top)
+    p.runcall(sorted, [3, 1, 2], key=lambda v: v)
+    path = tmp_path / "t.prof"
+    p.dump_stats(str(path))
+    with open(path, "rb") as f:
+        data = marshal.load(f)
+    assert data
+    for (fname, line, name), (cc, nc, tt, ct, callers) in data.items():
+        assert isinstance(fname, str) and isinstance(line, int) and isinstance(name, str)
+        assert type(cc) is int and type(nc) is int and 0 < cc <= nc
+        assert type(tt) is float and type(ct) is float
+        for ck, edge in callers.items():
+            assert ck in data
+            e_nc, e_cc, e_tt, e_ct = edge
+            assert type(e_nc) is int and type(e_cc) is int and e_cc <= e_nc
+            assert type(e_tt) is float and type(e_ct) is float

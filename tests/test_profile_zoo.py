@@ -508,3 +508,16 @@ def test_enable_and_disable_in_the_middle_of_calls(builtins: bool) -> None:
     got = run(fastprof.Profile(clock, 1, builtins=builtins))
     assert got == ref
     assert got[(HERE, fib.__code__.co_firstlineno, "fib")][0][:2] == (2, 3 + 5)
+
+
+def test_threads_false_profiles_the_enabling_thread_only() -> None:
+    def threaded() -> None:
+        t = threading.Thread(target=t_work, args=(10,))
+        t.start()
+        t.join()
+        t_leaf(1)
+
+    stats = drive(fastprof.Profile(threads=False), threaded)
+    leaf = stats[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")]
+    assert leaf[:2] == (1, 1)  # the main thread's call only
+    assert (HERE, t_work.__code__.co_firstlineno, "t_work") not in stats

@@ -376,7 +376,8 @@ commands:
   view      print the table of a saved profile
   compare   compare saved benchmark or profile results
 
-`fastprof COMMAND -h` describes each command's options.
+`fastprof COMMAND -h` describes each command's options; `fastprof --version` prints the
+version.
 """
 
 
@@ -388,6 +389,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out.write(_TOP_HELP)
         return 0 if args else 2
     cmd = args[0]
+    if cmd == "--version":
+        from . import __version__
+
+        print(f"fastprof {__version__}")
+        return 0
     if cmd == "view":
         return _view(args[1:])
     if cmd == "compare":
