@@ -31,8 +31,7 @@ def _c_sources() -> list[str]:
 
 def _flags() -> tuple[list[str], list[str], list[tuple[str, str | None]]]:
     """Compile flags, link flags and macros from the FASTPROF_* environment variables."""
-    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
-              "-Wno-missing-field-initializers", "-fvisibility=hidden"]
+    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"]
     ldflags: list[str] = []
     macros: list[tuple[str, str | None]] = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     if os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
@@ -66,6 +65,12 @@ def _cuda_config() -> dict | None:
 
 class BuildExt(build_ext):
     """build_ext that compiles the CUDA sources first when the CUDA build is on."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # Objects left in build/ by another configuration must not be reused.
+        if os.environ.get("FASTPROF_SANITIZE") or os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
+            self.force = True
 
     def build_extensions(self) -> None:
         super().build_extensions()

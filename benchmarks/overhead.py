@@ -135,8 +135,16 @@ def w_pprint() -> None:
     pprint.pformat(_NESTED, width=60)
 
 
+_PY_ENCODER = json.JSONEncoder(indent=2)
+_PY_ENCODER_C = json.encoder.c_make_encoder
+
+
 def w_json() -> None:
-    json.dumps(_NESTED, indent=2)  # indent= selects the pure-Python encoder
+    json.encoder.c_make_encoder = None  # the pure-Python encoder, on every version
+    try:
+        "".join(_PY_ENCODER.iterencode(_NESTED))
+    finally:
+        json.encoder.c_make_encoder = _PY_ENCODER_C
 
 
 WORKLOADS: dict[str, Callable[[], None]] = {

@@ -81,14 +81,14 @@ fp_clock_source(void)
 
 /* _fastprof.ticks() -> int: the current tick count. */
 static PyObject *
-fp_py_ticks(PyObject *m, PyObject *unused)
+fp_py_ticks(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
 {
     return PyLong_FromLongLong(fp_clock_ticks());
 }
 
 /* _fastprof.clock_info() -> (source, seconds_per_tick). */
 static PyObject *
-fp_py_clock_info(PyObject *m, PyObject *unused)
+fp_py_clock_info(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
 {
     double spt = fp_clock_seconds_per_tick();
     return Py_BuildValue("(sd)", fp_clock_source(), spt);

@@ -22,11 +22,13 @@
 #endif
 
 #if defined(__GNUC__)
+#define FP_UNUSED __attribute__((unused))
 #define FP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define FP_INLINE static inline __attribute__((always_inline))
 #define FP_NOINLINE __attribute__((noinline))
 #else
+#define FP_UNUSED
 #define FP_LIKELY(x) (x)
 #define FP_UNLIKELY(x) (x)
 #define FP_INLINE static inline

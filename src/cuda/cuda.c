@@ -3,7 +3,7 @@
 
 /* See common.h. */
 int
-fp_cuda_exec(PyObject *m)
+fp_cuda_exec(FP_UNUSED PyObject *m)
 {
     return 0;
 }

@@ -3,7 +3,7 @@
 
 /* See common.h. */
 int
-fp_kernels_exec(PyObject *m)
+fp_kernels_exec(FP_UNUSED PyObject *m)
 {
     return 0;
 }

@@ -103,6 +103,7 @@ typedef struct fp_profiler {
     PyObject *timer;     /* FP_CLOCK_USER: the callable */
     double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
     fp_tick last_user;   /* the user timer's last good reading */
+    int busy;            /* running Python code from a hook (the timer, a label's repr) */
 
     fp_func *funcs;
     int32_t nfuncs, capfuncs;

@@ -101,7 +101,7 @@ fp_legacy_threading_setprofile(PyObject *func)
 
 /* See fp_profile.h. */
 int
-fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
+fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
 {
     PyThreadState *ts = PyThreadState_Get();
     if (ts->c_profilefunc == fp_legacy_hook) {
@@ -139,12 +139,13 @@ fp_hooks_remove(fp_profiler *p)
 {
     int rc = 0;
     PyThreadState *ts = PyThreadState_Get();
+    /* This thread's hook first, so the call below is not profiled. */
+    if (ts->c_profilefunc == fp_legacy_hook && ts->c_profileobj == (PyObject *)p)
+        PyEval_SetProfile(NULL, NULL);
     if (p->thread_hook_set) {
         p->thread_hook_set = 0;
         rc = fp_legacy_threading_setprofile(Py_None);
     }
-    if (ts->c_profilefunc == fp_legacy_hook && ts->c_profileobj == (PyObject *)p)
-        PyEval_SetProfile(NULL, NULL);
     return rc;
 }
 

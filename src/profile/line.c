@@ -3,7 +3,7 @@
 
 /* See common.h. */
 int
-fp_line_exec(PyObject *m)
+fp_line_exec(FP_UNUSED PyObject *m)
 {
     return 0;
 }

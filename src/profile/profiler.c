@@ -47,6 +47,17 @@ fp_tables_clear(fp_profiler *p)
     fp_map_free(&p->builtin_map);
 }
 
+/* Returns 0 when p may change state now, or -1 with a RuntimeError when called from code that
+ * a hook is running (the profiler's own timer): that would pull the tables from under it. */
+static int
+fp_profiler_check_idle(fp_profiler *p, const char *what)
+{
+    if (p->busy == 0)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "cannot %s the profiler from inside its own timer", what);
+    return -1;
+}
+
 /* Reads a bool-like argument into *out.  Returns 0, or -1 with a TypeError naming it. */
 static int
 fp_arg_flag(PyObject *value, const char *name, int *out)
@@ -83,6 +94,8 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
         return -1;
     }
+    if (fp_profiler_check_idle(p, "re-initialise") < 0)
+        return -1;
     int sub = 1, bi = 1, th = 1, st = 0;
     if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
         fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_flag(strict, "strict", &st) < 0)
@@ -142,7 +155,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 
 /* tp_new: an empty, disabled profiler with the defaults.  Returns it or NULL. */
 static PyObject *
-fp_profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+fp_profiler_new(PyTypeObject *type, FP_UNUSED PyObject *args, FP_UNUSED PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)type->tp_alloc(type, 0);
     if (p == NULL)
@@ -249,6 +262,8 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     if (p->enabled)
         Py_RETURN_NONE;
+    if (fp_profiler_check_idle(p, "enable") < 0)
+        return NULL;
     p->subcalls = sub;
     p->builtins = bi;
     p->owner = PyThreadState_Get();
@@ -273,8 +288,10 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
  * hook had met an error (RuntimeError with that error as its cause) or the hooks could not be
  * removed cleanly. */
 static PyObject *
-fp_profiler_disable(PyObject *self, PyObject *unused)
+fp_profiler_disable(PyObject *self, FP_UNUSED PyObject *unused)
 {
+    if (fp_profiler_check_idle((fp_profiler *)self, "disable") < 0)
+        return NULL;
     if (fp_profiler_stop((fp_profiler *)self) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -282,9 +299,11 @@ fp_profiler_disable(PyObject *self, PyObject *unused)
 
 /* clear(): forgets every record.  Returns None. */
 static PyObject *
-fp_profiler_clear(PyObject *self, PyObject *unused)
+fp_profiler_clear(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
+    if (fp_profiler_check_idle(p, "clear") < 0)
+        return NULL;
     fp_tables_clear(p);
     Py_RETURN_NONE;
 }
@@ -307,7 +326,7 @@ fp_profiler_unit(fp_profiler *p)
  * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks.  Returns the tuple
  * or NULL with an exception set. */
 static PyObject *
-fp_profiler_raw(PyObject *self, PyObject *unused)
+fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     PyObject *funcs = NULL, *edges = NULL;
@@ -342,14 +361,14 @@ error:
 
 /* enabled: whether the hooks are installed.  Returns a bool. */
 static PyObject *
-fp_profiler_get_enabled(PyObject *self, void *closure)
+fp_profiler_get_enabled(PyObject *self, FP_UNUSED void *closure)
 {
     return PyBool_FromLong(((fp_profiler *)self)->enabled);
 }
 
 /* clock: the clock's name.  Returns a str. */
 static PyObject *
-fp_profiler_get_clock(PyObject *self, void *closure)
+fp_profiler_get_clock(PyObject *self, FP_UNUSED void *closure)
 {
     static const char *names[] = {"wall", "cpu", "process_cpu", "user"};
     return PyUnicode_FromString(names[((fp_profiler *)self)->clock]);
@@ -357,7 +376,7 @@ fp_profiler_get_clock(PyObject *self, void *closure)
 
 /* tool_id: the sys.monitoring tool id in use (3.12+ while enabled), else None. */
 static PyObject *
-fp_profiler_get_tool_id(PyObject *self, void *closure)
+fp_profiler_get_tool_id(PyObject *self, FP_UNUSED void *closure)
 {
     fp_profiler *p = (fp_profiler *)self;
     if (p->tool_id < 0)

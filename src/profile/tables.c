@@ -103,7 +103,9 @@ fp_now_slow(fp_profiler *p)
     }
     if (p->error != NULL)
         return p->last_user;
+    p->busy++;
     PyObject *o = PyObject_CallNoArgs(p->timer);
+    p->busy--;
     fp_tick t = p->last_user;
     if (o == NULL)
         goto error;
@@ -232,7 +234,9 @@ fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObjec
     int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
     if (FP_LIKELY(fi >= 0))
         return fi;
+    p->busy++;
     PyObject *label = fp_builtin_label(ml, callable, self_arg);
+    p->busy--;
     if (label == NULL)
         goto error;
     fi = fp_func_new(p, label, ml);
