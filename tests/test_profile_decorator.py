@@ -229,3 +229,30 @@ def test_enable_failure_leaves_session_usable(monkeypatch: Any) -> None:
     assert work() == 1
     assert work.session.stats().row("work").ncalls == 1
     assert not work.profiler.enabled
+
+
+def test_last_call_to_return_disables_even_from_another_thread() -> None:
+    """The main thread's call enables; a thread's call that outlives it disables."""
+    inside, release = threading.Event(), threading.Event()
+
+    @fastprof.profile(report="never")
+    def work(spawn: bool) -> Any:
+        if spawn:
+            t = threading.Thread(target=work, args=(False,))
+            t.start()
+            assert inside.wait(30)
+            return t
+        inside.set()
+        assert release.wait(30)
+        return 1
+
+    t = work(True)
+    assert work.profiler.enabled  # the thread's call is still running
+    release.set()
+    t.join()
+    assert not work.profiler.enabled
+    assert sys.getprofile() is None  # no hook left in this thread
+    helper(1)
+    st = work.session.stats()
+    assert st.row("work").ncalls == 2
+    assert all(r.name != "helper" for r in st.rows)  # nothing recorded after the disable
