@@ -235,3 +235,21 @@ def test_console_script(script: str) -> None:
                        timeout=120)
     assert r.returncode == 4, r.stderr
     assert "prog.py:4(helper)" in r.stdout
+
+
+def test_script_runs_as_a_real_main_module(tmp_path: Any, capsys: Any) -> None:
+    path = tmp_path / "pick.py"
+    path.write_text(textwrap.dedent("""
+        import pickle, sys
+
+        class Point:
+            def __init__(self, x):
+                self.x = x
+
+        p = pickle.loads(pickle.dumps(Point(3)))
+        print("unpickled", p.x, sys.modules["__main__"].Point is Point)
+    """))
+    main_before = sys.modules["__main__"]
+    assert cli.main(["run", str(path)]) == 0
+    assert "unpickled 3 True" in capsys.readouterr().out
+    assert sys.modules["__main__"] is main_before

@@ -12,9 +12,11 @@ exit status it asks for is kept.
 from __future__ import annotations
 
 import argparse
+import builtins
 import os
 import runpy
 import sys
+import types
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .stats import SORT_KEYS
@@ -139,14 +141,18 @@ def _target_code(opts: argparse.Namespace) -> Tuple[Any, Dict[str, Any]]:
         source = f.read()
     code = compile(source, path, "exec")
     spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=path)
-    globs = {
+    # A real module in sys.modules["__main__"] (put back after the run), so that what the
+    # script defines can be pickled, as when Python runs it.
+    main = types.ModuleType("__main__")
+    main.__dict__.update({
         "__spec__": spec,
         "__file__": spec.origin,
-        "__name__": spec.name,
         "__package__": None,
         "__cached__": None,
-    }
-    return code, globs
+        "__builtins__": builtins,
+    })
+    sys.modules["__main__"] = main
+    return code, main.__dict__
 
 
 def _lines_profiler(opts: argparse.Namespace) -> Any:
@@ -168,8 +174,6 @@ def _lines_profiler(opts: argparse.Namespace) -> Any:
             print(f"fastprof: --lines-of {spec}: {e}", file=sys.stderr)
             raise SystemExit(2)
     if opts.lines:
-        import builtins
-
         builtins.profile = lines.kernprof_builtin(lp)  # type: ignore[attr-defined]
     return lp
 
@@ -190,8 +194,7 @@ def _run(argv: Sequence[str]) -> int:
     line_mode = opts.lines or bool(opts.lines_of)
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
-    import builtins
-
+    saved_main = sys.modules.get("__main__")
     saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
     out = _ReportOutput()
@@ -229,6 +232,8 @@ def _run(argv: Sequence[str]) -> int:
         out.close()
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
         if saved_profile is _MISSING:
             builtins.__dict__.pop("profile", None)
         else:
