@@ -1,2 +1,241 @@
-"""fastprof.pytest_plugin (being written)."""
+"""fastprof's pytest plugin: the fastprof_benchmark and cuda_benchmark fixtures and the
+--fastprof-save / --fastprof-compare / --fastprof-compare-fail / --fastprof-profile options.
 
+Loaded through the pytest11 entry point; it works beside pytest-benchmark (distinct fixture and
+option names, and its ``@pytest.mark.benchmark(...)`` marker is read, not registered twice).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+from .bench import compare, profiling, report, storage
+from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
+from .bench.runner import Options, options_from
+
+#: Makes the profiler of --fastprof-profile's extra round; None means fastprof.Profile.
+#: Tests may set a cProfile-compatible factory here.
+_profiler_factory: Optional[Callable[[], Any]] = None
+
+_XDIST_REASON = (
+    "{name}: benchmarks do not run on pytest-xdist workers (parallel workers compete for the "
+    "CPU and the results could not be saved or compared); run them apart with -p no:xdist or -n 0"
+)
+
+
+def _make_profiler() -> Any:
+    """Return a new profiler for the profiled round."""
+    if _profiler_factory is not None:
+        return _profiler_factory()
+    from .profile import Profile
+
+    return Profile()
+
+
+class _State:
+    """What the plugin keeps for one pytest session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        opt = config.option
+        self.config = config
+        self.results: List[Dict[str, Any]] = []
+        self.prof_stats: Dict[str, Dict[Any, Any]] = {}
+        self.cuda_used = False
+        self.worker = hasattr(config, "workerinput")
+        self.profile = bool(opt.fastprof_profile)
+        self.storage = opt.fastprof_storage or os.path.join(
+            str(config.rootpath), ".fastprof", "benchmarks", storage.machine_id()
+        )
+        self.save_name = opt.fastprof_save
+        if self.save_name is not None:
+            try:
+                storage.check_name(self.save_name)
+            except ValueError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        try:
+            self.rules = [compare.parse_rule(r) for r in opt.fastprof_compare_fail]
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        spec = opt.fastprof_compare
+        if spec is None and self.rules:
+            spec = "latest"
+        self.baseline: Optional[Dict[str, Any]] = None
+        self.baseline_path: Optional[str] = None
+        if spec is not None and not self.worker:
+            try:
+                self.baseline_path = storage.find(self.storage, spec)
+                self.baseline = storage.load(self.baseline_path)
+            except (OSError, ValueError) as exc:
+                raise pytest.UsageError(str(exc)) from None
+        self.summary: List[str] = []
+
+    def record(self, result: Dict[str, Any], prof_stats: Optional[Dict[Any, Any]]) -> None:
+        """Keep one benchmark's result (and its profiled round's pstats dict)."""
+        self.results.append(result)
+        if prof_stats is not None:
+            self.prof_stats[result["fullname"]] = prof_stats
+
+
+_STATE_KEY = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fastprof", "fastprof benchmarks")
+    group.addoption("--fastprof-save", metavar="NAME", default=None,
+                    help="save the benchmark results as NNNN_NAME.json in the storage folder")
+    group.addoption("--fastprof-compare", metavar="NAME", nargs="?", const="latest",
+                    default=None,
+                    help="compare with a saved run: NNNN, NAME or a path (the latest without "
+                         "a value; write --fastprof-compare=NAME)")
+    group.addoption("--fastprof-compare-fail", metavar="STAT:N%", action="append", default=[],
+                    help="fail the session when the 95%% confidence interval of STAT's ratio "
+                         "(min, mean or median) lies beyond N%% slower; repeatable")
+    group.addoption("--fastprof-profile", action="store_true", default=False,
+                    help="run one more round of each benchmark under the call profiler, keep "
+                         "its top rows and, on a regression, write its .prof file")
+    group.addoption("--fastprof-storage", metavar="DIR", default=None,
+                    help="folder of saved runs (default: ROOTDIR/.fastprof/benchmarks/MACHINE)")
+    group.addoption("--fastprof-sort", default="min",
+                    choices=["min", "max", "mean", "median", "stddev", "name"],
+                    help="column the summary table is sorted by (default: min)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not (config.pluginmanager.hasplugin("benchmark")
+            or config.pluginmanager.hasplugin("pytest_benchmark.plugin")):
+        config.addinivalue_line(
+            "markers",
+            "benchmark(group=None, min_rounds=5, min_time=5e-06, max_time=1.0, timer=..., "
+            "disable_gc=True, warmup=True, warmup_iterations=100000, calibration_precision=10):"
+            " options of the fastprof_benchmark fixture (pytest-benchmark's keys)",
+        )
+    config.stash[_STATE_KEY] = _State(config)
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE_KEY]
+
+
+def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, Any]:
+    """Return the keyword arguments shared by both fixtures' constructors."""
+    node = request.node
+    marker = node.get_closest_marker("benchmark")
+    where = f"@pytest.mark.benchmark on {node.nodeid}"
+    try:
+        opts = options_from(Options(), dict(marker.kwargs) if marker else {}, where)
+    except (TypeError, ValueError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    callspec = getattr(node, "callspec", None)
+    return {
+        "name": node.name,
+        "fullname": node.nodeid,
+        "options": opts,
+        "record": state.record,
+        "profiler_factory": _make_profiler if state.profile else None,
+        "params": dict(callspec.params) if callspec else None,
+        "param": callspec.id if callspec else None,
+        "root": str(request.config.rootpath),
+    }
+
+
+@pytest.fixture
+def fastprof_benchmark(request: pytest.FixtureRequest) -> BenchmarkFixture:
+    """Time a callable: ``fastprof_benchmark(fn, *args, **kwargs)`` returns fn's result;
+    ``fastprof_benchmark("label", fn, ...)`` for several benchmarks in one test;
+    ``.pedantic(...)`` as in pytest-benchmark; options from ``@pytest.mark.benchmark(...)``."""
+    state = _state(request.config)
+    if state.worker:
+        pytest.skip(_XDIST_REASON.format(name="fastprof_benchmark"))
+    return BenchmarkFixture(**_fixture_args(request, state))
+
+
+@pytest.fixture
+def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
+    """Time GPU work with CUDA events around each round (one wait per round); the stats are
+    device time, host time is kept beside them. Skipped with the reason when no GPU."""
+    state = _state(request.config)
+    if state.worker:
+        pytest.skip(_XDIST_REASON.format(name="cuda_benchmark"))
+    try:
+        cuda = importlib.import_module("fastprof.cuda")
+    except ImportError as exc:
+        pytest.skip(f"cuda_benchmark: fastprof.cuda cannot be imported: {exc}")
+    try:
+        available = bool(cuda.is_available())
+        reason = "" if available else str(cuda.status())
+    except Exception as exc:  # a missing or broken CUDA layer is a reason to skip, not a crash
+        available, reason = False, f"{type(exc).__name__}: {exc}"
+    if not available:
+        pytest.skip(f"cuda_benchmark: no usable GPU: {reason}")
+    state.cuda_used = True
+    return CudaBenchmarkFixture(cuda=cuda, **_fixture_args(request, state))
+
+
+def _device_info(state: _State) -> Dict[str, Any]:
+    """Return what the run knows of the GPU (only asked when a cuda_benchmark ran)."""
+    if not state.cuda_used:
+        return {"cuda": "not used"}
+    info: Dict[str, Any] = {}
+    try:
+        cuda = importlib.import_module("fastprof.cuda")
+        info["status"] = str(cuda.status())
+        devices = getattr(cuda, "devices", None)
+        if devices is not None:
+            info["devices"] = [d if isinstance(d, (str, dict)) else repr(d) for d in devices()]
+    except Exception as exc:  # the run is saved whatever the device layer says
+        info["error"] = f"{type(exc).__name__}: {exc}"
+    return {"cuda": info}
+
+
+def _prof_path(folder: str, fullname: str) -> str:
+    """Return the .prof path of a benchmark: its node id made safe for a file name."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fullname).strip("_")
+    return os.path.join(folder, "profiles", f"{safe}.prof")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_STATE_KEY, None)
+    if state is None or state.worker or not state.results:
+        return
+    from . import __version__
+
+    doc = storage.make_document(state.results, str(session.config.rootpath),
+                                _device_info(state), __version__)
+    lines = state.summary
+    if state.baseline is not None:
+        comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
+        lines.append(f"compared with {state.baseline_path}"
+                     + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else ""))
+        lines.extend(compare.format_comparison(comps, state.rules))
+        if only_new:
+            lines.append(f"new (no baseline): {', '.join(only_new)}")
+        regressed = [c for c in comps if c.regressions]
+        for c in regressed:
+            stats = state.prof_stats.get(c.fullname)
+            if stats is not None:
+                path = profiling.write_prof(stats, _prof_path(state.storage, c.fullname))
+                lines.append(f"profile of {c.fullname}: {path}")
+        if regressed:
+            lines.append(f"{len(regressed)} benchmark(s) regressed")
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.save_name is not None:
+        path = storage.save(doc, storage.next_path(state.storage, state.save_name))
+        lines.append(f"saved {len(state.results)} benchmark(s) to {path}")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE_KEY, None)
+    if state is None or not state.results:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "fastprof benchmarks")
+    for line in report.results_table(state.results, config.option.fastprof_sort):
+        tr.write_line(line)
+    for line in state.summary:
+        tr.write_line(line)

@@ -1,0 +1,133 @@
+"""Comparing two runs: ratio of each statistic with its bootstrap confidence interval, and the
+regressions a --fail rule catches (only when the whole interval lies beyond the threshold)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import profiling
+from .report import fmt_time, pick_unit
+from .stats import COMPARABLE, ratio_ci
+
+_RULE_RE = re.compile(r"^\s*(\w+)\s*:\s*([0-9]*\.?[0-9]+)\s*%\s*$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Fail when stat's ratio new/old is beyond 1 + threshold with all its interval."""
+
+    stat: str
+    threshold: float  # a fraction: 0.05 for 5%
+
+    def __str__(self) -> str:
+        return f"{self.stat}:{self.threshold * 100:g}%"
+
+
+def parse_rule(text: str, where: str = "--fastprof-compare-fail") -> Rule:
+    """Return the Rule written as STAT:N% (STAT one of min, mean, median); raises ValueError."""
+    m = _RULE_RE.match(text or "")
+    if not m or m.group(1) not in COMPARABLE:
+        raise ValueError(
+            f"{where}: expected STAT:N% with STAT one of {', '.join(COMPARABLE)} "
+            f"(e.g. median:5%), got {text!r}"
+        )
+    return Rule(m.group(1), float(m.group(2)) / 100.0)
+
+
+@dataclass
+class StatComparison:
+    """One statistic of one benchmark in both runs."""
+
+    stat: str
+    old: float
+    new: float
+    ratio: float
+    lo: float
+    hi: float
+    exact: bool  # True when raw samples were missing and the interval is the point ratio
+
+
+@dataclass
+class Comparison:
+    """One benchmark present in both runs."""
+
+    fullname: str
+    name: str
+    stats: Dict[str, StatComparison]
+    regressions: List[Rule] = field(default_factory=list)
+    growth: List[Dict[str, Any]] = field(default_factory=list)
+    profiled: Tuple[bool, bool] = (False, False)  # (baseline, new run) carry a profiled round
+
+
+def _samples(bench: Dict[str, Any]) -> Optional[List[float]]:
+    data = bench.get("stats", {}).get("data")
+    return [float(x) for x in data] if data else None
+
+
+def compare_benchmark(old: Dict[str, Any], new: Dict[str, Any], rules: List[Rule]) -> Comparison:
+    """Return the Comparison of one benchmark's old and new result dicts."""
+    stats: Dict[str, StatComparison] = {}
+    a, b = _samples(old), _samples(new)
+    for stat in COMPARABLE:
+        o, n = float(old["stats"][stat]), float(new["stats"][stat])
+        if a and b:
+            ratio, lo, hi = ratio_ci(a, b, stat)
+            exact = False
+        else:
+            ratio = n / o if o > 0 else float("inf")
+            lo = hi = ratio
+            exact = True
+        stats[stat] = StatComparison(stat, o, n, ratio, lo, hi, exact)
+    comp = Comparison(new["fullname"], new.get("name", new["fullname"]), stats)
+    comp.regressions = [r for r in rules if stats[r.stat].lo > 1.0 + r.threshold]
+    old_prof = old.get("fastprof", {}).get("profile")
+    new_prof = new.get("fastprof", {}).get("profile")
+    comp.profiled = (old_prof is not None, new_prof is not None)
+    if comp.regressions and old_prof and new_prof:
+        comp.growth = profiling.growth(old_prof, new_prof)
+    return comp
+
+
+def compare_runs(old_doc: Dict[str, Any], new_doc: Dict[str, Any], rules: List[Rule]
+                 ) -> Tuple[List[Comparison], List[str], List[str]]:
+    """Return (comparisons, only_old, only_new): benchmarks matched by fullname."""
+    old = {b["fullname"]: b for b in old_doc.get("benchmarks", [])}
+    new = {b["fullname"]: b for b in new_doc.get("benchmarks", [])}
+    comps = [compare_benchmark(old[k], new[k], rules) for k in new if k in old]
+    return comps, sorted(set(old) - set(new)), sorted(set(new) - set(old))
+
+
+def format_comparison(comps: List[Comparison], rules: List[Rule], stat: str = "median"
+                      ) -> List[str]:
+    """Return the lines of the comparison table (ratio new/old of `stat` with its 95% CI) and,
+    for each regression, the old and new figures and the functions whose tottime grew."""
+    if not comps:
+        return ["no benchmark in common with the baseline"]
+    unit = pick_unit(c.stats[stat].old for c in comps)
+    width = max(len(c.name) for c in comps)
+    lines = [f"{'Name'.ljust(width)}  {'old ' + stat:>12}  {'new ' + stat:>12}  "
+             f"{'ratio':>7}  95% CI of ratio"]
+    for c in comps:
+        s = c.stats[stat]
+        flag = "  REGRESSION" if c.regressions else ""
+        ci = "(no raw samples)" if s.exact else f"[{s.lo:.3f}, {s.hi:.3f}]"
+        lines.append(f"{c.name.ljust(width)}  {fmt_time(s.old, unit):>12}  "
+                     f"{fmt_time(s.new, unit):>12}  {s.ratio:7.3f}  {ci}{flag}")
+    for c in comps:
+        for rule in c.regressions:
+            s = c.stats[rule.stat]
+            lines.append(
+                f"REGRESSION {c.fullname}: {rule.stat} {fmt_time(s.old)} -> {fmt_time(s.new)} "
+                f"(x{s.ratio:.3f}, 95% CI [{s.lo:.3f}, {s.hi:.3f}] beyond {rule})"
+            )
+        if c.regressions and c.profiled[1] and not c.profiled[0]:
+            lines.append(f"  {c.name}: the baseline has no profiled round to compare with "
+                         "(save it with --fastprof-profile)")
+        if c.regressions and c.growth:
+            lines.append(f"  tottime per call that grew most in {c.name}:")
+            for g in c.growth:
+                lines.append(f"    +{fmt_time(g['delta'])}  {g['func']}  "
+                             f"({fmt_time(g['old'])} -> {fmt_time(g['new'])})")
+    return lines
