@@ -253,3 +253,11 @@ def test_script_runs_as_a_real_main_module(tmp_path: Any, capsys: Any) -> None:
     assert cli.main(["run", str(path)]) == 0
     assert "unpickled 3 True" in capsys.readouterr().out
     assert sys.modules["__main__"] is main_before
+
+
+def test_compare_reaches_the_real_module(tmp_path: Any, capsys: Any) -> None:
+    assert cli.main(["compare", "-h"]) == 0
+    assert "A.json" in capsys.readouterr().out
+    missing = str(tmp_path / "missing.json")
+    assert cli.main(["compare", missing, missing]) == 2
+    assert "fastprof compare" in capsys.readouterr().err
