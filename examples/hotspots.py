@@ -1,11 +1,11 @@
 """Find the bright spots in a noisy image: a small analysis pipeline.
 
-    1. simulate a 384x384 image: a tilted background, a few Gaussian spots, noise;
+    1. simulate a 448x448 image: a tilted background, a few Gaussian spots, noise;
     2. smooth it with a 5x5 neighbourhood mean;
     3. fit the background as a cubic polynomial surface (least squares over every pixel);
     4. subtract it, threshold, and label the connected spots.
 
-Which step takes the time?  The least-squares fit builds a 147456x10 matrix and solves it, so
+Which step takes the time?  The least-squares fit builds a 200704x10 matrix and solves it, so
 it looks like the expensive part.  Guess, then measure:
 
     python -m fastprof run examples/hotspots.py
@@ -95,7 +95,7 @@ def label_spots(mask: np.ndarray) -> list[list[tuple[int, int]]]:
 
 def main(argv: list[str]) -> int:
     fast = "--fast" in argv
-    img = simulate(384, nspots=6)
+    img = simulate(448, nspots=6)
     smooth = smooth_fast(img, 2) if fast else smooth_loop(img, 2)
     residual = smooth - fit_background(smooth)
     spots = [s for s in label_spots(residual > 1.0) if len(s) >= 5]

@@ -51,7 +51,7 @@ def test_readme_command_points_at_the_loop(tmp_path: Any) -> None:
 
     st = fastprof.Stats(str(out))
     wm = st.row("window_mean")
-    assert wm.ncalls == 384 * 384
+    assert wm.ncalls == 448 * 448
     assert [c.name for c in wm.callers] == ["smooth_loop"]
     assert st.row("fit_background").ncalls == 1
     assert st.row("smooth_loop").ncalls == 1
