@@ -37,7 +37,8 @@ def synthetic(n: int = 25, seed: int = 1) -> Dict[Any, Any]:
                 callers[keys[j]] = (j + 1, j + 1, (j + 1) * 1e-6, (j + 2) * 1e-6)
         cc = nc[i] - (i % 3)  # some recursive calls
         stats[key] = (cc, nc[i], tts[i] * 1e-6, cts[i] * 1e-6, callers)
-    stats[("~", 0, "<built-in method builtins.len>")] = (7, 7, 0.5e-6, 0.5e-6, {keys[0]: (7, 7, 0.5e-6, 0.5e-6)})
+    edge = (7, 7, 0.5e-6, 0.5e-6)
+    stats[("~", 0, "<built-in method builtins.len>")] = edge + ({keys[0]: edge},)
     return stats
 
 

@@ -32,7 +32,10 @@ def top() -> None:
     sorted([3, 1], key=lambda v: v)
 
 
-def parse_callgrind(text: str) -> Tuple[Dict[Any, int], Dict[Tuple[Any, Any], Tuple[int, int]], int]:
+Parsed = Tuple[Dict[Any, int], Dict[Tuple[Any, Any], Tuple[int, int]], int]
+
+
+def parse_callgrind(text: str) -> Parsed:
     """(self cost per function, (calls, inclusive cost) per edge, totals) from callgrind text."""
     names: Dict[str, str] = {}
     files: Dict[str, str] = {}

@@ -31,6 +31,8 @@ __all__ = [
 
 FuncKey = Tuple[str, int, str]
 """A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+EdgeStats = Tuple[int, int, float, float]
+"""A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -76,7 +78,7 @@ class Profile(_fastprof.Profiler):
     CPU time, "process_cpu"); ``threads`` profiles threads started while enabled.
     """
 
-    stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, Tuple[int, int, float, float]]]]
+    stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
 
     # -- reading the core's records ---------------------------------------------------------
 
