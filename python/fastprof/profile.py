@@ -1,14 +1,423 @@
-"""fastprof.profile (being written)."""
+"""The call profiler: ``Profile`` (a drop-in superset of ``cProfile.Profile``), ``run``,
+``runctx`` and ``profile`` (decorator and context manager).
 
-def Profile(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.profile.Profile is not built yet")
+The C core (``fastprof._fastprof.Profiler``) keeps integer ticks in plain records; this module
+turns them into cProfile's shapes: ``getstats()`` entries like ``_lsprof``'s and the pstats
+dictionary ``{(file, line, name): (cc, nc, tt, ct, callers)}``.
+"""
 
-def run(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.profile.run is not built yet")
+from __future__ import annotations
 
-def runctx(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.profile.runctx is not built yet")
+import atexit
+import functools
+import inspect
+import sys
+import threading
+from types import CodeType, TracebackType
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
-def profile(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.profile.profile is not built yet")
+from . import _fastprof
 
+__all__ = [
+    "Profile",
+    "ProfilerEntry",
+    "ProfilerSubEntry",
+    "label",
+    "run",
+    "runctx",
+    "profile",
+    "ProfileSession",
+]
+
+FuncKey = Tuple[str, int, str]
+"""A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+EdgeStats = Tuple[int, int, float, float]
+"""A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class ProfilerSubEntry(NamedTuple):
+    """One caller->callee edge, with the attributes of ``_lsprof.profiler_subentry``."""
+
+    code: Union[CodeType, str]
+    callcount: int
+    reccallcount: int
+    totaltime: float
+    inlinetime: float
+
+
+class ProfilerEntry(NamedTuple):
+    """One function, with the attributes of ``_lsprof.profiler_entry``.
+
+    ``calls`` lists the functions it called (``None`` when it called none), as in _lsprof.
+    """
+
+    code: Union[CodeType, str]
+    callcount: int
+    reccallcount: int
+    totaltime: float
+    inlinetime: float
+    calls: Optional[List[ProfilerSubEntry]]
+
+
+def label(code: Union[CodeType, str]) -> FuncKey:
+    """The pstats key of a code object or of a builtin's label string (as cProfile names it)."""
+    if isinstance(code, str):
+        return ("~", 0, code)
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+class Profile(_fastprof.Profiler):
+    """Exact call profiler: ``Profile(timer=None, timeunit=0.0, subcalls=True, builtins=True, *,
+    clock="wall", threads=True)``.
+
+    Everything ``cProfile.Profile`` offers (enable, disable, runcall, runctx, run, create_stats
+    and ``.stats``, print_stats, dump_stats, getstats, context manager), with output that
+    ``pstats.Stats`` reads.  ``clock`` picks the default clock ("wall", "cpu" for the thread's
+    CPU time, "process_cpu"); ``threads`` profiles threads started while enabled.
+    """
+
+    stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+
+    # -- reading the core's records ---------------------------------------------------------
+
+    def getstats(self) -> List[ProfilerEntry]:
+        """The records as ``_lsprof`` entries: times in seconds, one entry per function."""
+        spt, funcs, edges = self._raw()
+        calls: List[Optional[List[ProfilerSubEntry]]] = [None] * len(funcs)
+        for caller, callee, nc, nrec, tt, it in edges:
+            sub = ProfilerSubEntry(funcs[callee][0], nc, nrec, tt * spt, it * spt)
+            lst = calls[caller]
+            if lst is None:
+                calls[caller] = [sub]
+            else:
+                lst.append(sub)
+        return [
+            ProfilerEntry(key, nc, nrec, tt * spt, it * spt, calls[i])
+            for i, (key, nc, nrec, tt, it) in enumerate(funcs)
+        ]
+
+    def snapshot_stats(self) -> None:
+        """Sets ``self.stats`` to pstats' dictionary, without disabling the profiler.
+
+        Two functions with the same key (say two builtins of the same label) are summed.
+        """
+        spt, funcs, edges = self._raw()
+        stats: Dict[FuncKey, Any] = {}
+        keys: List[FuncKey] = []
+        for key, nc, nrec, tt, it in funcs:
+            fk = label(key)
+            keys.append(fk)
+            prev = stats.get(fk)
+            if prev is None:
+                stats[fk] = [nc - nrec, nc, it * spt, tt * spt, {}]
+            else:
+                prev[0] += nc - nrec
+                prev[1] += nc
+                prev[2] += it * spt
+                prev[3] += tt * spt
+        for caller, callee, nc, nrec, tt, it in edges:
+            callers = stats[keys[callee]][4]
+            ck = keys[caller]
+            # pstats' callers values are (nc, cc, tt, ct): note the order differs.
+            entry = (nc, nc - nrec, it * spt, tt * spt)
+            prev_e = callers.get(ck)
+            if prev_e is not None:
+                entry = tuple(a + b for a, b in zip(prev_e, entry))  # type: ignore[assignment]
+            callers[ck] = entry
+        self.stats = {k: tuple(v) for k, v in stats.items()}  # type: ignore[misc]
+
+    def create_stats(self) -> None:
+        """Disables the profiler and sets ``self.stats`` (pstats' dictionary)."""
+        self.disable()
+        self.snapshot_stats()
+
+    # -- printing and saving ----------------------------------------------------------------
+
+    def print_stats(self, sort: Union[str, int, Tuple[Union[str, int], ...]] = -1) -> None:
+        """Prints pstats' table sorted by ``sort`` (a pstats sort key, or a tuple of them)."""
+        import pstats
+
+        if not isinstance(sort, tuple):
+            sort = (sort,)
+        pstats.Stats(self).strip_dirs().sort_stats(*sort).print_stats()
+
+    def dump_stats(self, file: str) -> None:
+        """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it)."""
+        import marshal
+
+        with open(file, "wb") as f:
+            self.create_stats()
+            marshal.dump(self.stats, f)
+
+    # -- running code -----------------------------------------------------------------------
+
+    def run(self, cmd: str) -> "Profile":
+        """Profiles ``exec(cmd)`` in ``__main__``'s namespace; returns self."""
+        import __main__
+
+        dict_ = __main__.__dict__
+        return self.runctx(cmd, dict_, dict_)
+
+    def runctx(self, cmd: str, globals: Dict[str, Any], locals: Any) -> "Profile":
+        """Profiles ``exec(cmd, globals, locals)``; returns self."""
+        self.enable()
+        try:
+            exec(cmd, globals, locals)
+        finally:
+            self.disable()
+        return self
+
+    def runcall(self, func: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
+        """Profiles ``func(*args, **kw)`` and returns its result."""
+        self.enable()
+        try:
+            return func(*args, **kw)
+        finally:
+            self.disable()
+
+    def __enter__(self) -> "Profile":
+        self.enable()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.disable()
+
+
+# -- module-level helpers, as in cProfile --------------------------------------------------
+
+
+def _show(prof: Profile, filename: Optional[str], sort: Union[str, int]) -> None:
+    if filename is not None:
+        prof.dump_stats(filename)
+    else:
+        prof.print_stats(sort)
+
+
+def run(statement: str, filename: Optional[str] = None, sort: Union[str, int] = -1) -> None:
+    """Profiles ``exec(statement)`` in ``__main__``; saves to ``filename`` or prints the table.
+
+    As ``cProfile.run``: a ``SystemExit`` raised by the statement ends the run quietly.
+    """
+    prof = Profile()
+    try:
+        prof.run(statement)
+    except SystemExit:
+        pass
+    finally:
+        _show(prof, filename, sort)
+
+
+def runctx(
+    statement: str,
+    globals: Dict[str, Any],
+    locals: Any,
+    filename: Optional[str] = None,
+    sort: Union[str, int] = -1,
+) -> None:
+    """Profiles ``exec(statement, globals, locals)``; saves to ``filename`` or prints the table."""
+    prof = Profile()
+    try:
+        prof.runctx(statement, globals, locals)
+    except SystemExit:
+        pass
+    finally:
+        _show(prof, filename, sort)
+
+
+# -- the decorator / context manager -------------------------------------------------------
+
+_REPORT_WHEN = ("exit", "call", "never")
+
+
+class ProfileSession:
+    """What ``fastprof.profile(...)`` returns: a decorator and a context manager.
+
+    Stats accumulate across calls (one profiler per session).  The report (a table of the
+    ``top_n`` rows by ``sort_by``, or the line table with ``lines=True``) is printed to
+    ``stream`` and, when ``output`` is set, the stats are written there:
+    ``report="exit"`` when the program exits (decorator) or when the ``with`` block ends,
+    ``report="call"`` after every call, ``report="never"`` only when asked (``.report()``).
+    """
+
+    def __init__(
+        self,
+        *,
+        sort_by: Union[str, Tuple[str, ...]] = "cumulative",
+        top_n: Optional[int] = 30,
+        builtins: bool = True,
+        lines: bool = False,
+        output: Optional[str] = None,
+        report: str = "exit",
+        clock: str = "wall",
+        threads: bool = True,
+        stream: Any = None,
+    ) -> None:
+        if not isinstance(sort_by, (str, tuple)):
+            raise TypeError(f"sort_by must be a pstats sort key (str) or a tuple of them, "
+                            f"got {type(sort_by).__name__}")
+        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
+                                  or top_n < 1):
+            raise ValueError(f"top_n must be a positive int or None, got {top_n!r}")
+        if report not in _REPORT_WHEN:
+            raise ValueError(f"report must be one of {_REPORT_WHEN}, got {report!r}")
+        if output is not None and not isinstance(output, str):
+            output = str(output)  # accept os.PathLike
+        self.sort_by = sort_by
+        self.top_n = top_n
+        self.lines = bool(lines)
+        self.output = output
+        self.when = report
+        self.stream = stream
+        self.profiler: Any
+        if self.lines:
+            self.profiler = _line_profiler()
+        else:
+            self.profiler = Profile(builtins=builtins, clock=clock, threads=threads)
+        self._lock = threading.Lock()
+        self._active = 0
+        self._atexit = False
+
+    # -- enabling, counted so that nested and concurrent calls keep it on -------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self.profiler.enable()  # may raise (hook held elsewhere): then nothing changes
+            self._active += 1
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                self.profiler.disable()
+
+    def _after_call(self) -> None:
+        self._stop()
+        if self.when == "call" and self._active == 0:
+            self.report()
+
+    def _register_exit_report(self) -> None:
+        if not self._atexit and self.when == "exit":
+            self._atexit = True
+            atexit.register(self._exit_report)
+
+    # -- decorator --------------------------------------------------------------------------
+
+    def __call__(self, func: _F) -> _F:
+        if not callable(func):
+            raise TypeError(f"fastprof.profile decorates a callable, got {type(func).__name__}")
+        if self.lines:
+            self.profiler.add_function(func)
+
+        if inspect.iscoroutinefunction(func):
+            # Profiled from the first step to the last; other tasks that run while it awaits
+            # are profiled too.
+            @functools.wraps(func)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self._start()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    self._after_call()
+
+        else:
+
+            @functools.wraps(func)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self._start()
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    self._after_call()
+
+        wrapper.profiler = self.profiler  # type: ignore[attr-defined]
+        wrapper.session = self  # type: ignore[attr-defined]
+        self._register_exit_report()
+        return wrapper  # type: ignore[return-value]
+
+    # -- context manager --------------------------------------------------------------------
+
+    def __enter__(self) -> Any:
+        self._start()
+        return self.profiler
+
+    def __exit__(
+        self,
+        exc_type: Optional[type],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._stop()
+        if self.when != "never" and self._active == 0:
+            self.report()
+
+    # -- results ----------------------------------------------------------------------------
+
+    def stats(self) -> Any:
+        """The call stats so far as a ``fastprof.Stats`` (not with ``lines=True``)."""
+        from .stats import Stats
+
+        if self.lines:
+            raise TypeError("stats() is for call profiles; with lines=True use .profiler")
+        return Stats(self.profiler)
+
+    def _exit_report(self) -> None:
+        if self.when == "exit":
+            self.report()
+
+    def report(self) -> None:
+        """Prints the table (and writes ``output`` when set) for what was profiled so far."""
+        stream = self.stream if self.stream is not None else sys.stdout
+        if self.lines:
+            if self.output is not None:
+                self.profiler.dump_stats(self.output)
+            if _accepts_stream(self.profiler.print_stats):
+                self.profiler.print_stats(stream=stream)
+            else:
+                self.profiler.print_stats()
+            return
+        st = self.stats()  # a snapshot: the profiler stays as it is
+        if self.output is not None:
+            st.dump(self.output)
+        if not st.rows:
+            return
+        sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
+        st.sort(*sort).print(top=self.top_n, stream=stream)
+
+
+def _accepts_stream(fn: Callable[..., Any]) -> bool:
+    try:
+        return "stream" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _line_profiler() -> Any:
+    """A fresh ``fastprof.lines.LineProfiler``, or a clear error while it is unavailable."""
+    try:
+        from .lines import LineProfiler
+
+        return LineProfiler()
+    except NotImplementedError as e:  # the line profiler part is not built yet
+        raise NotImplementedError(f"lines=True needs fastprof.lines: {e}") from None
+
+
+def profile(func: Optional[_F] = None, **options: Any) -> Any:
+    """Profile a function (``@profile`` or ``@profile(sort_by=..., top_n=..., builtins=...,
+    lines=..., output=..., report=...)``) or a block (``with profile(...) as p:``).
+
+    Stats accumulate across calls; see ``ProfileSession`` for the options.
+    """
+    if func is None:
+        return ProfileSession(**options)
+    if not callable(func):
+        raise TypeError(f"fastprof.profile decorates a callable, got {type(func).__name__}; "
+                        f"pass options as keywords: profile(sort_by=...)")
+    return ProfileSession(**options)(func)

@@ -1,5 +1,412 @@
-"""fastprof.stats (being written)."""
+"""``fastprof.Stats``: call-profile results as plain rows you can sort, filter, print and
+export (pstats, marshal files that snakeviz / gprof2dot / tuna open)."""
 
-def Stats(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.stats.Stats is not built yet")
+from __future__ import annotations
 
+import marshal
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
+
+__all__ = ["Stats", "Row", "Caller", "SORT_KEYS"]
+
+FuncKey = Tuple[str, int, str]
+PstatsDict = Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, Tuple[Any, ...]]]]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One caller of a row's function, with the calls it made and the time they took."""
+
+    name: str
+    file: str
+    line: int
+    ncalls: int
+    primcalls: int
+    tottime: float
+    cumtime: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """One function: its calls (total and primitive, i.e. not recursive), own time (tottime),
+    time including callees (cumtime, counted at the outermost activation) and callers.
+
+    Builtins have ``file == "~"`` and ``line == 0``, as in pstats.
+    """
+
+    name: str
+    file: str
+    line: int
+    ncalls: int
+    primcalls: int
+    tottime: float
+    cumtime: float
+    callers: Tuple[Caller, ...]
+
+    @property
+    def key(self) -> FuncKey:
+        """The pstats key (file, line, name)."""
+        return (self.file, self.line, self.name)
+
+    @property
+    def is_builtin(self) -> bool:
+        """True for builtins and C methods."""
+        return self.file == "~" and self.line == 0
+
+    @property
+    def location(self) -> str:
+        """``file:line(name)``, or the builtin's label, as pstats prints it."""
+        if self.is_builtin:
+            return self.name if self.name.startswith("<") else "{%s}" % self.name
+        return f"{self.file}:{self.line}({self.name})"
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The row as a dictionary of plain values (callers as a list of dictionaries)."""
+        return asdict(self)
+
+
+# Each sort key: (field of the row as a function, descending?).  Same names as pstats.
+_FIELDS = {
+    "ncalls": (lambda r: r.ncalls, True),
+    "pcalls": (lambda r: r.primcalls, True),
+    "tottime": (lambda r: r.tottime, True),
+    "cumtime": (lambda r: r.cumtime, True),
+    "file": (lambda r: r.file, False),
+    "line": (lambda r: r.line, False),
+    "name": (lambda r: r.name, False),
+    "stdname": (lambda r: r.location, False),
+}
+_ALIASES = {
+    "calls": ("ncalls",),
+    "ncalls": ("ncalls",),
+    "pcalls": ("pcalls",),
+    "cumulative": ("cumtime",),
+    "cumtime": ("cumtime",),
+    "time": ("tottime",),
+    "tottime": ("tottime",),
+    "file": ("file",),
+    "filename": ("file",),
+    "module": ("file",),
+    "line": ("line",),
+    "name": ("name",),
+    "nfl": ("name", "file", "line"),
+    "stdname": ("stdname",),
+}
+# pstats' old integer sort arguments.
+_LEGACY = {-1: "stdname", 0: "calls", 1: "time", 2: "cumulative"}
+SORT_KEYS: Tuple[str, ...] = tuple(sorted(_ALIASES))
+"""The sort keys ``Stats.sort`` accepts (pstats' names)."""
+
+
+def _sort_fields(keys: Sequence[Union[str, int]]) -> List[str]:
+    """The row fields for pstats-style sort keys; ValueError on an unknown key."""
+    if len(keys) == 1 and isinstance(keys[0], int) and not isinstance(keys[0], bool):
+        if keys[0] not in _LEGACY:
+            raise ValueError(f"sort: integer keys are {sorted(_LEGACY)}, got {keys[0]}")
+        keys = (_LEGACY[keys[0]],)
+    fields: List[str] = []
+    for k in keys:
+        if not isinstance(k, str):
+            raise TypeError(f"sort: keys are strings (one of {', '.join(SORT_KEYS)}), "
+                            f"got {type(k).__name__}")
+        if k not in _ALIASES:
+            raise ValueError(f"sort: unknown key {k!r}; expected one of {', '.join(SORT_KEYS)}")
+        fields.extend(_ALIASES[k])
+    return fields
+
+
+class _Desc:
+    """Wraps a value so that it sorts in reverse."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: "_Desc") -> bool:
+        return bool(other.v < self.v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.v == other.v
+
+
+def _add_edge(prev: Any, edge: Any) -> Any:
+    """Sums two caller entries: (nc, cc, tt, ct) tuples, or profile.py's bare call counts."""
+    if isinstance(edge, (int, float)):
+        if prev is None or isinstance(prev, (int, float)):
+            return edge if prev is None else prev + edge
+        edge = (edge, edge, 0.0, 0.0)
+    edge = tuple(edge)
+    if prev is None:
+        return edge
+    if isinstance(prev, (int, float)):
+        prev = (prev, prev, 0.0, 0.0)
+    return tuple(a + b for a, b in zip(prev, edge))
+
+
+class _Holder:
+    """What pstats.Stats loads from: an object with create_stats() and .stats."""
+
+    def __init__(self, stats: PstatsDict) -> None:
+        self.stats = stats
+
+    def create_stats(self) -> None:
+        pass
+
+
+Source = Union["Stats", PstatsDict, str, "os.PathLike[str]", Any]
+
+
+class Stats:
+    """Call-profile results: ``Stats(*sources)`` where each source is a ``fastprof.Profile``
+    (or ``cProfile.Profile``), a ``pstats.Stats``, a pstats dictionary, another ``Stats`` or
+    the path of a file written by ``dump_stats`` (cProfile's too).  Several sources are summed.
+
+    ``rows`` lists plain ``Row`` records; ``sort``, ``filter`` and ``top`` pick them;
+    ``table``/``print`` show them; ``to_pstats``/``dump`` export them.
+    """
+
+    def __init__(self, *sources: Source) -> None:
+        self._stats: Dict[FuncKey, List[Any]] = {}
+        self._order: Optional[List[FuncKey]] = None
+        self.sort_keys: Tuple[str, ...] = ()
+        # (total calls, primitive calls, total time) of the whole profile a filter came from
+        self._whole: Optional[Tuple[int, int, float]] = None
+        self._filters: Tuple[str, ...] = ()
+        for src in sources:
+            self.add(src)
+
+    # -- loading ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _as_dict(src: Source) -> PstatsDict:
+        """The pstats dictionary of a source; TypeError/ValueError when it is none."""
+        if isinstance(src, Stats):
+            return src.to_dict()
+        if isinstance(src, (str, os.PathLike)):
+            path = os.fspath(src)
+            with open(path, "rb") as f:
+                try:
+                    data = marshal.load(f)
+                except (EOFError, ValueError, TypeError) as e:
+                    raise ValueError(f"{path}: not a profile file written by dump_stats "
+                                     f"({e})") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"{path}: not a profile file written by dump_stats")
+            return data
+        if isinstance(src, dict):
+            return src
+        if hasattr(src, "snapshot_stats"):  # fastprof.Profile, cProfile.Profile: stays enabled
+            src.snapshot_stats()
+            return src.stats
+        if hasattr(src, "create_stats"):  # profile.Profile
+            src.create_stats()
+            return src.stats
+        if hasattr(src, "stats") and isinstance(src.stats, dict):  # pstats.Stats
+            return src.stats
+        raise TypeError("Stats sources are a Profile, pstats.Stats, Stats, pstats dict or file "
+                        f"path; got {type(src).__name__}")
+
+    def add(self, *sources: Source) -> "Stats":
+        """Adds the numbers of more sources (summing functions and callers); returns self."""
+        for src in sources:
+            for key, value in self._as_dict(src).items():
+                try:
+                    cc, nc, tt, ct, callers = value
+                    key = (str(key[0]), int(key[1]), str(key[2]))
+                except (TypeError, ValueError, IndexError):
+                    raise ValueError(f"not a pstats entry: {key!r}: {value!r}") from None
+                cur = self._stats.get(key)
+                if cur is None:
+                    cur = self._stats[key] = [0, 0, 0.0, 0.0, {}]
+                cur[0] += cc
+                cur[1] += nc
+                cur[2] += tt
+                cur[3] += ct
+                mine = cur[4]
+                for ck, cv in callers.items():
+                    mine[ck] = _add_edge(mine.get(ck), cv)
+        self._order = None
+        self.sort_keys = ()
+        self._whole = None
+        self._filters = ()
+        return self
+
+    @classmethod
+    def load(cls, path: Union[str, "os.PathLike[str]"]) -> "Stats":
+        """Reads a file written by ``dump_stats`` (fastprof's or cProfile's)."""
+        return cls(path)
+
+    # -- rows -------------------------------------------------------------------------------
+
+    def _keys(self) -> List[FuncKey]:
+        return list(self._stats) if self._order is None else self._order
+
+    @staticmethod
+    def _row(key: FuncKey, value: List[Any]) -> Row:
+        cc, nc, tt, ct, callers = value
+        cl = []
+        for (f, ln, n), cv in callers.items():
+            if len(cv) == 4:  # (nc, cc, tt, ct) as cProfile writes it
+                cnc, ccc, ctt, cct = cv
+            else:  # profile.py writes a bare call count
+                cnc = ccc = int(cv)
+                ctt = cct = 0.0
+            cl.append(Caller(n, f, ln, cnc, ccc, ctt, cct))
+        cl.sort(key=lambda c: (-c.ncalls, c.file, c.line, c.name))
+        return Row(key[2], key[0], key[1], nc, cc, tt, ct, tuple(cl))
+
+    @property
+    def rows(self) -> List[Row]:
+        """Every function, in the current order (insertion order until ``sort``)."""
+        return [self._row(k, self._stats[k]) for k in self._keys()]
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def row(self, name: str) -> Row:
+        """The one row whose name is ``name`` (or whose location matches it exactly).
+
+        KeyError when none matches, ValueError when several do.
+        """
+        found = [r for r in self.rows if r.name == name or r.location == name]
+        if not found:
+            raise KeyError(name)
+        if len(found) > 1:
+            raise ValueError(f"{len(found)} functions named {name!r}: "
+                             + ", ".join(r.location for r in found))
+        return found[0]
+
+    @property
+    def total_calls(self) -> int:
+        """Calls of every function."""
+        return sum(v[1] for v in self._stats.values())
+
+    @property
+    def prim_calls(self) -> int:
+        """Primitive (non-recursive) calls of every function."""
+        return sum(v[0] for v in self._stats.values())
+
+    @property
+    def total_tt(self) -> float:
+        """The profiled time: the sum of every function's own time."""
+        return sum(v[2] for v in self._stats.values())
+
+    # -- picking rows -----------------------------------------------------------------------
+
+    def sort(self, *keys: Union[str, int]) -> "Stats":
+        """Orders the rows by pstats sort keys ("cumulative", "tottime", "calls", "name",
+        "file", "line", "nfl", "stdname", ...; times and counts descending); returns self."""
+        if not keys:
+            keys = ("stdname",)
+        fields = _sort_fields(keys)
+
+        def sort_key(k: FuncKey) -> Tuple[Any, ...]:
+            r = self._row(k, self._stats[k])
+            out = []
+            for fld in fields:
+                get, desc = _FIELDS[fld]
+                v = get(r)
+                out.append(_Desc(v) if desc else v)
+            return tuple(out)
+
+        self._order = sorted(self._stats, key=sort_key)
+        self.sort_keys = tuple(str(k) for k in keys)
+        return self
+
+    def filter(self, pattern: Union[str, "re.Pattern[str]"], *, flags: int = 0) -> "Stats":
+        """A new Stats with the rows whose ``file:line(name)`` matches the regular expression
+        (``re.search``), keeping the order; callers are kept whole.  Its table still shows the
+        whole profile's totals, and each row's share of the whole profiled time."""
+        if isinstance(pattern, str):
+            try:
+                rx = re.compile(pattern, flags)
+            except re.error as e:
+                raise ValueError(f"filter: bad regular expression {pattern!r}: {e}") from None
+        elif isinstance(pattern, re.Pattern):
+            rx = pattern
+        else:
+            raise TypeError(f"filter: pattern must be a str or re.Pattern, "
+                            f"got {type(pattern).__name__}")
+        out = Stats()
+        for k in self._keys():
+            r = self._row(k, self._stats[k])
+            if rx.search(r.location) or rx.search(r.name):
+                v = self._stats[k]
+                out._stats[k] = [v[0], v[1], v[2], v[3], dict(v[4])]
+        if self._order is not None:
+            out._order = list(out._stats)
+        out.sort_keys = self.sort_keys
+        out._whole = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
+        out._filters = self._filters + (rx.pattern,)
+        return out
+
+    def top(self, n: int) -> List[Row]:
+        """The first ``n`` rows in the current order."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"top: n must be a non-negative int, got {n!r}")
+        return self.rows[:n]
+
+    # -- showing ----------------------------------------------------------------------------
+
+    def table(self, top: Optional[int] = None, *, strip_dirs: bool = True,
+              title: Optional[str] = None) -> str:
+        """The text table of the first ``top`` rows (all when None)."""
+        from .report.text import format_table
+
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise ValueError(f"top must be a non-negative int or None, got {top!r}")
+        rows = self.rows
+        calls, prim, tt = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
+        return format_table(
+            rows if top is None else rows[:top],
+            nrows=len(rows),
+            total_calls=calls,
+            prim_calls=prim,
+            total_tt=tt,
+            sort_keys=self.sort_keys,
+            filters=self._filters,
+            strip_dirs=strip_dirs,
+            title=title,
+        )
+
+    def print(self, top: Optional[int] = None, *, stream: Optional[TextIO] = None,
+              strip_dirs: bool = True, title: Optional[str] = None) -> None:
+        """Prints ``table(top)`` to ``stream`` (stdout by default)."""
+        out = sys.stdout if stream is None else stream
+        out.write(self.table(top, strip_dirs=strip_dirs, title=title))
+
+    def __repr__(self) -> str:
+        return (f"<fastprof.Stats: {len(self)} functions, {self.total_calls} calls, "
+                f"{self.total_tt:.6f} s>")
+
+    # -- exporting --------------------------------------------------------------------------
+
+    def to_dict(self) -> PstatsDict:
+        """pstats' dictionary {(file, line, name): (cc, nc, tt, ct, callers)} (a copy)."""
+        return {k: (v[0], v[1], v[2], v[3], dict(v[4])) for k, v in self._stats.items()}
+
+    def to_pstats(self) -> Any:
+        """A ``pstats.Stats`` holding these numbers."""
+        import pstats
+
+        return pstats.Stats(_Holder(self.to_dict()))
+
+    def to_callgrind(self, dest: Union[str, "os.PathLike[str]", TextIO]) -> None:
+        """Writes a callgrind file (KCachegrind, QCachegrind) to a path or text stream."""
+        from .report.callgrind import write_callgrind
+
+        write_callgrind(self.to_dict(), dest)
+
+    def dump(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes pstats' marshal file (read by pstats, snakeviz, gprof2dot, tuna)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        with open(path, "wb") as f:
+            marshal.dump(self.to_dict(), f)

@@ -1,1 +1,1 @@
-"""Report writers: text tables, HTML, callgrind, speedscope, Chrome trace."""
+"""Report writers: text tables (``report.text``); callgrind and speedscope exports."""

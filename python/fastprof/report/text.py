@@ -1,0 +1,71 @@
+"""The text table of call-profile rows (pstats' columns plus each function's share of the
+profiled time)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence
+
+__all__ = ["format_table", "format_location"]
+
+
+def format_location(row: Any, strip_dirs: bool = True) -> str:
+    """``file:line(name)`` of a row (its base name when ``strip_dirs``), or a builtin's label."""
+    if row.is_builtin:
+        return row.location
+    f = os.path.basename(row.file) if strip_dirs else row.file
+    return f"{f}:{row.line}({row.name})"
+
+
+def _secs(x: float) -> str:
+    return f"{x:.6f}" if x < 1000 else f"{x:.1f}"
+
+
+def format_table(
+    rows: Sequence[Any],
+    *,
+    nrows: Optional[int] = None,
+    total_calls: int,
+    prim_calls: int,
+    total_tt: float,
+    sort_keys: Sequence[str] = (),
+    filters: Sequence[str] = (),
+    strip_dirs: bool = True,
+    title: Optional[str] = None,
+) -> str:
+    """The table of ``rows`` (``fastprof.stats.Row``) with a header line of totals.
+
+    ``nrows`` is how many rows there are in all (to say "top N of M"); the totals are the
+    whole profile's, ``filters`` the patterns that picked the rows.  Returns the text, ending
+    with a newline.
+    """
+    nrows = len(rows) if nrows is None else nrows
+    head = []
+    if title:
+        head.append(title)
+    calls = f"{total_calls} function calls"
+    if prim_calls != total_calls:
+        calls += f" ({prim_calls} primitive calls)"
+    head.append(f"{calls} in {total_tt:.6f} seconds")
+    shown = f"{len(rows)} of {nrows} functions" if len(rows) < nrows else f"{nrows} functions"
+    order = f", sorted by {', '.join(sort_keys)}" if sort_keys else ""
+    where = "".join(f", matching {f!r}" for f in filters)
+    head.append(f"{shown}{where}{order}")
+
+    cols = ("ncalls", "tottime", "percall", "cumtime", "percall", "%own", "function")
+    body = []
+    for r in rows:
+        nc = str(r.ncalls) if r.ncalls == r.primcalls else f"{r.ncalls}/{r.primcalls}"
+        tper = _secs(r.tottime / r.ncalls) if r.ncalls else "-"
+        cper = _secs(r.cumtime / r.primcalls) if r.primcalls else "-"
+        share = f"{100.0 * r.tottime / total_tt:.1f}" if total_tt > 0 else "-"
+        body.append((nc, _secs(r.tottime), tper, _secs(r.cumtime), cper, share,
+                     format_location(r, strip_dirs)))
+    widths = [max([len(cols[i])] + [len(b[i]) for b in body]) for i in range(len(cols) - 1)]
+
+    def line(cells: Sequence[str]) -> str:
+        left = "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths))
+        return f"{left}  {cells[-1]}"
+
+    out = head + ["", line(cols)] + [line(b) for b in body]
+    return "\n".join(out) + "\n"

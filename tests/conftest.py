@@ -1,0 +1,94 @@
+"""Shared helpers: ``comparable`` normalises profile dictionaries so that fastprof's and
+cProfile's can be compared, and the ``fake_lines`` fixture stands in for the line profiler."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, Optional
+
+import pytest
+
+
+# Entries of the profiler's own enable/disable calls, which differ by name between tools.
+_PROFILER_METHOD = re.compile(r"'(enable|disable)' of '[\w.]*Profiler' objects")
+
+
+def comparable(stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = None,
+               times: bool = False) -> Dict[Any, Any]:
+    """A pstats dict reduced to what two profilers must agree on: for every function kept,
+    (primitive calls, calls[, tottime, cumtime]) and its callers' (calls, primitive calls
+    [, tottime, cumtime]).  Drops the profilers' own enable/disable entries."""
+
+    def ok(key: Any) -> bool:
+        if key[0] == "~" and _PROFILER_METHOD.search(key[2]):
+            return False
+        return keep is None or keep(key)
+
+    n = 4 if times else 2
+    out = {}
+    for key, (cc, nc, tt, ct, callers) in stats.items():
+        if not ok(key):
+            continue
+        mine = (cc, nc, tt, ct)[:n]
+        cl = {ck: tuple(cv)[:n] for ck, cv in callers.items() if ok(ck)}
+        out[key] = (mine, cl)
+    return out
+
+
+class FakeLineProfiler:
+    """Stands in for fastprof.lines.LineProfiler to test how the call-profiler side wires it
+    (the line profiler's own tests live with it)."""
+
+    def __init__(self, *funcs: Any) -> None:
+        self.funcs = list(funcs)
+        self.events: list = []
+
+    def add_function(self, func: Any) -> None:
+        self.funcs.append(func)
+
+    def enable(self) -> None:
+        self.events.append("enable")
+
+    def disable(self) -> None:
+        self.events.append("disable")
+
+    def print_stats(self) -> None:
+        print("LINE STATS " + ",".join(f.__name__ for f in self.funcs))
+
+    def dump_stats(self, path: str) -> None:
+        with open(path, "w") as f:
+            f.write(",".join(fn.__name__ for fn in self.funcs))
+
+
+@pytest.fixture
+def fake_lines(monkeypatch: Any) -> list:
+    """Replaces fastprof.lines' entry points with fakes; returns the profilers made."""
+    import importlib
+
+    from fastprof import lines
+
+    made: list = []
+
+    def make(*funcs: Any) -> FakeLineProfiler:
+        lp = FakeLineProfiler(*funcs)
+        made.append(lp)
+        return lp
+
+    def kernprof_builtin(lp: Any) -> Any:
+        def profile(func: Any) -> Any:
+            lp.add_function(func)
+            return func
+
+        return profile
+
+    def resolve_function(spec: str) -> Any:
+        mod, _, qual = spec.partition(":")
+        obj: Any = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    monkeypatch.setattr(lines, "LineProfiler", make, raising=False)
+    monkeypatch.setattr(lines, "kernprof_builtin", kernprof_builtin, raising=False)
+    monkeypatch.setattr(lines, "resolve_function", resolve_function, raising=False)
+    return made

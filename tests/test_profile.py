@@ -1,0 +1,402 @@
+"""fastprof.Profile: exact times under a fake clock, cProfile's API and shapes, pstats files,
+fastprof.run/runctx, and bad input."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import marshal
+import pstats
+import sys
+from typing import Any
+
+import pytest
+
+import fastprof
+from fastprof.profile import ProfilerEntry, label
+
+HERE = __file__
+
+
+# -- exact times: the clock moves only where the code says so --------------------------------
+
+T = [0]
+
+
+def leaf() -> None:
+    T[0] += 3
+
+
+def mid() -> None:
+    T[0] += 2
+    leaf()
+    leaf()
+
+
+def top() -> None:
+    T[0] += 1
+    mid()
+    leaf()
+
+
+def rec(n: int) -> None:
+    T[0] += 1
+    if n:
+        rec(n - 1)
+    T[0] += 10
+
+
+def ping(n: int) -> None:
+    T[0] += 1
+    if n:
+        pong(n - 1)
+
+
+def pong(n: int) -> None:
+    T[0] += 2
+    if n:
+        ping(n - 1)
+
+
+def key(fn: Any) -> tuple:
+    return (HERE, fn.__code__.co_firstlineno, fn.__name__)
+
+
+def fake_profile(fn: Any, *args: Any, **kw: Any) -> fastprof.Profile:
+    p = fastprof.Profile(lambda: T[0], 1, **kw)
+    p.runcall(fn, *args)
+    p.create_stats()
+    return p
+
+
+def test_exact_times_simple_tree() -> None:
+    st = fake_profile(top).stats
+    # (primitive calls, calls, tottime, cumtime, callers)
+    assert st[key(top)][:4] == (1, 1, 1.0, 12.0)
+    assert st[key(mid)][:4] == (1, 1, 2.0, 8.0)
+    assert st[key(leaf)][:4] == (3, 3, 9.0, 9.0)
+    # callers: (calls, primitive calls, tottime, cumtime) per caller
+    assert st[key(leaf)][4] == {key(mid): (2, 2, 6.0, 6.0), key(top): (1, 1, 3.0, 3.0)}
+    assert st[key(mid)][4] == {key(top): (1, 1, 2.0, 8.0)}
+
+
+def test_exact_times_direct_recursion() -> None:
+    st = fake_profile(rec, 3).stats
+    # 4 activations, 1 primitive; own time 4 * 11; cumtime counted at the outermost only
+    assert st[key(rec)][:4] == (1, 4, 44.0, 44.0)
+    nc, cc, tt, ct = st[key(rec)][4][key(rec)]
+    assert (nc, tt) == (3, 33.0)
+
+
+def test_exact_times_mutual_recursion() -> None:
+    st = fake_profile(ping, 5).stats
+    # ping(5) pong(4) ping(3) pong(2) ping(1) pong(0)
+    assert st[key(ping)][:4] == (1, 3, 3.0, 9.0)
+    assert st[key(pong)][:4] == (1, 3, 6.0, 8.0)
+
+
+def test_exact_times_match_cprofile_everywhere() -> None:
+    for fn, args in ((top, ()), (rec, (5,)), (ping, (7,))):
+        ref = cProfile.Profile(lambda: T[0], 1)
+        ref.runcall(fn, *args)
+        ref.create_stats()
+        got = fake_profile(fn, *args).stats
+        here = {k: v for k, v in ref.stats.items() if k[0] == HERE}
+        assert {k: v for k, v in got.items() if k[0] == HERE} == here
+
+
+def test_float_timer_with_timeunit_zero() -> None:
+    clock = [0.0]
+
+    def work() -> None:
+        clock[0] += 0.25
+
+    p = fastprof.Profile(lambda: clock[0])
+    p.runcall(work)
+    p.create_stats()
+    tt, ct = p.stats[key(work)][2:4]
+    assert tt == pytest.approx(0.25)
+    assert ct == pytest.approx(0.25)
+
+
+# -- getstats / snapshot_stats / create_stats ----------------------------------------------
+
+
+def test_getstats_has_lsprof_shape() -> None:
+    p = fastprof.Profile(lambda: T[0], 1)
+    p.runcall(top)
+    entries = {e.code: e for e in p.getstats() if not isinstance(e.code, str)}
+    e = entries[top.__code__]
+    assert isinstance(e, ProfilerEntry)
+    assert (e.callcount, e.reccallcount, e.totaltime, e.inlinetime) == (1, 0, 12.0, 1.0)
+    subs = {s.code: s for s in e.calls}
+    assert set(subs) >= {mid.__code__, leaf.__code__}
+    assert (subs[mid.__code__].callcount, subs[mid.__code__].totaltime) == (1, 8.0)
+    assert entries[leaf.__code__].calls is None  # called nothing, as _lsprof says
+
+
+def test_snapshot_keeps_profiling_and_create_disables() -> None:
+    p = fastprof.Profile()
+    p.enable()
+    try:
+        leaf()
+        p.snapshot_stats()
+        assert p.enabled
+        assert p.stats[key(leaf)][1] == 1
+        leaf()
+    finally:
+        p.create_stats()
+    assert not p.enabled
+    assert p.stats[key(leaf)][1] == 2
+
+
+def test_stats_accumulate_until_clear() -> None:
+    p = fastprof.Profile()
+    p.runcall(leaf)
+    p.runcall(leaf)
+    p.create_stats()
+    assert p.stats[key(leaf)][1] == 2
+    p.clear()
+    p.create_stats()
+    assert key(leaf) not in p.stats
+
+
+def test_label() -> None:
+    assert label(leaf.__code__) == key(leaf)
+    assert label("<built-in method builtins.len>") == ("~", 0, "<built-in method builtins.len>")
+
+
+def test_builtins_named_as_cprofile() -> None:
+    def work() -> None:
+        len([1])
+        [].append(1)
+
+    p = fastprof.Profile()
+    p.runcall(work)
+    p.create_stats()
+    assert ("~", 0, "<built-in method builtins.len>") in p.stats
+    assert ("~", 0, "<method 'append' of 'list' objects>") in p.stats
+
+
+# -- cProfile's API ------------------------------------------------------------------------
+
+
+def test_runcall_returns_and_propagates() -> None:
+    p = fastprof.Profile()
+    assert p.runcall(divmod, 7, 2) == (3, 1)
+    with pytest.raises(ZeroDivisionError):
+        p.runcall(divmod, 1, 0)
+    assert not p.enabled
+
+
+def test_runctx_and_run() -> None:
+    p = fastprof.Profile()
+    ns: dict = {"leaf": leaf}
+    assert p.runctx("leaf(); leaf()", ns, ns) is p
+    p.create_stats()
+    assert p.stats[key(leaf)][1] == 2
+    import __main__
+
+    __main__.__dict__["_fastprof_test_leaf"] = leaf
+    try:
+        q = fastprof.Profile().run("_fastprof_test_leaf()")
+    finally:
+        del __main__.__dict__["_fastprof_test_leaf"]
+    q.create_stats()
+    assert q.stats[key(leaf)][1] == 1
+
+
+def test_context_manager() -> None:
+    with fastprof.Profile() as p:
+        assert p.enabled
+        mid()
+    assert not p.enabled
+    p.create_stats()
+    assert p.stats[key(leaf)][1] == 2
+
+
+def test_print_stats_is_pstats_table(capsys: Any) -> None:
+    p = fastprof.Profile()
+    p.runcall(top)
+    p.print_stats("cumulative")
+    out = capsys.readouterr().out
+    assert "Ordered by: cumulative time" in out
+    assert "(top)" in out and "(leaf)" in out
+    p.print_stats(("calls", "name"))
+    assert "(mid)" in capsys.readouterr().out
+
+
+def test_dump_stats_pstats_round_trip(tmp_path: Any) -> None:
+    p = fastprof.Profile()
+    p.runcall(rec, 4)
+    path = tmp_path / "out.prof"
+    p.dump_stats(str(path))
+    with open(path, "rb") as f:
+        assert marshal.load(f) == p.stats
+    ps = pstats.Stats(str(path))
+    assert ps.stats == p.stats
+    assert ps.total_calls == sum(v[1] for v in p.stats.values())
+    # pstats reads the profiler object itself, too (and empties its .stats)
+    expected = dict(p.stats)
+    assert pstats.Stats(p).stats == expected
+    p.stats = expected
+    buf = io.StringIO()
+    pstats.Stats(str(path), stream=buf).sort_stats("tottime").print_callers("rec")
+    assert "rec" in buf.getvalue()
+    assert fastprof.Stats(str(path)).to_dict() == p.stats
+
+
+def test_module_run_and_runctx(tmp_path: Any, capsys: Any) -> None:
+    ns = {"leaf": leaf}
+    fastprof.runctx("leaf()", ns, ns, sort="calls")
+    assert "(leaf)" in capsys.readouterr().out
+    path = tmp_path / "r.prof"
+    fastprof.runctx("leaf(); leaf()", ns, ns, filename=str(path))
+    assert pstats.Stats(str(path)).stats[key(leaf)][1] == 2
+    fastprof.run("import sys; sys.exit(3)")  # SystemExit ends the run quietly, as cProfile
+    assert "function calls" in capsys.readouterr().out
+
+
+def test_subclassable_and_positional_arguments() -> None:
+    class Mine(fastprof.Profile):
+        pass
+
+    p = Mine(lambda: T[0], 1, True, False)
+    p.runcall(top)
+    p.create_stats()
+    assert p.stats[key(top)][2:4] == (1.0, 12.0)
+    assert not any(k[0] == "~" for k in p.stats)
+
+
+@pytest.mark.parametrize("clock", ["wall", "cpu", "process_cpu"])
+def test_clocks(clock: str) -> None:
+    p = fastprof.Profile(clock=clock)
+    p.runcall(sum, range(1000))
+    p.runcall(rec, 3)
+    p.create_stats()
+    cc, nc, tt, ct, _ = p.stats[key(rec)]
+    assert (cc, nc) == (1, 4)
+    assert 0.0 <= tt <= ct
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def test_bad_timer() -> None:
+    with pytest.raises(TypeError, match="timer"):
+        fastprof.Profile(42)
+    with pytest.raises(TypeError):
+        fastprof.Profile(lambda: 0, "x")
+
+
+def test_bad_clock() -> None:
+    with pytest.raises(ValueError, match="clock"):
+        fastprof.Profile(clock="sundial")
+    with pytest.raises(TypeError):
+        fastprof.Profile(clock=3)
+
+
+def test_bad_keyword() -> None:
+    with pytest.raises(TypeError):
+        fastprof.Profile(colour="red")
+
+
+def test_disable_without_enable_is_a_no_op() -> None:
+    p = fastprof.Profile()
+    p.disable()
+    p.disable()
+    assert not p.enabled
+    p.create_stats()
+    assert p.stats == {}
+
+
+def test_enable_twice_is_a_no_op() -> None:
+    p = fastprof.Profile()
+    p.enable()
+    try:
+        p.enable()
+        leaf()
+        assert p.enabled
+    finally:
+        p.disable()
+    assert not p.enabled
+    p.create_stats()
+    assert p.stats[key(leaf)][1] == 1
+
+
+def test_timer_error_is_raised_at_disable_and_hook_is_freed() -> None:
+    calls = [0]
+
+    def bad_timer() -> int:
+        calls[0] += 1
+        if calls[0] > 3:
+            raise ZeroDivisionError("timer broke")
+        return calls[0]
+
+    p = fastprof.Profile(bad_timer, 1)
+    p.enable()
+    try:
+        for _ in range(5):
+            leaf()
+    finally:
+        # the timer's error comes out of disable(), itself or as the cause of the error raised
+        with pytest.raises(Exception) as info:
+            p.disable()
+        err = info.value
+        if not isinstance(err, ZeroDivisionError):
+            err = err.__cause__
+        assert isinstance(err, ZeroDivisionError) and "timer broke" in str(err)
+    assert not p.enabled
+    # the hook was given back: another profiler can take it
+    q = fastprof.Profile()
+    q.runcall(leaf)
+    q.create_stats()
+    assert q.stats[key(leaf)][1] == 1
+    assert sys.getprofile() is None
+
+
+def test_next_to_cprofile() -> None:
+    """3.12+: both run at once (fastprof takes another sys.monitoring tool id) and agree;
+    before 3.12 there is one profile hook per thread, and the error names who holds it."""
+    outer = cProfile.Profile()
+    outer.enable()
+    try:
+        p = fastprof.Profile()
+        if sys.version_info >= (3, 12):
+            p.enable()
+            rec(6)
+            p.disable()
+        else:
+            with pytest.raises(RuntimeError, match="cProfile.Profile"):
+                p.enable()
+            rec(6)
+    finally:
+        outer.disable()
+    assert not p.enabled
+    outer.create_stats()
+    assert outer.stats[key(rec)][:2] == (1, 7)
+    if sys.version_info >= (3, 12):
+        p.create_stats()
+        assert p.stats[key(rec)][:2] == (1, 7)
+        assert p.stats[key(rec)][4][key(rec)][:2] == outer.stats[key(rec)][4][key(rec)][:2]
+
+
+def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
+    """What snakeviz, gprof2dot and tuna read: ints for counts, floats for times, 3-tuple keys."""
+    p = fastprof.Profile()
+    p.runcall(top)
+    p.runcall(sorted, [3, 1, 2], key=lambda v: v)
+    path = tmp_path / "t.prof"
+    p.dump_stats(str(path))
+    with open(path, "rb") as f:
+        data = marshal.load(f)
+    assert data
+    for (fname, line, name), (cc, nc, tt, ct, callers) in data.items():
+        assert isinstance(fname, str) and isinstance(line, int) and isinstance(name, str)
+        assert type(cc) is int and type(nc) is int and 0 < cc <= nc
+        assert type(tt) is float and type(ct) is float
+        for ck, edge in callers.items():
+            assert ck in data
+            e_nc, e_cc, e_tt, e_ct = edge
+            assert type(e_nc) is int and type(e_cc) is int and e_cc <= e_nc
+            assert type(e_tt) is float and type(e_ct) is float

@@ -1,0 +1,258 @@
+"""@fastprof.profile (bare and with arguments) and ``with fastprof.profile(...)``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any
+
+import pytest
+
+import fastprof
+from fastprof.profile import ProfileSession
+
+HERE = __file__
+
+
+def helper(n: int) -> int:
+    return sum(range(n))
+
+
+def test_bare_decorator_accumulates_across_calls() -> None:
+    @fastprof.profile
+    def work(n: int) -> int:
+        return helper(n) + helper(n)
+
+    session = work.session
+    session.when = "never"  # keep the test quiet at exit
+    assert work(10) == 90
+    assert work(4) == 12
+    assert work.__name__ == "work"
+    st = work.session.stats()
+    assert st.row("work").ncalls == 2
+    assert st.row("helper").ncalls == 4
+    assert st.row("helper").callers[0].name == "work"
+    assert not work.profiler.enabled
+
+
+def test_decorator_with_arguments_prints_on_every_call(capsys: Any) -> None:
+    @fastprof.profile(report="call", top_n=2, sort_by="calls", builtins=False)
+    def work() -> int:
+        return helper(3) + helper(5)
+
+    work()
+    out = capsys.readouterr().out
+    assert "2 of" in out and "sorted by calls" in out
+    assert "(helper)" in out
+    assert "builtins" not in out
+    work()
+    out = capsys.readouterr().out
+    assert "(helper)" in out
+    assert work.session.stats().row("helper").ncalls == 4
+
+
+def test_decorator_output_file(tmp_path: Any, capsys: Any) -> None:
+    path = tmp_path / "deco.prof"
+
+    @fastprof.profile(output=path, report="never")
+    def work() -> int:
+        return helper(2)
+
+    work()
+    assert not path.exists()
+    work.session.report()
+    assert path.exists()
+    assert fastprof.Stats(str(path)).row("helper").ncalls == 1
+    assert "(helper)" in capsys.readouterr().out
+
+
+def test_recursive_decorated_function_counted_once_per_call() -> None:
+    @fastprof.profile(report="never")
+    def countdown(n: int) -> int:
+        return 0 if n == 0 else 1 + countdown(n - 1)
+
+    assert countdown(5) == 5
+    row = countdown.session.stats().row("countdown")
+    assert (row.ncalls, row.primcalls) == (6, 1)
+    assert not countdown.profiler.enabled
+
+
+def test_decorator_keeps_exceptions_and_disables() -> None:
+    @fastprof.profile(report="never")
+    def boom() -> None:
+        helper(1)
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        boom()
+    assert not boom.profiler.enabled
+    assert boom.session.stats().row("helper").ncalls == 1
+
+
+def test_decorator_from_threads() -> None:
+    @fastprof.profile(report="never")
+    def work() -> int:
+        return helper(100)
+
+    # one thread after the other: each call enables the profiler in its own thread
+    for _ in range(3):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    assert work.session.stats().row("work").ncalls == 3
+    # at the same time: nothing breaks and the profiler ends disabled
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not work.profiler.enabled
+    assert work.session.stats().row("work").ncalls >= 4
+
+
+def test_context_manager_prints_at_block_end(capsys: Any) -> None:
+    with fastprof.profile(top_n=5) as p:
+        helper(10)
+        helper(20)
+    assert isinstance(p, fastprof.Profile)
+    assert not p.enabled
+    out = capsys.readouterr().out
+    assert "(helper)" in out
+    p.create_stats()
+    assert any(k[2] == "helper" and v[1] == 2 for k, v in p.stats.items())
+
+
+def test_context_manager_quiet_and_reusable(capsys: Any) -> None:
+    session = fastprof.profile(report="never")
+    with session:
+        helper(1)
+    with session as p:
+        helper(1)
+    assert capsys.readouterr().out == ""
+    assert session.stats().row("helper").ncalls == 2
+    assert p is session.profiler
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="top_n"):
+        fastprof.profile(top_n=0)
+    with pytest.raises(ValueError, match="report"):
+        fastprof.profile(report="sometimes")
+    with pytest.raises(TypeError, match="sort_by"):
+        fastprof.profile(sort_by=3)
+    with pytest.raises(TypeError, match="callable"):
+        fastprof.profile(42)
+    with pytest.raises(TypeError):
+        fastprof.profile(colour="red")
+    with pytest.raises(TypeError, match="callable"):
+        ProfileSession()(42)
+
+
+def test_report_at_program_exit(tmp_path: Any) -> None:
+    script = tmp_path / "deco.py"
+    script.write_text(textwrap.dedent("""
+        import fastprof
+
+        def helper(n):
+            return sum(range(n))
+
+        @fastprof.profile(sort_by="calls", top_n=3)
+        def work():
+            return helper(10)
+
+        for _ in range(3):
+            work()
+        print("program done")
+    """))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    done = r.stdout.index("program done")
+    table = r.stdout[done:]
+    assert "(helper)" in table and "(work)" in table
+    assert "3 of" in table
+
+
+def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any,
+                                           capsys: Any) -> None:
+    out = tmp_path / "l.lprof"
+
+    @fastprof.profile(lines=True, report="call", output=out)
+    def work() -> int:
+        return helper(3)
+
+    assert work() == 3
+    (lp,) = fake_lines
+    assert lp.funcs == [work.__wrapped__]
+    assert lp.events == ["enable", "disable"]
+    assert "LINE STATS work" in capsys.readouterr().out
+    assert out.read_text() == "work"
+    with pytest.raises(TypeError, match="lines=True"):
+        work.session.stats()
+
+
+def test_async_function_profiled_to_its_end() -> None:
+    import asyncio
+
+    async def step(n: int) -> int:
+        await asyncio.sleep(0)
+        return helper(n)
+
+    @fastprof.profile(report="never")
+    async def pipeline() -> int:
+        return await step(3) + await step(4)
+
+    assert asyncio.iscoroutinefunction(pipeline)
+    assert asyncio.run(pipeline()) == 9
+    st = pipeline.session.stats()
+    assert st.row("helper").ncalls == 2
+    assert st.row("step").ncalls >= 2
+    assert not pipeline.profiler.enabled
+
+
+def test_enable_failure_leaves_session_usable(monkeypatch: Any) -> None:
+    @fastprof.profile(report="never")
+    def work() -> int:
+        return helper(2)
+
+    real_enable = type(work.profiler).enable
+    monkeypatch.setattr(type(work.profiler), "enable",
+                        lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("hook held")))
+    with pytest.raises(RuntimeError, match="hook held"):
+        work()
+    monkeypatch.setattr(type(work.profiler), "enable", real_enable)
+    assert work() == 1
+    assert work.session.stats().row("work").ncalls == 1
+    assert not work.profiler.enabled
+
+
+def test_last_call_to_return_disables_even_from_another_thread() -> None:
+    """The main thread's call enables; a thread's call that outlives it disables."""
+    inside, release = threading.Event(), threading.Event()
+
+    @fastprof.profile(report="never")
+    def work(spawn: bool) -> Any:
+        if spawn:
+            t = threading.Thread(target=work, args=(False,))
+            t.start()
+            assert inside.wait(30)
+            return t
+        inside.set()
+        assert release.wait(30)
+        return 1
+
+    t = work(True)
+    assert work.profiler.enabled  # the thread's call is still running
+    release.set()
+    t.join()
+    assert not work.profiler.enabled
+    assert sys.getprofile() is None  # no hook left in this thread
+    helper(1)
+    st = work.session.stats()
+    assert st.row("work").ncalls == 2
+    assert all(r.name != "helper" for r in st.rows)  # nothing recorded after the disable
