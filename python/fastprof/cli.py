@@ -155,8 +155,11 @@ def _target_code(opts: argparse.Namespace) -> Tuple[Any, Dict[str, Any]]:
     return code, main.__dict__
 
 
-def _lines_profiler(opts: argparse.Namespace) -> Any:
-    """A fastprof.lines.LineProfiler set up for --lines / --lines-of, or SystemExit(2)."""
+def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
+    """A fastprof.lines.LineProfiler set up for --lines / --lines-of, or SystemExit(2).
+
+    A --lines-of naming the script being run (``script.py:func``) is found in script_code, its
+    compiled code, since importing the script again would make a second copy of func."""
     try:
         from . import lines
     except ImportError as e:  # pragma: no cover - the package always has it
@@ -167,7 +170,15 @@ def _lines_profiler(opts: argparse.Namespace) -> Any:
     except NotImplementedError as e:
         print(f"fastprof: line timing is not available in this build: {e}", file=sys.stderr)
         raise SystemExit(2)
+    script = None if opts.module is not None else os.path.abspath(opts.target)
     for spec in opts.lines_of:
+        where, _, qualname = spec.rpartition(":")
+        if script is not None and where and os.path.abspath(where) == script:
+            if lp.add_from_code(script_code, qualname) == 0:
+                print(f"fastprof: --lines-of {spec}: no function {qualname!r} in {where}",
+                      file=sys.stderr)
+                raise SystemExit(2)
+            continue
         try:
             lp.add_function(lines.resolve_function(spec))
         except (ImportError, AttributeError, ValueError, TypeError) as e:
@@ -199,8 +210,8 @@ def _run(argv: Sequence[str]) -> int:
     status = 0
     out = _ReportOutput()
     try:
-        lp = _lines_profiler(opts) if line_mode else None
         code, globs = _target_code(opts)
+        lp = _lines_profiler(opts, code) if line_mode else None
         if lp is not None:
             prof: Any = lp
         else:

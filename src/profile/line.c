@@ -270,7 +270,7 @@ error:
 
 /* codes(): returns a new list of the registered code objects, or NULL with an exception. */
 static PyObject *
-fp_line_codes(fp_ltracer *self, PyObject *unused)
+fp_line_codes(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyObject *out = PyList_New(self->nrecs);
     if (out == NULL)
@@ -283,7 +283,7 @@ fp_line_codes(fp_ltracer *self, PyObject *unused)
 /* get_timings(): returns a new list of (code, [(lineno, hits, ticks), ...]) with the lines
  * that were hit or charged, in line order, or NULL with an exception set. */
 static PyObject *
-fp_line_get_timings(fp_ltracer *self, PyObject *unused)
+fp_line_get_timings(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyObject *out = PyList_New(0), *lines = NULL, *item = NULL;
     if (out == NULL)
@@ -318,7 +318,7 @@ error:
 
 /* reset(): zeroes every count and empties the frame stacks.  Returns None. */
 static PyObject *
-fp_line_reset(fp_ltracer *self, PyObject *unused)
+fp_line_reset(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     for (Py_ssize_t i = 0; i < self->nrecs; i++) {
         memset(self->recs[i]->hits, 0, (size_t)self->recs[i]->nlines * sizeof(int64_t));
@@ -330,7 +330,7 @@ fp_line_reset(fp_ltracer *self, PyObject *unused)
 
 /* _start(): lets the hooks count (empty stacks, no error).  Returns None. */
 static PyObject *
-fp_line_start(fp_ltracer *self, PyObject *unused)
+fp_line_start(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     fp_line_clear_stacks(self);
     self->error = NULL;
@@ -341,7 +341,7 @@ fp_line_start(fp_ltracer *self, PyObject *unused)
 /* _stop(): stops the hooks counting and empties the stacks.  Returns the sticky error
  * message of the run (str) or None. */
 static PyObject *
-fp_line_stop(fp_ltracer *self, PyObject *unused)
+fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     self->enabled = 0;
     fp_line_clear_stacks(self);
@@ -353,7 +353,7 @@ fp_line_stop(fp_ltracer *self, PyObject *unused)
 #if !FP_PY312
 /* _install_trace(): installs the C trace function in the calling thread.  Returns None. */
 static PyObject *
-fp_line_install_trace(fp_ltracer *self, PyObject *unused)
+fp_line_install_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyEval_SetTrace(fp_line_trace, (PyObject *)self);
     Py_RETURN_NONE;
@@ -402,14 +402,14 @@ fp_line_remove_passenger(fp_ltracer *self, PyObject *other)
 /* _active(): returns True when the trace function still has work (counting itself or
  * feeding passengers). */
 static PyObject *
-fp_line_active(fp_ltracer *self, PyObject *unused)
+fp_line_active(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     return PyBool_FromLong(self->enabled || self->npassengers > 0);
 }
 
 /* _uninstall_trace(): removes the trace function of the calling thread.  Returns None. */
 static PyObject *
-fp_line_uninstall_trace(fp_ltracer *self, PyObject *unused)
+fp_line_uninstall_trace(FP_UNUSED fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyEval_SetTrace(NULL, NULL);
     Py_RETURN_NONE;
@@ -418,7 +418,7 @@ fp_line_uninstall_trace(fp_ltracer *self, PyObject *unused)
 
 /* seconds_per_tick(): returns the seconds of one tick of the tick clock (float). */
 static PyObject *
-fp_line_seconds_per_tick(PyObject *unused, PyObject *unused2)
+fp_line_seconds_per_tick(FP_UNUSED PyObject *unused, FP_UNUSED PyObject *unused2)
 {
     return PyFloat_FromDouble(fp_clock_seconds_per_tick());
 }
@@ -460,14 +460,14 @@ static PyMethodDef fp_line_methods[] = {
 
 /* enabled: whether the hooks count. */
 static PyObject *
-fp_line_get_enabled(fp_ltracer *self, void *closure)
+fp_line_get_enabled(fp_ltracer *self, FP_UNUSED void *closure)
 {
     return PyBool_FromLong(self->enabled);
 }
 
 /* has_timer: whether an injected timer replaces the tick clock. */
 static PyObject *
-fp_line_get_has_timer(fp_ltracer *self, void *closure)
+fp_line_get_has_timer(fp_ltracer *self, FP_UNUSED void *closure)
 {
     return PyBool_FromLong(self->timer != NULL);
 }

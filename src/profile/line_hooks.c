@@ -279,7 +279,7 @@ fp_line_frame_code(PyFrameObject *frame)
 /* Turns line events off for frame (a frame of a code not registered).  Never sets an
  * exception. */
 static void
-fp_line_mute(fp_ltracer *self, PyFrameObject *frame)
+fp_line_mute(FP_UNUSED fp_ltracer *self, PyFrameObject *frame)
 {
 #if PY_VERSION_HEX >= 0x030B0000
     if (FP_LIKELY(self->trace_lines_offset > 0))
@@ -359,7 +359,7 @@ done:
  * Returns 0 (a trace function that returns -1 would stop the program with an exception: it
  * never does). */
 int
-fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
+fp_line_trace(PyObject *op, PyFrameObject *frame, int what, FP_UNUSED PyObject *arg)
 {
     fp_ltracer *self = (fp_ltracer *)op;
     int known = 0;
