@@ -27,8 +27,6 @@ from typing import Callable
 
 import fastprof
 
-_Profile = fastprof.Profile if isinstance(fastprof.Profile, type) else fastprof._fastprof.Profiler
-
 try:  # optional peer
     import yappi  # type: ignore
 except ImportError:  # pragma: no cover - depends on the machine
@@ -178,7 +176,7 @@ def run_cprofile(fn: Callable[[], None]) -> float:
 
 
 def run_fastprof(fn: Callable[[], None]) -> float:
-    p = _Profile()
+    p = fastprof.Profile()
     t0 = time.perf_counter()
     p.enable()
     fn()
@@ -198,11 +196,11 @@ def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional p
 
 def count_calls(fn: Callable[[], None]) -> int:
     """Returns the number of calls (builtins included) fastprof records for one run of fn."""
-    p = _Profile()
+    p = fastprof.Profile()
     p.enable()
     fn()
     p.disable()
-    return sum(row[1] for row in p._raw()[1])
+    return sum(entry.callcount for entry in p.getstats())
 
 
 def main(argv: list[str] | None = None) -> int:
