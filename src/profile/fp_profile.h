@@ -91,6 +91,7 @@ enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
 /* ---- the profiler object ------------------------------------------------------------------ */
 
 #define FP_MON_NCALLBACKS 4
+#define FP_CODE_CACHE 256 /* a power of two */
 
 typedef struct fp_profiler {
     PyObject_HEAD
@@ -113,6 +114,12 @@ typedef struct fp_profiler {
     fp_map builtin_map;  /* PyMethodDef* -> func */
     int32_t *code_map;   /* code id -> func + 1 (0: not seen) */
     int32_t ncode_map;
+    /* A direct-mapped cache in front of code_map: the code objects are held by funcs, so a
+     * cached pointer stays that code object's until clear() empties the cache. */
+    struct {
+        const void *code;
+        int32_t func;
+    } code_cache[FP_CODE_CACHE];
 
     fp_thread *threads_list;
     PyThreadState *owner; /* threads == 0: the one thread profiled */
@@ -179,7 +186,21 @@ fp_now(fp_profiler *p)
 void fp_set_sticky(fp_profiler *p);
 
 /* Returns the function index for a code object, adding it; -1 on failure (sticky set). */
-int32_t fp_func_for_code(fp_profiler *p, PyObject *code);
+int32_t fp_func_for_code_slow(fp_profiler *p, PyObject *code);
+
+FP_INLINE int32_t
+fp_func_for_code(fp_profiler *p, PyObject *code)
+{
+    size_t slot = ((uintptr_t)code >> 6) & (FP_CODE_CACHE - 1);
+    if (FP_LIKELY(p->code_cache[slot].code == code))
+        return p->code_cache[slot].func;
+    int32_t fi = fp_func_for_code_slow(p, code);
+    if (FP_LIKELY(fi >= 0)) {
+        p->code_cache[slot].code = code;
+        p->code_cache[slot].func = fi;
+    }
+    return fi;
+}
 /* Returns the function index for a builtin, adding it with the label made from callable and
  * self_arg; -1 on failure (sticky set). */
 int32_t fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg);

@@ -45,6 +45,7 @@ fp_tables_clear(fp_profiler *p)
     p->nfuncs = p->capfuncs = p->nedges = p->capedges = p->ncode_map = 0;
     fp_map_free(&p->edge_map);
     fp_map_free(&p->builtin_map);
+    memset(p->code_cache, 0, sizeof(p->code_cache));
 }
 
 /* Returns 0 when p may change state now, or -1 with a RuntimeError when called from code that

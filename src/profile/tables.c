@@ -199,7 +199,7 @@ fp_code_id(PyObject *code)
 
 /* See fp_profile.h. */
 int32_t
-fp_func_for_code(fp_profiler *p, PyObject *code)
+fp_func_for_code_slow(fp_profiler *p, PyObject *code)
 {
     int32_t id = fp_code_id(code);
     if (FP_UNLIKELY(id < 0))
