@@ -137,6 +137,8 @@ static PyMethodDef fp_cuda_methods[] = {
     FP_CUDA_FN("_cuda_gemm", fp_cuda_gemm),
     FP_CUDA_FN("_cuda_dlpack_export", fp_cuda_dlpack_export),
     FP_CUDA_FN("_cuda_dlpack_import", fp_cuda_dlpack_import),
+    FP_CUDA_FN("_cuda_cupti_start", fp_cuda_cupti_start),
+    FP_CUDA_FN("_cuda_cupti_stop", fp_cuda_cupti_stop),
     FP_CUDA_FN("_cuda_nvtx_push", fp_cuda_nvtx_push),
     FP_CUDA_FN("_cuda_nvtx_pop", fp_cuda_nvtx_pop),
     {NULL, NULL, 0, NULL},
