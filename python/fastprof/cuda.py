@@ -143,11 +143,8 @@ def devices() -> list[DeviceInfo]:
 def synchronize(device: Optional[int] = None) -> None:
     """Waits (GIL released) for all work queued on the current device, or on ``device``.
     Errors of earlier asynchronous work (a failed kernel) surface here as CudaError."""
+    index = None if device is None else _check_device_index(device, "device")
     _require()
-    if device is None:
-        _C._cuda_synchronize()
-        return
-    index = _check_device_index(device, "device")
     with _on_device(index):
         _C._cuda_synchronize()
 
