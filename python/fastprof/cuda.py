@@ -637,8 +637,9 @@ class DeviceArray:
         if not self.is_c_contiguous:
             return DeviceArray.from_numpy(self.to_numpy(), device=self.device)
         out = DeviceArray.empty(self.shape, self.dtype, self.device)
-        with _on_device(self.device):
-            _C._cuda_memcpy_dtod(out.ptr, self.ptr, self.nbytes, self.stream)
+        if self.nbytes:
+            with _on_device(self.device):
+                _C._cuda_memcpy_dtod(out.ptr, self.ptr, self.nbytes, self.stream)
         return out
 
     # interop
