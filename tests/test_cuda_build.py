@@ -179,9 +179,10 @@ SHAPES = [(7,), (1,), (2,), (5, 6), (3, 1, 4), (6, 5, 4), (2, 3, 2, 3)]
 
 
 @cuda_build
+@pytest.mark.parametrize("path", [True, "direct"], ids=["device-path", "direct"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("fn", ["correlate", "convolve"])
-def test_device_code_matches_scipy(shape, fn) -> None:
+def test_device_code_matches_scipy(shape, fn, path) -> None:
     rng = np.random.default_rng(len(shape) * 10 + shape[0])
     for dtype in (np.float64, np.float32, np.int16):
         x = (rng.standard_normal(shape) * 20).astype(dtype)
@@ -194,10 +195,10 @@ def test_device_code_matches_scipy(shape, fn) -> None:
                         ref = getattr(ndimage, fn)(x, w, mode=mode, cval=1.5, origin=origin)
                     except ValueError:  # origin out of range for some axis: ours says so too
                         with pytest.raises(ValueError, match="origin"):
-                            getattr(_gpu_kernels, fn)(x, w, mode=mode, origin=origin, _emulate=True)
+                            getattr(_gpu_kernels, fn)(x, w, mode=mode, origin=origin, _emulate=path)
                         continue
                     got = getattr(_gpu_kernels, fn)(x, w, mode=mode, cval=1.5, origin=origin,
-                                                    _emulate=True)
+                                                    _emulate=path)
                     _close(got, ref)
 
 
@@ -237,11 +238,11 @@ def test_host_hook_rejects_buffers_it_would_overrun() -> None:
     x = np.ones(8)
     out = np.empty(8)
     with pytest.raises(ValueError):
-        _fastprof._cuda_correlate_host(1, x, 0, out, None, (8,), (2,), (3,), (1,), 0, 0.0, 1.0)
+        _fastprof._cuda_correlate_host(1, x, 0, out, None, (8,), (2,), (3,), (1,), 0, 0.0, 1.0, 0)
     with pytest.raises(ValueError):
-        _fastprof._cuda_correlate_host(1, x, 0, np.empty(4), None, (8,), (1,), (3,), (1,), 0, 0.0, 1.0)
+        _fastprof._cuda_correlate_host(1, x, 0, np.empty(4), None, (8,), (1,), (3,), (1,), 0, 0.0, 1.0, 0)
     with pytest.raises(ValueError):
-        _fastprof._cuda_correlate_host(1, x, 0, out, np.ones(2), (8,), (1,), (3,), (1,), 0, 0.0, 0.0)
+        _fastprof._cuda_correlate_host(1, x, 0, out, np.ones(2), (8,), (1,), (3,), (1,), 0, 0.0, 0.0, 0)
 
 
 # --- evaluate: generated source and NVRTC ------------------------------------------------------
@@ -277,3 +278,28 @@ def test_nvrtc_compiles_every_generated_kernel(f32) -> None:
         assert image[:4] == b"\x7fELF"
     with pytest.raises(RuntimeError, match="NVRTC could not compile"):
         _gpu_kernels.compile_source("this is not CUDA", "sm_80")
+
+
+@cuda_build
+@pytest.mark.parametrize("shape, wshape", [((19, 37, 70), (5, 5, 5)), ((9, 17, 33), (3, 4, 2)),
+                                           ((70, 45), (5, 3)), ((3, 9, 40), (7, 1, 6))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_path_across_many_blocks(shape, wshape, dtype) -> None:
+    assert _gpu_kernels._tiled_ok(np.dtype(dtype), shape, wshape)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(wshape)
+    for mode in ("reflect", "constant", "wrap", "mirror", "nearest"):
+        _close(_gpu_kernels.correlate(x, w, mode=mode, cval=0.25, _emulate=True),
+               ndimage.correlate(x, w, mode=mode, cval=0.25))
+    _close(_gpu_kernels.uniform_filter(x, 3, mode="mirror", _emulate=True),
+           ndimage.uniform_filter(x, 3, mode="mirror"))
+
+
+@cuda_build
+def test_tiled_path_limits() -> None:
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert _gpu_kernels._tiled_ok(f64, (512, 512, 256), (5, 5, 5))
+    assert not _gpu_kernels._tiled_ok(f64, (64, 64, 64), (9, 9, 9))  # window over 48 KiB
+    assert not _gpu_kernels._tiled_ok(f32, (100,), (5,))  # 1-D: direct kernel
+    assert not _gpu_kernels._tiled_ok(f32, (4, 4, 4, 4), (3, 3, 3, 3))

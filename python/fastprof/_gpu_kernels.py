@@ -255,8 +255,16 @@ def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
         cur_ptr, cur_strides = tmp.ptr, tuple(s // cdt.itemsize for s in tmp.strides)
 
 
-def _emulate_passes(host: np.ndarray, passes: list, cval: float) -> np.ndarray:
-    """Runs the passes on the host with the device's own per-element code (test hook)."""
+def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) -> bool:
+    """Whether the device runs this correlation as one shared-memory tiled pass (2-D, 3-D)."""
+    if not _C._cuda_built() or len(shape) not in (2, 3):
+        return False
+    return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
+
+
+def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
+    """Runs the passes on the host with the device's own code (test hook): path 0 as the
+    device would (tiled where it fits), 1 the direct per-element kernel."""
     cdt = _compute_dtype(host.dtype)
     code = _F32 if cdt == np.float32 else _F64
     cur = np.ascontiguousarray(host, dtype=cdt)
@@ -265,13 +273,13 @@ def _emulate_passes(host: np.ndarray, passes: list, cval: float) -> np.ndarray:
         wbuf = None if w is None else np.ascontiguousarray(w, dtype=cdt)
         strides = tuple(st // cdt.itemsize for st in cur.strides)
         _C._cuda_correlate_host(code, cur, 0, dst, wbuf, host.shape, strides, wshape, shift,
-                                mode, cval, boxw)
+                                mode, cval, boxw, path)
         cur = dst
     return cur
 
 
 def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: Any, stream: Any,
-            emulate: bool = False) -> Any:
+            emulate: Any = False) -> Any:
     """Shared driver: availability, device, upload, passes, download, timings."""
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
@@ -285,7 +293,9 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         if not _C._cuda_built():
             raise _cuda.CudaUnavailableError(_cuda.status())
         host = inp.host
-        res = _emulate_passes(host, passes_for(host.shape), cval) if host.size else \
+        cdt = _compute_dtype(host.dtype)
+        res = _emulate_passes(host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0) \
+            if host.size else \
             np.empty(host.shape, _compute_dtype(host.dtype))
         res = res.astype(host.dtype, copy=False)
         if host_out is not None:
@@ -306,7 +316,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
                 handle = src.stream
             out = _cuda.DeviceArray.empty(src.shape, src.dtype)
             if src.size:
-                _run_passes(src, out, src.dtype, passes_for(src.shape), cval, handle, keep)
+                _run_passes(src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep)
             return out
         host = inp.host
         assert host is not None
@@ -317,7 +327,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         out = _cuda.DeviceArray.empty(host.shape, cdt)
         timing.mark(1)
         if host.size:
-            _run_passes(src, out, cdt, passes_for(host.shape), cval, handle, keep)
+            _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
         timing.mark(2)
         result = out.to_numpy(stream=handle)
         timing.mark(3)
@@ -352,9 +362,11 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         _check_origin_range(n, o, d)
     shift = tuple(n // 2 + o for n, o in zip(w.shape, origins))
 
-    def passes(shape: tuple[int, ...]) -> list:
+    def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
         if w.ndim != len(shape):
             raise ValueError(f"weights must have as many dimensions as input ({len(shape)}), got {w.ndim}")
+        if _tiled_ok(cdt, shape, w.shape):  # one pass through shared memory beats 1-D passes
+            return [(w, w.shape, shift, modecode, 0.0)]
         factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
         if factors is None:
             return [(w, w.shape, shift, modecode, 0.0)]
@@ -399,7 +411,7 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     inp = _Operand(input, "input")
     cval = _check_cval(cval)
 
-    def plan(shape: tuple[int, ...]) -> list:
+    def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:
         ndim = len(shape)
         if axes is None:
             ax = list(range(ndim))
@@ -430,12 +442,20 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
                 out.append((None, wshape, sh, md, 1.0 / s))
         if not out:  # nothing to filter: a copy through a 1x...x1 identity
             out.append((None, (1,) * ndim, (0,) * ndim, 0, 1.0))
+        same_mode = len({p[3] for p in out}) == 1
+        if len(out) > 1 and same_mode and (out[0][3] != 1 or cval == 0.0):
+            # one box pass over all axes equals scipy's 1-D passes (the boundary extension
+            # is per axis), except for constant mode with cval != 0
+            wshape = tuple(int(np.prod([p[1][k] for p in out])) for k in range(ndim))
+            shift = tuple(sum(p[2][k] for p in out) for k in range(ndim))
+            if _tiled_ok(cdt, shape, wshape):
+                return [(None, wshape, shift, out[0][3], float(np.prod([p[4] for p in out])))]
         return out
 
     if inp.shape is not None:
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
-        plan(inp.shape)  # raise on bad size/origin/mode/axes before any CUDA call
+        plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
     elif isinstance(mode, str):
         _check_mode(mode)
     elif isinstance(mode, (list, tuple)):

@@ -219,16 +219,24 @@ def stream_handle(stream: Any) -> int:
 
 
 class _EventPool:
-    """Reusable timing events (creating one costs microseconds)."""
+    """Reusable timing events, per device (creating one costs microseconds; an event can only
+    be recorded on a stream of the device it was created on)."""
 
     def __init__(self) -> None:
-        self.free: list[int] = []
+        self.free: dict[int, list[int]] = {}
+        self.owner: dict[int, int] = {}
 
     def get(self) -> int:
-        return self.free.pop() if self.free else _C._cuda_event_create()
+        dev = _C._cuda_get_device()
+        free = self.free.get(dev)
+        if free:
+            return free.pop()
+        ev = _C._cuda_event_create()
+        self.owner[ev] = dev
+        return ev
 
     def put(self, ev: int) -> None:
-        self.free.append(ev)
+        self.free.setdefault(self.owner.get(ev, 0), []).append(ev)
 
 
 _events = _EventPool()

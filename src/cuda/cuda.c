@@ -131,6 +131,7 @@ static PyMethodDef fp_cuda_methods[] = {
     FP_CUDA_FN("_cuda_spin", fp_cuda_spin),
     FP_CUDA_FN("_cuda_correlate", fp_cuda_correlate),
     FP_CUDA_FN("_cuda_correlate_host", fp_cuda_correlate_host),
+    FP_CUDA_FN("_cuda_tiled_ok", fp_cuda_tiled_ok),
     FP_CUDA_FN("_cuda_nvrtc_compile", fp_cuda_nvrtc_compile),
     FP_CUDA_FN("_cuda_library_load", fp_cuda_library_load),
     FP_CUDA_FN("_cuda_launch", fp_cuda_launch),

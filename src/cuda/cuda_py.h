@@ -44,6 +44,7 @@ PyObject *fp_cuda_spin(PyObject *m, PyObject *args);
 /* filters.c */
 PyObject *fp_cuda_correlate(PyObject *m, PyObject *args);
 PyObject *fp_cuda_correlate_host(PyObject *m, PyObject *args);
+PyObject *fp_cuda_tiled_ok(PyObject *m, PyObject *args);
 /* libs.c */
 PyObject *fp_cuda_nvrtc_compile(PyObject *m, PyObject *args);
 PyObject *fp_cuda_library_load(PyObject *m, PyObject *args);

@@ -93,14 +93,37 @@ fp_cuda_correlate(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _cuda_tiled_ok(dtype, shape, wshape) -> bool: whether the device takes the shared-memory
+ * tiled path for this geometry.  Returns NULL with an exception for bad arguments. */
+PyObject *
+fp_cuda_tiled_ok(PyObject *m, PyObject *args)
+{
+    int dtype;
+    PyObject *shape, *wshape, *zeros = NULL, *res = NULL;
+    fp_cu_geom g;
+    if (!PyArg_ParseTuple(args, "iO!O!", &dtype, &PyTuple_Type, &shape, &PyTuple_Type, &wshape))
+        return NULL;
+    zeros = PyTuple_New(PyTuple_GET_SIZE(shape));
+    if (zeros == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); i++)
+        PyTuple_SET_ITEM(zeros, i, PyLong_FromLong(0));
+    if (fp_cuda_geom(&g, dtype, shape, zeros, wshape, zeros, 0, 0.0, 0.0) < 0)
+        goto error;
+    res = PyBool_FromLong(fp_cu_tiled_ok(dtype, &g));
+error:
+    Py_XDECREF(zeros);
+    return res;
+}
+
 /* _cuda_correlate_host(dtype, in_buffer, in_offset, out_buffer, weights_buffer_or_None, shape,
- * in_strides, wshape, shift, mode, cval, box_weight) -> None: runs the device's per-element
- * code on the host (test hook).  Every read is bounds-checked against the buffers first.
- * Returns NULL with an exception. */
+ * in_strides, wshape, shift, mode, cval, box_weight, path) -> None: runs the device code on the
+ * host (test hook; path 0 as the device would, 1 the direct per-element path).  Every read is
+ * bounds-checked against the buffers first.  Returns NULL with an exception. */
 PyObject *
 fp_cuda_correlate_host(PyObject *m, PyObject *args)
 {
-    int dtype, mode;
+    int dtype, mode, path;
     Py_ssize_t in_off;
     PyObject *ow, *shape, *strides, *wshape, *shift;
     Py_buffer bin = {0}, bout = {0}, bw = {0};
@@ -109,8 +132,8 @@ fp_cuda_correlate_host(PyObject *m, PyObject *args)
     int64_t lo, hi, nw = 1;
     size_t item;
     PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "iy*nw*OOOOOidd", &dtype, &bin, &in_off, &bout, &ow, &shape,
-                          &strides, &wshape, &shift, &mode, &cval, &boxw))
+    if (!PyArg_ParseTuple(args, "iy*nw*OOOOOiddi", &dtype, &bin, &in_off, &bout, &ow, &shape,
+                          &strides, &wshape, &shift, &mode, &cval, &boxw, &path))
         return NULL;
     if (ow != Py_None && PyObject_GetBuffer(ow, &bw, PyBUF_SIMPLE) < 0)
         goto error;
@@ -135,8 +158,11 @@ fp_cuda_correlate_host(PyObject *m, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "output or weights buffer too small");
         goto error;
     }
-    fp_cu_correlate_host(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item, bout.buf,
-                         ow != Py_None ? bw.buf : NULL, &g);
+    if (fp_cu_correlate_host(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item, bout.buf,
+                             ow != Py_None ? bw.buf : NULL, &g, path) < 0) {
+        PyErr_NoMemory();
+        goto error;
+    }
     res = Py_NewRef(Py_None);
 error:
     PyBuffer_Release(&bin);

@@ -34,15 +34,22 @@ typedef struct fp_cu_geom {
     int64_t shift[FP_CU_MAXDIM];
 } fp_cu_geom;
 
-/* Launches the correlation of in into out on stream (a cudaStream_t).  Returns a
+/* Launches the correlation of in into out on stream (a cudaStream_t): the tiled kernel when
+ * fp_cu_tiled_ok, else one thread per output element.  Returns a
  * cudaError_t (0 on success); sets no Python exception. */
 int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights,
                     const fp_cu_geom *g, void *stream);
 
-/* Runs the very same per-element code on the host (in, out, weights in host memory); used by
- * the tests to check the indexing and boundary logic without a device.  Returns 0. */
+/* Runs the very same device code on the host (in, out, weights in host memory), block by
+ * block for the tiled path; used by the tests to check indexing and boundary logic without a
+ * device.  path: 0 the path the device would take, 1 the direct per-element path.
+ * Returns 0, or -1 when out of memory. */
 int fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
-                         const fp_cu_geom *g);
+                         const fp_cu_geom *g, int path);
+
+/* Returns 1 when fp_cu_correlate takes the shared-memory tiled path for g (2-D or 3-D, window
+ * and weights fit in 48 KiB of shared memory), else 0. */
+int fp_cu_tiled_ok(int dtype, const fp_cu_geom *g);
 
 /* Fills n bytes at ptr with a pattern on stream (the L2 flush of the benchmarks): a kernel,
  * so that the writes go through L2.  Returns a cudaError_t. */

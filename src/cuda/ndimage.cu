@@ -3,6 +3,7 @@
 // weights are read through the read-only cache.  Separable and box filters are run by the
 // caller as a sequence of 1-D correlations (weights of shape 1 x ... x k x ... x 1).
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include "cuda/fp_cuda.h"
 
 // Maps coordinate c onto [0, n) for the boundary mode; returns -1 for "outside" (constant).
@@ -107,6 +108,182 @@ fp_cu_blocks(int64_t n)
     return (unsigned int)(b < 1 ? 1 : b);
 }
 
+// --- tiled 2-D / 3-D path ----------------------------------------------------------------------
+// A block of FP_TX x FP_TY threads computes an FP_TX x FP_TY x TZ tile of the output (TZ = 8 for
+// 3-D, 1 for 2-D).  It first stages the tile's input window (boundary modes applied once per
+// element) and the weights in shared memory, then each thread sums over the window, keeping
+// its TZ outputs in registers and reading each staged value once per (dy, dx).  The two phases
+// are __host__ __device__ functions so the host emulation runs the very same code.
+
+#define FP_TX 32
+#define FP_TY 8
+#define FP_SMEM_MAX (48 * 1024)
+
+// Window and tile sizes of one tiled launch.
+struct fp_cu_tile {
+    int64_t nz, ny, nx;       // output (= input) shape, 2-D as nz = 1
+    int64_t sz, sy, sx;       // input strides (elements)
+    int kz, ky, kx;           // weights shape
+    int64_t hz, hy, hx;       // shifts
+    int SZ, SY, SX;           // staged window
+};
+
+// Fills t from g for the tiled path; returns the shared-memory bytes it needs, or 0 when the
+// geometry does not fit the tiled path (not 2-D/3-D, or a window too large).
+static size_t
+fp_cu_tile_plan(const fp_cu_geom *g, size_t item, int tz, fp_cu_tile *t)
+{
+    int off = g->ndim == 3 ? 0 : 1;
+    if (g->ndim != 2 && g->ndim != 3)
+        return 0;
+    t->nz = off ? 1 : g->shape[0];
+    t->sz = off ? 0 : g->in_strides[0];
+    t->kz = off ? 1 : (int)g->wshape[0];
+    t->hz = off ? 0 : g->shift[0];
+    t->ny = g->shape[1 - off];
+    t->sy = g->in_strides[1 - off];
+    t->ky = (int)g->wshape[1 - off];
+    t->hy = g->shift[1 - off];
+    t->nx = g->shape[2 - off];
+    t->sx = g->in_strides[2 - off];
+    t->kx = (int)g->wshape[2 - off];
+    t->hx = g->shift[2 - off];
+    if (t->kz > 64 || t->ky > 64 || t->kx > 64)
+        return 0;
+    t->SZ = tz + t->kz - 1;
+    t->SY = FP_TY + t->ky - 1;
+    t->SX = FP_TX + t->kx - 1;
+    size_t n = (size_t)t->SZ * t->SY * t->SX + (size_t)t->kz * t->ky * t->kx;
+    if (n * item > FP_SMEM_MAX || t->ny > 65535LL * FP_TY || t->nz > 65535LL * tz)
+        return 0;
+    return n * item;
+}
+
+// Phase 1 for thread tid of block (bx, by, bz): stages input window and weights.
+template <typename T, int TZ>
+__host__ __device__ static inline void
+fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
+                int bz, int tid, T *win, T *ws)
+{
+    const int nwin = t.SZ * t.SY * t.SX;
+    const int nw = t.kz * t.ky * t.kx;
+    const int64_t x0 = (int64_t)bx * FP_TX - t.hx;
+    const int64_t y0 = (int64_t)by * FP_TY - t.hy;
+    const int64_t z0 = (int64_t)bz * TZ - t.hz;
+    for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
+        int sx = i % t.SX, sy = (i / t.SX) % t.SY, sz = i / (t.SX * t.SY);
+        int64_t cx = fp_cu_fold(x0 + sx, t.nx, g.mode);
+        int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
+        int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
+        win[i] = (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
+    }
+    for (int i = tid; i < nw; i += FP_TX * FP_TY)
+        ws[i] = w ? w[i] : (T)g.box_weight;
+}
+
+// Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.
+template <typename T, int TZ>
+__host__ __device__ static inline void
+fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, int ty,
+                   const T *win, const T *ws)
+{
+    T acc[TZ];
+#pragma unroll
+    for (int k = 0; k < TZ; k++)
+        acc[k] = 0;
+    for (int dy = 0; dy < t.ky; dy++) {
+        for (int dx = 0; dx < t.kx; dx++) {
+            const T *col = win + (int64_t)(ty + dy) * t.SX + (tx + dx);
+            const T *wc = ws + dy * t.kx + dx;
+            const int wstep = t.ky * t.kx;
+            for (int j = 0; j < t.SZ; j++) {
+                const T v = col[(int64_t)j * t.SY * t.SX];
+#pragma unroll
+                for (int k = 0; k < TZ; k++) {
+                    const int dz = j - k;
+                    if (dz >= 0 && dz < t.kz)
+                        acc[k] += wc[dz * wstep] * v;
+                }
+            }
+        }
+    }
+    const int64_t x = (int64_t)bx * FP_TX + tx, y = (int64_t)by * FP_TY + ty;
+    if (x >= t.nx || y >= t.ny)
+        return;
+#pragma unroll
+    for (int k = 0; k < TZ; k++) {
+        const int64_t z = (int64_t)bz * TZ + k;
+        if (z < t.nz)
+            out[(z * t.ny + y) * t.nx + x] = acc[k];
+    }
+}
+
+template <typename T, int TZ>
+__global__ static void __launch_bounds__(FP_TX *FP_TY)
+fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
+                   const fp_cu_geom g, const fp_cu_tile t)
+{
+    extern __shared__ unsigned char fp_smem[];
+    T *win = (T *)fp_smem;
+    T *ws = win + t.SZ * t.SY * t.SX;
+    const int tid = threadIdx.y * FP_TX + threadIdx.x;
+    fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws);
+    __syncthreads();
+    fp_cu_tile_compute<T, TZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
+                              win, ws);
+}
+
+// Host run of the tiled kernel, block by block, phase by phase.  Returns 0, or -1 when out of
+// memory.
+template <typename T, int TZ>
+static int
+fp_cu_tiled_host(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
+                 size_t smem)
+{
+    T *buf = (T *)malloc(smem);
+    if (buf == NULL)
+        return -1;
+    T *ws = buf + t.SZ * t.SY * t.SX;
+    int gx = (int)((t.nx + FP_TX - 1) / FP_TX), gy = (int)((t.ny + FP_TY - 1) / FP_TY);
+    int gz = (int)((t.nz + TZ - 1) / TZ);
+    for (int bz = 0; bz < gz; bz++)
+        for (int by = 0; by < gy; by++)
+            for (int bx = 0; bx < gx; bx++) {
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws);
+                for (int ty = 0; ty < FP_TY; ty++)
+                    for (int tx = 0; tx < FP_TX; tx++)
+                        fp_cu_tile_compute<T, TZ>(out, t, bx, by, bz, tx, ty, buf, ws);
+            }
+    free(buf);
+    return 0;
+}
+
+extern "C" int
+fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
+{
+    fp_cu_tile t;
+    return fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, g->ndim == 3 ? 8 : 1, &t) != 0;
+}
+
+// Launches the tiled kernel for one element type.  Returns a cudaError_t.
+template <typename T>
+static int
+fp_cu_tiled_launch(const T *in, T *out, const T *w, const fp_cu_geom *g, cudaStream_t s)
+{
+    fp_cu_tile t;
+    const int tz = g->ndim == 3 ? 8 : 1;
+    size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
+    dim3 block(FP_TX, FP_TY, 1);
+    dim3 grid((unsigned)((t.nx + FP_TX - 1) / FP_TX), (unsigned)((t.ny + FP_TY - 1) / FP_TY),
+              (unsigned)((t.nz + tz - 1) / tz));
+    if (tz == 8)
+        fp_cu_tiled_kernel<T, 8><<<grid, block, smem, s>>>(in, out, w, *g, t);
+    else
+        fp_cu_tiled_kernel<T, 1><<<grid, block, smem, s>>>(in, out, w, *g, t);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int
 fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
                 void *stream)
@@ -114,6 +291,13 @@ fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const
     cudaStream_t s = (cudaStream_t)stream;
     if (g->size == 0)
         return 0;
+    if (fp_cu_tiled_ok(dtype, g)) {
+        if (dtype == FP_CU_F32)
+            return fp_cu_tiled_launch<float>((const float *)in, (float *)out,
+                                             (const float *)weights, g, s);
+        return fp_cu_tiled_launch<double>((const double *)in, (double *)out,
+                                          (const double *)weights, g, s);
+    }
     if (dtype == FP_CU_F32)
         fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
             (const float *)in, (float *)out, (const float *)weights, *g);
@@ -125,8 +309,24 @@ fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const
 
 extern "C" int
 fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
-                     const fp_cu_geom *g)
+                     const fp_cu_geom *g, int path)
 {
+    if (g->size == 0)
+        return 0;
+    if (path != 1 && fp_cu_tiled_ok(dtype, g)) {
+        fp_cu_tile t;
+        const int tz = g->ndim == 3 ? 8 : 1;
+        size_t smem = fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, tz, &t);
+        if (dtype == FP_CU_F32)
+            return tz == 8 ? fp_cu_tiled_host<float, 8>((const float *)in, (float *)out,
+                                                        (const float *)weights, *g, t, smem)
+                           : fp_cu_tiled_host<float, 1>((const float *)in, (float *)out,
+                                                        (const float *)weights, *g, t, smem);
+        return tz == 8 ? fp_cu_tiled_host<double, 8>((const double *)in, (double *)out,
+                                                     (const double *)weights, *g, t, smem)
+                       : fp_cu_tiled_host<double, 1>((const double *)in, (double *)out,
+                                                     (const double *)weights, *g, t, smem);
+    }
     for (int64_t i = 0; i < g->size; i++) {
         if (dtype == FP_CU_F32)
             ((float *)out)[i] = fp_cu_point<float>((const float *)in, (const float *)weights, *g, i);
