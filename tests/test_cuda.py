@@ -209,8 +209,11 @@ class FakeRuntime:
     def _cuda_device_props(self, dev: int) -> dict:
         return {"l2_cache_bytes": 1 << 20}
 
-    def _cuda_malloc(self, n: int) -> int:
-        return 0xABC
+    def _cuda_malloc(self, n: int, stream: int) -> tuple[int, bool]:
+        return 0xABC, True
+
+    def _cuda_free(self, ptr: int, stream: int, ordered: bool) -> None:
+        pass
 
     def work(self) -> None:
         """A 'kernel': advances the device clock by the next scripted duration."""
@@ -225,6 +228,7 @@ def fake(monkeypatch):
         monkeypatch.setattr(cuda, "_probe", lambda: (1, ""))
         monkeypatch.setattr(cuda, "_events", cuda._EventPool())
         monkeypatch.setattr(cuda, "_flush_buffers", {})
+        monkeypatch.setattr(cuda, "_props_cache", {})
         return rt
     return make
 

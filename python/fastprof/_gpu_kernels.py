@@ -228,6 +228,24 @@ def _separable(w: np.ndarray) -> Optional[list[np.ndarray]]:
     return factors
 
 
+_weights_cache: dict[tuple, _cuda.DeviceArray] = {}
+_WEIGHTS_CACHE_MAX = 32
+
+
+def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceArray:
+    """The weights on the current device, uploaded once per content, dtype and device (a small
+    cache: re-uploading would make every call wait for the stream)."""
+    host = np.ascontiguousarray(w, dtype=cdt)
+    key = (host.tobytes(), host.shape, cdt.str, _C._cuda_get_device())
+    hit = _weights_cache.get(key)
+    if hit is None:
+        if len(_weights_cache) >= _WEIGHTS_CACHE_MAX:
+            _C._cuda_synchronize()  # the evicted block may still be read on another stream
+            _weights_cache.pop(next(iter(_weights_cache)))
+        hit = _weights_cache[key] = _cuda.DeviceArray.from_numpy(host, stream=stream)
+    return hit
+
+
 def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
                 passes: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]],
                 cval: float, stream: int, keep: list) -> None:
@@ -242,11 +260,11 @@ def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
         if last:
             dst = out
         else:
-            dst = _cuda.DeviceArray.empty(shape, cdt)
+            dst = _cuda.DeviceArray.empty(shape, cdt, stream=stream)
             keep.append(dst)
         wptr = 0
         if w is not None:
-            wd = _cuda.DeviceArray.from_numpy(np.ascontiguousarray(w, dtype=cdt), stream=stream)
+            wd = _device_weights(w, cdt, stream)
             keep.append(wd)
             wptr = wd.ptr
         _C._cuda_correlate(code, cur_ptr, dst.ptr, wptr, shape, cur_strides, wshape, shift, mode,
@@ -314,7 +332,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
                 raise ValueError("device input strides must be multiples of the item size")
             if stream is None:
                 handle = src.stream
-            out = _cuda.DeviceArray.empty(src.shape, src.dtype)
+            out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
             if src.size:
                 _run_passes(src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep)
             return out
@@ -324,7 +342,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         timing = _Timing(handle)
         timing.mark(0)
         src = _cuda.DeviceArray.from_numpy(host.astype(cdt, copy=False), stream=handle)
-        out = _cuda.DeviceArray.empty(host.shape, cdt)
+        out = _cuda.DeviceArray.empty(host.shape, cdt, stream=handle)
         timing.mark(1)
         if host.size:
             _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
@@ -680,7 +698,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     _cuda._require()
     with _cuda._on_device(index):
         dev = _C._cuda_get_device()
-        cc = _C._cuda_device_props(dev)["compute_capability"]
+        cc = _cuda._props(dev)["compute_capability"]
         key = (expr, f32, tuple(scalars), dev)
         if key not in _kernel_cache:
             image = compile_source(source, f"sm_{cc[0]}{cc[1]}")
@@ -709,7 +727,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
         if any(v.shape != shape for v in views.values()):
             raise ValueError("arrays in expr must share one shape on the GPU")
         res_dtype = np.dtype(bool) if kind == "b" else cdt
-        result = _cuda.DeviceArray.empty(shape, res_dtype)
+        result = _cuda.DeviceArray.empty(shape, res_dtype, stream=handle)
         n_elem = result.size
         if timing:
             timing.mark(1)
@@ -776,7 +794,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
             vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
         m, k = va.shape
         n = vb.shape[1]
-        c = _cuda.DeviceArray.empty((m, n), cdt)
+        c = _cuda.DeviceArray.empty((m, n), cdt, stream=handle)
         if timing:
             timing.mark(1)
         if m and n:

@@ -134,10 +134,20 @@ class DeviceInfo:
         return asdict(self)
 
 
+_props_cache: dict[int, dict[str, Any]] = {}
+
+
+def _props(dev: int) -> dict[str, Any]:
+    """The properties of device dev (asked once: cudaGetDeviceProperties is slow)."""
+    if dev not in _props_cache:
+        _props_cache[dev] = _C._cuda_device_props(dev)
+    return _props_cache[dev]
+
+
 def devices() -> list[DeviceInfo]:
     """The visible devices. Raises CudaUnavailableError when CUDA cannot run."""
     _require()
-    return [DeviceInfo(**_C._cuda_device_props(i)) for i in range(_probe()[0])]
+    return [DeviceInfo(**_props(i)) for i in range(_probe()[0])]
 
 
 def synchronize(device: Optional[int] = None) -> None:
@@ -414,17 +424,18 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.3f} s"
 
 
-_flush_buffers: dict[int, tuple[int, int]] = {}
+_flush_buffers: dict[int, tuple[_Allocation, int]] = {}
 
 
 def _flush_buffer() -> tuple[int, int]:
     """(pointer, nbytes) of a scratch buffer twice the current device's L2, kept for reuse."""
     dev = _C._cuda_get_device()
     if dev not in _flush_buffers:
-        l2 = int(_C._cuda_device_props(dev)["l2_cache_bytes"]) or (8 << 20)
+        l2 = int(_props(dev)["l2_cache_bytes"]) or (8 << 20)
         nbytes = 2 * l2
-        _flush_buffers[dev] = (_C._cuda_malloc(nbytes), nbytes)
-    return _flush_buffers[dev]
+        _flush_buffers[dev] = (_Allocation(nbytes, dev), nbytes)
+    alloc, nbytes = _flush_buffers[dev]
+    return alloc.ptr, nbytes
 
 
 def _check_count(value: Any, what: str, minimum: int) -> int:
@@ -494,20 +505,25 @@ _KDL_CUDA_MANAGED = 13
 
 
 class _Allocation:
-    """Owns one cudaMalloc block; frees it when the last array using it goes."""
+    """Owns one device block; gives it back when the last array using it goes. Blocks are
+    stream-ordered (cudaMallocAsync / cudaFreeAsync on the allocating stream, memory kept in the
+    device's pool) where the device supports memory pools: no device-wide sync on free. Memory
+    used on another stream must be synchronized by the user before the array is dropped, as
+    with CuPy and PyTorch."""
 
-    __slots__ = ("ptr", "nbytes", "device", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "device", "stream", "ordered", "__weakref__")
 
-    def __init__(self, nbytes: int, device: int) -> None:
+    def __init__(self, nbytes: int, device: int, stream: int = 0) -> None:
         self.ptr = 0
         self.nbytes = nbytes
         self.device = device
-        self.ptr = _C._cuda_malloc(nbytes)
+        self.stream = stream
+        self.ptr, self.ordered = _C._cuda_malloc(nbytes, stream)
 
     def __del__(self) -> None:
         if self.ptr:
             try:
-                _C._cuda_free(self.ptr)
+                _C._cuda_free(self.ptr, self.stream, self.ordered)
             except Exception:
                 pass
             self.ptr = 0
@@ -557,17 +573,20 @@ class DeviceArray:
 
     # construction
     @classmethod
-    def empty(cls, shape: Any, dtype: Any = np.float64, device: Any = None) -> "DeviceArray":
-        """Uninitialized C-contiguous array on ``device`` (None: the current device)."""
+    def empty(cls, shape: Any, dtype: Any = np.float64, device: Any = None,
+              stream: Any = None) -> "DeviceArray":
+        """Uninitialized C-contiguous array on ``device`` (None: the current device), ordered
+        on ``stream`` (None: the default stream)."""
         shape = _check_shape(shape)
         dtype = _check_dtype(dtype)
         index = parse_device(device)
+        handle = stream_handle(stream)
         _require()
         with _on_device(index):
             dev = _C._cuda_get_device()
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            alloc = _Allocation(nbytes, dev)
-        return cls(alloc.ptr, shape, dtype, None, dev, alloc)
+            alloc = _Allocation(nbytes, dev, handle)
+        return cls(alloc.ptr, shape, dtype, None, dev, alloc, stream=handle)
 
     @classmethod
     def zeros(cls, shape: Any, dtype: Any = np.float64, device: Any = None) -> "DeviceArray":
@@ -580,7 +599,7 @@ class DeviceArray:
         host = np.ascontiguousarray(array)
         _check_dtype(host.dtype)
         handle = stream_handle(stream)
-        out = cls.empty(host.shape, host.dtype, device)
+        out = cls.empty(host.shape, host.dtype, device, handle)
         if host.nbytes:
             with _on_device(out.device if device is not None else None):
                 _C._cuda_memcpy_htod(out.ptr, memoryview(host).cast("B"), handle)

@@ -227,40 +227,86 @@ fp_cuda_stream_wait_event(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _cuda_malloc(nbytes) -> int device pointer (0 for 0 bytes).  Returns NULL with CudaError
+#define FP_MAX_POOL_DEVICES 64
+/* Per device: 0 not asked yet, 1 stream-ordered pools supported (and configured), -1 not. */
+static signed char fp_pool_state[FP_MAX_POOL_DEVICES];
+
+/* Returns 1 when device dev allocates with cudaMallocAsync (asking once, and then keeping
+ * freed memory cached in its default pool instead of handing it back at every sync), else 0. */
+static int
+fp_cuda_pools(int dev)
+{
+    if (dev < 0 || dev >= FP_MAX_POOL_DEVICES)
+        return 0;
+    if (fp_pool_state[dev] == 0) {
+        int ok = 0;
+        cudaMemPool_t pool;
+        if (cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && ok &&
+            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+            uint64_t keep = UINT64_MAX;
+            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+            fp_pool_state[dev] = 1;
+        } else {
+            fp_pool_state[dev] = -1;
+        }
+        cudaGetLastError();
+    }
+    return fp_pool_state[dev] == 1;
+}
+
+/* _cuda_malloc(nbytes, stream) -> (int device pointer, stream_ordered): allocates on the
+ * current device, stream-ordered (cudaMallocAsync on stream) where the device supports memory
+ * pools, else with cudaMalloc.  (0, False) for 0 bytes.  Returns NULL with CudaError
  * (cudaErrorMemoryAllocation when the device is full). */
 PyObject *
 fp_cuda_malloc(PyObject *m, PyObject *args)
 {
     Py_ssize_t n;
-    void *p = NULL;
+    PyObject *os;
+    void *p = NULL, *s;
+    int dev = 0, async;
     cudaError_t err;
-    if (!PyArg_ParseTuple(args, "n", &n))
+    if (!PyArg_ParseTuple(args, "nO", &n, &os) || fp_cuda_ptr(os, &s) < 0)
         return NULL;
     if (n < 0) {
         PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
         return NULL;
     }
     if (n == 0)
-        return PyLong_FromLong(0);
-    err = cudaMalloc(&p, (size_t)n);
+        return Py_BuildValue("iO", 0, Py_False);
+    err = cudaGetDevice(&dev);
+    if (err != cudaSuccess)
+        return fp_cuda_raise(m, err, "cudaGetDevice");
+    async = fp_cuda_pools(dev);
+    if (async)
+        err = cudaMallocAsync(&p, (size_t)n, (cudaStream_t)s);
+    else
+        err = cudaMalloc(&p, (size_t)n);
     if (err != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky-free allocation error */
-        return fp_cuda_raise(m, err, "cudaMalloc");
+        cudaGetLastError(); /* allocation errors are not sticky: clear them */
+        return fp_cuda_raise(m, err, async ? "cudaMallocAsync" : "cudaMalloc");
     }
-    return PyLong_FromVoidPtr(p);
+    return Py_BuildValue("NO", PyLong_FromVoidPtr(p), async ? Py_True : Py_False);
 }
 
-/* _cuda_free(ptr) -> None.  Errors at free (a context gone at exit) are ignored. */
+/* _cuda_free(ptr, stream, stream_ordered) -> None: cudaFreeAsync on stream for stream-ordered
+ * blocks, else cudaFree.  Errors at free (a context gone at exit) are ignored. */
 PyObject *
 fp_cuda_free(PyObject *m, PyObject *args)
 {
-    PyObject *o;
-    void *p;
-    if (!PyArg_ParseTuple(args, "O", &o) || fp_cuda_ptr(o, &p) < 0)
+    PyObject *o, *os;
+    void *p, *s;
+    int async;
+    if (!PyArg_ParseTuple(args, "OOp", &o, &os, &async) || fp_cuda_ptr(o, &p) < 0 ||
+        fp_cuda_ptr(os, &s) < 0)
         return NULL;
-    if (p != NULL)
-        cudaFree(p);
+    if (p != NULL) {
+        if (async)
+            cudaFreeAsync(p, (cudaStream_t)s);
+        else
+            cudaFree(p);
+        cudaGetLastError();
+    }
     Py_RETURN_NONE;
 }
 
