@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,16 @@ def _find_cuda_home() -> str | None:
     return None
 
 
+def _nvcc_version(nvcc: str) -> tuple[int, int]:
+    """(major, minor) of the toolkit nvcc belongs to, (0, 0) when it cannot say."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return (0, 0)
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def _nvcc_codes(nvcc: str) -> set[str]:
     """The sm_/compute_ names this nvcc can generate (empty when it cannot say)."""
     codes: set[str] = set()
@@ -118,6 +129,11 @@ def _cuda_config() -> dict | None:
             raise RuntimeError(f"FASTPROF_CUDA=1 but {problem}")
         return None
     nvcc = os.path.join(home, "bin", "nvcc")
+    version = _nvcc_version(nvcc)
+    if version < (12, 0):
+        if want == "1":
+            raise RuntimeError(f"FASTPROF_CUDA=1 but {nvcc} is CUDA {version}; 12.0 or later needed")
+        return None
     codes = _nvcc_codes(nvcc)
     archs = [a for a in _CUDA_ARCHS if not codes or f"sm_{a}" in codes]
     if not archs:

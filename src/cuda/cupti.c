@@ -1,17 +1,50 @@
 /* cuda/cupti.c - CUPTI activity tracing of kernels, copies and memsets, with libcupti
  * dlopen'ed on first use.  CUPTI hands completed buffers to a callback (on its own thread, or
  * inside the flush); the callback turns each record into a small plain record under a mutex,
- * and _cuda_cupti_stop() returns them as tuples.  The record layouts come from the toolkit's
- * cupti_activity.h, so the libcupti loaded should be the toolkit's (fastprof.trace looks
- * there first).  CUDA builds only. */
+ * and _cuda_cupti_stop() returns them as tuples.  Only the leading fields that every CUPTI
+ * record version shares are read.  CUDA builds only. */
 #include "cuda/cuda_py.h"
 
 #ifdef FP_HAVE_CUDA
 #include <cupti_activity.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The leading fields of CUPTI's kernel records (CUpti_ActivityKernel4 ... Kernel10 share them)
+ * and of its memcpy and memset records (every version), so that the record version of the
+ * libcupti loaded at run time does not matter. */
+typedef struct {
+    uint32_t kind;
+    uint8_t cache_config, shared_memory_config;
+    uint16_t registers;
+    uint32_t pgc_requested, pgc_executed;
+    uint64_t start, end, completed;
+    uint32_t device, context, stream;
+    int32_t grid[3], block[3];
+    int32_t static_smem, dynamic_smem;
+    uint32_t local_per_thread, local_total;
+    uint32_t correlation;
+    int64_t grid_id;
+    const char *name;
+} fp_cupti_kernel;
+
+typedef struct {
+    uint32_t kind;
+    uint8_t copy_kind, src_kind, dst_kind, flags;
+    uint64_t bytes, start, end;
+    uint32_t device, context, stream, correlation;
+} fp_cupti_copy;
+
+_Static_assert(offsetof(fp_cupti_kernel, start) == 16 && offsetof(fp_cupti_kernel, device) == 40 &&
+                   offsetof(fp_cupti_kernel, stream) == 48 &&
+                   offsetof(fp_cupti_kernel, correlation) == 92 && offsetof(fp_cupti_kernel, name) == 104,
+               "CUPTI kernel record layout");
+_Static_assert(offsetof(fp_cupti_copy, bytes) == 8 && offsetof(fp_cupti_copy, device) == 32 &&
+                   offsetof(fp_cupti_copy, correlation) == 44,
+               "CUPTI memcpy/memset record layout");
 
 typedef struct fp_trace_rec {
     int kind; /* 0 kernel, 1 memcpy, 2 memset */
@@ -80,33 +113,24 @@ fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, size_t siz
         fp_trace_rec r;
         memset(&r, 0, sizeof r);
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-            CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
+            const fp_cupti_kernel *k = (const fp_cupti_kernel *)rec;
             r.kind = 0;
             r.start = k->start;
             r.end = k->end;
-            r.device = k->deviceId;
-            r.stream = k->streamId;
-            r.correlation = k->correlationId;
+            r.device = k->device;
+            r.stream = k->stream;
+            r.correlation = k->correlation;
             r.name = k->name ? strdup(k->name) : NULL;
-        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
-            CUpti_ActivityMemcpy6 *c = (CUpti_ActivityMemcpy6 *)rec;
-            r.kind = 1;
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY || rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+            const fp_cupti_copy *c = (const fp_cupti_copy *)rec;
+            r.kind = rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY ? 1 : 2;
             r.start = c->start;
             r.end = c->end;
             r.bytes = c->bytes;
-            r.device = c->deviceId;
-            r.stream = c->streamId;
-            r.correlation = c->correlationId;
-            r.copy_kind = c->copyKind;
-        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
-            CUpti_ActivityMemset4 *s = (CUpti_ActivityMemset4 *)rec;
-            r.kind = 2;
-            r.start = s->start;
-            r.end = s->end;
-            r.bytes = s->bytes;
-            r.device = s->deviceId;
-            r.stream = s->streamId;
-            r.correlation = s->correlationId;
+            r.device = c->device;
+            r.stream = c->stream;
+            r.correlation = c->correlation;
+            r.copy_kind = r.kind == 1 ? c->copy_kind : 0;
         } else {
             continue;
         }
