@@ -78,7 +78,7 @@ def main() -> int:
         print(f"CUDA unavailable: {cuda.status()}")
         return 0
     dev = cuda.devices()[0]
-    print(f"# fastprof GPU benchmarks, {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC")
+    print(f"# fastprof GPU benchmarks, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"# device: {dev.name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]}, "
           f"{dev.multiprocessors} SMs, {dev.total_memory / 2**30:.0f} GiB, L2 {dev.l2_cache_bytes >> 20} MiB, "
           f"peak DRAM {dev.peak_bandwidth_gbs:.0f} GB/s)")

@@ -284,7 +284,8 @@ def test_nvrtc_compiles_every_generated_kernel(f32) -> None:
 
 @cuda_build
 @pytest.mark.parametrize("shape, wshape", [((19, 37, 70), (5, 5, 5)), ((9, 17, 33), (3, 4, 2)),
-                                           ((70, 45), (5, 3)), ((3, 9, 40), (7, 1, 6))])
+                                           ((70, 45), (5, 3)), ((3, 9, 40), (7, 1, 6)),
+                                           ((10, 12, 40), (4, 3, 3)), ((17, 9, 35), (1, 5, 5))])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tiled_path_across_many_blocks(shape, wshape, dtype) -> None:
     assert _gpu_kernels._tiled_ok(np.dtype(dtype), shape, wshape)

@@ -181,8 +181,11 @@ fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &
         ws[i] = w ? w[i] : (T)g.box_weight;
 }
 
-// Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.
-template <typename T, int TZ>
+// Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.  With
+// KZ > 0 (the weights' depth known at compile time) each (dy, dx) column of the window and of
+// the weights is read once into registers and reused across the TZ outputs; KZ = 0 is the
+// general version for any depth.
+template <typename T, int TZ, int KZ>
 __host__ __device__ static inline void
 fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, int ty,
                    const T *win, const T *ws)
@@ -191,18 +194,35 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
 #pragma unroll
     for (int k = 0; k < TZ; k++)
         acc[k] = 0;
+    const int64_t plane = (int64_t)t.SY * t.SX;
+    const int wstep = t.ky * t.kx;
     for (int dy = 0; dy < t.ky; dy++) {
         for (int dx = 0; dx < t.kx; dx++) {
             const T *col = win + (int64_t)(ty + dy) * t.SX + (tx + dx);
             const T *wc = ws + dy * t.kx + dx;
-            const int wstep = t.ky * t.kx;
-            for (int j = 0; j < t.SZ; j++) {
-                const T v = col[(int64_t)j * t.SY * t.SX];
+            if (KZ > 0) {
+                T cv[TZ + (KZ > 0 ? KZ : 1) - 1];
+                T wv[KZ > 0 ? KZ : 1];
 #pragma unroll
-                for (int k = 0; k < TZ; k++) {
-                    const int dz = j - k;
-                    if (dz >= 0 && dz < t.kz)
-                        acc[k] += wc[dz * wstep] * v;
+                for (int j = 0; j < TZ + KZ - 1; j++)
+                    cv[j] = col[j * plane];
+#pragma unroll
+                for (int dz = 0; dz < KZ; dz++)
+                    wv[dz] = wc[dz * wstep];
+#pragma unroll
+                for (int k = 0; k < TZ; k++)
+#pragma unroll
+                    for (int dz = 0; dz < KZ; dz++)
+                        acc[k] += wv[dz] * cv[k + dz];
+            } else {
+                for (int j = 0; j < t.SZ; j++) {
+                    const T v = col[j * plane];
+#pragma unroll
+                    for (int k = 0; k < TZ; k++) {
+                        const int dz = j - k;
+                        if (dz >= 0 && dz < t.kz)
+                            acc[k] += wc[dz * wstep] * v;
+                    }
                 }
             }
         }
@@ -218,7 +238,7 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
     }
 }
 
-template <typename T, int TZ>
+template <typename T, int TZ, int KZ>
 __global__ static void __launch_bounds__(FP_TX *FP_TY)
 fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
                    const fp_cu_geom g, const fp_cu_tile t)
@@ -229,34 +249,64 @@ fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__res
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
     fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws);
     __syncthreads();
-    fp_cu_tile_compute<T, TZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
-                              win, ws);
+    fp_cu_tile_compute<T, TZ, KZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+                                  threadIdx.y, win, ws);
 }
 
-// Host run of the tiled kernel, block by block, phase by phase.  Returns 0, or -1 when out of
-// memory.
-template <typename T, int TZ>
+// Runs one tiled correlation: launched on stream s, or (host) block by block, phase by phase
+// on the host.  Returns a cudaError_t, or -1 when the host run is out of memory.
+template <typename T, int TZ, int KZ>
 static int
-fp_cu_tiled_host(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
-                 size_t smem)
+fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
+                 size_t smem, bool host, cudaStream_t s)
 {
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
+    if (!host) {
+        fp_cu_tiled_kernel<T, TZ, KZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(
+            in, out, w, g, t);
+        return (int)cudaGetLastError();
+    }
     T *buf = (T *)malloc(smem);
     if (buf == NULL)
         return -1;
     T *ws = buf + t.SZ * t.SY * t.SX;
-    int gx = (int)((t.nx + FP_TX - 1) / FP_TX), gy = (int)((t.ny + FP_TY - 1) / FP_TY);
-    int gz = (int)((t.nz + TZ - 1) / TZ);
-    for (int bz = 0; bz < gz; bz++)
-        for (int by = 0; by < gy; by++)
-            for (int bx = 0; bx < gx; bx++) {
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
                     fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws);
                 for (int ty = 0; ty < FP_TY; ty++)
                     for (int tx = 0; tx < FP_TX; tx++)
-                        fp_cu_tile_compute<T, TZ>(out, t, bx, by, bz, tx, ty, buf, ws);
+                        fp_cu_tile_compute<T, TZ, KZ>(out, t, bx, by, bz, tx, ty, buf, ws);
             }
     free(buf);
     return 0;
+}
+
+// Picks the instantiation for the geometry (2-D, or 3-D with weights 1, 3, 5, 7 or any deep).
+// Returns what fp_cu_tiled_impl returns.
+template <typename T>
+static int
+fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+{
+    fp_cu_tile t;
+    const int tz = g->ndim == 3 ? 8 : 1;
+    size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
+    if (tz == 1)
+        return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s);
+    switch (t.kz) {
+    case 1:
+        return fp_cu_tiled_impl<T, 8, 1>(in, out, w, *g, t, smem, host, s);
+    case 3:
+        return fp_cu_tiled_impl<T, 8, 3>(in, out, w, *g, t, smem, host, s);
+    case 5:
+        return fp_cu_tiled_impl<T, 8, 5>(in, out, w, *g, t, smem, host, s);
+    case 7:
+        return fp_cu_tiled_impl<T, 8, 7>(in, out, w, *g, t, smem, host, s);
+    default:
+        return fp_cu_tiled_impl<T, 8, 0>(in, out, w, *g, t, smem, host, s);
+    }
 }
 
 extern "C" int
@@ -264,24 +314,6 @@ fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
 {
     fp_cu_tile t;
     return fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, g->ndim == 3 ? 8 : 1, &t) != 0;
-}
-
-// Launches the tiled kernel for one element type.  Returns a cudaError_t.
-template <typename T>
-static int
-fp_cu_tiled_launch(const T *in, T *out, const T *w, const fp_cu_geom *g, cudaStream_t s)
-{
-    fp_cu_tile t;
-    const int tz = g->ndim == 3 ? 8 : 1;
-    size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
-    dim3 block(FP_TX, FP_TY, 1);
-    dim3 grid((unsigned)((t.nx + FP_TX - 1) / FP_TX), (unsigned)((t.ny + FP_TY - 1) / FP_TY),
-              (unsigned)((t.nz + tz - 1) / tz));
-    if (tz == 8)
-        fp_cu_tiled_kernel<T, 8><<<grid, block, smem, s>>>(in, out, w, *g, t);
-    else
-        fp_cu_tiled_kernel<T, 1><<<grid, block, smem, s>>>(in, out, w, *g, t);
-    return (int)cudaGetLastError();
 }
 
 extern "C" int
@@ -293,10 +325,10 @@ fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const
         return 0;
     if (fp_cu_tiled_ok(dtype, g)) {
         if (dtype == FP_CU_F32)
-            return fp_cu_tiled_launch<float>((const float *)in, (float *)out,
-                                             (const float *)weights, g, s);
-        return fp_cu_tiled_launch<double>((const double *)in, (double *)out,
-                                          (const double *)weights, g, s);
+            return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
+                                          g, false, s);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
+                                       (const double *)weights, g, false, s);
     }
     if (dtype == FP_CU_F32)
         fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
@@ -314,18 +346,11 @@ fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
     if (g->size == 0)
         return 0;
     if (path != 1 && fp_cu_tiled_ok(dtype, g)) {
-        fp_cu_tile t;
-        const int tz = g->ndim == 3 ? 8 : 1;
-        size_t smem = fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, tz, &t);
         if (dtype == FP_CU_F32)
-            return tz == 8 ? fp_cu_tiled_host<float, 8>((const float *)in, (float *)out,
-                                                        (const float *)weights, *g, t, smem)
-                           : fp_cu_tiled_host<float, 1>((const float *)in, (float *)out,
-                                                        (const float *)weights, *g, t, smem);
-        return tz == 8 ? fp_cu_tiled_host<double, 8>((const double *)in, (double *)out,
-                                                     (const double *)weights, *g, t, smem)
-                       : fp_cu_tiled_host<double, 1>((const double *)in, (double *)out,
-                                                     (const double *)weights, *g, t, smem);
+            return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
+                                          g, true, NULL);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
+                                       (const double *)weights, g, true, NULL);
     }
     for (int64_t i = 0; i < g->size; i++) {
         if (dtype == FP_CU_F32)
