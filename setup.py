@@ -198,16 +198,38 @@ def _compile_cuda(cuda: dict, build_temp: str) -> list[str]:
 
 
 class BuildExt(build_ext):
-    """build_ext that compiles the CUDA sources first when the CUDA build is on."""
+    """build_ext that compiles the CUDA sources first when the CUDA build is on, and rebuilds
+    the module whenever what goes into it changed (CUDA on/off, other CUDA objects), which
+    file times alone do not show."""
 
     def build_extensions(self) -> None:
         cuda = _cuda_config()
+        objects: list[str] = []
         if cuda is not None:
             objects = _compile_cuda(cuda, self.build_temp)
             for ext in self.extensions:
                 ext.extra_objects = list(ext.extra_objects or []) + objects + [cuda["cudart_static"]]
                 ext.depends = list(ext.depends or []) + objects
+        state = "\n".join(objects) if objects else "cpu-only"
+        for ext in self.extensions:
+            stamp = self._link_stamp(ext)
+            try:
+                with open(stamp) as f:
+                    same = f.read() == state
+            except OSError:
+                same = False
+            if not same:
+                self.force = True
+                os.makedirs(os.path.dirname(stamp), exist_ok=True)
+                with open(stamp, "w") as f:
+                    f.write(state)
         super().build_extensions()
+
+    def _link_stamp(self, ext: Extension) -> str:
+        """Where the inputs of ext's last build are noted (one file per target path)."""
+        target = os.path.abspath(self.get_ext_fullpath(ext.name))
+        key = hashlib.sha256(target.encode()).hexdigest()[:16]
+        return os.path.join(HERE, "build", f"link-{key}")
 
 
 def _extension() -> Extension:

@@ -177,8 +177,9 @@ fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &
         int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
         win[i] = (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
     }
-    for (int i = tid; i < nw; i += FP_TX * FP_TY)
-        ws[i] = w ? w[i] : (T)g.box_weight;
+    if (ws != NULL)
+        for (int i = tid; i < nw; i += FP_TX * FP_TY)
+            ws[i] = w ? w[i] : (T)g.box_weight;
 }
 
 // Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.  With
@@ -284,7 +285,141 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
     return 0;
 }
 
-// Picks the instantiation for the geometry (2-D, or 3-D with weights 1, 3, 5, 7 or any deep).
+// --- box path: sums along x, then y, then z in shared memory ---------------------------------
+// For a box (all weights equal, no weights array) the staged window is summed along x into s1
+// ([SZ][SY][TX]), s1 along y into the window's space ([SZ][TY][TX]), and each thread sums its
+// column along z: a few adds per output instead of kz*ky*kx multiply-adds.
+
+// Returns the shared-memory bytes of the box path for t, or 0 when it does not fit.
+static size_t
+fp_cu_box_smem(const fp_cu_tile *t, size_t item)
+{
+    size_t n = (size_t)t->SZ * t->SY * t->SX + (size_t)t->SZ * t->SY * FP_TX;
+    return n * item <= FP_SMEM_MAX ? n * item : 0;
+}
+
+// Phase 2 of the box path for thread tid: window rows summed along x into s1.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_box_xsum(const fp_cu_tile &t, int tid, const T *win, T *s1)
+{
+    const int n = t.SZ * t.SY * FP_TX;
+    for (int i = tid; i < n; i += FP_TX * FP_TY) {
+        const T *p = win + (int64_t)(i / FP_TX) * t.SX + (i % FP_TX);
+        T a = 0;
+        for (int dx = 0; dx < t.kx; dx++)
+            a += p[dx];
+        s1[i] = a;
+    }
+}
+
+// Phase 3 of the box path for thread tid: s1 summed along y into s2.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_box_ysum(const fp_cu_tile &t, int tid, const T *s1, T *s2)
+{
+    const int n = t.SZ * FP_TY * FP_TX;
+    for (int i = tid; i < n; i += FP_TX * FP_TY) {
+        const int tx = i % FP_TX, ty = (i / FP_TX) % FP_TY, sz = i / (FP_TX * FP_TY);
+        const T *p = s1 + ((int64_t)sz * t.SY + ty) * FP_TX + tx;
+        T a = 0;
+        for (int dy = 0; dy < t.ky; dy++)
+            a += p[dy * FP_TX];
+        s2[i] = a;
+    }
+}
+
+// Phase 4 of the box path for thread (tx, ty): s2 summed along z, scaled, written.
+template <typename T, int TZ>
+__host__ __device__ static inline void
+fp_cu_box_zsum(T *out, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by, int bz, int tx,
+               int ty, const T *s2)
+{
+    const int64_t x = (int64_t)bx * FP_TX + tx, y = (int64_t)by * FP_TY + ty;
+    if (x >= t.nx || y >= t.ny)
+        return;
+    for (int k = 0; k < TZ; k++) {
+        const int64_t z = (int64_t)bz * TZ + k;
+        if (z >= t.nz)
+            break;
+        T a = 0;
+        for (int dz = 0; dz < t.kz; dz++)
+            a += s2[((k + dz) * FP_TY + ty) * FP_TX + tx];
+        out[(z * t.ny + y) * t.nx + x] = a * (T)g.box_weight;
+    }
+}
+
+template <typename T, int TZ>
+__global__ static void __launch_bounds__(FP_TX *FP_TY)
+fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geom g,
+                 const fp_cu_tile t)
+{
+    extern __shared__ unsigned char fp_smem[];
+    T *win = (T *)fp_smem;
+    T *s1 = win + t.SZ * t.SY * t.SX;
+    const int tid = threadIdx.y * FP_TX + threadIdx.x;
+    fp_cu_tile_load<T, TZ>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, NULL);
+    __syncthreads();
+    fp_cu_box_xsum<T>(t, tid, win, s1);
+    __syncthreads();
+    fp_cu_box_ysum<T>(t, tid, s1, win);
+    __syncthreads();
+    fp_cu_box_zsum<T, TZ>(out, g, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
+                          win);
+}
+
+// Runs the box path on stream s or, with host, phase by phase on the host.  Returns a
+// cudaError_t, or -1 when the host run is out of memory.
+template <typename T, int TZ>
+static int
+fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
+               bool host, cudaStream_t s)
+{
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
+    if (!host) {
+        fp_cu_box_kernel<T, TZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
+        return (int)cudaGetLastError();
+    }
+    T *win = (T *)malloc(smem);
+    if (win == NULL)
+        return -1;
+    T *s1 = win + t.SZ * t.SY * t.SX;
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_tile_load<T, TZ>(in, NULL, g, t, bx, by, bz, tid, win, NULL);
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_box_xsum<T>(t, tid, win, s1);
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_box_ysum<T>(t, tid, s1, win);
+                for (int ty = 0; ty < FP_TY; ty++)
+                    for (int tx = 0; tx < FP_TX; tx++)
+                        fp_cu_box_zsum<T, TZ>(out, g, t, bx, by, bz, tx, ty, win);
+            }
+    free(win);
+    return 0;
+}
+
+// Runs the box path when g is a 2-D/3-D box that fits; returns -2 when it does not apply,
+// else what fp_cu_box_impl returns.
+template <typename T>
+static int
+fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+{
+    fp_cu_tile t;
+    const int tz = g->ndim == 3 ? 8 : 1;
+    size_t smem;
+    if (w != NULL || fp_cu_tile_plan(g, sizeof(T), tz, &t) == 0 || (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
+        return -2;
+    if (tz == 1)
+        return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s);
+    return fp_cu_box_impl<T, 8>(in, out, *g, t, smem, host, s);
+}
+
+// Picks the box path for boxes that fit, else the instantiation of the tiled path for the
+// geometry (2-D, or 3-D with weights 1, 3, 5, 7 or any deep).
 // Returns what fp_cu_tiled_impl returns.
 template <typename T>
 static int
@@ -292,6 +427,9 @@ fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host,
 {
     fp_cu_tile t;
     const int tz = g->ndim == 3 ? 8 : 1;
+    int rc = fp_cu_box_run<T>(in, out, w, g, host, s);
+    if (rc != -2)
+        return rc;
     size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
     if (tz == 1)
         return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s);
