@@ -71,6 +71,9 @@ class FakeDevice:
     def _cuda_set_device(self, dev: int) -> None:
         assert dev == 0
 
+    def _cuda_pointer_device(self, ptr: int) -> int:
+        return 0
+
     def _cuda_device_props(self, dev: int) -> dict:
         return {"index": 0, "name": "Fake", "compute_capability": (8, 0), "multiprocessors": 1,
                 "total_memory": 1 << 30, "l2_cache_bytes": 1 << 16, "clock_khz": 1000,

@@ -321,6 +321,8 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
             return host_out
         return res
     _cuda._require()
+    if inp.on_device and index is None:
+        index = inp.view(stream).device  # run where the data lives
     with _cuda._on_device(index):
         keep: list = []
         if inp.on_device:
@@ -696,6 +698,11 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     if not operands:
         raise ValueError("expr must reference at least one array on the GPU")
     _cuda._require()
+    if index is None:
+        for op in operands.values():
+            if op.on_device:
+                index = op.view(stream).device  # run where the data lives
+                break
     with _cuda._on_device(index):
         dev = _C._cuda_get_device()
         cc = _cuda._props(dev)["compute_capability"]
@@ -771,6 +778,8 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
     _cuda._require()
+    if index is None and (pa.on_device or pb.on_device):
+        index = (pa if pa.on_device else pb).view(stream).device  # run where the data lives
     with _cuda._on_device(index):
         on_device = pa.on_device or pb.on_device
         if on_device:

@@ -692,15 +692,18 @@ class DeviceArray:
             raise BufferError("DeviceArray.__dlpack__ does not copy (copy=True asked)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, not {dl_device}")
-        if stream is not None and stream not in (-1, 0) and stream != self.stream:
-            # the consumer will use `stream`: make it wait for our stream's work
+        # the consumer will use `stream` (None or 1: the legacy default stream; -1: it will
+        # synchronize itself): make that stream wait for the work queued on ours
+        target = 0 if stream in (None, 1) else int(stream)
+        if stream != -1 and target != self.stream:
             _require()
-            ev = _events.get()
-            try:
-                _C._cuda_event_record(ev, self.stream)
-                _C._cuda_stream_wait_event(0 if stream == 1 else int(stream), ev)
-            finally:
-                _events.put(ev)
+            with _on_device(self.device):
+                ev = _events.get()
+                try:
+                    _C._cuda_event_record(ev, self.stream)
+                    _C._cuda_stream_wait_event(target, ev)
+                finally:
+                    _events.put(ev)
         if any(s % self.itemsize for s in self.strides):
             raise BufferError("strides are not a multiple of the item size")
         strides = tuple(s // self.itemsize for s in self.strides)
@@ -750,7 +753,7 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
     handle = 0
     if stream is not None:
         handle = 0 if int(stream) == 1 else int(stream)
-    dev = _C._cuda_get_device()
+    dev = _C._cuda_pointer_device(ptr) if ptr else _C._cuda_get_device()
     return DeviceArray(ptr, shape, dtype, tuple(strides) if strides is not None else None, dev, obj,
                        stream=handle)
 

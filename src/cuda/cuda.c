@@ -124,6 +124,7 @@ static PyMethodDef fp_cuda_methods[] = {
     FP_CUDA_FN("_cuda_malloc", fp_cuda_malloc),
     FP_CUDA_FN("_cuda_free", fp_cuda_free),
     FP_CUDA_FN("_cuda_mem_info", fp_cuda_mem_info),
+    FP_CUDA_FN("_cuda_pointer_device", fp_cuda_pointer_device),
     FP_CUDA_FN("_cuda_memcpy_htod", fp_cuda_memcpy_htod),
     FP_CUDA_FN("_cuda_memcpy_dtoh", fp_cuda_memcpy_dtoh),
     FP_CUDA_FN("_cuda_memcpy_dtod", fp_cuda_memcpy_dtod),

@@ -36,6 +36,7 @@ PyObject *fp_cuda_stream_wait_event(PyObject *m, PyObject *args);
 PyObject *fp_cuda_malloc(PyObject *m, PyObject *args);
 PyObject *fp_cuda_free(PyObject *m, PyObject *args);
 PyObject *fp_cuda_mem_info(PyObject *m, PyObject *args);
+PyObject *fp_cuda_pointer_device(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_htod(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtod(PyObject *m, PyObject *args);

@@ -310,6 +310,30 @@ fp_cuda_free(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _cuda_pointer_device(ptr) -> int: the device a device pointer belongs to (the current
+ * device for host or unregistered memory).  Returns NULL with CudaError. */
+PyObject *
+fp_cuda_pointer_device(PyObject *m, PyObject *args)
+{
+    PyObject *o;
+    void *p;
+    struct cudaPointerAttributes a;
+    cudaError_t err;
+    int dev = 0;
+    if (!PyArg_ParseTuple(args, "O", &o) || fp_cuda_ptr(o, &p) < 0)
+        return NULL;
+    memset(&a, 0, sizeof a);
+    err = cudaPointerGetAttributes(&a, p);
+    if (err != cudaSuccess || a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost) {
+        cudaGetLastError();
+        err = cudaGetDevice(&dev);
+        if (err != cudaSuccess)
+            return fp_cuda_raise(m, err, "cudaGetDevice");
+        return PyLong_FromLong(dev);
+    }
+    return PyLong_FromLong(a.device);
+}
+
 /* _cuda_mem_info() -> (free, total) bytes of the current device.  Returns NULL with CudaError. */
 PyObject *
 fp_cuda_mem_info(PyObject *m, PyObject *args)
