@@ -104,7 +104,6 @@ fp_dl_keeper_free(PyObject *cap)
     fp_dl_managed *t = PyCapsule_GetPointer(cap, "fastprof.dlpack_keeper");
     if (t != NULL && t->deleter != NULL)
         t->deleter(t);
-    PyErr_Clear();
 }
 
 /* _cuda_dlpack_import(capsule) -> (ptr, shape, strides_or_None, (code, bits, lanes),
