@@ -73,7 +73,7 @@ def test_is_available_and_probe_are_cached() -> None:
 
 @pytest.mark.parametrize("call, exc, words", [
     (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), mode="bogus"), ValueError, "mode"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones(3)), ValueError, "dimensions"),
+    (lambda x: _gpu_kernels.correlate(x, np.ones(3)), ValueError, "dimension"),
     (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), origin=2), ValueError, "origin"),
     (lambda x: _gpu_kernels.convolve(x, np.ones((4, 4)), origin=(0, -3)), ValueError, "origin"),
     (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
@@ -284,3 +284,16 @@ def test_benchmark_without_flush_and_max_duration(fake, monkeypatch) -> None:
     res = cuda.benchmark(rt.work, n_warmup=0, n_repeat=50, max_duration=2.5, flush_l2=False)
     assert res.n_repeat == 3  # fake clock: start 0, after repeats 1, 2, 3 > 2.5
     assert not any(e[0] == "scrub" for e in rt.log)
+
+
+def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
+    monkeypatch.setattr(cuda, "_require", lambda: (_ for _ in ()).throw(AssertionError("CUDA")))
+    x = np.ones((4, 4))
+    with pytest.raises(ValueError, match="output"):
+        _gpu_kernels.correlate(x, np.ones((3, 3)), output=object())
+    with pytest.raises(TypeError, match="output"):
+        _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.complex128)
+    with pytest.raises(ValueError, match="axes"):
+        _gpu_kernels.convolve(x, np.ones(3), axes=5)
+    with pytest.raises(ValueError, match="origin"):
+        _gpu_kernels.convolve(x, np.ones(3), axes=1, origin=2)

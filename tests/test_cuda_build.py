@@ -306,3 +306,23 @@ def test_tiled_path_limits() -> None:
     assert not _gpu_kernels._tiled_ok(f64, (64, 64, 64), (9, 9, 9))  # window over 48 KiB
     assert not _gpu_kernels._tiled_ok(f32, (100,), (5,))  # 1-D: direct kernel
     assert not _gpu_kernels._tiled_ok(f32, (4, 4, 4, 4), (3, 3, 3, 3))
+
+
+@cuda_build
+def test_axes_and_output_dtype_as_scipy() -> None:
+    x = np.random.default_rng(12).standard_normal((6, 7, 8))
+    w2 = np.random.default_rng(13).standard_normal((3, 2))
+    for fn in ("correlate", "convolve"):
+        for axes, origin in (((0, 2), (1, 0)), ((2, 0), (0, -1)), ((-1, 1), 0)):
+            if "axes" not in getattr(ndimage, fn).__code__.co_varnames:
+                pytest.skip("this SciPy has no axes=")
+            ref = getattr(ndimage, fn)(x, w2, mode="wrap", origin=origin, axes=axes)
+            _close(getattr(_gpu_kernels, fn)(x, w2, mode="wrap", origin=origin, axes=axes, _emulate=True), ref)
+    ref = ndimage.correlate(x, np.ones((3, 3, 3)), output=np.float32)
+    got = _gpu_kernels.correlate(x, np.ones((3, 3, 3)), output=np.float32, _emulate=True)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="axes"):
+        _gpu_kernels.correlate(x, w2, axes=(0, 0))
+    with pytest.raises(ValueError, match="filtered axis"):
+        _gpu_kernels.correlate(x, w2, axes=(0,))

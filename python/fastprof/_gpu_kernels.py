@@ -301,6 +301,14 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
     """Shared driver: availability, device, upload, passes, download, timings."""
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
+    out_dtype = None
+    if output is not None and not isinstance(output, np.ndarray):
+        try:  # scipy also takes a dtype for output
+            out_dtype = np.dtype(output)
+        except TypeError:
+            raise ValueError(f"output must be a NumPy array or a dtype, got {type(output).__name__}") from None
+        _check_real_dtype(out_dtype, "output")
+        output = None
     if output is not None and inp.on_device:
         raise ValueError("output= is only supported for NumPy input on the GPU; device input "
                          "returns a new DeviceArray")
@@ -315,7 +323,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         res = _emulate_passes(host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0) \
             if host.size else \
             np.empty(host.shape, _compute_dtype(host.dtype))
-        res = res.astype(host.dtype, copy=False)
+        res = res.astype(out_dtype or host.dtype, copy=False)
         if host_out is not None:
             host_out[...] = res
             return host_out
@@ -332,6 +340,8 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
                 raise TypeError(f"device input must be float32 or float64, got {src.dtype}")
             if any(st % src.itemsize for st in src.strides):
                 raise ValueError("device input strides must be multiples of the item size")
+            if out_dtype is not None and out_dtype != src.dtype:
+                raise TypeError(f"output dtype {out_dtype} differs from the device input's {src.dtype}")
             if stream is None:
                 handle = src.stream
             out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
@@ -351,40 +361,68 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         timing.mark(2)
         result = out.to_numpy(stream=handle)
         timing.mark(3)
-        if result.dtype != host.dtype:
-            result = result.astype(host.dtype)
+        if result.dtype != (out_dtype or host.dtype):
+            result = result.astype(out_dtype or host.dtype)
         return _finish_host(result, timing, host_out)
 
 
+def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
+    """Axes as scipy.ndimage takes them: None (all), an int, or distinct ints (negative ok)."""
+    if axes is None:
+        return tuple(range(ndim))
+    raw = [axes] if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool) else axes
+    try:
+        raw = list(raw)
+    except TypeError:
+        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}") from None
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in raw):
+        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}")
+    out = tuple(int(a) + ndim if a < 0 else int(a) for a in raw)
+    if any(not 0 <= a < ndim for a in out) or len(set(out)) != len(out):
+        raise ValueError(f"axes must be distinct axes of a {ndim}-d input, got {axes!r}")
+    return out
+
+
 def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin: Any,
-                           device: Any, stream: Any, flip: bool, emulate: bool) -> Any:
+                           axes: Any, device: Any, stream: Any, flip: bool, emulate: Any) -> Any:
     inp = _Operand(input, "input")
     modecode = _check_mode(mode)
     cval = _check_cval(cval)
     if _cuda.is_device_array(weights):
         raise TypeError("weights must be a host array (NumPy or sequence) on the GPU path")
-    w = np.asarray(weights)
-    _check_real_dtype(w.dtype, "weights")
-    w = w.astype(np.float64)
+    w0 = np.asarray(weights)
+    _check_real_dtype(w0.dtype, "weights")
+    w0 = w0.astype(np.float64)
+    if w0.size == 0:
+        raise ValueError("weights must not be empty")
+
+    def prepare(ndim: int) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Weights over all ndim axes and their shifts, checked as scipy checks them."""
+        ax = _check_axes(axes, ndim)
+        if w0.ndim != len(ax):
+            raise ValueError(f"weights must have one dimension per filtered axis ({len(ax)}), "
+                             f"got {w0.ndim}")
+        w = w0
+        if len(ax) < ndim:  # unfiltered axes get weights of size 1 and origin 0
+            w = np.expand_dims(w0, tuple(a for a in range(ndim) if a not in ax))
+        given = _check_origins(origin, len(ax))
+        origins = [0] * ndim
+        for o, a in zip(given, ax):
+            origins[a] = o
+        if flip:
+            w = w[(slice(None, None, -1),) * w.ndim]
+            origins = [-o - (1 if n % 2 == 0 else 0) for o, n in zip(origins, w.shape)]
+        for d, (n, o) in enumerate(zip(w.shape, origins)):
+            _check_origin_range(n, o, d)
+        return np.ascontiguousarray(w), tuple(n // 2 + o for n, o in zip(w.shape, origins))
+
     if inp.shape is not None:
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
-        if w.ndim != len(inp.shape):
-            raise ValueError(f"weights must have as many dimensions as input ({len(inp.shape)}), "
-                             f"got {w.ndim}")
-    if w.size == 0:
-        raise ValueError("weights must not be empty")
-    origins = _check_origins(origin, w.ndim)
-    if flip:
-        w = w[(slice(None, None, -1),) * w.ndim]
-        origins = [-o - (1 if n % 2 == 0 else 0) for o, n in zip(origins, w.shape)]
-    for d, (n, o) in enumerate(zip(w.shape, origins)):
-        _check_origin_range(n, o, d)
-    shift = tuple(n // 2 + o for n, o in zip(w.shape, origins))
+        prepare(len(inp.shape))  # bad weights, axes or origin raise here, before any CUDA call
 
     def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
-        if w.ndim != len(shape):
-            raise ValueError(f"weights must have as many dimensions as input ({len(shape)}), got {w.ndim}")
+        w, shift = prepare(len(shape))
         if _tiled_ok(cdt, shape, w.shape):  # one pass through shared memory beats 1-D passes
             return [(w, w.shape, shift, modecode, 0.0)]
         factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
@@ -408,19 +446,19 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
 
 
 def correlate(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-              cval: float = 0.0, origin: Any = 0, *, device: Any = "cuda", stream: Any = None,
-              _emulate: bool = False) -> Any:
-    """scipy.ndimage.correlate on the GPU (separable weights run as 1-D passes).
-    ``_emulate=True`` runs the device's per-element code on the host (tests, CUDA builds)."""
-    return _correlate_or_convolve(input, weights, output, mode, cval, origin, device, stream,
+              cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
+              stream: Any = None, _emulate: Any = False) -> Any:
+    """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
+    on the host instead (a test hook; CUDA builds only)."""
+    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
                                   False, _emulate)
 
 
 def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-             cval: float = 0.0, origin: Any = 0, *, device: Any = "cuda", stream: Any = None,
-             _emulate: bool = False) -> Any:
+             cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
+             stream: Any = None, _emulate: Any = False) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
-    return _correlate_or_convolve(input, weights, output, mode, cval, origin, device, stream,
+    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
                                   True, _emulate)
 
 
@@ -433,15 +471,7 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
 
     def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:
         ndim = len(shape)
-        if axes is None:
-            ax = list(range(ndim))
-        else:
-            raw = [axes] if isinstance(axes, (int, np.integer)) else list(axes)
-            if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in raw):
-                raise ValueError(f"axes must be an int or a sequence of ints, got {axes!r}")
-            ax = [int(a) + ndim if a < 0 else int(a) for a in raw]
-            if any(not 0 <= a < ndim for a in ax) or len(set(ax)) != len(ax):
-                raise ValueError(f"axes must be distinct axes of a {ndim}-d input, got {axes!r}")
+        ax = list(_check_axes(axes, ndim))
         n = len(ax)
         if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
             sizes = [int(size)] * n
