@@ -182,3 +182,14 @@ def test_cuda_trace_records_kernels_and_copies() -> None:
     assert any(r.name == "memcpy DtoH" for r in tr.copies())
     assert all(r.end_ns >= r.start_ns for r in tr.records)
     assert "correlate" in tr.summary() and tr.to_chrome_trace()
+
+
+def test_axes_and_output_dtype() -> None:
+    x = np.random.default_rng(8).standard_normal((16, 12, 10))
+    w = np.random.default_rng(9).standard_normal((3, 4))
+    if "axes" in ndimage.correlate.__code__.co_varnames:
+        close(gk.correlate(x, w, axes=(0, 2), mode="mirror"), ndimage.correlate(x, w, axes=(0, 2), mode="mirror"))
+        close(gk.convolve(x, w, axes=(2, 1), origin=(1, 0)), ndimage.convolve(x, w, axes=(2, 1), origin=(1, 0)))
+    got = gk.uniform_filter(x, 3, output=np.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ndimage.uniform_filter(x, 3), rtol=1e-5, atol=1e-6)
