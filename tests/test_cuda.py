@@ -297,3 +297,43 @@ def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
         _gpu_kernels.convolve(x, np.ones(3), axes=5)
     with pytest.raises(ValueError, match="origin"):
         _gpu_kernels.convolve(x, np.ones(3), axes=1, origin=2)
+
+
+def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
+    from fastprof import trace
+
+    calls = []
+
+    class FakeCupti:
+        def _cuda_cupti_start(self, paths):
+            calls.append(("start", paths))
+
+        def _cuda_synchronize(self):
+            calls.append(("sync",))
+
+        def _cuda_cupti_stop(self):
+            calls.append(("stop",))
+            return ([(0, "fp_cu_tiled_kernel", 3000, 5000, 0, 7, 11, 0, 0),
+                     (1, None, 1000, 1500, 0, 7, 10, 4096, 1),
+                     (0, "fp_cu_tiled_kernel", 6000, 7000, 0, 7, 12, 0, 0),
+                     (1, None, 8000, 8250, 0, 7, 13, 4096, 2),
+                     (2, None, 500, 600, 0, 0, 9, 64, 0)], 3)
+
+    monkeypatch.setattr(trace, "_C", FakeCupti())
+    monkeypatch.setattr(cuda, "_probe", lambda: (1, ""))
+    with cuda.cuda_trace() as tr:
+        assert calls[0][0] == "start" and all(isinstance(p, str) for p in calls[0][1])
+        with pytest.raises(RuntimeError, match="already running"):
+            cuda.cuda_trace().__enter__()
+    assert [c[0] for c in calls] == ["start", "sync", "stop"]
+    assert [r.start_ns for r in tr.records] == [500, 1000, 3000, 6000, 8000]  # sorted
+    assert [r.name for r in tr.copies()] == ["memcpy HtoD", "memcpy DtoH"]
+    k = tr.kernels()
+    assert len(k) == 2 and k[0].duration_ns == 2000 and k[1].duration_ms == 0.001
+    assert tr.dropped == 3
+    lines = tr.summary().splitlines()
+    assert "fp_cu_tiled_kernel" in lines[1] and lines[1].split()[2] == "2"  # most time first
+    events = tr.to_chrome_trace()
+    assert len(events) == 5 and events[0]["ts"] == 0 and events[1]["dur"] == 0.5
+    with cuda.cuda_trace():  # a second trace after the first is fine
+        pass
