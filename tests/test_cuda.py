@@ -93,6 +93,7 @@ def test_is_available_and_probe_are_cached() -> None:
     (lambda x: _gpu_kernels.evaluate("a.b", {"a": x}), ValueError, "unsupported"),
     (lambda x: _gpu_kernels.evaluate("frobnicate(a)", {"a": x}), ValueError, "frobnicate"),
     (lambda x: _gpu_kernels.evaluate(3, {"a": x}), TypeError, "expr"),
+    (lambda x: _gpu_kernels.evaluate("a", {"a": x}, out=np.ones(3)), ValueError, "out"),
     (lambda x: _gpu_kernels.matmul(x, np.ones((3, 2))), ValueError, "shapes"),
     (lambda x: _gpu_kernels.matmul(x, np.ones(4)), ValueError, "2-D"),
     (lambda x: cuda.benchmark(42), TypeError, "callable"),

@@ -723,6 +723,8 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     on_device = any(op.on_device for op in operands.values())
     if out is not None and (on_device or not isinstance(out, np.ndarray)):
         raise TypeError("out must be a NumPy array, and only for NumPy input")
+    if out is not None and shapes and out.shape != next(iter(shapes)):
+        raise ValueError(f"out must have shape {next(iter(shapes))}, got {out.shape}")
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
     if not operands:
