@@ -399,6 +399,9 @@ def test_evaluate_mixed_dtypes_scalars_and_frame(dev) -> None:
     np.testing.assert_allclose(got, a.astype(np.float64) * b + z, rtol=1e-12)
     with pytest.raises(ValueError):
         _gpu_kernels.evaluate("a * 2", {"a": 3.0})
+    out = np.zeros(50)
+    assert _gpu_kernels.evaluate("a - b", {"a": a, "b": b}, out=out) is out
+    np.testing.assert_allclose(out, a.astype(np.float64) - b)
 
 
 def test_benchmark_and_timer_on_the_fake(dev) -> None:
