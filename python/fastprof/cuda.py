@@ -270,7 +270,8 @@ class cuda_timer:
     the first time it is read; ``t.cpu_ms`` is the host time of the block. Reusing one timer
     across iterations accumulates samples: ``t.samples_ms``, ``t.median``, ``t.iqr``, ``t.min``,
     ``t.mean``, ``t.std`` (milliseconds). ``stream`` is None (default stream), an int
-    cudaStream_t, or a stream object (``.cuda_stream``, ``.ptr``, ``.handle``).
+    cudaStream_t, or a stream object (``.cuda_stream``, ``.ptr``, ``.handle``). One timer
+    belongs to one thread; give each thread its own.
     """
 
     __slots__ = ("name", "stream", "_pending", "_gpu", "_cpu", "_t0", "_ev0")
