@@ -13,7 +13,8 @@ TARGET_MS = 20.0
 def spin_cycles(ms: float) -> int:
     """Clock cycles of about ms at the device's rated clock (a throttled clock runs longer)."""
     khz = cuda.devices()[0].clock_khz
-    assert khz > 0
+    if khz <= 0:
+        pytest.skip("the runtime does not report the SM clock (cudaDevAttrClockRate)")
     return int(khz * ms)
 
 
