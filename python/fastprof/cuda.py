@@ -1,8 +1,791 @@
-"""fastprof.cuda (being written)."""
+"""fastprof.cuda: GPU timing that is right by construction, device arrays and interop.
 
-def cuda_timer(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.cuda.cuda_timer is not built yet")
+GPU work is asynchronous: a host clock around a launch measures the launch. The timers here
+record CUDA events on the stream and read them lazily. Nothing touches CUDA at import time;
+every entry point first checks availability and raises :class:`CudaUnavailableError` with the
+reason (built without CUDA, no driver, driver too old, no device) when it cannot run, and
+:class:`CudaError` (code, name, message) when CUDA itself fails.
 
-def cuda_trace(*args, **kwargs):  # placeholder until this module lands
-    raise NotImplementedError("fastprof.cuda.cuda_trace is not built yet")
+    >>> import fastprof
+    >>> if fastprof.cuda.is_available():
+    ...     with fastprof.cuda_timer() as t:
+    ...         run_kernels()
+    ...     print(t.elapsed_ms, t.cpu_ms)
+"""
 
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from . import _fastprof as _C
+
+__all__ = [
+    "CudaError",
+    "CudaUnavailableError",
+    "is_available",
+    "status",
+    "devices",
+    "DeviceInfo",
+    "synchronize",
+    "cuda_timer",
+    "benchmark",
+    "BenchmarkResult",
+    "DeviceArray",
+    "as_device_array",
+    "is_device_array",
+    "cuda_trace",
+]
+
+
+class CudaError(RuntimeError):
+    """A CUDA call failed: ``code`` (the cudaError_t), ``name`` (e.g. cudaErrorMemoryAllocation),
+    ``message`` (CUDA's words) and ``context`` (the call that failed, when known)."""
+
+    def __init__(self, code: int, name: str, message: str) -> None:
+        super().__init__(f"{name} ({code}): {message}")
+        self.code = int(code)
+        self.name = name
+        self.message = message
+        self.context: Optional[str] = None
+
+    def __str__(self) -> str:
+        where = f"{self.context}: " if self.context else ""
+        return f"{where}{self.name} ({self.code}): {self.message}"
+
+
+class CudaUnavailableError(RuntimeError):
+    """CUDA cannot run here; ``reason`` says why (the same text as :func:`status`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_C._cuda_register_errors(CudaError, CudaUnavailableError)
+
+
+# --- availability ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> tuple[int, str]:
+    """(device count, reason) from the first CUDA call; cached for the process."""
+    if not _C._cuda_built():
+        return 0, ("fastprof was built without CUDA (no CUDA toolkit at build time, "
+                   "or FASTPROF_CUDA=0)")
+    count, _err, reason = _C._cuda_probe()
+    return count, reason
+
+
+def is_available() -> bool:
+    """True when this build has CUDA, a driver is loaded and at least one device is visible."""
+    return _probe()[0] > 0
+
+
+def status() -> str:
+    """Why CUDA cannot run here, in words; or, when it can, the devices and versions."""
+    count, reason = _probe()
+    if count == 0:
+        return reason
+    driver, runtime = _C._cuda_versions()
+    return (f"CUDA available: {count} device(s), driver CUDA {driver // 1000}.{driver % 1000 // 10}, "
+            f"runtime {runtime // 1000}.{runtime % 1000 // 10}")
+
+
+def _require() -> None:
+    """Raises CudaUnavailableError with the reason unless CUDA can run."""
+    count, reason = _probe()
+    if count == 0:
+        raise CudaUnavailableError(reason)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What one device is: name, compute capability, SMs, memory, L2 size and clocks."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    total_memory: int
+    l2_cache_bytes: int
+    clock_khz: int
+    memory_clock_khz: int
+    memory_bus_bits: int
+    warp_size: int
+    max_threads_per_block: int
+    shared_memory_per_block: int
+    pci_bus_id: int
+    integrated: int
+
+    @property
+    def peak_bandwidth_gbs(self) -> float:
+        """Theoretical DRAM bandwidth from the memory clock and bus width (GB/s, DDR)."""
+        return 2.0 * self.memory_clock_khz * 1e3 * self.memory_bus_bits / 8 / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_props_cache: dict[int, dict[str, Any]] = {}
+
+
+def _props(dev: int) -> dict[str, Any]:
+    """The properties of device dev (asked once: cudaGetDeviceProperties is slow)."""
+    if dev not in _props_cache:
+        _props_cache[dev] = _C._cuda_device_props(dev)
+    return _props_cache[dev]
+
+
+def devices() -> list[DeviceInfo]:
+    """The visible devices. Raises CudaUnavailableError when CUDA cannot run."""
+    _require()
+    return [DeviceInfo(**_props(i)) for i in range(_probe()[0])]
+
+
+def synchronize(device: Optional[int] = None) -> None:
+    """Waits (GIL released) for all work queued on the current device, or on ``device``.
+    Errors of earlier asynchronous work (a failed kernel) surface here as CudaError."""
+    index = None if device is None else _check_device_index(device, "device")
+    _require()
+    with _on_device(index):
+        _C._cuda_synchronize()
+
+
+def _check_device_index(device: Any, what: str) -> int:
+    if isinstance(device, bool) or not isinstance(device, (int, np.integer)) or device < 0:
+        raise ValueError(f"{what} must be a device index >= 0, got {device!r}")
+    return int(device)
+
+
+def parse_device(device: Any) -> Optional[int]:
+    """Device index from "cuda", "gpu", "cuda:N", N or None ("cuda" and "gpu" mean the current
+    device: returns None). Raises ValueError for anything else; makes no CUDA call."""
+    if device is None or device in ("cuda", "gpu"):
+        return None
+    if isinstance(device, str):
+        head, _, tail = device.partition(":")
+        if head in ("cuda", "gpu") and tail.isdigit():
+            return int(tail)
+        raise ValueError(f"device must be 'cuda', 'gpu', 'cuda:N' or an index, got {device!r}")
+    return _check_device_index(device, "device")
+
+
+class _on_device:
+    """Context manager that makes device ``index`` current and restores the previous one."""
+
+    __slots__ = ("index", "prev")
+
+    def __init__(self, index: Optional[int]) -> None:
+        self.index = index
+        self.prev: Optional[int] = None
+
+    def __enter__(self) -> None:
+        if self.index is not None:
+            if self.index >= _probe()[0]:
+                raise ValueError(f"device index {self.index} out of range: "
+                                 f"{_probe()[0]} device(s) visible")
+            self.prev = _C._cuda_get_device()
+            if self.prev != self.index:
+                _C._cuda_set_device(self.index)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.prev is not None and self.prev != self.index:
+            _C._cuda_set_device(self.prev)
+
+
+def stream_handle(stream: Any) -> int:
+    """The cudaStream_t of ``stream`` as an int: None is the default stream (0); an int is taken
+    as is; objects with ``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy) or ``.handle`` (Numba) give
+    theirs. Raises TypeError for anything else; makes no CUDA call."""
+    if stream is None:
+        return 0
+    if isinstance(stream, bool):
+        raise TypeError("stream must be None, an int handle or a stream object, got a bool")
+    if isinstance(stream, (int, np.integer)):
+        if stream < 0:
+            raise ValueError(f"stream handle must be >= 0, got {stream}")
+        return int(stream)
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if value is not None:
+            value = getattr(value, "value", value)  # ctypes c_void_p (Numba)
+            if value is None:
+                return 0
+            if isinstance(value, (int, np.integer)):
+                return int(value)
+    raise TypeError("stream must be None, an int cudaStream_t, or an object with .cuda_stream, "
+                    f".ptr or .handle (PyTorch, CuPy, Numba), got {type(stream).__name__}")
+
+
+# --- timers -------------------------------------------------------------------------------------
+
+
+class _EventPool:
+    """Reusable timing events, per device (creating one costs microseconds; an event can only
+    be recorded on a stream of the device it was created on)."""
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[int]] = {}
+        self.owner: dict[int, int] = {}
+
+    def get(self) -> int:
+        dev = _C._cuda_get_device()
+        free = self.free.get(dev)
+        if free:
+            return free.pop()
+        ev = _C._cuda_event_create()
+        self.owner[ev] = dev
+        return ev
+
+    def put(self, ev: int) -> None:
+        self.free.setdefault(self.owner.get(ev, 0), []).append(ev)
+
+
+_events = _EventPool()
+
+
+def _summary(values: np.ndarray) -> dict[str, float]:
+    """median, IQR, min, mean, std (population) of a sample; NaN when it is empty."""
+    if values.size == 0:
+        nan = float("nan")
+        return {"median": nan, "iqr": nan, "min": nan, "mean": nan, "std": nan}
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return {"median": float(med), "iqr": float(q3 - q1), "min": float(values.min()),
+            "mean": float(values.mean()), "std": float(values.std())}
+
+
+class cuda_timer:
+    """Times a block on the GPU with a pair of CUDA events, and on the host.
+
+    ``with cuda_timer(name=None, stream=None) as t: ...`` records a start event on ``stream``
+    at entry and an end event at exit. ``t.elapsed_ms`` waits for the end event (GIL released)
+    the first time it is read; ``t.cpu_ms`` is the host time of the block. Reusing one timer
+    across iterations accumulates samples: ``t.samples_ms``, ``t.median``, ``t.iqr``, ``t.min``,
+    ``t.mean``, ``t.std`` (milliseconds). ``stream`` is None (default stream), an int
+    cudaStream_t, or a stream object (``.cuda_stream``, ``.ptr``, ``.handle``). One timer
+    belongs to one thread; give each thread its own.
+    """
+
+    __slots__ = ("name", "stream", "_pending", "_gpu", "_cpu", "_t0", "_ev0")
+
+    def __init__(self, name: Optional[str] = None, stream: Any = None) -> None:
+        self.name = name
+        self.stream = stream_handle(stream)
+        self._pending: list[tuple[int, int]] = []
+        self._gpu: list[float] = []
+        self._cpu: list[float] = []
+        self._t0 = 0
+        self._ev0 = 0
+
+    def __enter__(self) -> "cuda_timer":
+        _require()
+        if self._ev0:
+            raise RuntimeError("cuda_timer is already running (nested use of one timer)")
+        ev = _events.get()
+        _C._cuda_event_record(ev, self.stream)
+        self._ev0 = ev
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        t1 = time.perf_counter_ns()
+        ev1 = _events.get()
+        _C._cuda_event_record(ev1, self.stream)
+        self._pending.append((self._ev0, ev1))
+        self._ev0 = 0
+        self._cpu.append((t1 - self._t0) / 1e6)
+
+    def _resolve(self) -> None:
+        """Reads every pending event pair (waiting for the last one) into the samples."""
+        while self._pending:
+            e0, e1 = self._pending[0]
+            ms = _C._cuda_event_elapsed(e0, e1)
+            self._pending.pop(0)
+            self._gpu.append(ms)
+            _events.put(e0)
+            _events.put(e1)
+
+    @property
+    def elapsed_ms(self) -> float:
+        """GPU time of the last timed block in ms (waits for it, GIL released)."""
+        self._resolve()
+        if not self._gpu:
+            raise RuntimeError("cuda_timer has no finished sample yet")
+        return self._gpu[-1]
+
+    @property
+    def cpu_ms(self) -> float:
+        """Host time of the last timed block in ms."""
+        if not self._cpu:
+            raise RuntimeError("cuda_timer has no finished sample yet")
+        return self._cpu[-1]
+
+    @property
+    def samples_ms(self) -> np.ndarray:
+        """GPU times of every timed block so far (ms)."""
+        self._resolve()
+        return np.array(self._gpu, dtype=np.float64)
+
+    @property
+    def cpu_samples_ms(self) -> np.ndarray:
+        """Host times of every timed block so far (ms)."""
+        return np.array(self._cpu, dtype=np.float64)
+
+    def stats(self) -> dict[str, float]:
+        """median, iqr, min, mean, std of the GPU samples (ms)."""
+        return _summary(self.samples_ms)
+
+    median = property(lambda self: self.stats()["median"], doc="Median GPU time (ms).")
+    iqr = property(lambda self: self.stats()["iqr"], doc="Interquartile range of GPU times (ms).")
+    min = property(lambda self: self.stats()["min"], doc="Fastest GPU time (ms).")
+    mean = property(lambda self: self.stats()["mean"], doc="Mean GPU time (ms).")
+    std = property(lambda self: self.stats()["std"], doc="Standard deviation of GPU times (ms).")
+
+    def __len__(self) -> int:
+        return len(self._gpu) + len(self._pending)
+
+    def __repr__(self) -> str:
+        label = f" {self.name!r}" if self.name else ""
+        return f"<cuda_timer{label}: {len(self)} sample(s)>"
+
+    def __del__(self) -> None:
+        try:
+            for e0, e1 in self._pending:
+                _C._cuda_event_destroy(e0)
+                _C._cuda_event_destroy(e1)
+        except Exception:
+            pass
+
+
+# --- benchmark ----------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchmarkResult:
+    """Times of :func:`benchmark` in milliseconds: ``gpu_times`` (events around each call) and
+    ``cpu_times`` (host time of each call, launch included, wait excluded)."""
+
+    name: str
+    gpu_times: np.ndarray
+    cpu_times: np.ndarray
+    n_warmup: int
+    flush_l2: bool
+
+    @property
+    def n_repeat(self) -> int:
+        return int(self.gpu_times.size)
+
+    def _stat(self, key: str) -> float:
+        return _summary(self.gpu_times)[key]
+
+    median = property(lambda self: self._stat("median"), doc="Median GPU time (ms).")
+    iqr = property(lambda self: self._stat("iqr"), doc="Interquartile range of GPU times (ms).")
+    min = property(lambda self: self._stat("min"), doc="Fastest GPU time (ms).")
+    mean = property(lambda self: self._stat("mean"), doc="Mean GPU time (ms).")
+    std = property(lambda self: self._stat("std"), doc="Standard deviation of GPU times (ms).")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: name, settings, GPU and CPU summaries, and the raw times (lists)."""
+        return {
+            "name": self.name,
+            "n_warmup": self.n_warmup,
+            "n_repeat": self.n_repeat,
+            "flush_l2": self.flush_l2,
+            "gpu_ms": _summary(self.gpu_times),
+            "cpu_ms": _summary(self.cpu_times),
+            "gpu_times": self.gpu_times.tolist(),
+            "cpu_times": self.cpu_times.tolist(),
+        }
+
+    def __str__(self) -> str:
+        g, c = _summary(self.gpu_times), _summary(self.cpu_times)
+        return (f"{self.name}: GPU {_fmt_ms(g['median'])} median (IQR {_fmt_ms(g['iqr'])}, "
+                f"min {_fmt_ms(g['min'])}), CPU {_fmt_ms(c['median'])} median, "
+                f"{self.n_repeat} repeats, {self.n_warmup} warm-up, "
+                f"L2 {'flushed' if self.flush_l2 else 'warm'}")
+
+
+def _fmt_ms(ms: float) -> str:
+    if not math.isfinite(ms):
+        return "n/a"
+    if ms < 1e-3:
+        return f"{ms * 1e6:.0f} ns"
+    if ms < 1:
+        return f"{ms * 1e3:.2f} us"
+    if ms < 1000:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1000:.3f} s"
+
+
+_flush_buffers: dict[int, tuple[_Allocation, int]] = {}
+
+
+def _flush_buffer() -> tuple[int, int]:
+    """(pointer, nbytes) of a scratch buffer twice the current device's L2, kept for reuse."""
+    dev = _C._cuda_get_device()
+    if dev not in _flush_buffers:
+        l2 = int(_props(dev)["l2_cache_bytes"]) or (8 << 20)
+        nbytes = 2 * l2
+        _flush_buffers[dev] = (_Allocation(nbytes, dev), nbytes)
+    alloc, nbytes = _flush_buffers[dev]
+    return alloc.ptr, nbytes
+
+
+def _check_count(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{what} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[dict] = None,
+              n_warmup: int = 10, n_repeat: int = 100, max_duration: Optional[float] = None,
+              flush_l2: bool = True, stream: Any = None, name: Optional[str] = None
+              ) -> BenchmarkResult:
+    """Times ``fn(*args, **kwargs)`` on the GPU.
+
+    ``n_warmup`` untimed calls, then up to ``n_repeat`` timed ones (fewer when ``max_duration``
+    seconds of wall time have passed, at least one). Before each timed call, when ``flush_l2``,
+    a kernel overwrites a buffer twice the L2 size, outside the timed window; then a start
+    event, the call, an end event, and one wait for the end event. Events go on ``stream``.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    elif not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict or None, got {type(kwargs).__name__}")
+    args = tuple(args)
+    n_warmup = _check_count(n_warmup, "n_warmup", 0)
+    n_repeat = _check_count(n_repeat, "n_repeat", 1)
+    if max_duration is not None and not (isinstance(max_duration, (int, float))
+                                         and max_duration > 0):
+        raise ValueError(f"max_duration must be a number of seconds > 0 or None, got {max_duration!r}")
+    handle = stream_handle(stream)
+    _require()
+    for _ in range(n_warmup):
+        fn(*args, **kwargs)
+    flush = _flush_buffer() if flush_l2 else None
+    e0, e1 = _events.get(), _events.get()
+    gpu: list[float] = []
+    cpu: list[float] = []
+    deadline = None if max_duration is None else time.perf_counter() + max_duration
+    try:
+        for _ in range(n_repeat):
+            if flush is not None:
+                _C._cuda_scrub(flush[0], flush[1], handle)
+            _C._cuda_event_record(e0, handle)
+            t0 = time.perf_counter_ns()
+            fn(*args, **kwargs)
+            t1 = time.perf_counter_ns()
+            _C._cuda_event_record(e1, handle)
+            gpu.append(_C._cuda_event_elapsed(e0, e1))
+            cpu.append((t1 - t0) / 1e6)
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+    finally:
+        _events.put(e0)
+        _events.put(e1)
+    return BenchmarkResult(name or getattr(fn, "__name__", "fn"), np.array(gpu), np.array(cpu),
+                           n_warmup, bool(flush_l2))
+
+
+# --- device arrays ------------------------------------------------------------------------------
+
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # DLPack type codes
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+_KDL_CUDA = 2
+_KDL_CUDA_MANAGED = 13
+
+
+class _Allocation:
+    """Owns one device block; gives it back when the last array using it goes. Blocks are
+    stream-ordered (cudaMallocAsync / cudaFreeAsync on the allocating stream, memory kept in the
+    device's pool) where the device supports memory pools: no device-wide sync on free. Memory
+    used on another stream must be synchronized by the user before the array is dropped, as
+    with CuPy and PyTorch."""
+
+    __slots__ = ("ptr", "nbytes", "device", "stream", "ordered", "__weakref__")
+
+    def __init__(self, nbytes: int, device: int, stream: int = 0) -> None:
+        self.ptr = 0
+        self.nbytes = nbytes
+        self.device = device
+        self.stream = stream
+        self.ptr, self.ordered = _C._cuda_malloc(nbytes, stream)
+
+    def __del__(self) -> None:
+        if self.ptr:
+            try:
+                _C._cuda_free(self.ptr, self.stream, self.ordered)
+            except Exception:
+                pass
+            self.ptr = 0
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    acc = itemsize
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(n) for n in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(n < 0 for n in out):
+        raise ValueError(f"shape must be non-negative, got {out}")
+    return out
+
+
+class DeviceArray:
+    """An n-d array in device memory, or a zero-copy view of another library's device array.
+
+    Create with :meth:`empty`, :meth:`zeros` or :meth:`from_numpy`; bring back with
+    :meth:`to_numpy`. Exposes ``__cuda_array_interface__`` (v3) and DLPack
+    (``__dlpack__`` / ``__dlpack_device__``), so CuPy, PyTorch and Numba take it without a copy.
+    ``strides`` are in bytes, as in NumPy.
+    """
+
+    __slots__ = ("ptr", "shape", "dtype", "strides", "device", "stream", "_owner")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: Any, strides: Optional[tuple[int, ...]],
+                 device: int, owner: Any, stream: int = 0) -> None:
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(n) for n in shape)
+        self.strides = tuple(strides) if strides is not None else _c_strides(self.shape, self.dtype.itemsize)
+        self.ptr = int(ptr)
+        self.device = int(device)
+        self.stream = int(stream)
+        self._owner = owner
+
+    # construction
+    @classmethod
+    def empty(cls, shape: Any, dtype: Any = np.float64, device: Any = None,
+              stream: Any = None) -> "DeviceArray":
+        """Uninitialized C-contiguous array on ``device`` (None: the current device), ordered
+        on ``stream`` (None: the default stream)."""
+        shape = _check_shape(shape)
+        dtype = _check_dtype(dtype)
+        index = parse_device(device)
+        handle = stream_handle(stream)
+        _require()
+        with _on_device(index):
+            dev = _C._cuda_get_device()
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            alloc = _Allocation(nbytes, dev, handle)
+        return cls(alloc.ptr, shape, dtype, None, dev, alloc, stream=handle)
+
+    @classmethod
+    def zeros(cls, shape: Any, dtype: Any = np.float64, device: Any = None) -> "DeviceArray":
+        """Zero-filled C-contiguous array (copied from a host zero buffer)."""
+        return cls.from_numpy(np.zeros(_check_shape(shape), dtype=_check_dtype(dtype)), device=device)
+
+    @classmethod
+    def from_numpy(cls, array: Any, device: Any = None, stream: Any = None) -> "DeviceArray":
+        """A C-contiguous device copy of ``array`` (anything np.asarray takes)."""
+        host = np.ascontiguousarray(array)
+        _check_dtype(host.dtype)
+        handle = stream_handle(stream)
+        out = cls.empty(host.shape, host.dtype, device, handle)
+        if host.nbytes:
+            with _on_device(out.device if device is not None else None):
+                _C._cuda_memcpy_htod(out.ptr, memoryview(host).cast("B"), handle)
+        return out
+
+    # properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        return self.size <= 1 or all(
+            n == 1 or s == c for n, s, c in zip(self.shape, self.strides, _c_strides(self.shape, self.itemsize)))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+    # copies
+    def to_numpy(self, stream: Any = None) -> np.ndarray:
+        """A host copy (NumPy array of the same shape, dtype and layout order C)."""
+        handle = stream_handle(stream) if stream is not None else self.stream
+        _require()
+        out = np.empty(self.shape, dtype=self.dtype)
+        if out.nbytes == 0:
+            return out
+        with _on_device(self.device):
+            if self.is_c_contiguous:
+                _C._cuda_memcpy_dtoh(memoryview(out).cast("B"), self.ptr, handle)
+                return out
+            # a strided view: bring back its whole extent, then view it on the host
+            lo = sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0)
+            hi = sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0) + self.itemsize
+            raw = np.empty(hi - lo, dtype=np.uint8)
+            _C._cuda_memcpy_dtoh(memoryview(raw), self.ptr + lo, handle)
+        base = np.ndarray(self.shape, dtype=self.dtype, buffer=raw, offset=-lo, strides=self.strides)
+        out[...] = base
+        return out
+
+    copy_to_host = to_numpy
+    get = to_numpy
+
+    def copy(self) -> "DeviceArray":
+        """A C-contiguous device copy."""
+        if not self.is_c_contiguous:
+            return DeviceArray.from_numpy(self.to_numpy(), device=self.device)
+        out = DeviceArray.empty(self.shape, self.dtype, self.device)
+        if self.nbytes:
+            with _on_device(self.device):
+                _C._cuda_memcpy_dtod(out.ptr, self.ptr, self.nbytes, self.stream)
+        return out
+
+    # interop
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None if self.is_c_contiguous else self.strides,
+            # our work goes on the legacy default stream unless a stream was given
+            "stream": self.stream if self.stream else 1,
+        }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_KDL_CUDA, self.device)
+
+    def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A "dltensor" capsule (DLPack 0.x ABI) viewing this memory; keeps it alive."""
+        if copy:
+            raise BufferError("DeviceArray.__dlpack__ does not copy (copy=True asked)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, not {dl_device}")
+        # the consumer will use `stream` (None or 1: the legacy default stream; -1: it will
+        # synchronize itself): make that stream wait for the work queued on ours
+        target = 0 if stream in (None, 1) else int(stream)
+        if stream != -1 and target != self.stream:
+            _require()
+            with _on_device(self.device):
+                ev = _events.get()
+                try:
+                    _C._cuda_event_record(ev, self.stream)
+                    _C._cuda_stream_wait_event(target, ev)
+                finally:
+                    _events.put(ev)
+        if any(s % self.itemsize for s in self.strides):
+            raise BufferError("strides are not a multiple of the item size")
+        strides = tuple(s // self.itemsize for s in self.strides)
+        kind = self.dtype.kind
+        if kind not in _DL_CODES:
+            raise BufferError(f"dtype {self.dtype} has no DLPack code")
+        return _C._cuda_dlpack_export(self.ptr, self.shape, strides, _DL_CODES[kind],
+                                      self.dtype.itemsize * 8, _KDL_CUDA, self.device, self)
+
+
+def _check_dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc" or dt.hasobject:
+        raise TypeError(f"dtype must be a numeric or bool dtype, got {dt}")
+    return dt
+
+
+def is_device_array(obj: Any) -> bool:
+    """True for a DeviceArray, an object with ``__cuda_array_interface__``, or one whose
+    ``__dlpack_device__()`` is a CUDA device. Makes no CUDA call."""
+    if isinstance(obj, DeviceArray):
+        return True
+    if isinstance(obj, np.ndarray):
+        return False
+    if hasattr(type(obj), "__cuda_array_interface__") or hasattr(obj, "__cuda_array_interface__"):
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None and hasattr(obj, "__dlpack__"):
+        try:
+            return int(dev()[0]) in (_KDL_CUDA, _KDL_CUDA_MANAGED)
+        except Exception:
+            return False
+    return False
+
+
+def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
+    """A zero-copy DeviceArray view from a __cuda_array_interface__ dict."""
+    if not isinstance(cai, dict) or "data" not in cai or "shape" not in cai or "typestr" not in cai:
+        raise TypeError("__cuda_array_interface__ must be a dict with data, shape and typestr")
+    if cai.get("mask") is not None:
+        raise ValueError("masked __cuda_array_interface__ arrays are not supported")
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(n) for n in cai["shape"])
+    ptr = int(cai["data"][0] or 0)
+    strides = cai.get("strides")
+    stream = cai.get("stream")
+    handle = 0
+    if stream is not None:
+        handle = 0 if int(stream) == 1 else int(stream)
+    dev = _C._cuda_pointer_device(ptr) if ptr else _C._cuda_get_device()
+    return DeviceArray(ptr, shape, dtype, tuple(strides) if strides is not None else None, dev, obj,
+                       stream=handle)
+
+
+def as_device_array(obj: Any, stream: Any = None) -> DeviceArray:
+    """A zero-copy DeviceArray view of a device array from any library (DeviceArray,
+    ``__cuda_array_interface__``, or ``__dlpack__`` on a CUDA device). The view keeps the
+    producer alive and records its stream (CAI ``stream``; for DLPack, ``stream`` or the
+    default stream is the one passed to the producer). Raises TypeError for other objects."""
+    if isinstance(obj, DeviceArray):
+        return obj
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        _require()
+        return _from_cai(obj, cai)
+    if is_device_array(obj):
+        _require()
+        handle = stream_handle(stream)
+        try:
+            cap = obj.__dlpack__(stream=handle if handle else 1)
+        except TypeError:
+            cap = obj.__dlpack__()
+        ptr, shape, strides, (code, bits, _lanes), dev_type, dev_id, keeper = _C._cuda_dlpack_import(cap)
+        if code not in _DL_KINDS or bits % 8:
+            raise TypeError(f"unsupported DLPack dtype (code {code}, {bits} bits)")
+        kind = _DL_KINDS[code]
+        dtype = np.dtype(bool) if kind == "b" else np.dtype(f"{kind}{bits // 8}")
+        byte_strides = None if strides is None else tuple(s * dtype.itemsize for s in strides)
+        return DeviceArray(ptr, shape, dtype, byte_strides, dev_id, (obj, keeper), stream=handle)
+    raise TypeError(f"expected a device array (DeviceArray, __cuda_array_interface__ or CUDA "
+                    f"__dlpack__), got {type(obj).__name__}")
+
+
+from .trace import cuda_trace  # noqa: E402  (trace builds on the names above)

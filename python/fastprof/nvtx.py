@@ -1,2 +1,91 @@
-"""fastprof.nvtx (being written)."""
+"""fastprof.nvtx: NVTX ranges that name regions in Nsight Systems timelines.
 
+``fastprof.nvtx.range(name)`` works as a context manager and as a decorator. NVTX3 is
+header-only: with no tool attached each push/pop is a check of a null function pointer, so
+ranges can stay in production code. In a build without CUDA they do nothing.
+
+    >>> from fastprof import nvtx
+    >>> with nvtx.range("forward"):
+    ...     model(x)
+    >>> @nvtx.range("step")
+    ... def step(): ...
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional, TypeVar
+
+from . import _fastprof as _C
+
+__all__ = ["range", "push", "pop", "enabled"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_BUILT = bool(_C._cuda_built())
+
+
+def enabled() -> bool:
+    """True when this build carries NVTX (a CUDA build); ranges are no-ops otherwise."""
+    return _BUILT
+
+
+def push(name: str) -> int:
+    """Opens a range; returns its depth (negative when no tool is attached, or not built)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    return _C._cuda_nvtx_push(name) if _BUILT else -1
+
+
+def pop() -> int:
+    """Closes the innermost range; returns the depth left (negative without a tool)."""
+    return _C._cuda_nvtx_pop() if _BUILT else -1
+
+
+class range:  # noqa: N801  (mirrors nvtx.annotate / torch.cuda.nvtx.range)
+    """An NVTX range: ``with range("name"):`` or ``@range("name")`` (default: the function's
+    qualified name when used as a bare decorator ``@range``)."""
+
+    __slots__ = ("name",)
+
+    def __new__(cls, name: Any = None) -> Any:
+        if callable(name) and not isinstance(name, str):
+            # bare decorator: @range
+            return cls(getattr(name, "__qualname__", repr(name)))(name)
+        return super().__new__(cls)
+
+    def __init__(self, name: Optional[str] = None) -> None:
+        if name is None:
+            name = "range"
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        self.name = name
+
+    def __enter__(self) -> "range":
+        if _BUILT:
+            _C._cuda_nvtx_push(self.name)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if _BUILT:
+            _C._cuda_nvtx_pop()
+
+    def __call__(self, fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"range(...) decorates a callable, got {type(fn).__name__}")
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _BUILT:
+                _C._cuda_nvtx_push(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if _BUILT:
+                    _C._cuda_nvtx_pop()
+
+        return wrapper  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"nvtx.range({self.name!r})"

@@ -1,0 +1,853 @@
+"""GPU versions of fastprof.kernels: convolve, correlate, uniform_filter, evaluate, matmul.
+
+Same signatures as the CPU kernels plus ``device=`` ("cuda", "gpu", "cuda:N") and ``stream=``.
+fastprof.kernels dispatches here for ``device="cuda"`` or device-array input.
+
+- NumPy input is copied in and out; the result is a NumPy array (:class:`TimedArray`) whose
+  ``.timings`` gives the host-to-device, kernel and device-to-host times separately (CUDA
+  events), because the transfers usually dominate. :func:`last_timings` returns the same dict
+  for any call.
+- Device input (DeviceArray, ``__cuda_array_interface__``, CUDA ``__dlpack__``) is read in
+  place, on its stream, and the result is a :class:`fastprof.cuda.DeviceArray`.
+
+Filters follow scipy.ndimage (modes reflect, constant, nearest, mirror, wrap and the grid-*
+synonyms; origin). evaluate compiles the expression to one fused kernel with NVRTC, cached
+per expression, dtype and argument layout. matmul calls cuBLAS (row-major handled).
+
+Every argument is checked before any CUDA call; then availability is checked and
+:class:`fastprof.cuda.CudaUnavailableError` carries the reason when CUDA cannot run.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _fastprof as _C
+from . import cuda as _cuda
+from .trace import library_candidates
+
+__all__ = ["convolve", "correlate", "uniform_filter", "evaluate", "matmul", "last_timings",
+           "TimedArray", "generate_source"]
+
+_MAXDIM = 8
+_F32, _F64 = 0, 1
+
+# --- argument checks (kept apart so they can later call fastprof.kernels' shared checks) ------
+
+_MODES = {"reflect": 0, "grid-mirror": 0, "constant": 1, "grid-constant": 1, "nearest": 2,
+          "mirror": 3, "wrap": 4, "grid-wrap": 4}
+
+
+def _check_mode(mode: Any, what: str = "mode") -> int:
+    if not isinstance(mode, str) or mode not in _MODES:
+        raise ValueError(f"{what} must be one of {sorted(_MODES)}, got {mode!r}")
+    return _MODES[mode]
+
+
+def _check_modes(mode: Any, ndim: int) -> list[int]:
+    if isinstance(mode, str):
+        return [_check_mode(mode)] * ndim
+    modes = list(mode) if isinstance(mode, (list, tuple)) else None
+    if modes is None or len(modes) != ndim:
+        raise ValueError(f"mode must be a str or a sequence of {ndim} str, got {mode!r}")
+    return [_check_mode(m, "mode[%d]" % i) for i, m in enumerate(modes)]
+
+
+def _check_cval(cval: Any) -> float:
+    if isinstance(cval, bool) or not isinstance(cval, (int, float, np.integer, np.floating)):
+        raise TypeError(f"cval must be a real number, got {type(cval).__name__}")
+    return float(cval)
+
+
+def _check_origins(origin: Any, ndim: int) -> list[int]:
+    if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
+        return [int(origin)] * ndim
+    if isinstance(origin, (list, tuple)) and len(origin) == ndim and all(
+            isinstance(o, (int, np.integer)) and not isinstance(o, bool) for o in origin):
+        return [int(o) for o in origin]
+    raise ValueError(f"origin must be an int or a sequence of {ndim} ints, got {origin!r}")
+
+
+def _check_origin_range(size: int, origin: int, axis: int) -> None:
+    if not 0 <= size // 2 + origin < size:
+        raise ValueError(f"invalid origin {origin} for a filter of size {size} along axis {axis}: "
+                         f"expected {-(size // 2)} <= origin <= {(size - 1) // 2}")
+
+
+def _check_real_dtype(dtype: np.dtype, what: str) -> None:
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise TypeError(f"{what} must have a real numeric dtype (bool, int, float up to 64 bit), "
+                        f"got {dtype}")
+
+
+class _Operand:
+    """An input checked without CUDA: host array, or device array to be viewed later."""
+
+    __slots__ = ("host", "device", "obj", "shape", "dtype")
+
+    def __init__(self, obj: Any, what: str) -> None:
+        self.obj = obj
+        self.device: Optional[_cuda.DeviceArray] = None
+        self.host: Optional[np.ndarray] = None
+        if _cuda.is_device_array(obj):
+            self.shape: Optional[tuple[int, ...]] = None
+            self.dtype: Optional[np.dtype] = None
+            cai = getattr(obj, "__cuda_array_interface__", None) if not isinstance(obj, _cuda.DeviceArray) else None
+            if isinstance(obj, _cuda.DeviceArray):
+                self.shape, self.dtype = obj.shape, obj.dtype
+            elif isinstance(cai, dict) and "shape" in cai and "typestr" in cai:
+                self.shape, self.dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+        else:
+            try:
+                self.host = np.asarray(obj)
+            except Exception as exc:
+                raise TypeError(f"{what} must be an array (NumPy or device), got "
+                                f"{type(obj).__name__}") from exc
+            if self.host.dtype.hasobject:
+                raise TypeError(f"{what} must be a numeric array, got dtype object")
+            self.shape, self.dtype = self.host.shape, self.host.dtype
+
+    @property
+    def on_device(self) -> bool:
+        return self.host is None
+
+    def view(self, stream: Any) -> _cuda.DeviceArray:
+        """The device view (CUDA must be available)."""
+        if self.device is None:
+            self.device = _cuda.as_device_array(self.obj, stream)
+            self.shape, self.dtype = self.device.shape, self.device.dtype
+        return self.device
+
+
+def _check_ndim(shape: tuple[int, ...], what: str) -> None:
+    if not 1 <= len(shape) <= _MAXDIM:
+        raise ValueError(f"{what} must have 1 to {_MAXDIM} dimensions on the GPU, got {len(shape)}")
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+
+
+# --- timings ------------------------------------------------------------------------------------
+
+
+class TimedArray(np.ndarray):
+    """A NumPy result of a GPU kernel on NumPy input; ``.timings`` holds h2d_ms, kernel_ms,
+    d2h_ms (and total_ms) of the call that made it (None on arrays derived from it)."""
+
+    timings: Optional[dict[str, float]]
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.timings = None
+
+
+_local = threading.local()
+
+
+def last_timings() -> Optional[dict[str, float]]:
+    """Timings of this thread's last GPU kernel call: h2d_ms, kernel_ms, d2h_ms, total_ms."""
+    return getattr(_local, "timings", None)
+
+
+class _Timing:
+    """Four events on one stream: before upload, before the kernel, after it, after download."""
+
+    def __init__(self, stream: int) -> None:
+        self.stream = stream
+        self.events = [_cuda._events.get() for _ in range(4)]
+
+    def mark(self, i: int) -> None:
+        _C._cuda_event_record(self.events[i], self.stream)
+
+    def finish(self) -> dict[str, float]:
+        e = self.events
+        try:
+            t = {"h2d_ms": _C._cuda_event_elapsed(e[0], e[1]),
+                 "kernel_ms": _C._cuda_event_elapsed(e[1], e[2]),
+                 "d2h_ms": _C._cuda_event_elapsed(e[2], e[3])}
+        finally:
+            for ev in e:
+                _cuda._events.put(ev)
+        t["total_ms"] = t["h2d_ms"] + t["kernel_ms"] + t["d2h_ms"]
+        _local.timings = t
+        return t
+
+
+def _finish_host(result: np.ndarray, timing: _Timing, output: Optional[np.ndarray]) -> np.ndarray:
+    t = timing.finish()
+    if output is not None:
+        output[...] = result
+        return output
+    out = result.view(TimedArray)
+    out.timings = t
+    return out
+
+
+def _check_host_output(output: Any, shape: tuple[int, ...], on_device: bool) -> Optional[np.ndarray]:
+    if output is None:
+        return None
+    if on_device:
+        raise ValueError("output= is only supported for NumPy input on the GPU; device input "
+                         "returns a new DeviceArray")
+    if not isinstance(output, np.ndarray) or output.shape != shape:
+        raise ValueError(f"output must be a NumPy array of shape {shape}, got "
+                         f"{getattr(output, 'shape', type(output).__name__)}")
+    if not output.flags.writeable:
+        raise ValueError("output must be writeable")
+    return output
+
+
+# --- filters ------------------------------------------------------------------------------------
+
+
+def _separable(w: np.ndarray) -> Optional[list[np.ndarray]]:
+    """1-D factors whose outer product is w (exactly up to rounding), or None."""
+    if w.ndim < 2 or sum(n > 1 for n in w.shape) < 2:
+        return None
+    p = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
+    pivot = w[p]
+    if pivot == 0:
+        return None
+    factors = []
+    for d in range(w.ndim):
+        idx = list(p)
+        idx[d] = slice(None)
+        factors.append(np.array(w[tuple(idx)], dtype=np.float64))
+    factors[0] = factors[0] / pivot ** (w.ndim - 1)
+    rebuilt = factors[0]
+    for f in factors[1:]:
+        rebuilt = np.multiply.outer(rebuilt, f)
+    scale = float(np.abs(w).max())
+    if not np.allclose(rebuilt, w, rtol=1e-12, atol=1e-14 * scale):
+        return None
+    return factors
+
+
+_weights_cache: dict[tuple, _cuda.DeviceArray] = {}
+_WEIGHTS_CACHE_MAX = 32
+
+
+def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceArray:
+    """The weights on the current device, uploaded once per content, dtype and device (a small
+    cache: re-uploading would make every call wait for the stream)."""
+    host = np.ascontiguousarray(w, dtype=cdt)
+    key = (host.tobytes(), host.shape, cdt.str, _C._cuda_get_device())
+    hit = _weights_cache.get(key)
+    if hit is None:
+        if len(_weights_cache) >= _WEIGHTS_CACHE_MAX:
+            _C._cuda_synchronize()  # the evicted block may still be read on another stream
+            _weights_cache.pop(next(iter(_weights_cache)))
+        hit = _weights_cache[key] = _cuda.DeviceArray.from_numpy(host, stream=stream)
+    return hit
+
+
+def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
+                passes: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]],
+                cval: float, stream: int, keep: list) -> None:
+    """Runs correlation passes (weights or None for box, wshape, shift, mode, box weight) from
+    src to out, through contiguous temporaries."""
+    code = _F32 if cdt == np.float32 else _F64
+    shape = src.shape
+    cur_ptr, cur_strides = src.ptr, tuple(s // cdt.itemsize for s in src.strides)
+    tmp: Optional[_cuda.DeviceArray] = None
+    for i, (w, wshape, shift, mode, boxw) in enumerate(passes):
+        last = i == len(passes) - 1
+        if last:
+            dst = out
+        else:
+            dst = _cuda.DeviceArray.empty(shape, cdt, stream=stream)
+            keep.append(dst)
+        wptr = 0
+        if w is not None:
+            wd = _device_weights(w, cdt, stream)
+            keep.append(wd)
+            wptr = wd.ptr
+        _C._cuda_correlate(code, cur_ptr, dst.ptr, wptr, shape, cur_strides, wshape, shift, mode,
+                           cval, boxw, stream)
+        tmp = dst
+        cur_ptr, cur_strides = tmp.ptr, tuple(s // cdt.itemsize for s in tmp.strides)
+
+
+def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) -> bool:
+    """Whether the device runs this correlation as one shared-memory tiled pass (2-D, 3-D)."""
+    if not _C._cuda_built() or len(shape) not in (2, 3):
+        return False
+    return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
+
+
+def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
+    """Runs the passes on the host with the device's own code (test hook): path 0 as the
+    device would (tiled where it fits), 1 the direct per-element kernel."""
+    cdt = _compute_dtype(host.dtype)
+    code = _F32 if cdt == np.float32 else _F64
+    cur = np.ascontiguousarray(host, dtype=cdt)
+    for w, wshape, shift, mode, boxw in passes:
+        dst = np.empty(host.shape, dtype=cdt)
+        wbuf = None if w is None else np.ascontiguousarray(w, dtype=cdt)
+        strides = tuple(st // cdt.itemsize for st in cur.strides)
+        _C._cuda_correlate_host(code, cur, 0, dst, wbuf, host.shape, strides, wshape, shift,
+                                mode, cval, boxw, path)
+        cur = dst
+    return cur
+
+
+def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: Any, stream: Any,
+            emulate: Any = False) -> Any:
+    """Shared driver: availability, device, upload, passes, download, timings."""
+    index = _cuda.parse_device(device)
+    handle = _cuda.stream_handle(stream)
+    out_dtype = None
+    if output is not None and not isinstance(output, np.ndarray):
+        try:  # scipy also takes a dtype for output
+            out_dtype = np.dtype(output)
+        except TypeError:
+            raise ValueError(f"output must be a NumPy array or a dtype, got {type(output).__name__}") from None
+        _check_real_dtype(out_dtype, "output")
+        output = None
+    if output is not None and inp.on_device:
+        raise ValueError("output= is only supported for NumPy input on the GPU; device input "
+                         "returns a new DeviceArray")
+    host_out = _check_host_output(output, inp.shape, False) if output is not None else None
+    if emulate:
+        if inp.on_device:
+            raise TypeError("host emulation takes NumPy input")
+        if not _C._cuda_built():
+            raise _cuda.CudaUnavailableError(_cuda.status())
+        host = inp.host
+        cdt = _compute_dtype(host.dtype)
+        res = _emulate_passes(host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0) \
+            if host.size else \
+            np.empty(host.shape, _compute_dtype(host.dtype))
+        res = res.astype(out_dtype or host.dtype, copy=False)
+        if host_out is not None:
+            host_out[...] = res
+            return host_out
+        return res
+    _cuda._require()
+    if inp.on_device and index is None:
+        index = inp.view(stream).device  # run where the data lives
+    with _cuda._on_device(index):
+        keep: list = []
+        if inp.on_device:
+            src = inp.view(stream)
+            _check_ndim(src.shape, "input")
+            if src.dtype not in (np.float32, np.float64):
+                raise TypeError(f"device input must be float32 or float64, got {src.dtype}")
+            if any(st % src.itemsize for st in src.strides):
+                raise ValueError("device input strides must be multiples of the item size")
+            if out_dtype is not None and out_dtype != src.dtype:
+                raise TypeError(f"output dtype {out_dtype} differs from the device input's {src.dtype}")
+            if stream is None:
+                handle = src.stream
+            out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
+            if src.size:
+                _run_passes(src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep)
+            return out
+        host = inp.host
+        assert host is not None
+        cdt = _compute_dtype(host.dtype)
+        timing = _Timing(handle)
+        timing.mark(0)
+        src = _cuda.DeviceArray.from_numpy(host.astype(cdt, copy=False), stream=handle)
+        out = _cuda.DeviceArray.empty(host.shape, cdt, stream=handle)
+        timing.mark(1)
+        if host.size:
+            _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
+        timing.mark(2)
+        result = out.to_numpy(stream=handle)
+        timing.mark(3)
+        if result.dtype != (out_dtype or host.dtype):
+            result = result.astype(out_dtype or host.dtype)
+        return _finish_host(result, timing, host_out)
+
+
+def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
+    """Axes as scipy.ndimage takes them: None (all), an int, or distinct ints (negative ok)."""
+    if axes is None:
+        return tuple(range(ndim))
+    raw = [axes] if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool) else axes
+    try:
+        raw = list(raw)
+    except TypeError:
+        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}") from None
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in raw):
+        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}")
+    out = tuple(int(a) + ndim if a < 0 else int(a) for a in raw)
+    if any(not 0 <= a < ndim for a in out) or len(set(out)) != len(out):
+        raise ValueError(f"axes must be distinct axes of a {ndim}-d input, got {axes!r}")
+    return out
+
+
+def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin: Any,
+                           axes: Any, device: Any, stream: Any, flip: bool, emulate: Any) -> Any:
+    inp = _Operand(input, "input")
+    modecode = _check_mode(mode)
+    cval = _check_cval(cval)
+    if _cuda.is_device_array(weights):
+        raise TypeError("weights must be a host array (NumPy or sequence) on the GPU path")
+    w0 = np.asarray(weights)
+    _check_real_dtype(w0.dtype, "weights")
+    w0 = w0.astype(np.float64)
+    if w0.size == 0:
+        raise ValueError("weights must not be empty")
+
+    def prepare(ndim: int) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Weights over all ndim axes and their shifts, checked as scipy checks them."""
+        ax = _check_axes(axes, ndim)
+        if w0.ndim != len(ax):
+            raise ValueError(f"weights must have one dimension per filtered axis ({len(ax)}), "
+                             f"got {w0.ndim}")
+        w = w0
+        if len(ax) < ndim:  # unfiltered axes get weights of size 1 and origin 0
+            w = np.expand_dims(w0, tuple(a for a in range(ndim) if a not in ax))
+        given = _check_origins(origin, len(ax))
+        origins = [0] * ndim
+        for o, a in zip(given, ax):
+            origins[a] = o
+        if flip:
+            w = w[(slice(None, None, -1),) * w.ndim]
+            origins = [-o - (1 if n % 2 == 0 else 0) for o, n in zip(origins, w.shape)]
+        for d, (n, o) in enumerate(zip(w.shape, origins)):
+            _check_origin_range(n, o, d)
+        return np.ascontiguousarray(w), tuple(n // 2 + o for n, o in zip(w.shape, origins))
+
+    if inp.shape is not None:
+        _check_ndim(inp.shape, "input")
+        _check_real_dtype(inp.dtype, "input")
+        prepare(len(inp.shape))  # bad weights, axes or origin raise here, before any CUDA call
+
+    def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
+        w, shift = prepare(len(shape))
+        if _tiled_ok(cdt, shape, w.shape):  # one pass through shared memory beats 1-D passes
+            return [(w, w.shape, shift, modecode, 0.0)]
+        factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
+        if factors is None:
+            return [(w, w.shape, shift, modecode, 0.0)]
+        out = []
+        for d, f in enumerate(factors):
+            if f.size == 1 and f[0] == 1.0:
+                continue
+            wshape = tuple(f.size if k == d else 1 for k in range(w.ndim))
+            sh = tuple(shift[d] if k == d else 0 for k in range(w.ndim))
+            if np.all(f == f[0]):
+                out.append((None, wshape, sh, modecode, float(f[0])))
+            else:
+                out.append((f.reshape(wshape), wshape, sh, modecode, 0.0))
+        if not out:  # a single weight of 1 everywhere
+            out.append((w, w.shape, shift, modecode, 0.0))
+        return out
+
+    return _filter(inp, output, passes, cval, device, stream, emulate)
+
+
+def correlate(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
+              cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
+              stream: Any = None, _emulate: Any = False) -> Any:
+    """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
+    on the host instead (a test hook; CUDA builds only)."""
+    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
+                                  False, _emulate)
+
+
+def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
+             cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
+             stream: Any = None, _emulate: Any = False) -> Any:
+    """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
+    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
+                                  True, _emulate)
+
+
+def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
+                   cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
+                   stream: Any = None, _emulate: bool = False) -> Any:
+    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
+    inp = _Operand(input, "input")
+    cval = _check_cval(cval)
+
+    def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:
+        ndim = len(shape)
+        ax = list(_check_axes(axes, ndim))
+        n = len(ax)
+        if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+            sizes = [int(size)] * n
+        elif isinstance(size, (list, tuple)) and len(size) == n:
+            sizes = [int(s) for s in size]
+        else:
+            raise ValueError(f"size must be an int or a sequence of {n} ints, got {size!r}")
+        if any(s < 1 for s in sizes):
+            raise ValueError(f"size must be >= 1, got {size!r}")
+        origins = _check_origins(origin, n)
+        modes = _check_modes(mode, n)
+        out = []
+        for a, s, o, md in zip(ax, sizes, origins, modes):
+            if s > 1:
+                _check_origin_range(s, o, a)
+                wshape = tuple(s if k == a else 1 for k in range(ndim))
+                sh = tuple(s // 2 + o if k == a else 0 for k in range(ndim))
+                out.append((None, wshape, sh, md, 1.0 / s))
+        if not out:  # nothing to filter: a copy through a 1x...x1 identity
+            out.append((None, (1,) * ndim, (0,) * ndim, 0, 1.0))
+        same_mode = len({p[3] for p in out}) == 1
+        if len(out) > 1 and same_mode and (out[0][3] != 1 or cval == 0.0):
+            # one box pass over all axes equals scipy's 1-D passes (the boundary extension
+            # is per axis), except for constant mode with cval != 0
+            wshape = tuple(int(np.prod([p[1][k] for p in out])) for k in range(ndim))
+            shift = tuple(sum(p[2][k] for p in out) for k in range(ndim))
+            if _tiled_ok(cdt, shape, wshape):
+                return [(None, wshape, shift, out[0][3], float(np.prod([p[4] for p in out])))]
+        return out
+
+    if inp.shape is not None:
+        _check_ndim(inp.shape, "input")
+        _check_real_dtype(inp.dtype, "input")
+        plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
+    elif isinstance(mode, str):
+        _check_mode(mode)
+    elif isinstance(mode, (list, tuple)):
+        for i, md in enumerate(mode):
+            _check_mode(md, "mode[%d]" % i)
+    else:
+        raise ValueError(f"mode must be a str or a sequence of str, got {mode!r}")
+    return _filter(inp, output, plan, cval, device, stream, _emulate)
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+
+_FUNCS1 = {  # name: (float32 spelling, float64 spelling)
+    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "tan": ("tanf", "tan"),
+    "arcsin": ("asinf", "asin"), "arccos": ("acosf", "acos"), "arctan": ("atanf", "atan"),
+    "sinh": ("sinhf", "sinh"), "cosh": ("coshf", "cosh"), "tanh": ("tanhf", "tanh"),
+    "arcsinh": ("asinhf", "asinh"), "arccosh": ("acoshf", "acosh"), "arctanh": ("atanhf", "atanh"),
+    "exp": ("expf", "exp"), "expm1": ("expm1f", "expm1"), "log": ("logf", "log"),
+    "log1p": ("log1pf", "log1p"), "log10": ("log10f", "log10"), "log2": ("log2f", "log2"),
+    "sqrt": ("sqrtf", "sqrt"), "abs": ("fabsf", "fabs"), "absolute": ("fabsf", "fabs"),
+    "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"),
+}
+_FUNCS2 = {"arctan2": ("atan2f", "atan2"), "minimum": ("fminf", "fmin"),
+           "maximum": ("fmaxf", "fmax"), "power": ("powf", "pow"), "fmod": ("fmodf", "fmod")}
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class _Gen:
+    """CUDA C code of an expression: each node gives (code, kind) with kind "f" (value of the
+    compute type T) or "b" (bool)."""
+
+    def __init__(self, f32: bool) -> None:
+        self.f32 = f32
+        self.names: list[str] = []
+
+    def fn(self, pair: tuple[str, str]) -> str:
+        return pair[0] if self.f32 else pair[1]
+
+    def num(self, code: str, kind: str) -> str:
+        return f"((T)({code}))" if kind == "b" else code
+
+    def visit(self, node: ast.AST) -> tuple[str, str]:
+        if isinstance(node, ast.Expression):
+            return self.visit(node.body)
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                return ("true" if v else "false"), "b"
+            if isinstance(v, (int, float)):
+                return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
+            raise ValueError(f"unsupported constant {v!r} in expression")
+        if isinstance(node, ast.Name):
+            if node.id not in self.names:
+                self.names.append(node.id)
+            return f"v{self.names.index(node.id)}", "f"
+        if isinstance(node, ast.UnaryOp):
+            code, kind = self.visit(node.operand)
+            if isinstance(node.op, ast.USub):
+                return f"(-{self.num(code, kind)})", "f"
+            if isinstance(node.op, ast.UAdd):
+                return self.num(code, kind), "f"
+            if isinstance(node.op, (ast.Invert, ast.Not)):
+                return f"(!({code}))", "b"
+        if isinstance(node, ast.BinOp):
+            a, ka = self.visit(node.left)
+            b, kb = self.visit(node.right)
+            op = type(node.op)
+            if op in _BINOPS:
+                return f"({self.num(a, ka)} {_BINOPS[op]} {self.num(b, kb)})", "f"
+            if op is ast.Pow:
+                if isinstance(node.right, ast.Constant) and node.right.value == 2:
+                    x = self.num(a, ka)
+                    return f"fp_sq({x})", "f"
+                return f"{self.fn(('powf', 'pow'))}({self.num(a, ka)}, {self.num(b, kb)})", "f"
+            if op is ast.Mod:
+                return f"fp_mod({self.num(a, ka)}, {self.num(b, kb)})", "f"
+            if op in (ast.BitAnd, ast.BitOr):
+                if ka != "b" or kb != "b":
+                    raise ValueError("& and | need comparisons or booleans on both sides")
+                return f"({a} {'&&' if op is ast.BitAnd else '||'} {b})", "b"
+        if isinstance(node, ast.BoolOp):
+            parts = [self.visit(v) for v in node.values]
+            joiner = " && " if isinstance(node.op, ast.And) else " || "
+            return "(" + joiner.join(f"({c} != 0)" if k == "f" else c for c, k in parts) + ")", "b"
+        if isinstance(node, ast.Compare):
+            terms = []
+            left, kl = self.visit(node.left)
+            for op, right in zip(node.ops, node.comparators):
+                if type(op) not in _CMPOPS:
+                    raise ValueError(f"unsupported comparison {type(op).__name__}")
+                r, kr = self.visit(right)
+                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(op)]} {self.num(r, kr)})")
+                left, kl = r, kr
+            return "(" + " && ".join(terms) + ")", "b"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            name, args = node.func.id, [self.visit(a) for a in node.args]
+            if name in _FUNCS1 and len(args) == 1:
+                return f"{self.fn(_FUNCS1[name])}({self.num(*args[0])})", "f"
+            if name in _FUNCS2 and len(args) == 2:
+                return f"{self.fn(_FUNCS2[name])}({self.num(*args[0])}, {self.num(*args[1])})", "f"
+            if name == "where" and len(args) == 3:
+                c, kc = args[0]
+                cond = c if kc == "b" else f"({c} != 0)"
+                return f"({cond} ? {self.num(*args[1])} : {self.num(*args[2])})", "f"
+            raise ValueError(f"unsupported function {name}() with {len(args)} argument(s)")
+        raise ValueError(f"unsupported syntax in expression: {ast.dump(node)[:60]}")
+
+
+def _parse(expr: Any) -> ast.Expression:
+    if not isinstance(expr, str):
+        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
+    try:
+        return ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"expr is not a valid expression: {exc.msg}") from None
+
+
+def generate_source(expr: str, f32: bool, scalar_names: Sequence[str] = ()) -> tuple[str, list[str], str]:
+    """(CUDA source, variable names in argument order, result kind "f" or "b") of the fused
+    kernel ``fp_eval`` for expr. Names in scalar_names become double arguments, the others
+    read arrays. Raises ValueError for syntax outside the expression language."""
+    gen = _Gen(f32)
+    body, kind = gen.visit(_parse(expr))
+    names = gen.names
+    params, loads = [], []
+    for i, n in enumerate(names):
+        if n in scalar_names:
+            params.append(f"double s{i}")
+            loads.append(f"        const T v{i} = (T)s{i};")
+        else:
+            params.append(f"const T *__restrict__ a{i}")
+            loads.append(f"        const T v{i} = a{i}[i];")
+    out_t = "bool" if kind == "b" else "T"
+    sig = ", ".join(params + [f"{out_t} *__restrict__ out", "long long n"])
+    src = "\n".join([
+        f"typedef {'float' if f32 else 'double'} T;",
+        "#define INFINITY __int_as_float(0x7f800000)" if f32 else
+        "#define INFINITY __longlong_as_double(0x7ff0000000000000LL)",
+        "__device__ __forceinline__ T fp_sq(T x) { return x * x; }",
+        f"__device__ __forceinline__ T fp_mod(T a, T b) {{ T r = {'fmodf' if f32 else 'fmod'}(a, b);"
+        " if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }",
+        f'extern "C" __global__ void fp_eval({sig})',
+        "{",
+        "    const long long step = (long long)gridDim.x * blockDim.x;",
+        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {",
+        *loads,
+        f"        out[i] = ({out_t})({body});",
+        "    }",
+        "}",
+        "",
+    ])
+    return src, names, kind
+
+
+_kernel_cache: dict[tuple, tuple[int, list[str], str]] = {}
+_nvrtc_names = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12")
+
+
+def _nvrtc_paths() -> tuple[str, ...]:
+    return library_candidates("nvrtc", _nvrtc_names, "cuda_nvrtc")
+
+
+def compile_source(source: str, arch: str, cubin: bool = True) -> bytes:
+    """NVRTC image (CUBIN for arch "sm_XY", else PTX for "compute_XY") of source. Needs NVRTC,
+    not a device. Raises CudaUnavailableError without NVRTC, RuntimeError with the log."""
+    return _C._cuda_nvrtc_compile(source, "fastprof_eval.cu", (f"--gpu-architecture={arch}",
+                                                              "--std=c++17"), cubin, _nvrtc_paths())
+
+
+def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
+             global_dict: Optional[dict] = None, device: Any = "cuda", stream: Any = None,
+             _frame_depth: int = 1) -> Any:
+    """Evaluates an elementwise expression as one fused GPU kernel.
+
+    Arrays must share one shape (scalars broadcast); the computation is float32 when every
+    array is float32, else float64; comparisons at the top give bool. Names come from
+    local_dict (and global_dict), else from the caller's frame.
+    """
+    tree = _parse(expr)
+    if local_dict is not None and not isinstance(local_dict, dict):
+        raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
+    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} -
+                   {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
+    if local_dict is None and global_dict is None:
+        frame = sys._getframe(_frame_depth)
+        scope = {**frame.f_globals, **frame.f_locals}
+    else:
+        scope = {**(global_dict or {}), **(local_dict or {})}
+    values: dict[str, Any] = {}
+    for n in names:
+        if n not in scope:
+            raise KeyError(f"name {n!r} in expr is not defined")
+        values[n] = scope[n]
+    operands: dict[str, _Operand] = {}
+    scalars: dict[str, float] = {}
+    for n, v in values.items():
+        if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
+            scalars[n] = float(v)
+            continue
+        op = _Operand(v, f"variable {n!r}")
+        if op.host is not None and op.host.ndim == 0:
+            _check_real_dtype(op.host.dtype, f"variable {n!r}")
+            scalars[n] = float(op.host)
+            continue
+        if op.dtype is not None:
+            _check_real_dtype(op.dtype, f"variable {n!r}")
+        operands[n] = op
+    shapes = {op.shape for op in operands.values() if op.shape is not None}
+    if len(shapes) > 1:
+        raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
+    dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
+    f32 = bool(dtypes) and all(d == np.float32 for d in dtypes)
+    source, order, kind = generate_source(expr, f32, tuple(scalars))
+    on_device = any(op.on_device for op in operands.values())
+    if out is not None and (on_device or not isinstance(out, np.ndarray)):
+        raise TypeError("out must be a NumPy array, and only for NumPy input")
+    if out is not None and shapes and out.shape != next(iter(shapes)):
+        raise ValueError(f"out must have shape {next(iter(shapes))}, got {out.shape}")
+    index = _cuda.parse_device(device)
+    handle = _cuda.stream_handle(stream)
+    if not operands:
+        raise ValueError("expr must reference at least one array on the GPU")
+    _cuda._require()
+    if index is None:
+        for op in operands.values():
+            if op.on_device:
+                index = op.view(stream).device  # run where the data lives
+                break
+    with _cuda._on_device(index):
+        dev = _C._cuda_get_device()
+        cc = _cuda._props(dev)["compute_capability"]
+        key = (expr, f32, tuple(scalars), dev)
+        if key not in _kernel_cache:
+            image = compile_source(source, f"sm_{cc[0]}{cc[1]}")
+            _lib, kernel = _C._cuda_library_load(image, "fp_eval")
+            _kernel_cache[key] = (kernel, order, kind)
+        kernel, order, kind = _kernel_cache[key]
+        cdt = np.dtype(np.float32 if f32 else np.float64)
+        keep: list = []
+        timing = None if on_device else _Timing(handle)
+        if timing:
+            timing.mark(0)
+        views: dict[str, _cuda.DeviceArray] = {}
+        for n, op in operands.items():
+            if op.on_device:
+                v = op.view(stream)
+                if v.dtype != cdt or not v.is_c_contiguous:
+                    raise ValueError(f"device variable {n!r} must be C-contiguous {cdt} "
+                                     f"(got {v.dtype}, contiguous={v.is_c_contiguous})")
+                if stream is None and v.stream:
+                    handle = v.stream
+            else:
+                v = _cuda.DeviceArray.from_numpy(op.host.astype(cdt, copy=False), stream=handle)
+                keep.append(v)
+            views[n] = v
+        shape = next(iter(views.values())).shape
+        if any(v.shape != shape for v in views.values()):
+            raise ValueError("arrays in expr must share one shape on the GPU")
+        res_dtype = np.dtype(bool) if kind == "b" else cdt
+        result = _cuda.DeviceArray.empty(shape, res_dtype, stream=handle)
+        n_elem = result.size
+        if timing:
+            timing.mark(1)
+        fmt, args = "", []
+        for name in order:
+            if name in scalars:
+                fmt += "d"
+                args.append(scalars[name])
+            else:
+                fmt += "p"
+                args.append(views[name].ptr)
+        fmt += "pq"
+        args += [result.ptr, n_elem]
+        if n_elem:
+            blocks = int(min((n_elem + 255) // 256, 65535 * 8))
+            _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
+        if on_device:
+            return result
+        timing.mark(2)
+        host = result.to_numpy(stream=handle)
+        timing.mark(3)
+        if out is not None:
+            if out.shape != host.shape:
+                raise ValueError(f"out must have shape {host.shape}, got {out.shape}")
+        return _finish_host(host, timing, out)
+
+
+# --- matmul -------------------------------------------------------------------------------------
+
+
+def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
+    """a @ b for 2-D float32/float64 arrays with cuBLAS (row-major handled)."""
+    pa, pb = _Operand(a, "a"), _Operand(b, "b")
+    for op, what in ((pa, "a"), (pb, "b")):
+        if op.shape is not None and len(op.shape) != 2:
+            raise ValueError(f"{what} must be 2-D, got {len(op.shape)}-d")
+        if op.dtype is not None:
+            _check_real_dtype(op.dtype, what)
+    if pa.shape is not None and pb.shape is not None and pa.shape[1] != pb.shape[0]:
+        raise ValueError(f"matmul shapes do not match: a {pa.shape} @ b {pb.shape}")
+    index = _cuda.parse_device(device)
+    handle = _cuda.stream_handle(stream)
+    _cuda._require()
+    if index is None and (pa.on_device or pb.on_device):
+        index = (pa if pa.on_device else pb).view(stream).device  # run where the data lives
+    with _cuda._on_device(index):
+        on_device = pa.on_device or pb.on_device
+        if on_device:
+            va, vb = pa.view(stream), pb.view(stream)
+            if va.dtype != vb.dtype or va.dtype not in (np.float32, np.float64):
+                raise TypeError(f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}")
+            if not (va.is_c_contiguous and vb.is_c_contiguous):
+                raise ValueError("device a and b must be C-contiguous")
+            if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[0]:
+                raise ValueError(f"matmul shapes do not match: a {va.shape} @ b {vb.shape}")
+            if stream is None and va.stream:
+                handle = va.stream
+            cdt = va.dtype
+            timing = None
+        else:
+            cdt = np.dtype(np.float32) if (pa.dtype == np.float32 and pb.dtype == np.float32) \
+                else np.dtype(np.float64)
+            timing = _Timing(handle)
+            timing.mark(0)
+            va = _cuda.DeviceArray.from_numpy(pa.host.astype(cdt, copy=False), stream=handle)
+            vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
+        m, k = va.shape
+        n = vb.shape[1]
+        c = _cuda.DeviceArray.empty((m, n), cdt, stream=handle)
+        if timing:
+            timing.mark(1)
+        if m and n:
+            if k == 0:
+                _C._cuda_memcpy_htod(c.ptr, memoryview(np.zeros((m, n), cdt)).cast("B"), handle)
+            else:
+                _C._cuda_gemm(0 if cdt == np.float32 else 1, m, n, k, va.ptr, vb.ptr, c.ptr, handle,
+                              library_candidates("cublas", ("libcublas.so", "libcublas.so.13",
+                                                            "libcublas.so.12"), "cublas"))
+        if timing is None:
+            return c
+        timing.mark(2)
+        host = c.to_numpy(stream=handle)
+        timing.mark(3)
+        return _finish_host(host, timing, None)

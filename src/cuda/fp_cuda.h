@@ -1,0 +1,66 @@
+/* cuda/fp_cuda.h - the interface between the C side of the CUDA part (compiled by the C
+ * compiler against the Python API) and the .cu files (compiled by nvcc, no Python header).
+ * Only used in CUDA builds. */
+#ifndef FP_CUDA_H
+#define FP_CUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Boundary modes of the ndimage filters (the grid-* names map onto these). */
+enum { FP_CU_REFLECT, FP_CU_CONSTANT, FP_CU_NEAREST, FP_CU_MIRROR, FP_CU_WRAP };
+
+/* Element types of the filters. */
+enum { FP_CU_F32, FP_CU_F64 };
+
+#define FP_CU_MAXDIM 8
+
+/* Geometry of one correlation: the input (strides in elements, may be negative), the
+ * C-contiguous output of the same shape, and the weights (C-contiguous, wshape). The input
+ * coordinate read for output i and weight j along dimension d is i + j - shift[d]. When
+ * weights is NULL every weight is box_weight (the box fast path). */
+typedef struct fp_cu_geom {
+    int ndim;
+    int mode;
+    double cval;
+    double box_weight;
+    int64_t size;                   /* number of output elements */
+    int64_t shape[FP_CU_MAXDIM];
+    int64_t in_strides[FP_CU_MAXDIM];
+    int64_t wshape[FP_CU_MAXDIM];
+    int64_t shift[FP_CU_MAXDIM];
+} fp_cu_geom;
+
+/* Launches the correlation of in into out on stream (a cudaStream_t): the tiled kernel when
+ * fp_cu_tiled_ok, else one thread per output element.  Returns a
+ * cudaError_t (0 on success); sets no Python exception. */
+int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights,
+                    const fp_cu_geom *g, void *stream);
+
+/* Runs the very same device code on the host (in, out, weights in host memory), block by
+ * block for the tiled path; used by the tests to check indexing and boundary logic without a
+ * device.  path: 0 the path the device would take, 1 the direct per-element path.
+ * Returns 0, or -1 when out of memory. */
+int fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
+                         const fp_cu_geom *g, int path);
+
+/* Returns 1 when fp_cu_correlate takes the shared-memory tiled path for g (2-D or 3-D, window
+ * and weights fit in 48 KiB of shared memory), else 0. */
+int fp_cu_tiled_ok(int dtype, const fp_cu_geom *g);
+
+/* Fills n bytes at ptr with a pattern on stream (the L2 flush of the benchmarks): a kernel,
+ * so that the writes go through L2.  Returns a cudaError_t. */
+int fp_cu_scrub(void *ptr, int64_t n, void *stream);
+
+/* Spins on the device for about cycles clock cycles on stream (the known-length kernel of
+ * the timer tests).  Returns a cudaError_t. */
+int fp_cu_spin(int64_t cycles, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,534 @@
+// cuda/ndimage.cu - N-d correlation with the scipy.ndimage boundary modes, on the device, and
+// the same per-element code on the host for the tests.  One thread per output element; the
+// weights are read through the read-only cache.  Separable and box filters are run by the
+// caller as a sequence of 1-D correlations (weights of shape 1 x ... x k x ... x 1).
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include "cuda/fp_cuda.h"
+
+// Maps coordinate c onto [0, n) for the boundary mode; returns -1 for "outside" (constant).
+__host__ __device__ static inline int64_t
+fp_cu_fold(int64_t c, int64_t n, int mode)
+{
+    if (c >= 0 && c < n)
+        return c;
+    switch (mode) {
+    case FP_CU_CONSTANT:
+        return -1;
+    case FP_CU_NEAREST:
+        return c < 0 ? 0 : n - 1;
+    case FP_CU_WRAP: {
+        int64_t r = c % n;
+        return r < 0 ? r + n : r;
+    }
+    case FP_CU_MIRROR: {
+        if (n == 1)
+            return 0;
+        int64_t p = 2 * n - 2;
+        int64_t r = c % p;
+        if (r < 0)
+            r += p;
+        return r >= n ? p - r : r;
+    }
+    default: { // reflect: half-sample symmetric
+        int64_t p = 2 * n;
+        int64_t r = c % p;
+        if (r < 0)
+            r += p;
+        return r >= n ? p - 1 - r : r;
+    }
+    }
+}
+
+// Returns output element idx (linear, C order) of the correlation.
+template <typename T>
+__host__ __device__ static inline T
+fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx)
+{
+    int64_t coord[FP_CU_MAXDIM];
+    int64_t j[FP_CU_MAXDIM];
+    int64_t rem = idx;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        coord[d] = rem % g.shape[d];
+        rem /= g.shape[d];
+        j[d] = 0;
+    }
+    int64_t nw = 1;
+    for (int d = 0; d < g.ndim; d++)
+        nw *= g.wshape[d];
+    T acc = 0;
+    const T cval = (T)g.cval;
+    const T boxw = (T)g.box_weight;
+    for (int64_t k = 0; k < nw; k++) {
+        int64_t off = 0;
+        bool outside = false;
+        for (int d = 0; d < g.ndim; d++) {
+            int64_t c = fp_cu_fold(coord[d] + j[d] - g.shift[d], g.shape[d], g.mode);
+            if (c < 0) {
+                outside = true;
+                break;
+            }
+            off += c * g.in_strides[d];
+        }
+        T v;
+#ifdef __CUDA_ARCH__
+        v = outside ? cval : __ldg(in + off);
+        T wk = w ? __ldg(w + k) : boxw;
+#else
+        v = outside ? cval : in[off];
+        T wk = w ? w[k] : boxw;
+#endif
+        acc += wk * v;
+        for (int d = g.ndim - 1; d >= 0; d--) { // odometer over the weight indices
+            if (++j[d] < g.wshape[d])
+                break;
+            j[d] = 0;
+        }
+    }
+    return acc;
+}
+
+template <typename T>
+__global__ static void
+fp_cu_correlate_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
+                       const fp_cu_geom g)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.size; i += stride)
+        out[i] = fp_cu_point<T>(in, w, g, i);
+}
+
+// Returns a grid size covering n elements with 256-thread blocks, capped (grid-stride loop).
+static unsigned int
+fp_cu_blocks(int64_t n)
+{
+    int64_t b = (n + 255) / 256;
+    if (b > 65535 * 16)
+        b = 65535 * 16;
+    return (unsigned int)(b < 1 ? 1 : b);
+}
+
+// --- tiled 2-D / 3-D path ----------------------------------------------------------------------
+// A block of FP_TX x FP_TY threads computes an FP_TX x FP_TY x TZ tile of the output (TZ = 8 for
+// 3-D, 1 for 2-D).  It first stages the tile's input window (boundary modes applied once per
+// element) and the weights in shared memory, then each thread sums over the window, keeping
+// its TZ outputs in registers and reading each staged value once per (dy, dx).  The two phases
+// are __host__ __device__ functions so the host emulation runs the very same code.
+
+#define FP_TX 32
+#define FP_TY 8
+#define FP_SMEM_MAX (48 * 1024)
+
+// Window and tile sizes of one tiled launch.
+struct fp_cu_tile {
+    int64_t nz, ny, nx;       // output (= input) shape, 2-D as nz = 1
+    int64_t sz, sy, sx;       // input strides (elements)
+    int kz, ky, kx;           // weights shape
+    int64_t hz, hy, hx;       // shifts
+    int SZ, SY, SX;           // staged window
+};
+
+// Fills t from g for the tiled path; returns the shared-memory bytes it needs, or 0 when the
+// geometry does not fit the tiled path (not 2-D/3-D, or a window too large).
+static size_t
+fp_cu_tile_plan(const fp_cu_geom *g, size_t item, int tz, fp_cu_tile *t)
+{
+    int off = g->ndim == 3 ? 0 : 1;
+    if (g->ndim != 2 && g->ndim != 3)
+        return 0;
+    t->nz = off ? 1 : g->shape[0];
+    t->sz = off ? 0 : g->in_strides[0];
+    t->kz = off ? 1 : (int)g->wshape[0];
+    t->hz = off ? 0 : g->shift[0];
+    t->ny = g->shape[1 - off];
+    t->sy = g->in_strides[1 - off];
+    t->ky = (int)g->wshape[1 - off];
+    t->hy = g->shift[1 - off];
+    t->nx = g->shape[2 - off];
+    t->sx = g->in_strides[2 - off];
+    t->kx = (int)g->wshape[2 - off];
+    t->hx = g->shift[2 - off];
+    if (t->kz > 64 || t->ky > 64 || t->kx > 64)
+        return 0;
+    t->SZ = tz + t->kz - 1;
+    t->SY = FP_TY + t->ky - 1;
+    t->SX = FP_TX + t->kx - 1;
+    size_t n = (size_t)t->SZ * t->SY * t->SX + (size_t)t->kz * t->ky * t->kx;
+    if (n * item > FP_SMEM_MAX || t->ny > 65535LL * FP_TY || t->nz > 65535LL * tz)
+        return 0;
+    return n * item;
+}
+
+// Phase 1 for thread tid of block (bx, by, bz): stages input window and weights.
+template <typename T, int TZ>
+__host__ __device__ static inline void
+fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
+                int bz, int tid, T *win, T *ws)
+{
+    const int nwin = t.SZ * t.SY * t.SX;
+    const int nw = t.kz * t.ky * t.kx;
+    const int64_t x0 = (int64_t)bx * FP_TX - t.hx;
+    const int64_t y0 = (int64_t)by * FP_TY - t.hy;
+    const int64_t z0 = (int64_t)bz * TZ - t.hz;
+    for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
+        int sx = i % t.SX, sy = (i / t.SX) % t.SY, sz = i / (t.SX * t.SY);
+        int64_t cx = fp_cu_fold(x0 + sx, t.nx, g.mode);
+        int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
+        int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
+        win[i] = (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
+    }
+    if (ws != NULL)
+        for (int i = tid; i < nw; i += FP_TX * FP_TY)
+            ws[i] = w ? w[i] : (T)g.box_weight;
+}
+
+// Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.  With
+// KZ > 0 (the weights' depth known at compile time) each (dy, dx) column of the window and of
+// the weights is read once into registers and reused across the TZ outputs; KZ = 0 is the
+// general version for any depth.
+template <typename T, int TZ, int KZ>
+__host__ __device__ static inline void
+fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, int ty,
+                   const T *win, const T *ws)
+{
+    T acc[TZ];
+#pragma unroll
+    for (int k = 0; k < TZ; k++)
+        acc[k] = 0;
+    const int64_t plane = (int64_t)t.SY * t.SX;
+    const int wstep = t.ky * t.kx;
+    for (int dy = 0; dy < t.ky; dy++) {
+        for (int dx = 0; dx < t.kx; dx++) {
+            const T *col = win + (int64_t)(ty + dy) * t.SX + (tx + dx);
+            const T *wc = ws + dy * t.kx + dx;
+            if (KZ > 0) {
+                T cv[TZ + (KZ > 0 ? KZ : 1) - 1];
+                T wv[KZ > 0 ? KZ : 1];
+#pragma unroll
+                for (int j = 0; j < TZ + KZ - 1; j++)
+                    cv[j] = col[j * plane];
+#pragma unroll
+                for (int dz = 0; dz < KZ; dz++)
+                    wv[dz] = wc[dz * wstep];
+#pragma unroll
+                for (int k = 0; k < TZ; k++)
+#pragma unroll
+                    for (int dz = 0; dz < KZ; dz++)
+                        acc[k] += wv[dz] * cv[k + dz];
+            } else {
+                for (int j = 0; j < t.SZ; j++) {
+                    const T v = col[j * plane];
+#pragma unroll
+                    for (int k = 0; k < TZ; k++) {
+                        const int dz = j - k;
+                        if (dz >= 0 && dz < t.kz)
+                            acc[k] += wc[dz * wstep] * v;
+                    }
+                }
+            }
+        }
+    }
+    const int64_t x = (int64_t)bx * FP_TX + tx, y = (int64_t)by * FP_TY + ty;
+    if (x >= t.nx || y >= t.ny)
+        return;
+#pragma unroll
+    for (int k = 0; k < TZ; k++) {
+        const int64_t z = (int64_t)bz * TZ + k;
+        if (z < t.nz)
+            out[(z * t.ny + y) * t.nx + x] = acc[k];
+    }
+}
+
+template <typename T, int TZ, int KZ>
+__global__ static void __launch_bounds__(FP_TX *FP_TY)
+fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
+                   const fp_cu_geom g, const fp_cu_tile t)
+{
+    extern __shared__ unsigned char fp_smem[];
+    T *win = (T *)fp_smem;
+    T *ws = win + t.SZ * t.SY * t.SX;
+    const int tid = threadIdx.y * FP_TX + threadIdx.x;
+    fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws);
+    __syncthreads();
+    fp_cu_tile_compute<T, TZ, KZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+                                  threadIdx.y, win, ws);
+}
+
+// Runs one tiled correlation: launched on stream s, or (host) block by block, phase by phase
+// on the host.  Returns a cudaError_t, or -1 when the host run is out of memory.
+template <typename T, int TZ, int KZ>
+static int
+fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
+                 size_t smem, bool host, cudaStream_t s)
+{
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
+    if (!host) {
+        fp_cu_tiled_kernel<T, TZ, KZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(
+            in, out, w, g, t);
+        return (int)cudaGetLastError();
+    }
+    T *buf = (T *)malloc(smem);
+    if (buf == NULL)
+        return -1;
+    T *ws = buf + t.SZ * t.SY * t.SX;
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws);
+                for (int ty = 0; ty < FP_TY; ty++)
+                    for (int tx = 0; tx < FP_TX; tx++)
+                        fp_cu_tile_compute<T, TZ, KZ>(out, t, bx, by, bz, tx, ty, buf, ws);
+            }
+    free(buf);
+    return 0;
+}
+
+// --- box path: sums along x, then y, then z in shared memory ---------------------------------
+// For a box (all weights equal, no weights array) the staged window is summed along x into s1
+// ([SZ][SY][TX]), s1 along y into the window's space ([SZ][TY][TX]), and each thread sums its
+// column along z: a few adds per output instead of kz*ky*kx multiply-adds.
+
+// Returns the shared-memory bytes of the box path for t, or 0 when it does not fit.
+static size_t
+fp_cu_box_smem(const fp_cu_tile *t, size_t item)
+{
+    size_t n = (size_t)t->SZ * t->SY * t->SX + (size_t)t->SZ * t->SY * FP_TX;
+    return n * item <= FP_SMEM_MAX ? n * item : 0;
+}
+
+// Phase 2 of the box path for thread tid: window rows summed along x into s1.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_box_xsum(const fp_cu_tile &t, int tid, const T *win, T *s1)
+{
+    const int n = t.SZ * t.SY * FP_TX;
+    for (int i = tid; i < n; i += FP_TX * FP_TY) {
+        const T *p = win + (int64_t)(i / FP_TX) * t.SX + (i % FP_TX);
+        T a = 0;
+        for (int dx = 0; dx < t.kx; dx++)
+            a += p[dx];
+        s1[i] = a;
+    }
+}
+
+// Phase 3 of the box path for thread tid: s1 summed along y into s2.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_box_ysum(const fp_cu_tile &t, int tid, const T *s1, T *s2)
+{
+    const int n = t.SZ * FP_TY * FP_TX;
+    for (int i = tid; i < n; i += FP_TX * FP_TY) {
+        const int tx = i % FP_TX, ty = (i / FP_TX) % FP_TY, sz = i / (FP_TX * FP_TY);
+        const T *p = s1 + ((int64_t)sz * t.SY + ty) * FP_TX + tx;
+        T a = 0;
+        for (int dy = 0; dy < t.ky; dy++)
+            a += p[dy * FP_TX];
+        s2[i] = a;
+    }
+}
+
+// Phase 4 of the box path for thread (tx, ty): s2 summed along z, scaled, written.
+template <typename T, int TZ>
+__host__ __device__ static inline void
+fp_cu_box_zsum(T *out, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by, int bz, int tx,
+               int ty, const T *s2)
+{
+    const int64_t x = (int64_t)bx * FP_TX + tx, y = (int64_t)by * FP_TY + ty;
+    if (x >= t.nx || y >= t.ny)
+        return;
+    for (int k = 0; k < TZ; k++) {
+        const int64_t z = (int64_t)bz * TZ + k;
+        if (z >= t.nz)
+            break;
+        T a = 0;
+        for (int dz = 0; dz < t.kz; dz++)
+            a += s2[((k + dz) * FP_TY + ty) * FP_TX + tx];
+        out[(z * t.ny + y) * t.nx + x] = a * (T)g.box_weight;
+    }
+}
+
+template <typename T, int TZ>
+__global__ static void __launch_bounds__(FP_TX *FP_TY)
+fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geom g,
+                 const fp_cu_tile t)
+{
+    extern __shared__ unsigned char fp_smem[];
+    T *win = (T *)fp_smem;
+    T *s1 = win + t.SZ * t.SY * t.SX;
+    const int tid = threadIdx.y * FP_TX + threadIdx.x;
+    fp_cu_tile_load<T, TZ>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, NULL);
+    __syncthreads();
+    fp_cu_box_xsum<T>(t, tid, win, s1);
+    __syncthreads();
+    fp_cu_box_ysum<T>(t, tid, s1, win);
+    __syncthreads();
+    fp_cu_box_zsum<T, TZ>(out, g, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
+                          win);
+}
+
+// Runs the box path on stream s or, with host, phase by phase on the host.  Returns a
+// cudaError_t, or -1 when the host run is out of memory.
+template <typename T, int TZ>
+static int
+fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
+               bool host, cudaStream_t s)
+{
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
+    if (!host) {
+        fp_cu_box_kernel<T, TZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
+        return (int)cudaGetLastError();
+    }
+    T *win = (T *)malloc(smem);
+    if (win == NULL)
+        return -1;
+    T *s1 = win + t.SZ * t.SY * t.SX;
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_tile_load<T, TZ>(in, NULL, g, t, bx, by, bz, tid, win, NULL);
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_box_xsum<T>(t, tid, win, s1);
+                for (int tid = 0; tid < FP_TX * FP_TY; tid++)
+                    fp_cu_box_ysum<T>(t, tid, s1, win);
+                for (int ty = 0; ty < FP_TY; ty++)
+                    for (int tx = 0; tx < FP_TX; tx++)
+                        fp_cu_box_zsum<T, TZ>(out, g, t, bx, by, bz, tx, ty, win);
+            }
+    free(win);
+    return 0;
+}
+
+// Runs the box path when g is a 2-D/3-D box that fits; returns -2 when it does not apply,
+// else what fp_cu_box_impl returns.
+template <typename T>
+static int
+fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+{
+    fp_cu_tile t;
+    const int tz = g->ndim == 3 ? 8 : 1;
+    size_t smem;
+    if (w != NULL || fp_cu_tile_plan(g, sizeof(T), tz, &t) == 0 || (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
+        return -2;
+    if (tz == 1)
+        return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s);
+    return fp_cu_box_impl<T, 8>(in, out, *g, t, smem, host, s);
+}
+
+// Picks the box path for boxes that fit, else the instantiation of the tiled path for the
+// geometry (2-D, or 3-D with weights 1, 3, 5, 7 or any deep).
+// Returns what fp_cu_tiled_impl returns.
+template <typename T>
+static int
+fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+{
+    fp_cu_tile t;
+    const int tz = g->ndim == 3 ? 8 : 1;
+    int rc = fp_cu_box_run<T>(in, out, w, g, host, s);
+    if (rc != -2)
+        return rc;
+    size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
+    if (tz == 1)
+        return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s);
+    switch (t.kz) {
+    case 1:
+        return fp_cu_tiled_impl<T, 8, 1>(in, out, w, *g, t, smem, host, s);
+    case 3:
+        return fp_cu_tiled_impl<T, 8, 3>(in, out, w, *g, t, smem, host, s);
+    case 5:
+        return fp_cu_tiled_impl<T, 8, 5>(in, out, w, *g, t, smem, host, s);
+    case 7:
+        return fp_cu_tiled_impl<T, 8, 7>(in, out, w, *g, t, smem, host, s);
+    default:
+        return fp_cu_tiled_impl<T, 8, 0>(in, out, w, *g, t, smem, host, s);
+    }
+}
+
+extern "C" int
+fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
+{
+    fp_cu_tile t;
+    return fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, g->ndim == 3 ? 8 : 1, &t) != 0;
+}
+
+extern "C" int
+fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+                void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (g->size == 0)
+        return 0;
+    if (fp_cu_tiled_ok(dtype, g)) {
+        if (dtype == FP_CU_F32)
+            return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
+                                          g, false, s);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
+                                       (const double *)weights, g, false, s);
+    }
+    if (dtype == FP_CU_F32)
+        fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
+            (const float *)in, (float *)out, (const float *)weights, *g);
+    else
+        fp_cu_correlate_kernel<double><<<fp_cu_blocks(g->size), 256, 0, s>>>(
+            (const double *)in, (double *)out, (const double *)weights, *g);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int
+fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
+                     const fp_cu_geom *g, int path)
+{
+    if (g->size == 0)
+        return 0;
+    if (path != 1 && fp_cu_tiled_ok(dtype, g)) {
+        if (dtype == FP_CU_F32)
+            return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
+                                          g, true, NULL);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
+                                       (const double *)weights, g, true, NULL);
+    }
+    for (int64_t i = 0; i < g->size; i++) {
+        if (dtype == FP_CU_F32)
+            ((float *)out)[i] = fp_cu_point<float>((const float *)in, (const float *)weights, *g, i);
+        else
+            ((double *)out)[i] =
+                fp_cu_point<double>((const double *)in, (const double *)weights, *g, i);
+    }
+    return 0;
+}
+
+__global__ static void
+fp_cu_scrub_kernel(unsigned int *p, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        p[i] = (unsigned int)i ^ 0x5bd1e995u;
+}
+
+extern "C" int
+fp_cu_scrub(void *ptr, int64_t n, void *stream)
+{
+    int64_t words = n / 4;
+    if (words > 0)
+        fp_cu_scrub_kernel<<<fp_cu_blocks(words), 256, 0, (cudaStream_t)stream>>>(
+            (unsigned int *)ptr, words);
+    return (int)cudaGetLastError();
+}
+
+__global__ static void
+fp_cu_spin_kernel(long long cycles)
+{
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+
+extern "C" int
+fp_cu_spin(int64_t cycles, void *stream)
+{
+    fp_cu_spin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((long long)cycles);
+    return (int)cudaGetLastError();
+}

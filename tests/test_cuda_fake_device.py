@@ -1,0 +1,412 @@
+"""The Python side of the GPU layer end to end, on a fake device that lives in host memory.
+
+The fake replaces fastprof's CUDA calls: "device" blocks are host buffers, copies are memmoves,
+the filter launches run the device code on the host (fastprof's own host emulation of the
+.cu kernels, so CUDA builds only), and the evaluate kernels NVRTC would compile are compiled
+for the host with a C++ compiler. What runs for real is everything above the CUDA calls:
+uploads and downloads, passes and temporaries, strided device views, timings, caches,
+DeviceArray, __cuda_array_interface__ and DLPack.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fastprof import _fastprof, _gpu_kernels, cuda
+
+ndimage = pytest.importorskip("scipy.ndimage")
+pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
+CXX = shutil.which("g++") or shutil.which("c++")
+
+HOST_PRELUDE = r"""
+#include <math.h>
+#include <string.h>
+struct fp_dim3 { unsigned x, y, z; };
+static const fp_dim3 gridDim = {1, 1, 1}, blockDim = {1, 1, 1};
+static const fp_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+#undef INFINITY
+"""
+
+
+class FakeDevice:
+    """Stands in for fastprof._fastprof's CUDA functions on one fake device."""
+
+    def __init__(self, tmp_path) -> None:
+        self.real = _fastprof
+        self.tmp = tmp_path
+        self.blocks: dict[int, np.ndarray] = {}
+        self.clock = 0.0
+        self.events: dict[int, float] = {}
+        self.next_event = 1
+        self.kernels: dict[int, ctypes._CFuncPtr] = {}
+        self.launches = 0
+        self.correlations: list[tuple] = []
+        self.compiles = 0
+
+    REAL = {"_cuda_built", "_cuda_tiled_ok", "_cuda_correlate_host", "_cuda_dlpack_export",
+            "_cuda_dlpack_import"}
+
+    def __getattr__(self, name: str):
+        if name in self.REAL:  # functions that touch no device
+            return getattr(self.real, name)
+        raise AttributeError(f"the fake device has no {name}")
+
+    # device and memory
+    def _cuda_get_device(self) -> int:
+        return 0
+
+    def _cuda_set_device(self, dev: int) -> None:
+        assert dev == 0
+
+    def _cuda_pointer_device(self, ptr: int) -> int:
+        return 0
+
+    def _cuda_device_props(self, dev: int) -> dict:
+        return {"index": 0, "name": "Fake", "compute_capability": (8, 0), "multiprocessors": 1,
+                "total_memory": 1 << 30, "l2_cache_bytes": 1 << 16, "clock_khz": 1000,
+                "memory_clock_khz": 1000, "memory_bus_bits": 64, "warp_size": 32,
+                "max_threads_per_block": 1024, "shared_memory_per_block": 48 << 10,
+                "pci_bus_id": 0, "integrated": 0}
+
+    def _cuda_malloc(self, n: int, stream: int) -> tuple[int, bool]:
+        if n == 0:
+            return 0, False
+        buf = np.full(n, 0xFF, np.uint8)  # garbage: reads of unwritten memory show up as NaN
+        ptr = buf.ctypes.data
+        self.blocks[ptr] = buf
+        return ptr, True
+
+    def _cuda_free(self, ptr: int, stream: int, ordered: bool) -> None:
+        assert ptr in self.blocks, "free of an unknown block"
+        del self.blocks[ptr]
+
+    def check_range(self, ptr: int, n: int) -> None:
+        for base, buf in self.blocks.items():
+            if base <= ptr and ptr + n <= base + buf.size:
+                return
+        raise AssertionError(f"device access outside any block: {ptr:#x} + {n}")
+
+    def _cuda_memcpy_htod(self, dst: int, src, stream: int) -> None:
+        host = np.frombuffer(src, np.uint8)
+        self.check_range(dst, host.size)
+        ctypes.memmove(dst, host.ctypes.data, host.size)
+
+    def _cuda_memcpy_dtoh(self, dst, src: int, stream: int) -> None:
+        host = np.frombuffer(dst, np.uint8)
+        self.check_range(src, host.size)
+        ctypes.memmove(host.ctypes.data, src, host.size)
+
+    def _cuda_memcpy_dtod(self, dst: int, src: int, n: int, stream: int) -> None:
+        self.check_range(src, n)
+        self.check_range(dst, n)
+        ctypes.memmove(dst, src, n)
+
+    def _cuda_synchronize(self) -> None:
+        pass
+
+    def _cuda_scrub(self, ptr: int, n: int, stream: int) -> None:
+        self.check_range(ptr, n)
+
+    def _cuda_stream_wait_event(self, stream: int, ev: int) -> None:
+        pass
+
+    # events
+    def _cuda_event_create(self) -> int:
+        self.next_event += 1
+        return self.next_event
+
+    def _cuda_event_record(self, ev: int, stream: int) -> None:
+        self.clock += 1.0
+        self.events[ev] = self.clock
+
+    def _cuda_event_elapsed(self, e0: int, e1: int) -> float:
+        return self.events[e1] - self.events[e0]
+
+    def _cuda_event_destroy(self, ev: int) -> None:
+        pass
+
+    # kernels
+    def view(self, ptr: int, nbytes: int) -> np.ndarray:
+        self.check_range(ptr, nbytes)
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+
+    def _cuda_correlate(self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw,
+                        stream) -> None:
+        item = 4 if code == 0 else 8
+        lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        size = int(np.prod(shape))
+        in_buf = self.view(inp + lo * item, (hi - lo + 1) * item)
+        out_buf = self.view(out, size * item)
+        nw = int(np.prod(wshape))
+        w_buf = self.view(w, nw * item) if w else None
+        self.correlations.append((tuple(wshape), w == 0))
+        self.real._cuda_correlate_host(code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape,
+                                       shift, mode, cval, boxw, 0)
+
+    def _cuda_nvrtc_compile(self, source, name, options, cubin, paths) -> bytes:
+        if CXX is None:
+            pytest.skip("no C++ compiler for the host build of generated kernels")
+        self.compiles += 1
+        src = self.tmp / f"k{self.compiles}.cpp"
+        lib = self.tmp / f"k{self.compiles}.so"
+        src.write_text(HOST_PRELUDE + source)
+        run = subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return str(lib).encode()
+
+    def _cuda_library_load(self, image: bytes, name: str) -> tuple[int, int]:
+        fn = getattr(ctypes.CDLL(image.decode()), name)
+        handle = len(self.kernels) + 1
+        self.kernels[handle] = fn
+        return 0, handle
+
+    def _cuda_launch(self, kernel: int, grid: int, block: int, fmt: str, args: tuple, stream) -> None:
+        conv = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
+        self.launches += 1
+        self.kernels[kernel](*[conv[c](a) for c, a in zip(fmt, args)])
+
+    def _cuda_gemm(self, dtype, m, n, k, a, b, c, stream, paths) -> None:
+        dt = np.float32 if dtype == 0 else np.float64
+        item = np.dtype(dt).itemsize
+        A = self.view(a, m * k * item).view(dt).reshape(m, k)
+        B = self.view(b, k * n * item).view(dt).reshape(k, n)
+        C = self.view(c, m * n * item).view(dt).reshape(m, n)
+        C[...] = A @ B
+
+
+@pytest.fixture
+def dev(monkeypatch, tmp_path) -> FakeDevice:
+    fake = FakeDevice(tmp_path)
+    monkeypatch.setattr(cuda, "_C", fake)
+    monkeypatch.setattr(_gpu_kernels, "_C", fake)
+    monkeypatch.setattr(cuda, "_probe", lambda: (1, ""))
+    monkeypatch.setattr(cuda, "_events", cuda._EventPool())
+    monkeypatch.setattr(cuda, "_props_cache", {})
+    monkeypatch.setattr(cuda, "_flush_buffers", {})
+    monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
+    monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
+    yield fake
+    _gpu_kernels._weights_cache.clear()
+
+
+def close(got, ref) -> None:
+    got = np.asarray(got)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    if ref.dtype.kind in "iu":
+        assert np.abs(got.astype(np.float64) - ref).max(initial=0) <= 1
+        return
+    tol = 2e-5 if ref.dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * float(np.abs(ref).max(initial=1.0)))
+
+
+def test_device_array_copies_and_views(dev) -> None:
+    host = np.arange(24, dtype=np.float64).reshape(4, 6)
+    d = cuda.DeviceArray.from_numpy(host)
+    np.testing.assert_array_equal(d.to_numpy(), host)
+    np.testing.assert_array_equal(d.copy().to_numpy(), host)
+    item = host.itemsize
+    rev = cuda.DeviceArray(d.ptr + 5 * item, (4, 6), np.float64, (6 * item, -item), 0, d)
+    np.testing.assert_array_equal(rev.to_numpy(), host[:, ::-1])
+    tr = cuda.DeviceArray(d.ptr, (6, 4), np.float64, (item, 6 * item), 0, d)
+    np.testing.assert_array_equal(tr.to_numpy(), host.T)
+    assert cuda.DeviceArray.zeros((3, 2), np.int16).to_numpy().tolist() == [[0, 0]] * 3
+    assert cuda.DeviceArray.empty((0, 3)).to_numpy().shape == (0, 3)
+
+
+def test_blocks_are_freed_when_arrays_go(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.ones(100))
+    assert d.ptr in dev.blocks
+    ptr = d.ptr
+    del d
+    assert ptr not in dev.blocks
+
+
+def test_dlpack_and_cai_views_share_memory(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+    class Producer:
+        def __dlpack__(self, stream=None):
+            return d.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return d.__dlpack_device__()
+
+    v = cuda.as_device_array(Producer())
+    assert (v.ptr, v.shape, v.dtype, v.strides) == (d.ptr, d.shape, d.dtype, d.strides)
+    cai = type("Cai", (), {"__cuda_array_interface__": d.__cuda_array_interface__})()
+    w = cuda.as_device_array(cai)
+    np.testing.assert_array_equal(w.to_numpy(), np.arange(6).reshape(2, 3))
+
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_filters_host_input(dev, dtype) -> None:
+    rng = np.random.default_rng(0)
+    for shape, wshape in (((40,), (5,)), ((21, 34), (3, 4)), ((9, 10, 11), (3, 3, 3)),
+                          ((3, 4, 5, 6), (3, 1, 2, 3))):
+        x = (rng.standard_normal(shape) * 30).astype(dtype)
+        w = rng.standard_normal(wshape)
+        for mode in MODES:
+            for fn in ("correlate", "convolve"):
+                got = getattr(_gpu_kernels, fn)(x, w, mode=mode, cval=0.5)
+                close(got, getattr(ndimage, fn)(x, w, mode=mode, cval=0.5))
+                assert set(got.timings) == {"h2d_ms", "kernel_ms", "d2h_ms", "total_ms"}
+                assert _gpu_kernels.last_timings() == got.timings
+
+
+def test_separable_weights_run_as_passes_off_the_tiled_path(dev) -> None:
+    x = np.random.default_rng(1).standard_normal((5, 6, 7, 8))
+    w = np.multiply.outer(np.multiply.outer(np.multiply.outer([1.0, 2, 1], [1.0, -1]), [0.5, 0.5]),
+                          [1.0, 3, 1])
+    close(_gpu_kernels.correlate(x, w, mode="wrap"), ndimage.correlate(x, w, mode="wrap"))
+    assert len(dev.correlations) == 4 and (dev.correlations[2] == ((1, 1, 2, 1), True))
+
+
+def test_uniform_filter_one_box_pass_and_per_axis_passes(dev) -> None:
+    x = np.random.default_rng(2).standard_normal((12, 13, 14)).astype(np.float32)
+    close(_gpu_kernels.uniform_filter(x, 5), ndimage.uniform_filter(x, 5))
+    assert dev.correlations == [((5, 5, 5), True)]
+    dev.correlations.clear()
+    close(_gpu_kernels.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]),
+          ndimage.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]))
+    assert len(dev.correlations) == 3
+    dev.correlations.clear()
+    close(_gpu_kernels.uniform_filter(x, 3, mode="constant", cval=2.0),
+          ndimage.uniform_filter(x, 3, mode="constant", cval=2.0))
+    assert len(dev.correlations) == 3  # constant with cval != 0: scipy's 1-D passes
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_filters_device_input_strided(dev, dtype) -> None:
+    rng = np.random.default_rng(3)
+    host = rng.standard_normal((20, 30)).astype(dtype)
+    base = cuda.DeviceArray.from_numpy(host)
+    item = host.itemsize
+    views = [
+        (cuda.DeviceArray(base.ptr, (30, 20), dtype, (item, 30 * item), 0, base), host.T),
+        (cuda.DeviceArray(base.ptr + 29 * item, (20, 30), dtype, (30 * item, -item), 0, base), host[:, ::-1]),
+        (cuda.DeviceArray(base.ptr, (10, 15), dtype, (60 * item, 2 * item), 0, base), host[::2, ::2]),
+    ]
+    w = rng.standard_normal((3, 5))
+    for view, ref_in in views:
+        ref_in = np.ascontiguousarray(ref_in)
+        for mode in MODES:
+            out = _gpu_kernels.correlate(view, w, mode=mode)
+            assert isinstance(out, cuda.DeviceArray) and out.dtype == dtype
+            close(out.to_numpy(), ndimage.correlate(ref_in, w, mode=mode))
+            out = _gpu_kernels.uniform_filter(view, (3, 2), mode=mode)
+            close(out.to_numpy(), ndimage.uniform_filter(ref_in, (3, 2), mode=mode))
+    np.testing.assert_array_equal(base.to_numpy(), host)  # input untouched
+
+
+def test_weights_uploaded_once(dev) -> None:
+    x = np.random.default_rng(4).standard_normal((16, 16))
+    w = np.arange(9.0).reshape(3, 3)
+    _gpu_kernels.correlate(x, w)
+    n_blocks = len(_gpu_kernels._weights_cache)
+    _gpu_kernels.correlate(x, w)
+    assert len(_gpu_kernels._weights_cache) == n_blocks == 1
+
+
+def test_output_argument(dev) -> None:
+    x = np.random.default_rng(5).standard_normal((8, 9))
+    out = np.zeros_like(x)
+    assert _gpu_kernels.convolve(x, np.ones((2, 3)), output=out, mode="mirror") is out
+    close(out, ndimage.convolve(x, np.ones((2, 3)), mode="mirror"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul(dev, dtype) -> None:
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((7, 5)).astype(dtype)
+    b = rng.standard_normal((5, 3)).astype(dtype)
+    got = _gpu_kernels.matmul(a, b)
+    assert got.dtype == dtype and got.timings["kernel_ms"] >= 0
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5)
+    d = _gpu_kernels.matmul(cuda.DeviceArray.from_numpy(a), cuda.DeviceArray.from_numpy(b))
+    np.testing.assert_allclose(d.to_numpy(), a @ b, rtol=1e-5)
+    np.testing.assert_array_equal(_gpu_kernels.matmul(np.ones((2, 0)), np.ones((0, 3))), np.zeros((2, 3)))
+
+
+EXPRS = {
+    "sin(a) + cos(b)": lambda a, b, k: np.sin(a) + np.cos(b),
+    "sin(a) + cos(a) + sqrt(abs(a))": lambda a, b, k: np.sin(a) + np.cos(a) + np.sqrt(np.abs(a)),
+    "a ** 2 - b * 3.5 + a % 1.5 - b % -0.75": lambda a, b, k: a ** 2 - b * 3.5 + np.mod(a, 1.5) - np.mod(b, -0.75),
+    "where(a > b, a, -b) / 2": lambda a, b, k: np.where(a > b, a, -b) / 2,
+    "(a > 0) & (b < 0.5) | ~(a < -1)": lambda a, b, k: (a > 0) & (b < 0.5) | ~(a < -1),
+    "-a ** 2 + a ** 3 * k": lambda a, b, k: -a ** 2 + a ** 3 * k,
+    "arctan2(a, b) + minimum(a, k) + maximum(b, 0.25) - fmod(a, 0.3)":
+        lambda a, b, k: np.arctan2(a, b) + np.minimum(a, k) + np.maximum(b, 0.25) - np.fmod(a, 0.3),
+    "exp(-a * a / 2) + log1p(abs(b)) + tanh(a) * expm1(b / 4)":
+        lambda a, b, k: np.exp(-a * a / 2) + np.log1p(np.abs(b)) + np.tanh(a) * np.expm1(b / 4),
+    "a < b": lambda a, b, k: a < b,
+    "where(a, 1, 2) + (a >= b) * 3": lambda a, b, k: np.where(a != 0, 1, 2) + (a >= b) * 3,
+    "2 ** a + power(abs(a), 0.5) + floor(b) * ceil(a)":
+        lambda a, b, k: 2 ** a + np.power(np.abs(a), 0.5) + np.floor(b) * np.ceil(a),
+}
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_evaluate_generated_kernels_match_numpy(dev, dtype) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(1001).astype(dtype)
+    b = rng.standard_normal(1001).astype(dtype)
+    k = 1.25
+    for expr, ref_fn in EXPRS.items():
+        ref = np.asarray(ref_fn(a, b, dtype(k)))
+        got = _gpu_kernels.evaluate(expr, {"a": a, "b": b, "k": k})
+        if ref.dtype == bool:
+            assert got.dtype == bool
+            np.testing.assert_array_equal(got, ref, err_msg=expr)
+        else:
+            assert got.dtype == dtype, expr
+            tol = 2e-6 if dtype == np.float32 else 1e-13
+            np.testing.assert_allclose(got, ref.astype(dtype), rtol=tol, atol=tol, err_msg=expr)
+    n = dev.compiles
+    _gpu_kernels.evaluate("sin(a) + cos(b)", {"a": a, "b": b})
+    assert dev.compiles == n  # cached per expression and dtype
+    d = _gpu_kernels.evaluate("a * 2 + b", {"a": cuda.DeviceArray.from_numpy(a),
+                                            "b": cuda.DeviceArray.from_numpy(b)})
+    assert isinstance(d, cuda.DeviceArray)
+    np.testing.assert_allclose(d.to_numpy(), a * 2 + b, rtol=1e-6)
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_evaluate_mixed_dtypes_scalars_and_frame(dev) -> None:
+    a = np.linspace(-2, 2, 50, dtype=np.float32)
+    b = np.arange(50)  # int: the computation is float64
+    z = np.float64(0.5)
+    got = _gpu_kernels.evaluate("a * b + z")
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, a.astype(np.float64) * b + z, rtol=1e-12)
+    with pytest.raises(ValueError):
+        _gpu_kernels.evaluate("a * 2", {"a": 3.0})
+    out = np.zeros(50)
+    assert _gpu_kernels.evaluate("a - b", {"a": a, "b": b}, out=out) is out
+    np.testing.assert_allclose(out, a.astype(np.float64) - b)
+
+
+def test_benchmark_and_timer_on_the_fake(dev) -> None:
+    res = cuda.benchmark(lambda: None, n_warmup=1, n_repeat=3)
+    assert res.n_repeat == 3 and all(res.gpu_times == 1.0)
+    with cuda.cuda_timer() as t:
+        pass
+    assert t.elapsed_ms == 1.0
