@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator
 import pytest
 
 import fastprof
-from conftest import comparable
+from profile_helpers import comparable
 
 HERE = __file__
 CLOCK = [0]

@@ -51,7 +51,7 @@ fp_cuda_register_errors(PyObject *m, PyObject *args)
 
 /* _cuda_built() -> bool: whether this build has the CUDA part. Never fails. */
 static PyObject *
-fp_cuda_built(PyObject *m, PyObject *args)
+fp_cuda_built(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
 {
 #ifdef FP_HAVE_CUDA
     Py_RETURN_TRUE;

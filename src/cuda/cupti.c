@@ -104,7 +104,7 @@ fp_trace_push(const fp_trace_rec *r)
 
 /* CUPTI returns a filled buffer: copy its records out, free it. */
 static void CUPTIAPI
-fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, size_t size, size_t valid)
+fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_UNUSED size_t size, size_t valid)
 {
     CUpti_Activity *rec = NULL;
     size_t dropped = 0;
@@ -204,7 +204,7 @@ fp_cuda_cupti_start(PyObject *m, PyObject *args)
  * (kind, name, start_ns, end_ns, device, stream, correlation, bytes, copy_kind).
  * Returns NULL with an exception. */
 PyObject *
-fp_cuda_cupti_stop(PyObject *m, PyObject *args)
+fp_cuda_cupti_stop(PyObject *m, FP_UNUSED PyObject *args)
 {
     fp_flush_t flush;
     fp_kind_t disable;

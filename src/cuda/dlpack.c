@@ -48,7 +48,7 @@ fp_dl_capsule_free(PyObject *cap)
 /* _cuda_dlpack_export(ptr, shape, strides, code, bits, device_type, device_id, owner) ->
  * capsule "dltensor" (strides in elements).  Returns NULL with an exception. */
 PyObject *
-fp_cuda_dlpack_export(PyObject *m, PyObject *args)
+fp_cuda_dlpack_export(FP_UNUSED PyObject *m, PyObject *args)
 {
     PyObject *optr, *shape, *strides, *owner, *cap = NULL;
     int code, bits, devtype, devid;
@@ -111,7 +111,7 @@ fp_dl_keeper_free(PyObject *cap)
  * keep `keeper` alive while the memory is used.  ptr includes byte_offset; strides are in
  * elements.  Returns NULL with an exception. */
 PyObject *
-fp_cuda_dlpack_import(PyObject *m, PyObject *args)
+fp_cuda_dlpack_import(FP_UNUSED PyObject *m, PyObject *args)
 {
     PyObject *cap, *shape = NULL, *strides = NULL, *keeper = NULL, *res = NULL;
     fp_dl_managed *t;

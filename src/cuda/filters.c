@@ -96,7 +96,7 @@ fp_cuda_correlate(PyObject *m, PyObject *args)
 /* _cuda_tiled_ok(dtype, shape, wshape) -> bool: whether the device takes the shared-memory
  * tiled path for this geometry.  Returns NULL with an exception for bad arguments. */
 PyObject *
-fp_cuda_tiled_ok(PyObject *m, PyObject *args)
+fp_cuda_tiled_ok(FP_UNUSED PyObject *m, PyObject *args)
 {
     int dtype;
     PyObject *shape, *wshape, *zeros = NULL, *res = NULL;
@@ -121,7 +121,7 @@ error:
  * host (test hook; path 0 as the device would, 1 the direct per-element path).  Every read is
  * bounds-checked against the buffers first.  Returns NULL with an exception. */
 PyObject *
-fp_cuda_correlate_host(PyObject *m, PyObject *args)
+fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
 {
     int dtype, mode, path;
     Py_ssize_t in_off;

@@ -9,7 +9,7 @@
 /* _cuda_nvtx_push(name) -> int depth (negative when no tool is attached).  Returns NULL
  * only for a bad argument. */
 PyObject *
-fp_cuda_nvtx_push(PyObject *m, PyObject *args)
+fp_cuda_nvtx_push(FP_UNUSED PyObject *m, PyObject *args)
 {
     const char *name;
     if (!PyArg_ParseTuple(args, "s", &name))
@@ -19,7 +19,7 @@ fp_cuda_nvtx_push(PyObject *m, PyObject *args)
 
 /* _cuda_nvtx_pop() -> int depth.  Never fails. */
 PyObject *
-fp_cuda_nvtx_pop(PyObject *m, PyObject *args)
+fp_cuda_nvtx_pop(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
 {
     return PyLong_FromLong(nvtxRangePop());
 }

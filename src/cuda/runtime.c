@@ -12,7 +12,7 @@
  * fails, says why in words (no driver, driver too old, no device, or the CUDA error).  err is
  * 0 and reason "" when count > 0.  Returns NULL only on memory errors. */
 PyObject *
-fp_cuda_probe(PyObject *m, PyObject *args)
+fp_cuda_probe(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
 {
     int count = 0, driver = 0, runtime = 0;
     cudaError_t err;
@@ -47,7 +47,7 @@ fp_cuda_probe(PyObject *m, PyObject *args)
 /* _cuda_versions() -> (driver, runtime) as CUDA encodes them (12040 = 12.4; driver 0 when
  * there is none).  Never fails. */
 PyObject *
-fp_cuda_versions(PyObject *m, PyObject *args)
+fp_cuda_versions(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
 {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
@@ -107,7 +107,7 @@ fp_cuda_set_device(PyObject *m, PyObject *args)
 
 /* _cuda_get_device() -> int.  Returns NULL with CudaError. */
 PyObject *
-fp_cuda_get_device(PyObject *m, PyObject *args)
+fp_cuda_get_device(PyObject *m, FP_UNUSED PyObject *args)
 {
     int dev = 0;
     cudaError_t err = cudaGetDevice(&dev);
@@ -119,7 +119,7 @@ fp_cuda_get_device(PyObject *m, PyObject *args)
 /* _cuda_synchronize() -> None, waiting for the current device with the GIL released.
  * Returns NULL with CudaError (a failed kernel reports here). */
 PyObject *
-fp_cuda_synchronize(PyObject *m, PyObject *args)
+fp_cuda_synchronize(PyObject *m, FP_UNUSED PyObject *args)
 {
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
@@ -149,7 +149,7 @@ fp_cuda_stream_synchronize(PyObject *m, PyObject *args)
 
 /* _cuda_event_create() -> int handle of a timing event.  Returns NULL with CudaError. */
 PyObject *
-fp_cuda_event_create(PyObject *m, PyObject *args)
+fp_cuda_event_create(PyObject *m, FP_UNUSED PyObject *args)
 {
     cudaEvent_t ev = NULL;
     cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDefault);
@@ -161,7 +161,7 @@ fp_cuda_event_create(PyObject *m, PyObject *args)
 /* _cuda_event_destroy(ev) -> None.  Returns NULL with an exception on a bad argument only:
  * destroy errors (a context already gone at exit) are ignored. */
 PyObject *
-fp_cuda_event_destroy(PyObject *m, PyObject *args)
+fp_cuda_event_destroy(FP_UNUSED PyObject *m, PyObject *args)
 {
     PyObject *o;
     void *ev;
@@ -292,7 +292,7 @@ fp_cuda_malloc(PyObject *m, PyObject *args)
 /* _cuda_free(ptr, stream, stream_ordered) -> None: cudaFreeAsync on stream for stream-ordered
  * blocks, else cudaFree.  Errors at free (a context gone at exit) are ignored. */
 PyObject *
-fp_cuda_free(PyObject *m, PyObject *args)
+fp_cuda_free(FP_UNUSED PyObject *m, PyObject *args)
 {
     PyObject *o, *os;
     void *p, *s;
@@ -336,7 +336,7 @@ fp_cuda_pointer_device(PyObject *m, PyObject *args)
 
 /* _cuda_mem_info() -> (free, total) bytes of the current device.  Returns NULL with CudaError. */
 PyObject *
-fp_cuda_mem_info(PyObject *m, PyObject *args)
+fp_cuda_mem_info(PyObject *m, FP_UNUSED PyObject *args)
 {
     size_t fr = 0, tot = 0;
     cudaError_t err = cudaMemGetInfo(&fr, &tot);

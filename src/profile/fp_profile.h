@@ -124,6 +124,9 @@ typedef struct fp_profiler {
     fp_thread *threads_list;
     PyThreadState *owner; /* threads == 0: the one thread profiled */
     uint64_t gen;         /* changes when thread records are freed or recording stops */
+    const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY) ... */
+    uint64_t cache_gen;          /* ... in this generation ... */
+    fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
     /* 3.12+: sys.monitoring */
@@ -141,29 +144,17 @@ extern Py_ssize_t fp_code_extra_index;
 
 /* Returns the thread record of the running thread for p, creating it, or NULL when this thread
  * is not profiled (threads=False) or out of memory (sticky error set).  Slow path: fills the
- * thread's cache below. */
+ * profiler's thread cache. */
 fp_thread *fp_thread_lookup(fp_profiler *p);
 
-/* Each thread's cache of its record: valid while prof and gen match the profiler's. */
-typedef struct fp_tls_cache {
-    const fp_profiler *prof;
-    uint64_t gen;
-    fp_thread *thread; /* NULL: this thread is not profiled */
-} fp_tls_cache;
-
-#if defined(__GNUC__)
-#define FP_TLS __thread __attribute__((tls_model("initial-exec")))
-#else
-#define FP_TLS _Thread_local
-#endif
-extern FP_TLS fp_tls_cache fp_tls;
-
-/* Returns the running thread's record for p, or NULL when it is not profiled. */
+/* Returns the running thread's record for p, or NULL when it is not profiled.  The cache is
+ * the profiler's last thread (threads take turns holding the GIL, so it rarely misses); no
+ * thread-local storage, whose static block the CUDA runtime linked in already fills. */
 FP_INLINE fp_thread *
 fp_thread_get(fp_profiler *p)
 {
-    if (FP_LIKELY(fp_tls.prof == p && fp_tls.gen == p->gen))
-        return fp_tls.thread;
+    if (FP_LIKELY(p->cache_key == FP_THREAD_KEY() && p->cache_gen == p->gen))
+        return p->cache_thread;
     return fp_thread_lookup(p);
 }
 

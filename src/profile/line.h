@@ -29,7 +29,7 @@ typedef struct fp_lframe {
 
 /* One thread's stack of running registered frames. */
 typedef struct fp_lthread {
-    const void *key; /* address of a thread-local variable: unique among live threads */
+    const void *key; /* FP_THREAD_KEY() of the thread: unique among live threads */
     fp_lframe *stack;
     Py_ssize_t depth, cap;
 } fp_lthread;
@@ -51,6 +51,8 @@ typedef struct fp_ltracer {
     Py_ssize_t nrecs, caprecs;
     fp_lthread **threads;
     Py_ssize_t nthreads, capthreads;
+    const void *cache_key;   /* the thread last looked up ... */
+    fp_lthread *cache_ts;    /* ... and its stack (threads live as long as the tracer) */
     PyObject *timer;                /* NULL: fp_clock_ticks(); else a callable returning an int */
     PyObject *name_trace_lines;     /* "f_trace_lines" (used below 3.12) */
     Py_ssize_t trace_lines_offset;  /* 3.11: offset of the frame's f_trace_lines, or -1 */

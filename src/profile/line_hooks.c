@@ -10,18 +10,13 @@
 #include <frameobject.h>
 #endif
 
-/* The calling thread's last looked-up stack, per tracer id (a miss takes the slow path). */
-static _Thread_local uint64_t fp_line_tls_id = 0;
-static _Thread_local fp_lthread *fp_line_tls_ts = NULL;
-static _Thread_local char fp_line_tls_key = 0;
-
 /* Returns the calling thread's stack in self, or NULL (self->error set) when memory runs
  * out.  Never sets an exception. */
 static inline fp_lthread *
 fp_line_thread(fp_ltracer *self)
 {
-    if (FP_LIKELY(fp_line_tls_id == self->id))
-        return fp_line_tls_ts;
+    if (FP_LIKELY(self->cache_key == FP_THREAD_KEY()))
+        return self->cache_ts;
     return fp_line_thread_slow(self);
 }
 
@@ -30,7 +25,7 @@ fp_lthread *
 fp_line_thread_slow(fp_ltracer *self)
 {
     fp_lthread *ts = NULL;
-    const void *key = &fp_line_tls_key;
+    const void *key = FP_THREAD_KEY();
     for (Py_ssize_t i = 0; i < self->nthreads; i++) {
         if (self->threads[i]->key == key) {
             ts = self->threads[i];
@@ -51,8 +46,8 @@ fp_line_thread_slow(fp_ltracer *self)
     ts->key = key;
     self->threads[self->nthreads++] = ts;
 done:
-    fp_line_tls_id = self->id;
-    fp_line_tls_ts = ts;
+    self->cache_key = key;
+    self->cache_ts = ts;
     return ts;
 error:
     if (self->error == NULL)

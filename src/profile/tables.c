@@ -332,7 +332,6 @@ fp_grow_stack(fp_profiler *p, fp_thread *t)
     return 0;
 }
 
-FP_TLS fp_tls_cache fp_tls;
 static uint64_t fp_generation; /* source of fresh generations (changed holding the GIL) */
 
 /* See fp_profile.h. */
@@ -366,9 +365,9 @@ fp_thread_lookup(fp_profiler *p)
     t->next = p->threads_list;
     p->threads_list = t;
 done:
-    fp_tls.prof = p;
-    fp_tls.gen = p->gen;
-    fp_tls.thread = t;
+    p->cache_key = FP_THREAD_KEY();
+    p->cache_gen = p->gen;
+    p->cache_thread = t;
     return t;
 }
 
