@@ -1,0 +1,253 @@
+/* kernels/general.c - correlation with an arbitrary (non-separable) kernel.
+ *
+ * Each worker sweeps a chunk of axis 0.  The input slices that axis-0 taps read are kept as
+ * "extended blocks": every row of the slice converted to double and extended along the last
+ * axis by the boundary mode, so the inner loop is a branch-free, vectorised tap sum over
+ * rows looked up through the other axes' index maps.  Only nonzero taps are visited (as
+ * scipy.ndimage, which drops zero weights). */
+#include "kernels/conv.h"
+#include "kernels/pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ptrdiff_t nk;      /* nonzero taps along the last axis */
+    ptrdiff_t first;   /* index of its first entry in off/w */
+    ptrdiff_t k[FP_MAXDIM]; /* tap index on axes 0..ndim-2 */
+} fp_gen_tap;
+
+typedef struct {
+    int ready;
+    double *blocks;   /* ntaps[0] blocks of nrows * rowlen doubles */
+    ptrdiff_t *tags;
+    double *acc;
+    double *crow;     /* a row of cval */
+    const double **rowptr;
+} fp_gen_scratch;
+
+typedef struct {
+    fp_conv *c;
+    ptrdiff_t chunk0, nchunks0;
+    ptrdiff_t nrows;   /* rows of one axis-0 slice */
+    ptrdiff_t rowlen;  /* extended row length */
+    ptrdiff_t ntap;    /* outer taps with a nonzero weight */
+    fp_gen_tap *taps;
+    ptrdiff_t *off;
+    double *w;
+    fp_gen_scratch *scratch;
+    int nworkers;
+} fp_gen_job;
+
+/* Frees one worker's scratch.  Returns nothing. */
+static void
+fp_gen_free(fp_gen_scratch *s)
+{
+    free(s->blocks);
+    free(s->tags);
+    free(s->acc);
+    free(s->crow);
+    free((void *)s->rowptr);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Allocates one worker's scratch.  Returns 0, or -1 when out of memory. */
+static int
+fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
+{
+    fp_conv *c = job->c;
+    ptrdiff_t K0 = c->ntaps[0];
+    s->blocks = (double *)malloc(sizeof(double) * (size_t)(K0 * job->nrows * job->rowlen));
+    s->tags = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
+    s->acc = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
+    s->crow = (double *)malloc(sizeof(double) * (size_t)job->rowlen);
+    s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->ntap + 1));
+    if (s->blocks == NULL || s->tags == NULL || s->acc == NULL || s->crow == NULL ||
+        s->rowptr == NULL) {
+        fp_gen_free(s);
+        return -1;
+    }
+    for (ptrdiff_t t = 0; t < job->rowlen; t++)
+        s->crow[t] = c->cval;
+    s->ready = 1;
+    return 0;
+}
+
+/* Fills block b with input slice j0, every row extended.  Returns nothing. */
+static void
+fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0)
+{
+    fp_conv *c = job->c;
+    int R = c->ndim;
+    ptrdiff_t idx[FP_MAXDIM];
+    for (int d = 1; d + 1 < R; d++)
+        idx[d] = 0;
+    for (ptrdiff_t r = 0; r < job->nrows; r++) {
+        ptrdiff_t ioff = j0 * c->istride[0];
+        for (int d = 1; d + 1 < R; d++)
+            ioff += idx[d] * c->istride[d];
+        fp_conv_gather_row(c, ioff, 0, job->rowlen, b + r * job->rowlen);
+        for (int d = R - 2; d >= 1; d--) {
+            if (++idx[d] < c->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Pool callback: one chunk of axis 0.  Returns 0, or -1 when out of memory. */
+static int
+fp_gen_item(void *ctx, ptrdiff_t item, int worker)
+{
+    fp_gen_job *job = (fp_gen_job *)ctx;
+    fp_conv *c = job->c;
+    fp_gen_scratch *s = &job->scratch[worker];
+    int R = c->ndim;
+    ptrdiff_t K0 = c->ntaps[0];
+    ptrdiff_t lo = item * job->chunk0;
+    ptrdiff_t hi = lo + job->chunk0 < c->shape[0] ? lo + job->chunk0 : c->shape[0];
+    ptrdiff_t n = c->shape[R - 1];
+    ptrdiff_t *slotk;
+    if (!s->ready && fp_gen_alloc(job, s) < 0)
+        return -1;
+    slotk = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
+    if (slotk == NULL)
+        return -1;
+    for (ptrdiff_t k = 0; k < K0; k++)
+        s->tags[k] = -2;
+    for (ptrdiff_t i0 = lo; i0 < hi; i0++) {
+        ptrdiff_t idx[FP_MAXDIM];
+        /* make sure every slice read by i0 is in a block; slotk[k0] = its block or -1 */
+        for (ptrdiff_t k = 0; k < K0; k++) {
+            ptrdiff_t j = c->map[0][i0 + k], slot = -1;
+            if (j < 0) {
+                slotk[k] = -1;
+                continue;
+            }
+            for (ptrdiff_t t = 0; t < K0; t++)
+                if (s->tags[t] == j) {
+                    slot = t;
+                    break;
+                }
+            if (slot < 0) {
+                for (ptrdiff_t t = 0; t < K0 && slot < 0; t++) {
+                    int used = 0;
+                    for (ptrdiff_t q = 0; q < K0; q++)
+                        if (c->map[0][i0 + q] == s->tags[t]) {
+                            used = 1;
+                            break;
+                        }
+                    if (!used)
+                        slot = t;
+                }
+                fp_gen_fill(job, s->blocks + slot * job->nrows * job->rowlen, j);
+                s->tags[slot] = j;
+            }
+            slotk[k] = slot;
+        }
+        for (int d = 1; d + 1 < R; d++)
+            idx[d] = 0;
+        for (ptrdiff_t r = 0; r < job->nrows; r++) {
+            ptrdiff_t ooff = i0 * c->ostride[0];
+            int first = 1;
+            for (int d = 1; d + 1 < R; d++)
+                ooff += idx[d] * c->ostride[d];
+            for (ptrdiff_t t = 0; t < job->ntap; t++) {
+                const fp_gen_tap *tp = &job->taps[t];
+                const double *row;
+                ptrdiff_t slot = slotk[tp->k[0]];
+                if (slot < 0) {
+                    row = s->crow;
+                } else {
+                    ptrdiff_t rr = 0;
+                    for (int d = 1; d + 1 < R; d++) {
+                        ptrdiff_t j = c->map[d][idx[d] + tp->k[d]];
+                        if (j < 0) {
+                            rr = -1;
+                            break;
+                        }
+                        rr = rr * c->shape[d] + j;
+                    }
+                    row = rr < 0 ? s->crow
+                                 : s->blocks + (slot * job->nrows + rr) * job->rowlen;
+                }
+                fp_conv_taps(s->acc, row, job->w + tp->first, job->off + tp->first,
+                             (int)tp->nk, n, !first);
+                first = 0;
+            }
+            if (first)
+                fp_conv_taps(s->acc, s->crow, NULL, NULL, 0, n, 0);
+            fp_conv_store_row(c, ooff, n, s->acc);
+            for (int d = R - 2; d >= 1; d--) {
+                if (++idx[d] < c->shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    free(slotk);
+    return 0;
+}
+
+/* See conv.h. */
+int
+fp_conv_general(fp_conv *c)
+{
+    fp_gen_job job;
+    int R = c->ndim, result = -1;
+    ptrdiff_t Klast = c->ntaps[R - 1], nouter = 1, nnz = 0;
+    memset(&job, 0, sizeof(job));
+    job.c = c;
+    job.nrows = 1;
+    for (int d = 1; d + 1 < R; d++)
+        job.nrows *= c->shape[d];
+    job.rowlen = c->shape[R - 1] + Klast - 1;
+    for (int d = 0; d + 1 < R; d++)
+        nouter *= c->ntaps[d];
+    job.taps = (fp_gen_tap *)malloc(sizeof(fp_gen_tap) * (size_t)nouter);
+    job.off = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(nouter * Klast));
+    job.w = (double *)malloc(sizeof(double) * (size_t)(nouter * Klast));
+    if (job.taps == NULL || job.off == NULL || job.w == NULL)
+        goto done;
+    for (ptrdiff_t t = 0; t < nouter; t++) {
+        fp_gen_tap *tp = &job.taps[job.ntap];
+        ptrdiff_t rest = t;
+        tp->first = nnz;
+        tp->nk = 0;
+        for (int d = R - 2; d >= 0; d--) {
+            tp->k[d] = rest % c->ntaps[d];
+            rest /= c->ntaps[d];
+        }
+        for (ptrdiff_t k = 0; k < Klast; k++) {
+            double v = c->weights[t * Klast + k];
+            if (v == 0.0)
+                continue;
+            job.off[nnz] = k;
+            job.w[nnz++] = v;
+            tp->nk++;
+        }
+        if (tp->nk > 0)
+            job.ntap++;
+    }
+    {
+        ptrdiff_t n0 = c->shape[0], want = 4 * (ptrdiff_t)c->nthreads;
+        ptrdiff_t chunks = want < n0 ? want : n0;
+        job.chunk0 = (n0 + chunks - 1) / chunks;
+        job.nchunks0 = (n0 + job.chunk0 - 1) / job.chunk0;
+    }
+    job.nworkers = c->nthreads;
+    job.scratch = (fp_gen_scratch *)calloc((size_t)job.nworkers, sizeof(fp_gen_scratch));
+    if (job.scratch == NULL)
+        goto done;
+    result = fp_pool_run(job.nchunks0, c->nthreads, fp_gen_item, &job);
+done:
+    if (job.scratch != NULL) {
+        for (int w = 0; w < job.nworkers; w++)
+            fp_gen_free(&job.scratch[w]);
+        free(job.scratch);
+    }
+    free(job.taps);
+    free(job.off);
+    free(job.w);
+    return result;
+}
