@@ -549,9 +549,15 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
 
 
 def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int, hi: int,
-                block: int, flat: bool) -> None:
+                block: int, flat: bool, errstate: Dict[str, str]) -> None:
     """Computes rows/elements [lo, hi) of the result into dest, block by block, with private
-    registers."""
+    registers, under the caller's floating-point error settings."""
+    with np.errstate(**errstate):
+        _run_blocks_inner(steps, views, dest, lo, hi, block, flat)
+
+
+def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int,
+                      hi: int, block: int, flat: bool) -> None:
     regs: List[Optional[np.ndarray]] = [None] * len(steps)
     last = len(steps) - 1
     for i, st in enumerate(steps[:-1]):
@@ -632,15 +638,17 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
     nblocks = -(-n // block)
     ntasks = min(nthreads, nblocks)
     if ntasks <= 1:
-        _run_blocks(steps, views, dest, 0, n, block, flat)
+        _run_blocks_inner(steps, views, dest, 0, n, block, flat)
     else:
         per = -(-nblocks // ntasks)
         futures = []
+        errstate = np.geterr()
         pool = _executor(nthreads)
         for t in range(ntasks):
             lo, hi = t * per * block, min(n, (t + 1) * per * block)
             if lo < hi:
-                futures.append(pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat))
+                futures.append(pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat,
+                                           errstate))
         for f in futures:
             f.result()
     if out is not None:

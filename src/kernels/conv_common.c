@@ -67,9 +67,10 @@ fp_conv_free_maps(fp_conv *c)
     }
 }
 
-/* See conv.h. */
-void
-fp_conv_gather_row(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len, double *dst)
+/* The body of fp_conv_gather_row (see conv.h). */
+FP_BODY void
+fp_conv_gather_row_body(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len,
+                        double *dst)
 {
     int last = c->ndim - 1;
     const ptrdiff_t *m = c->map[last] + lo;
@@ -116,9 +117,9 @@ fp_conv_gather_row(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len
                               : (double)*(const float *)(base + m[t] * s);
 }
 
-/* See conv.h. */
-FP_VECTOR void
-fp_conv_store_row(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const double *src)
+/* The body of fp_conv_store_row (see conv.h). */
+FP_BODY void
+fp_conv_store_row_body(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const double *src)
 {
     int last = c->ndim - 1;
     ptrdiff_t s = c->ostride[last];
@@ -167,7 +168,7 @@ fp_conv_store_row(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const double 
     } while (0)
 
 /* Up to 8 sources into dst.  Returns nothing. */
-static inline void
+FP_BODY void
 fp_combine_upto8(double *restrict dst, const double *const *src, const double *w, int nk,
                  double add, ptrdiff_t n, int init)
 {
@@ -183,10 +184,10 @@ fp_combine_upto8(double *restrict dst, const double *const *src, const double *w
     }
 }
 
-/* See conv.h. */
-FP_VECTOR void
-fp_conv_combine(double *dst, const double *const *src, const double *w, int nk, double add,
-                ptrdiff_t n, int accumulate)
+/* The body of fp_conv_combine (see conv.h). */
+FP_BODY void
+fp_conv_combine_body(double *dst, const double *const *src, const double *w, int nk,
+                     double add, ptrdiff_t n, int accumulate)
 {
     if (nk == 0) {
         if (!accumulate)
@@ -200,10 +201,10 @@ fp_conv_combine(double *dst, const double *const *src, const double *w, int nk, 
     }
 }
 
-/* See conv.h. */
-FP_VECTOR void
-fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *off, int nk,
-             ptrdiff_t n, int accumulate)
+/* The body of fp_conv_taps (see conv.h). */
+FP_BODY void
+fp_conv_taps_body(double *dst, const double *row, const double *w, const ptrdiff_t *off,
+                  int nk, ptrdiff_t n, int accumulate)
 {
     const double *src[8];
     if (nk == 0) {
@@ -219,3 +220,37 @@ fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *o
         fp_combine_upto8(dst, src, w + k, m, 0.0, n, accumulate || k > 0);
     }
 }
+
+/* See simd.h. */
+int
+fp_simd_level(void)
+{
+    static int level = -1;
+    int v = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (v < 0) {
+#if FP_HAVE_AVX2_DISPATCH
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+#else
+        v = 0;
+#endif
+        __atomic_store_n(&level, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* The dispatching entry points declared in conv.h. */
+FP_DISPATCH(void, fp_conv_gather_row,
+            (const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len, double *dst),
+            (c, ioff, lo, len, dst))
+FP_DISPATCH(void, fp_conv_store_row,
+            (const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const double *src),
+            (c, ooff, len, src))
+FP_DISPATCH(void, fp_conv_combine,
+            (double *dst, const double *const *src, const double *w, int nk, double add,
+             ptrdiff_t n, int accumulate),
+            (dst, src, w, nk, add, n, accumulate))
+FP_DISPATCH(void, fp_conv_taps,
+            (double *dst, const double *row, const double *w, const ptrdiff_t *off, int nk,
+             ptrdiff_t n, int accumulate),
+            (dst, row, w, off, nk, n, accumulate))

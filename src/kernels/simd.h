@@ -1,17 +1,36 @@
-/* kernels/simd.h - FP_VECTOR: marks a hot loop function for AVX2/FMA and AVX-512 clones with
- * a baseline fallback, picked at load time by the CPU's features (GCC/Clang target_clones).
- * Elsewhere it expands to nothing and the baseline code runs. */
+/* kernels/simd.h - runtime dispatch of the hot loops between an AVX2/FMA build and the
+ * baseline build of the same code.
+ *
+ * FP_DISPATCH(ret, name, params, args) turns an always-inline body `name##_body` into
+ * name##_avx2 (target "avx2,fma"), name##_base and a public `name` that calls the one picked
+ * by fp_simd_level() (the CPU's features, read once with __builtin_cpu_supports). */
 #ifndef FP_KERNELS_SIMD_H
 #define FP_KERNELS_SIMD_H
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute) && \
-    !defined(FP_NO_CLONES)
-#if __has_attribute(target_clones)
-#define FP_VECTOR __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FP_NO_SIMD)
+#define FP_HAVE_AVX2_DISPATCH 1
+#else
+#define FP_HAVE_AVX2_DISPATCH 0
 #endif
-#endif
-#ifndef FP_VECTOR
-#define FP_VECTOR
+
+#define FP_BODY static inline __attribute__((always_inline))
+
+/* 1 when the AVX2/FMA variants run on this CPU, else 0. */
+int fp_simd_level(void);
+
+#if FP_HAVE_AVX2_DISPATCH
+#define FP_DISPATCH(ret, name, params, args)                                                  \
+    __attribute__((target("avx2,fma"))) static ret name##_avx2 params { return name##_body args; } \
+    static ret name##_base params { return name##_body args; }                                \
+    ret name params                                                                           \
+    {                                                                                         \
+        if (fp_simd_level() > 0)                                                              \
+            return name##_avx2 args;                                                          \
+        return name##_base args;                                                              \
+    }
+#else
+#define FP_DISPATCH(ret, name, params, args)                                                  \
+    ret name params { return name##_body args; }
 #endif
 
 #endif

@@ -1,0 +1,276 @@
+"""fastprof.kernels convolve/correlate/uniform_filter against scipy.ndimage and the NumPy
+reference, over ranks, shapes, dtypes, strides, modes, origins and kernel sizes."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fastprof import _reference as ref
+from fastprof import kernels
+
+ndi = pytest.importorskip("scipy.ndimage")
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant",
+         "grid-wrap"]
+
+
+def _tol(dtype: np.dtype) -> dict:
+    return dict(rtol=2e-6, atol=2e-5) if np.dtype(dtype) == np.float32 else dict(rtol=1e-12,
+                                                                                 atol=1e-11)
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _separable(shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    w = rng.standard_normal(shape[0])
+    for s in shape[1:]:
+        w = np.multiply.outer(w, rng.standard_normal(s))
+    return w
+
+
+CASES = [
+    ((17,), (5,)), ((1,), (3,)), ((4,), (9,)), ((12,), (4,)),
+    ((9, 11), (3, 3)), ((9, 11), (2, 5)), ((1, 7), (3, 1)), ((3, 2), (5, 6)),
+    ((6, 7, 8), (3, 3, 3)), ((5, 4, 6), (2, 3, 4)), ((2, 9, 3), (1, 5, 2)),
+    ((3, 4, 2, 5), (3, 1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("shape,wshape", CASES)
+@pytest.mark.parametrize("kind", ["general", "separable", "box"])
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+def test_matches_scipy_every_mode(shape, wshape, kind, func):
+    rng = _rng(len(shape) * 7 + sum(wshape))
+    x = rng.standard_normal(shape)
+    w = {"general": rng.standard_normal(wshape), "separable": _separable(wshape, rng),
+         "box": np.full(wshape, 0.25)}[kind]
+    for mode in MODES:
+        got = getattr(kernels, func)(x, w, mode=mode, cval=-1.25)
+        want = getattr(ndi, func)(x, w, mode=mode, cval=-1.25)
+        mine = getattr(ref, func)(x, w, mode=mode, cval=-1.25)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-11, err_msg=mode)
+        np.testing.assert_allclose(mine, want, rtol=1e-12, atol=1e-11, err_msg=mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "negative", "transposed"])
+def test_layouts_and_float_dtypes(dtype, layout):
+    rng = _rng(3)
+    base = rng.standard_normal((14, 12, 10)).astype(dtype)
+    x = {"C": base, "F": np.asfortranarray(base), "strided": base[::2, 1::3, ::1],
+         "negative": base[::-1, :, ::-2], "transposed": base.transpose(2, 0, 1)}[layout]
+    for w in (rng.standard_normal((3, 4, 3)), _separable((5, 3, 2), rng), np.ones((3, 3, 3))):
+        for mode in ("reflect", "constant", "wrap"):
+            got = kernels.correlate(x, w, mode=mode, cval=0.5, origin=(1, -1, 0))
+            want = ndi.correlate(x, w, mode=mode, cval=0.5, origin=(1, -1, 0))
+            assert got.dtype == want.dtype == dtype
+            np.testing.assert_allclose(got, want, **_tol(dtype))
+
+
+@pytest.mark.parametrize("wshape", [(3, 3), (4, 2), (5, 1), (2, 2)])
+def test_origins(wshape):
+    rng = _rng(5)
+    x = rng.standard_normal((8, 9))
+    w = rng.standard_normal(wshape)
+    ranges = [range(-(s // 2), (s - 1) // 2 + 1) for s in wshape]
+    for origin in itertools.product(*ranges):
+        for func in ("correlate", "convolve"):
+            got = getattr(kernels, func)(x, w, mode="mirror", origin=origin)
+            want = getattr(ndi, func)(x, w, mode="mirror", origin=origin)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_output_argument_and_in_place():
+    rng = _rng(7)
+    x = rng.standard_normal((20, 15))
+    w = rng.standard_normal((3, 5))
+    out = np.empty((20, 15), dtype=np.float32)
+    res = kernels.correlate(x, w, output=out)
+    assert res is out
+    np.testing.assert_allclose(out, ndi.correlate(x, w, output=np.float32), rtol=2e-6,
+                               atol=2e-5)
+    # non-contiguous output
+    big = np.zeros((40, 30))
+    view = big[::2, ::2]
+    kernels.convolve(x, w, output=view)
+    np.testing.assert_allclose(view, ndi.convolve(x, w), rtol=1e-12, atol=1e-12)
+    assert np.all(big[1::2] == 0)
+    # output is the input: the result must be as if from a copy
+    y = x.copy()
+    kernels.uniform_filter(y, 3, output=y)
+    np.testing.assert_allclose(y, ndi.uniform_filter(x, 3), rtol=1e-12, atol=1e-12)
+    # output given as a dtype
+    r = kernels.correlate(x, w, output=np.float32)
+    assert r.dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint16])
+def test_integer_dtypes_as_scipy(dtype):
+    rng = _rng(11)
+    x = rng.integers(0, 100, size=(9, 10)).astype(dtype)
+    w = rng.integers(-3, 4, size=(3, 3)).astype(np.float64)  # exact in double
+    for func in ("correlate", "convolve"):
+        got = getattr(kernels, func)(x, w, mode="nearest")
+        want = getattr(ndi, func)(x, w, mode="nearest")
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    got = kernels.uniform_filter(x, (3, 2))
+    want = ndi.uniform_filter(x, (3, 2))
+    assert got.dtype == want.dtype
+    # each axis pass truncates to the integer dtype, as scipy; sums may round either way by one
+    assert np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))) <= 1
+
+
+def test_integer_input_float_output():
+    x = np.arange(30, dtype=np.int32).reshape(5, 6)
+    w = np.array([[0.5, 0.25], [0.125, 1.0]])
+    np.testing.assert_allclose(kernels.correlate(x, w, output=np.float64),
+                               ndi.correlate(x, w, output=np.float64), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (4, 0, 3)])
+def test_empty_arrays(shape):
+    x = np.zeros(shape)
+    w = np.ones((3,) * len(shape))
+    assert kernels.correlate(x, w).shape == shape
+    assert kernels.uniform_filter(x, 3).shape == shape
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, (1, 4, 7), (6, 1, 2), 11])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_uniform_filter(size, dtype):
+    rng = _rng(13)
+    x = rng.standard_normal((9, 12, 8)).astype(dtype)
+    for mode in MODES:
+        got = kernels.uniform_filter(x, size, mode=mode, cval=2.0)
+        want = ndi.uniform_filter(x, size, mode=mode, cval=2.0)
+        mine = ref.uniform_filter(x, size, mode=mode, cval=2.0)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, **_tol(dtype))
+        np.testing.assert_allclose(got, mine, **_tol(dtype))
+
+
+def test_uniform_filter_per_axis_modes_and_origin():
+    rng = _rng(17)
+    x = rng.standard_normal((10, 11))
+    got = kernels.uniform_filter(x, (3, 4), mode=["wrap", "constant"], cval=3.0, origin=(1, -2))
+    want = ndi.uniform_filter(x, (3, 4), mode=["wrap", "constant"], cval=3.0, origin=(1, -2))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_nan_and_inf_propagate_as_scipy():
+    x = np.arange(49, dtype=np.float64).reshape(7, 7)
+    x[3, 3] = np.nan
+    x[0, 6] = np.inf
+    for w in (np.ones((3, 3)), np.array([[0.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 0.0]]),
+              np.array([[0.0, 0.0], [1.0, 2.0]])):
+        for func in ("correlate", "convolve"):
+            got = getattr(kernels, func)(x, w, mode="reflect")
+            want = getattr(ndi, func)(x, w, mode="reflect")
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+            ok = np.isfinite(want)
+            np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
+
+
+def test_big_enough_for_threads_matches_single_thread():
+    rng = _rng(19)
+    x = rng.standard_normal((64, 70, 33)).astype(np.float32)
+    n = kernels.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 3):
+            kernels.set_num_threads(threads)
+            assert kernels.get_num_threads() == threads
+            results.append((kernels.uniform_filter(x, 5),
+                            kernels.correlate(x, rng.standard_normal((3, 2, 3)) * 0 + 1.5)))
+        for a, b in zip(*results):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        kernels.set_num_threads(n)
+    np.testing.assert_allclose(results[0][0], ndi.uniform_filter(x, 5), rtol=2e-6, atol=2e-6)
+
+
+def test_threads_setting_validation():
+    with pytest.raises(ValueError, match="n must be"):
+        kernels.set_num_threads(0)
+    with pytest.raises(TypeError, match="n must be an int"):
+        kernels.set_num_threads(2.5)
+    assert kernels.get_num_threads() >= 1
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    (dict(input=np.zeros(5, dtype=object)), TypeError, "input must have"),
+    (dict(input=np.zeros(5, dtype=complex)), TypeError, "input must have"),
+    (dict(weights=np.ones((3, 3))), ValueError, "rank"),
+    (dict(weights=np.ones(3, dtype=complex)), TypeError, "weights"),
+    (dict(weights=np.ones(0)), ValueError, "empty"),
+    (dict(mode="bogus"), ValueError, "mode"),
+    (dict(mode=3), TypeError, "mode"),
+    (dict(origin=2), ValueError, "origin"),
+    (dict(origin=(0, 0)), ValueError, "origin"),
+    (dict(origin=1.5), TypeError, "origin"),
+    (dict(output=np.zeros(4)), ValueError, "output"),
+    (dict(output=np.zeros(5, dtype=complex)), TypeError, "output"),
+    (dict(cval="x"), TypeError, "cval"),
+])
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+def test_bad_arguments(bad, exc, match, func):
+    args = dict(input=np.zeros(5), weights=np.ones(3))
+    args.update(bad)
+    with pytest.raises(exc, match=match):
+        getattr(kernels, func)(**args)
+
+
+def test_uniform_filter_bad_arguments():
+    with pytest.raises(ValueError, match="size"):
+        kernels.uniform_filter(np.zeros(5), 0)
+    with pytest.raises(ValueError, match="size"):
+        kernels.uniform_filter(np.zeros((5, 5)), (3, 3, 3))
+    with pytest.raises(ValueError, match="origin"):
+        kernels.uniform_filter(np.zeros(5), 3, origin=2)
+    with pytest.raises(ValueError, match="mode"):
+        kernels.uniform_filter(np.zeros((5, 5)), 3, mode=["wrap"])
+
+
+def test_device_dispatch_without_gpu_module(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "fastprof._gpu_kernels", None)  # import fails
+    with pytest.raises(Exception, match="CUDA kernels are unavailable"):
+        kernels.correlate(np.zeros(5), np.ones(3), device="cuda")
+    with pytest.raises(ValueError, match="device"):
+        kernels.correlate(np.zeros(5), np.ones(3), device="tpu")
+    np.testing.assert_array_equal(kernels.correlate(np.ones(5), np.ones(3), device="cpu"),
+                                  np.full(5, 3.0))
+
+
+def test_matmul():
+    rng = _rng(23)
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    np.testing.assert_allclose(kernels.matmul(a, b), ref.matmul(a, b))
+    with pytest.raises(ValueError, match="align"):
+        kernels.matmul(a, a)
+    with pytest.raises(TypeError):
+        kernels.matmul(a.astype(object), b)
+
+
+def test_compiled_entry_points_check_their_arguments():
+    from fastprof import _fastprof
+
+    x = np.zeros((4, 4))
+    with pytest.raises(TypeError):
+        _fastprof._correlate_separable(x.astype(np.int32), x, [np.ones(3)] * 2, (0, 0), 0.0,
+                                       (0, 0))
+    with pytest.raises(ValueError):
+        _fastprof._correlate_separable(x, np.zeros((4, 5)), [np.ones(3)] * 2, (0, 0), 0.0,
+                                       (0, 0))
+    with pytest.raises(ValueError):
+        _fastprof._correlate_general(x, x, np.ones((3, 3)), (0, 9), 0.0, (0, 0))
+    with pytest.raises(ValueError):
+        _fastprof._correlate_general(x, x, np.ones((3, 3)), (0, 0), 0.0, (0, 5))
