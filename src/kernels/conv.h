@@ -29,6 +29,7 @@ typedef struct fp_conv {
     /* map[d][e], e in [0, shape[d] + ntaps[d] - 1): input index read by output index i with
      * tap k at e = i + k, or -1 for "cval" (constant mode outside the input). */
     ptrdiff_t *map[FP_MAXDIM];
+    ptrdiff_t shift[FP_MAXDIM]; /* map[d][e] == e - shift[d] for e in [shift, shift + shape) */
     /* separable: factors[d] holds ntaps[d] weights; general: weights holds prod(ntaps) weights,
      * C order over the permuted axes. */
     const double *factors[FP_MAXDIM];

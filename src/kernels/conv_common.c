@@ -44,6 +44,7 @@ fp_conv_make_maps(fp_conv *c, const int *modes, const ptrdiff_t *shift)
         c->map[d] = NULL;
     for (int d = 0; d < c->ndim; d++) {
         ptrdiff_t len = c->shape[d] + c->ntaps[d] - 1;
+        c->shift[d] = shift[d];
         ptrdiff_t *m = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(len > 0 ? len : 1));
         if (m == NULL)
             goto error;
@@ -78,16 +79,13 @@ fp_conv_gather_row_body(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_
     const char *base = c->idata + ioff;
     ptrdiff_t t = 0;
     /* the stretch where the map is the identity: one strided (often contiguous) copy */
-    ptrdiff_t t0 = 0, t1 = len;
-    while (t0 < len && !(m[t0] >= 0 && (t0 + 1 >= len || m[t0 + 1] == m[t0] + 1)))
-        t0++;
-    if (t0 < len) {
-        t1 = t0 + 1;
-        while (t1 < len && m[t1] == m[t1 - 1] + 1)
-            t1++;
-    } else {
+    ptrdiff_t t0 = c->shift[last] - lo, t1 = c->shift[last] + c->shape[last] - lo;
+    if (t0 < 0)
+        t0 = 0;
+    if (t1 > len)
+        t1 = len;
+    if (t1 < t0)
         t1 = t0;
-    }
     for (; t < t0; t++)
         dst[t] = m[t] < 0 ? c->cval
                  : c->idouble ? *(const double *)(base + m[t] * s)

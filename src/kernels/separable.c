@@ -128,6 +128,38 @@ fp_sep_store(fp_sep_job *job, fp_sep_scratch *s, ptrdiff_t i0, const double *src
     }
 }
 
+/* Level 0 with every tap in one batch: output index i0 = sum_q w[q] * src[q] + add, combined
+ * one output row at a time into a small buffer that is stored at once.  Returns nothing. */
+static void
+fp_sep_top(fp_sep_job *job, fp_sep_scratch *s, ptrdiff_t i0, const double *const *src,
+           const double *w, int nk, double add)
+{
+    fp_conv *c = job->c;
+    int R = c->ndim;
+    ptrdiff_t idx[FP_MAXDIM];
+    ptrdiff_t rowlen = s->hi[R - 1] - s->lo[R - 1];
+    ptrdiff_t nrows = 1;
+    const double *rsrc[64];
+    for (int d = 1; d + 1 < R; d++) {
+        nrows *= s->hi[d] - s->lo[d];
+        idx[d] = s->lo[d];
+    }
+    for (ptrdiff_t r = 0; r < nrows; r++) {
+        ptrdiff_t ooff = i0 * c->ostride[0] + s->lo[R - 1] * c->ostride[R - 1];
+        for (int d = 1; d + 1 < R; d++)
+            ooff += idx[d] * c->ostride[d];
+        for (int q = 0; q < nk; q++)
+            rsrc[q] = src[q] + r * rowlen;
+        fp_conv_combine(s->row, rsrc, w, nk, add, rowlen, 0);
+        fp_conv_store_row(c, ooff, rowlen, s->row);
+        for (int d = R - 2; d >= 1; d--) {
+            if (++idx[d] < s->hi[d])
+                break;
+            idx[d] = s->lo[d];
+        }
+    }
+}
+
 /* Level d < ndim-1 for the input prefix at byte offset ioff: res[(i - lo) * S + p] for i in
  * [lo[d], hi[d]).  At d == 0 (res == NULL) each result goes to the output.  Returns nothing. */
 static void
@@ -198,11 +230,18 @@ fp_sep_level(fp_sep_job *job, fp_sep_scratch *s, int d, ptrdiff_t ioff, double *
                 }
                 src[q] = cache + slot * S;
             }
+            if (d == 0 && K <= 64) {
+                /* row by row into a small buffer that goes straight to the output */
+                fp_sep_top(job, s, i, src, w, nk, add);
+                break;
+            }
             if (first || nk > 0)
                 fp_conv_combine(dst, src, w, nk, 0.0, S, !first);
             first = 0;
             kstart = kend;
         }
+        if (d == 0 && K <= 64)
+            continue;
         if (add != 0.0 || add != add)
             for (ptrdiff_t p = 0; p < S; p++)
                 dst[p] += add;
