@@ -589,6 +589,92 @@ def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarra
         start = stop
 
 
+# opcodes of the compiled evaluator (src/kernels/expr_vm.c keeps the same numbers)
+_VM_OPS: Dict[Any, int] = {
+    np.positive: 0, np.negative: 1, np.add: 2, np.subtract: 3, np.multiply: 4,
+    np.true_divide: 5, np.power: 6, np.square: 7, np.less: 8, np.less_equal: 9,
+    np.greater: 10, np.greater_equal: 11, np.equal: 12, np.not_equal: 13,
+    np.bitwise_and: 14, np.bitwise_or: 15, np.invert: 16, np.absolute: 18, np.sqrt: 19,
+    np.exp: 20, np.log: 21, np.log1p: 22, np.expm1: 23, np.sin: 24, np.cos: 25, np.tan: 26,
+    np.arcsin: 27, np.arccos: 28, np.arctan: 29, np.arctan2: 30, np.sinh: 31, np.cosh: 32,
+    np.tanh: 33, np.floor: 34, np.ceil: 35, np.minimum: 36, np.maximum: 37,
+}
+_VM_WHERE = 17
+_VM_TYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_))
+
+
+def _vm_program(steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
+                ) -> Optional[Tuple[list, list, list, int, int]]:
+    """(steps, inputs, consts, nregs, result register) for the compiled evaluator, or None
+    when some operand or step is outside what it handles (integers, other dtypes)."""
+    inputs: List[np.ndarray] = []
+    consts: List[float] = []
+    reg_of_name: Dict[str, int] = {}
+    for name, v in views.items():
+        if isinstance(v, np.ndarray):
+            if v.dtype not in _VM_TYPES:
+                return None
+            reg_of_name[name] = len(inputs)
+            inputs.append(v.reshape(-1) if v.ndim else v.reshape(1))
+        elif not isinstance(v, (bool, int, float)):
+            return None
+
+    def sample(kind: str, val: Any) -> Any:
+        if kind == "v":
+            return probe[val]
+        if kind == "c":
+            return val
+        return np.empty(0, dtype=steps[val].dtype)
+
+    program = []
+    pending_consts: List[Tuple[float, bool]] = []
+    for st in steps:
+        if st.dtype not in _VM_TYPES:
+            return None
+        if st.kind == "where":
+            op = _VM_WHERE
+            values = st.args[1:]
+        else:
+            op = _VM_OPS.get(st.func)
+            if op is None:
+                return None
+            values = st.args
+        try:
+            cdtype = np.result_type(*(sample(k, v) for k, v in values))
+        except TypeError:
+            return None
+        if cdtype not in _VM_TYPES:
+            return None
+        refs = []
+        for kind, val in st.args:
+            if kind == "r":
+                refs.append(("t", val))
+            elif kind == "v" and val in reg_of_name:
+                refs.append(("i", reg_of_name[val]))
+            else:
+                scalar = views[val] if kind == "v" else val
+                in_values = (kind, val) in values
+                f32 = bool(cdtype == np.float32 and in_values)
+                pending_consts.append((float(np.float32(scalar)) if f32 else float(scalar), f32))
+                refs.append(("k", len(pending_consts) - 1))
+        program.append((op, refs, st.dtype == np.float32))
+    consts = [c for c, _ in pending_consts]
+    nin, nk = len(inputs), len(consts)
+    nregs = nin + nk + len(steps)
+
+    def reg(ref: Tuple[str, int]) -> int:
+        kind, i = ref
+        return i if kind == "i" else nin + i if kind == "k" else nin + nk + i
+
+    out_steps = []
+    for i, (op, refs, r32) in enumerate(program):
+        regs = [reg(r) for r in refs] + [0] * (3 - len(refs))
+        out_steps.append((op, nin + nk + i, regs[0], regs[1], regs[2], int(r32)))
+    if nregs > 512:
+        return None
+    return out_steps, inputs, consts, nregs, nin + nk + len(steps) - 1
+
+
 def _evaluate_cpu(a: EvalArgs) -> Any:
     values = a.values
     out = a.out
@@ -635,6 +721,18 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         rowsize = max(1, size // shape[0])
         block = max(1, _BLOCK // rowsize)
         n = shape[0]
+    if flat:
+        prog = _vm_program(steps, views, probe)
+        if prog is not None:
+            vm_steps, inputs, consts, nregs, result = prog
+            direct = out is not None and out.dtype == res_dtype
+            target = dest if (out is None or direct) else np.empty(size, dtype=res_dtype)
+            _fastprof._evaluate_program(vm_steps, inputs, consts, nregs, result, target)
+            if out is not None:
+                if not direct:
+                    np.copyto(out, target.reshape(shape), casting="same_kind")
+                return out
+            return target.reshape(shape)
     nblocks = -(-n // block)
     ntasks = min(nthreads, nblocks)
     if ntasks <= 1:

@@ -32,6 +32,7 @@ typedef struct {
     ptrdiff_t nrows;   /* rows of one axis-0 slice */
     ptrdiff_t rowlen;  /* extended row length */
     ptrdiff_t ntap;    /* outer taps with a nonzero weight */
+    ptrdiff_t nnz;     /* nonzero weights in all */
     fp_gen_tap *taps;
     ptrdiff_t *off;
     double *w;
@@ -61,7 +62,7 @@ fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
     s->tags = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
     s->acc = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->crow = (double *)malloc(sizeof(double) * (size_t)job->rowlen);
-    s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->ntap + 1));
+    s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->nnz + 1));
     if (s->blocks == NULL || s->tags == NULL || s->acc == NULL || s->crow == NULL ||
         s->rowptr == NULL) {
         fp_gen_free(s);
@@ -149,9 +150,9 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
             idx[d] = 0;
         for (ptrdiff_t r = 0; r < job->nrows; r++) {
             ptrdiff_t ooff = i0 * c->ostride[0];
-            int first = 1;
             for (int d = 1; d + 1 < R; d++)
                 ooff += idx[d] * c->ostride[d];
+            /* every (row, tap) pair of this output row, summed by one combine call */
             for (ptrdiff_t t = 0; t < job->ntap; t++) {
                 const fp_gen_tap *tp = &job->taps[t];
                 const double *row;
@@ -171,12 +172,10 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
                     row = rr < 0 ? s->crow
                                  : s->blocks + (slot * job->nrows + rr) * job->rowlen;
                 }
-                fp_conv_taps(s->acc, row, job->w + tp->first, job->off + tp->first,
-                             (int)tp->nk, n, !first);
-                first = 0;
+                for (ptrdiff_t q = 0; q < tp->nk; q++)
+                    s->rowptr[tp->first + q] = row + job->off[tp->first + q];
             }
-            if (first)
-                fp_conv_taps(s->acc, s->crow, NULL, NULL, 0, n, 0);
+            fp_conv_combine(s->acc, s->rowptr, job->w, (int)job->nnz, 0.0, n, 0);
             fp_conv_store_row(c, ooff, n, s->acc);
             for (int d = R - 2; d >= 1; d--) {
                 if (++idx[d] < c->shape[d])
@@ -229,6 +228,7 @@ fp_conv_general(fp_conv *c)
         if (tp->nk > 0)
             job.ntap++;
     }
+    job.nnz = nnz;
     {
         ptrdiff_t n0 = c->shape[0], want = 4 * (ptrdiff_t)c->nthreads;
         ptrdiff_t chunks = want < n0 ? want : n0;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 int fp_kernels_import_numpy(void);
+PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
 
 /* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
 static int
@@ -309,6 +310,8 @@ static PyMethodDef fp_kernels_methods[] = {
      "_correlate_separable(input, output, factors, modes, cval, origins)"},
     {"_correlate_general", fp_correlate_general, METH_VARARGS,
      "_correlate_general(input, output, weights, modes, cval, origins)"},
+    {"_evaluate_program", fp_evaluate_program, METH_VARARGS,
+     "_evaluate_program(steps, inputs, consts, nregs, result, out)"},
     {"_set_num_threads", fp_set_num_threads, METH_O, "_set_num_threads(n)"},
     {"_get_num_threads", fp_get_num_threads, METH_NOARGS, "_get_num_threads()"},
     {"_usable_cores", fp_usable_cores, METH_NOARGS, "_usable_cores()"},
