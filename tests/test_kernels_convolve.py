@@ -141,7 +141,7 @@ def test_empty_arrays(shape):
     assert kernels.uniform_filter(x, 3).shape == shape
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 5, (1, 4, 7), (6, 1, 2), 11])
+@pytest.mark.parametrize("size", [1, 2, 3, 5, (1, 4, 7), (6, 1, 2), 11, (3, 17, 2)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_uniform_filter(size, dtype):
     rng = _rng(13)

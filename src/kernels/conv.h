@@ -35,6 +35,7 @@ typedef struct fp_conv {
     const double *factors[FP_MAXDIM];
     const double *weights;
     int nthreads;
+    int single; /* separable path: accumulate in float (float32 data, short kernels) */
 } fp_conv;
 
 /* Input index read for extended index j (any integer) on an axis of length n >= 1 in mode.
@@ -63,6 +64,15 @@ void fp_conv_combine(double *dst, const double *const *src, const double *w, int
  * nothing. */
 void fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *off,
                   int nk, ptrdiff_t n, int accumulate);
+
+/* The same four loops accumulating in float (for float32 data and short kernels). */
+void fp_conv_gather_row_f(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len,
+                          float *dst);
+void fp_conv_store_row_f(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const float *src);
+void fp_conv_combine_f(float *dst, const float *const *src, const float *w, int nk, float add,
+                       ptrdiff_t n, int accumulate);
+void fp_conv_taps_f(float *dst, const float *row, const float *w, const ptrdiff_t *off, int nk,
+                    ptrdiff_t n, int accumulate);
 
 /* Separable correlation (weights = outer product of c->factors).  Runs with the GIL released
  * by the caller.  Returns 0, or -1 when out of memory (no exception set). */

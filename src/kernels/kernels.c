@@ -13,6 +13,10 @@
 
 #include <stdlib.h>
 
+/* float32 data with at most this many taps per axis is summed in float (direct sums of a few
+ * taps per pass, the same rounding as scipy's float32 passes); longer kernels in double. */
+#define FP_SINGLE_MAX_TAPS 16
+
 int fp_kernels_import_numpy(void);
 PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
 
@@ -190,8 +194,12 @@ fp_correlate_separable(PyObject *self, PyObject *args)
     if (rc < 0)
         goto done;
     if (rc > 0) {
-        for (int d = 0; d < nd; d++)
+        c.single = !c.idouble && !c.odouble;
+        for (int d = 0; d < nd; d++) {
             c.factors[d] = fac[perm[d]];
+            if (c.ntaps[d] > FP_SINGLE_MAX_TAPS)
+                c.single = 0;
+        }
         Py_BEGIN_ALLOW_THREADS
         rc = fp_conv_separable(&c);
         Py_END_ALLOW_THREADS
@@ -220,6 +228,7 @@ fp_correlate_general(PyObject *self, PyObject *args)
     ptrdiff_t ntaps[FP_MAXDIM];
     int perm[FP_MAXDIM], rc, nd;
     c.ndim = 0;
+    c.single = 0;
     c.map[0] = NULL;
     if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_general", &in, &out, &wobj, &modes, &cval,
                           &origins))

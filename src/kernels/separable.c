@@ -5,7 +5,9 @@
  * the input slices it reads; each level keeps a small cache of those slices (keyed by input
  * index) so that every slice is filtered once per sweep.  Work items are (chunk of axis 0) x
  * (tile of axis 1): the level-0 cache of a tile stays in L2, input and output are touched
- * once, everything in between is double precision. */
+ * once.  Sums are direct (no running sums, so no drift and NaN/inf stay local), in double, or
+ * in float for float32 data with short kernels (each pass then rounds as scipy's float32
+ * passes do). */
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 
@@ -13,335 +15,28 @@
 #include <string.h>
 
 #define FP_SEP_CACHE_BYTES (384 * 1024)
+#define FP_CAT2_(a, b) a##_##b
+#define FP_CAT2(a, b) FP_CAT2_(a, b)
 
-typedef struct {
-    int ready;
-    double *cache[FP_MAXDIM]; /* level d: ntaps[d] slots of slot_len[d] doubles */
-    ptrdiff_t *tags[FP_MAXDIM];
-    double *top;  /* level-0 result for one output index: slot_len[0] doubles */
-    double *ext;  /* a gathered row */
-    double *row;  /* a row result (rank 1) */
-    ptrdiff_t lo[FP_MAXDIM], hi[FP_MAXDIM];
-} fp_sep_scratch;
+#define FP_T double
+#define FP_NAME(x) FP_CAT2(x, d)
+#define FP_LOOP(x) x
+#include "kernels/separable_impl.h"
+#undef FP_T
+#undef FP_NAME
+#undef FP_LOOP
 
-typedef struct {
-    fp_conv *c;
-    ptrdiff_t chunk0, nchunks0, tile1, ntiles1;
-    ptrdiff_t slot_len[FP_MAXDIM]; /* max doubles of a level d+1 result */
-    double cconst[FP_MAXDIM + 1];  /* value of level-d result on an all-cval slice */
-    ptrdiff_t maxk;
-    int nworkers;
-    fp_sep_scratch *scratch;
-} fp_sep_job;
-
-/* Frees one worker's scratch.  Returns nothing. */
-static void
-fp_sep_free(fp_sep_scratch *s, int ndim)
-{
-    for (int d = 0; d < ndim; d++) {
-        free(s->cache[d]);
-        free(s->tags[d]);
-    }
-    free(s->top);
-    free(s->ext);
-    free(s->row);
-    memset(s, 0, sizeof(*s));
-}
-
-/* Allocates one worker's scratch.  Returns 0, or -1 when out of memory. */
-static int
-fp_sep_alloc(fp_sep_job *job, fp_sep_scratch *s)
-{
-    fp_conv *c = job->c;
-    int R = c->ndim;
-    ptrdiff_t rowlen = R == 1 ? job->tile1 : c->shape[R - 1];
-    for (int d = 0; d + 1 < R; d++) {
-        s->cache[d] = (double *)malloc(sizeof(double) * (size_t)(c->ntaps[d] * job->slot_len[d]));
-        s->tags[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)c->ntaps[d]);
-        if (s->cache[d] == NULL || s->tags[d] == NULL)
-            goto error;
-    }
-    s->top = (double *)malloc(sizeof(double) * (size_t)(R > 1 ? job->slot_len[0] : 1));
-    s->ext = (double *)malloc(sizeof(double) * (size_t)(rowlen + c->ntaps[R - 1]));
-    s->row = (double *)malloc(sizeof(double) * (size_t)(rowlen + 1));
-    if (s->top == NULL || s->ext == NULL || s->row == NULL)
-        goto error;
-    s->ready = 1;
-    return 0;
-error:
-    fp_sep_free(s, R);
-    return -1;
-}
-
-/* The last axis: res[x] = sum_k f[k] * in[prefix, map(lo + x + k)].  Returns nothing. */
-static void
-fp_sep_row(fp_sep_job *job, fp_sep_scratch *s, ptrdiff_t ioff, double *res)
-{
-    fp_conv *c = job->c;
-    int last = c->ndim - 1;
-    ptrdiff_t lo = s->lo[last], n = s->hi[last] - s->lo[last];
-    ptrdiff_t K = c->ntaps[last];
-    const double *f = c->factors[last];
-    ptrdiff_t off[64];
-    double w[64];
-    int nk = 0, first = 1;
-    fp_conv_gather_row(c, ioff, lo, n + K - 1, s->ext);
-    for (ptrdiff_t k = 0; k < K; k++) {
-        if (f[k] == 0.0)
-            continue;
-        off[nk] = k;
-        w[nk++] = f[k];
-        if (nk == 64) {
-            fp_conv_taps(res, s->ext, w, off, nk, n, !first);
-            first = 0;
-            nk = 0;
-        }
-    }
-    if (nk > 0 || first)
-        fp_conv_taps(res, s->ext, w, off, nk, n, !first);
-}
-
-/* Writes the level-0 result of output index i0 (layout: the tile's axes 1.. in C order) to the
- * output array.  Returns nothing. */
-static void
-fp_sep_store(fp_sep_job *job, fp_sep_scratch *s, ptrdiff_t i0, const double *src)
-{
-    fp_conv *c = job->c;
-    int R = c->ndim;
-    ptrdiff_t idx[FP_MAXDIM];
-    ptrdiff_t rowlen = s->hi[R - 1] - s->lo[R - 1];
-    ptrdiff_t nrows = 1;
-    for (int d = 1; d + 1 < R; d++)
-        nrows *= s->hi[d] - s->lo[d];
-    for (int d = 1; d + 1 < R; d++)
-        idx[d] = s->lo[d];
-    for (ptrdiff_t r = 0; r < nrows; r++) {
-        ptrdiff_t ooff = i0 * c->ostride[0] + s->lo[R - 1] * c->ostride[R - 1];
-        for (int d = 1; d + 1 < R; d++)
-            ooff += idx[d] * c->ostride[d];
-        fp_conv_store_row(c, ooff, rowlen, src + r * rowlen);
-        for (int d = R - 2; d >= 1; d--) {
-            if (++idx[d] < s->hi[d])
-                break;
-            idx[d] = s->lo[d];
-        }
-    }
-}
-
-/* Level 0 with every tap in one batch: output index i0 = sum_q w[q] * src[q] + add, combined
- * one output row at a time into a small buffer that is stored at once.  Returns nothing. */
-static void
-fp_sep_top(fp_sep_job *job, fp_sep_scratch *s, ptrdiff_t i0, const double *const *src,
-           const double *w, int nk, double add)
-{
-    fp_conv *c = job->c;
-    int R = c->ndim;
-    ptrdiff_t idx[FP_MAXDIM];
-    ptrdiff_t rowlen = s->hi[R - 1] - s->lo[R - 1];
-    ptrdiff_t nrows = 1;
-    const double *rsrc[64];
-    for (int d = 1; d + 1 < R; d++) {
-        nrows *= s->hi[d] - s->lo[d];
-        idx[d] = s->lo[d];
-    }
-    for (ptrdiff_t r = 0; r < nrows; r++) {
-        ptrdiff_t ooff = i0 * c->ostride[0] + s->lo[R - 1] * c->ostride[R - 1];
-        for (int d = 1; d + 1 < R; d++)
-            ooff += idx[d] * c->ostride[d];
-        for (int q = 0; q < nk; q++)
-            rsrc[q] = src[q] + r * rowlen;
-        fp_conv_combine(s->row, rsrc, w, nk, add, rowlen, 0);
-        fp_conv_store_row(c, ooff, rowlen, s->row);
-        for (int d = R - 2; d >= 1; d--) {
-            if (++idx[d] < s->hi[d])
-                break;
-            idx[d] = s->lo[d];
-        }
-    }
-}
-
-/* Level d < ndim-1 for the input prefix at byte offset ioff: res[(i - lo) * S + p] for i in
- * [lo[d], hi[d]).  At d == 0 (res == NULL) each result goes to the output.  Returns nothing. */
-static void
-fp_sep_level(fp_sep_job *job, fp_sep_scratch *s, int d, ptrdiff_t ioff, double *res)
-{
-    fp_conv *c = job->c;
-    int R = c->ndim;
-    ptrdiff_t K = c->ntaps[d];
-    const double *f = c->factors[d];
-    const ptrdiff_t *m = c->map[d];
-    ptrdiff_t S = 1;
-    double *cache = s->cache[d];
-    ptrdiff_t *tags = s->tags[d];
-    ptrdiff_t need[64];
-    double w[64];
-    const double *src[65];
-    for (int e = d + 1; e < R; e++)
-        S *= s->hi[e] - s->lo[e];
-    for (ptrdiff_t k = 0; k < K; k++)
-        tags[k] = -2;
-    for (ptrdiff_t i = s->lo[d]; i < s->hi[d]; i++) {
-        double add = 0.0;
-        int nk = 0;
-        int first = 1;
-        double *dst = d == 0 ? s->top : res + (i - s->lo[d]) * S;
-        ptrdiff_t kstart = 0;
-        while (kstart < K) {
-            /* a batch of at most 64 taps (every tap when K <= 64) */
-            ptrdiff_t kend = kstart + 64 < K ? kstart + 64 : K;
-            nk = 0;
-            for (ptrdiff_t k = kstart; k < kend; k++) {
-                ptrdiff_t j;
-                if (f[k] == 0.0)
-                    continue;
-                j = m[i + k];
-                if (j < 0) {
-                    add += f[k] * job->cconst[d + 1];
-                    continue;
-                }
-                need[nk] = j;
-                w[nk++] = f[k];
-            }
-            for (int q = 0; q < nk; q++) {
-                ptrdiff_t slot = -1;
-                for (ptrdiff_t t = 0; t < K; t++)
-                    if (tags[t] == need[q]) {
-                        slot = t;
-                        break;
-                    }
-                if (slot < 0) {
-                    /* evict a slot this batch does not read */
-                    for (ptrdiff_t t = 0; t < K && slot < 0; t++) {
-                        int used = 0;
-                        for (int r = 0; r < nk; r++)
-                            if (tags[t] == need[r]) {
-                                used = 1;
-                                break;
-                            }
-                        if (!used)
-                            slot = t;
-                    }
-                    if (d + 2 == R)
-                        fp_sep_row(job, s, ioff + need[q] * c->istride[d], cache + slot * S);
-                    else
-                        fp_sep_level(job, s, d + 1, ioff + need[q] * c->istride[d],
-                                     cache + slot * S);
-                    tags[slot] = need[q];
-                }
-                src[q] = cache + slot * S;
-            }
-            if (d == 0 && K <= 64) {
-                /* row by row into a small buffer that goes straight to the output */
-                fp_sep_top(job, s, i, src, w, nk, add);
-                break;
-            }
-            if (first || nk > 0)
-                fp_conv_combine(dst, src, w, nk, 0.0, S, !first);
-            first = 0;
-            kstart = kend;
-        }
-        if (d == 0 && K <= 64)
-            continue;
-        if (add != 0.0 || add != add)
-            for (ptrdiff_t p = 0; p < S; p++)
-                dst[p] += add;
-        if (d == 0)
-            fp_sep_store(job, s, i, dst);
-    }
-}
-
-/* Pool callback: one (axis-0 chunk, axis-1 tile) item.  Returns 0, or -1 when out of memory. */
-static int
-fp_sep_item(void *ctx, ptrdiff_t item, int worker)
-{
-    fp_sep_job *job = (fp_sep_job *)ctx;
-    fp_conv *c = job->c;
-    fp_sep_scratch *s = &job->scratch[worker];
-    int R = c->ndim;
-    ptrdiff_t a = item / job->ntiles1, b = item % job->ntiles1;
-    if (!s->ready && fp_sep_alloc(job, s) < 0)
-        return -1;
-    for (int d = 0; d < R; d++) {
-        s->lo[d] = 0;
-        s->hi[d] = c->shape[d];
-    }
-    if (R == 1) {
-        s->lo[0] = b * job->tile1;
-        s->hi[0] = s->lo[0] + job->tile1 < c->shape[0] ? s->lo[0] + job->tile1 : c->shape[0];
-        fp_sep_row(job, s, 0, s->row);
-        fp_conv_store_row(c, s->lo[0] * c->ostride[0], s->hi[0] - s->lo[0], s->row);
-        return 0;
-    }
-    s->lo[0] = a * job->chunk0;
-    s->hi[0] = s->lo[0] + job->chunk0 < c->shape[0] ? s->lo[0] + job->chunk0 : c->shape[0];
-    s->lo[1] = b * job->tile1;
-    s->hi[1] = s->lo[1] + job->tile1 < c->shape[1] ? s->lo[1] + job->tile1 : c->shape[1];
-    fp_sep_level(job, s, 0, 0, NULL);
-    return 0;
-}
+#define FP_T float
+#define FP_NAME(x) FP_CAT2(x, f)
+#define FP_LOOP(x) FP_CAT2(x, f)
+#include "kernels/separable_impl.h"
+#undef FP_T
+#undef FP_NAME
+#undef FP_LOOP
 
 /* See conv.h. */
 int
 fp_conv_separable(fp_conv *c)
 {
-    fp_sep_job job;
-    int R = c->ndim, result = -1;
-    ptrdiff_t inner = 1; /* elements of axes >= 2 */
-    memset(&job, 0, sizeof(job));
-    job.c = c;
-    for (int d = 2; d < R; d++)
-        inner *= c->shape[d];
-    job.cconst[R] = c->cval;
-    for (int d = R - 1; d >= 0; d--) {
-        double sum = 0.0;
-        for (ptrdiff_t k = 0; k < c->ntaps[d]; k++)
-            sum += c->factors[d][k];
-        job.cconst[d] = job.cconst[d + 1] * sum;
-    }
-    if (R == 1) {
-        job.tile1 = 1 << 14;
-        job.ntiles1 = (c->shape[0] + job.tile1 - 1) / job.tile1;
-        job.chunk0 = 1;
-        job.nchunks0 = 1;
-    } else {
-        ptrdiff_t per_row = inner * (ptrdiff_t)sizeof(double) * c->ntaps[0];
-        ptrdiff_t t1 = FP_SEP_CACHE_BYTES / (per_row > 0 ? per_row : 1);
-        ptrdiff_t want, n0 = c->shape[0];
-        if (t1 < 4 * c->ntaps[1])
-            t1 = 4 * c->ntaps[1];
-        if (t1 > c->shape[1])
-            t1 = c->shape[1];
-        if (t1 < 1)
-            t1 = 1;
-        job.tile1 = t1;
-        job.ntiles1 = (c->shape[1] + t1 - 1) / t1;
-        want = 4 * (ptrdiff_t)c->nthreads;
-        job.nchunks0 = 1;
-        if (job.ntiles1 < want) {
-            ptrdiff_t min_chunk = 8 * c->ntaps[0];
-            job.nchunks0 = (want + job.ntiles1 - 1) / job.ntiles1;
-            if (n0 / job.nchunks0 < min_chunk)
-                job.nchunks0 = n0 / min_chunk > 0 ? n0 / min_chunk : 1;
-        }
-        job.chunk0 = (n0 + job.nchunks0 - 1) / job.nchunks0;
-        job.nchunks0 = (n0 + job.chunk0 - 1) / job.chunk0;
-        for (int d = 0; d + 1 < R; d++) {
-            ptrdiff_t S = 1;
-            for (int e = d + 1; e < R; e++)
-                S *= (e == 1 ? t1 : c->shape[e]);
-            job.slot_len[d] = S;
-        }
-    }
-    job.nworkers = c->nthreads;
-    job.scratch = (fp_sep_scratch *)calloc((size_t)job.nworkers, sizeof(fp_sep_scratch));
-    if (job.scratch == NULL)
-        goto done;
-    result = fp_pool_run(job.nchunks0 * job.ntiles1, c->nthreads, fp_sep_item, &job);
-done:
-    if (job.scratch != NULL) {
-        for (int w = 0; w < job.nworkers; w++)
-            fp_sep_free(&job.scratch[w], R);
-        free(job.scratch);
-    }
-    return result;
+    return c->single ? fp_conv_separable_t_f(c) : fp_conv_separable_t_d(c);
 }
