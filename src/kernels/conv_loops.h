@@ -84,6 +84,9 @@ FP_CAT(FP_NAME(fp_conv_store_row), _body)(const fp_conv *c, ptrdiff_t ooff, ptrd
 /* dst[x] = (init ? dst[x] : add) + sum_{k<NK} w[k] * src[k][x]; NK is a constant after
  * inlining, so the tap loop unrolls and the x loop vectorises. */
 #undef FP_COMBINE_BODY
+/* dst[x] = (init ? dst[x] : add) + sum_{k<NK} w[k] * src[k][x]; NK is a constant after
+ * inlining, so the tap loop unrolls, the x loop vectorises, and up to four independent
+ * accumulators keep the FMA units busy instead of waiting on one dependency chain. */
 #define FP_COMBINE_BODY(NK)                                                                   \
     do {                                                                                      \
         const FP_T *s_[NK];                                                                   \
@@ -92,20 +95,17 @@ FP_CAT(FP_NAME(fp_conv_store_row), _body)(const fp_conv *c, ptrdiff_t ooff, ptrd
             s_[k_] = src[k_];                                                                 \
             w_[k_] = w[k_];                                                                   \
         }                                                                                     \
-        if (init) {                                                                           \
-            for (ptrdiff_t x = 0; x < n; x++) {                                               \
-                FP_T a_ = dst[x];                                                             \
-                for (int k_ = 0; k_ < NK; k_++)                                               \
-                    a_ += w_[k_] * s_[k_][x];                                                 \
-                dst[x] = a_;                                                                  \
-            }                                                                                 \
-        } else {                                                                              \
-            for (ptrdiff_t x = 0; x < n; x++) {                                               \
-                FP_T a_ = add;                                                                \
-                for (int k_ = 0; k_ < NK; k_++)                                               \
-                    a_ += w_[k_] * s_[k_][x];                                                 \
-                dst[x] = a_;                                                                  \
-            }                                                                                 \
+        for (ptrdiff_t x = 0; x < n; x++) {                                                   \
+            FP_T a_[4];                                                                       \
+            a_[0] = (init ? dst[x] : add) + w_[0] * s_[0][x];                                 \
+            for (int k_ = 1; k_ < NK && k_ < 4; k_++)                                         \
+                a_[k_] = w_[k_] * s_[k_][x];                                                  \
+            for (int k_ = 4; k_ < NK; k_++)                                                   \
+                a_[k_ & 3] += w_[k_] * s_[k_][x];                                             \
+            dst[x] = NK >= 4   ? (a_[0] + a_[1]) + (a_[2] + a_[3])                            \
+                     : NK == 3 ? (a_[0] + a_[1]) + a_[2]                                      \
+                     : NK == 2 ? a_[0] + a_[1]                                                \
+                               : a_[0];                                                       \
         }                                                                                     \
     } while (0)
 
