@@ -274,7 +274,7 @@ fp_conv_general(fp_conv *c)
         job.block_rows = 1;
     }
     {
-        ptrdiff_t n0 = c->shape[0], want = 4 * (ptrdiff_t)c->nthreads, chunks = 1;
+        ptrdiff_t n0 = c->shape[0], want = 16 * (ptrdiff_t)c->nthreads, chunks = 1;
         if (job.ntiles1 < want) {
             chunks = (want + job.ntiles1 - 1) / job.ntiles1;
             if (chunks > n0)

@@ -316,7 +316,7 @@ FP_NAME(fp_conv_separable_t)(fp_conv *c)
             t1 = 1;
         job.tile1 = t1;
         job.ntiles1 = (c->shape[1] + t1 - 1) / t1;
-        want = 4 * (ptrdiff_t)c->nthreads;
+        want = 16 * (ptrdiff_t)c->nthreads;
         job.nchunks0 = 1;
         if (job.ntiles1 < want) {
             ptrdiff_t min_chunk = 8 * c->ntaps[0];
