@@ -6,7 +6,6 @@
  * with the GIL released.  Registers hold doubles; a step whose NumPy dtype is float32 rounds
  * its result to float32 (exact NumPy float32 arithmetic for + - * / sqrt).  Transcendental
  * functions use glibc's libmvec AVX2 variants when present (loaded with dlopen), else libm. */
-#define _GNU_SOURCE
 #include "common.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"
