@@ -274,3 +274,48 @@ def test_compiled_entry_points_check_their_arguments():
         _fastprof._correlate_general(x, x, np.ones((3, 3)), (0, 9), 0.0, (0, 0))
     with pytest.raises(ValueError):
         _fastprof._correlate_general(x, x, np.ones((3, 3)), (0, 0), 0.0, (0, 5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_kernels_past_one_batch_of_taps(dtype):
+    # more than 64 taps on an axis: the separable path sums the taps in batches
+    rng = _rng(29)
+    x = rng.standard_normal((7, 150)).astype(dtype)
+    for mode in ("reflect", "constant", "wrap"):
+        got = kernels.uniform_filter(x, (3, 71), mode=mode, cval=0.5)
+        want = ndi.uniform_filter(x, (3, 71), mode=mode, cval=0.5)
+        np.testing.assert_allclose(got, want, **_tol(dtype))
+    w = np.multiply.outer(rng.standard_normal(67), rng.standard_normal(3))
+    y = rng.standard_normal((90, 5))
+    np.testing.assert_allclose(kernels.correlate(y, w, mode="mirror"),
+                               ndi.correlate(y, w, mode="mirror"), rtol=1e-11, atol=1e-11)
+
+
+def test_length_one_axes_and_one_element():
+    rng = _rng(31)
+    for shape in [(1,), (1, 1), (1, 6, 1), (5, 1, 4)]:
+        x = rng.standard_normal(shape)
+        for mode in ("reflect", "mirror", "wrap", "nearest", "constant"):
+            w = rng.standard_normal(tuple(3 for _ in shape))
+            np.testing.assert_allclose(kernels.correlate(x, w, mode=mode),
+                                       ndi.correlate(x, w, mode=mode), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(kernels.uniform_filter(x, 4, mode=mode),
+                                       ndi.uniform_filter(x, 4, mode=mode), rtol=1e-12,
+                                       atol=1e-12)
+
+
+def test_big_general_kernel_is_threaded_and_exact():
+    rng = _rng(37)
+    x = rng.standard_normal((40, 33, 20)).astype(np.float32)
+    w = rng.standard_normal((5, 4, 3))
+    np.testing.assert_allclose(kernels.convolve(x, w, mode="wrap"),
+                               ndi.convolve(x, w, mode="wrap"), rtol=2e-6, atol=2e-5)
+
+
+def test_input_is_not_modified():
+    rng = _rng(41)
+    x = rng.standard_normal((12, 13))
+    keep = x.copy()
+    kernels.correlate(x, rng.standard_normal((3, 3)))
+    kernels.uniform_filter(x, 5)
+    np.testing.assert_array_equal(x, keep)
