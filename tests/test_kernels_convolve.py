@@ -319,3 +319,30 @@ def test_input_is_not_modified():
     kernels.correlate(x, rng.standard_normal((3, 3)))
     kernels.uniform_filter(x, 5)
     np.testing.assert_array_equal(x, keep)
+
+
+def test_byte_swapped_and_unaligned_arrays():
+    rng = _rng(43)
+    x = rng.standard_normal((9, 10))
+    w = rng.standard_normal((3, 3))
+    want = ndi.correlate(x, w)
+    big = x.astype(">f8")
+    got = kernels.correlate(big, w)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    out = np.empty(x.shape, dtype=">f4")
+    kernels.correlate(x, w, output=out)
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=2e-6)
+    raw = np.zeros(x.size * 8 + 1, dtype=np.uint8)[1:].view(np.float64).reshape(x.shape)
+    raw[...] = x
+    assert not raw.flags.aligned
+    np.testing.assert_allclose(kernels.uniform_filter(raw, 3), ndi.uniform_filter(x, 3),
+                               rtol=1e-12, atol=1e-12)
+    n = 100_000
+    odd = np.zeros(n * 8 + 1, dtype=np.uint8)[1:].view(np.float64)
+    odd[...] = np.arange(n)
+    odd_out = np.zeros(n * 8 + 1, dtype=np.uint8)[1:].view(np.float64)
+    assert not odd.flags.aligned
+    np.testing.assert_array_equal(kernels.evaluate("r * 2", {"r": odd}), np.arange(n) * 2.0)
+    kernels.evaluate("r + 1", {"r": odd.astype(">f8")}, out=odd_out)
+    np.testing.assert_array_equal(odd_out, np.arange(n) + 1.0)

@@ -181,7 +181,7 @@ def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
     """(output array or None, output dtype) for an ``output=`` argument: None, a dtype, or an
     array of input's shape."""
     if output is None:
-        return None, _dtype_of(input)
+        return None, _dtype_of(input).newbyteorder("=")  # scipy allocates native order
     if isinstance(output, np.ndarray) or _is_device_array(output):
         if tuple(output.shape) != tuple(input.shape):
             raise ValueError(f"output has shape {tuple(output.shape)}, expected the input's"
@@ -316,8 +316,15 @@ def _run_correlate(x: np.ndarray, target: np.ndarray, factors: Optional[List[np.
         _fastprof._correlate_general(x, target, w, modes, cval, origins)
 
 
+def _native_float(a: np.ndarray) -> bool:
+    """True for an aligned, native-byte-order float32/float64 array (what the C code reads)."""
+    return a.dtype.type in _FLOAT_TYPES and a.dtype.isnative and a.flags.aligned
+
+
 def _float_input(x: np.ndarray) -> np.ndarray:
-    return x if x.dtype.type in _FLOAT_TYPES else x.astype(np.float64)
+    if _native_float(x):
+        return x
+    return x.astype(x.dtype.newbyteorder("=") if x.dtype.type in _FLOAT_TYPES else np.float64)
 
 
 def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
@@ -339,11 +346,11 @@ def _correlate_cpu(a: ConvArgs) -> np.ndarray:
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     x = _float_input(x)
-    if output is not None and output.dtype.type in _FLOAT_TYPES:
+    if output is not None and _native_float(output):
         target = output
     else:
-        target = np.empty(x.shape, dtype=a.out_dtype if a.out_dtype.type in _FLOAT_TYPES
-                          else np.float64)
+        target = np.empty(x.shape, dtype=a.out_dtype.newbyteorder("=")
+                          if a.out_dtype.type in _FLOAT_TYPES else np.float64)
     if x.size:
         factors = _rank1_factors(a.weights)
         _run_correlate(x, target, factors, a.weights, a.modes, a.cval, a.origins)
@@ -386,10 +393,13 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         x = x.copy()
     if a.out_dtype.type in _FLOAT_TYPES:
         x = _float_input(x)
-        target = output if output is not None else np.empty(x.shape, dtype=a.out_dtype)
+        if output is not None and _native_float(output):
+            target = output
+        else:
+            target = np.empty(x.shape, dtype=a.out_dtype.newbyteorder("="))
         factors = [np.full(s, 1.0 / s) for s in a.sizes]
         _fastprof._correlate_separable(x, target, factors, a.modes, a.cval, a.origins)
-        return target
+        return _finish(target, output, a.out_dtype)
     # integer output: one axis at a time, cast in between (scipy's uniform_filter1d chain)
     cur = x
     for d, s in enumerate(a.sizes):
@@ -612,7 +622,7 @@ def _vm_program(steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
     reg_of_name: Dict[str, int] = {}
     for name, v in views.items():
         if isinstance(v, np.ndarray):
-            if v.dtype not in _VM_TYPES:
+            if v.dtype not in _VM_TYPES or not v.dtype.isnative or not v.flags.aligned:
                 return None
             reg_of_name[name] = len(inputs)
             inputs.append(v.reshape(-1) if v.ndim else v.reshape(1))
@@ -725,7 +735,8 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         prog = _vm_program(steps, views, probe)
         if prog is not None:
             vm_steps, inputs, consts, nregs, result = prog
-            direct = out is not None and out.dtype == res_dtype
+            direct = (out is not None and out.dtype == res_dtype and out.dtype.isnative
+                      and out.flags.aligned)
             target = dest if (out is None or direct) else np.empty(size, dtype=res_dtype)
             _fastprof._evaluate_program(vm_steps, inputs, consts, nregs, result, target)
             if out is not None:

@@ -163,6 +163,8 @@ FP_CAT(FP_NAME(fp_conv_taps), _body)(FP_T *dst, const FP_T *row, const FP_T *w, 
     }
 }
 
+/* The entry points declared in conv.h: each calls the AVX2/FMA or the baseline build of its
+ * body, by the CPU (see simd.h). */
 FP_DISPATCH(void, FP_NAME(fp_conv_gather_row),
             (const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len, FP_T *dst),
             (c, ioff, lo, len, dst))

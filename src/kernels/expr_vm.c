@@ -153,6 +153,8 @@ fp_vm_step_simple_body(int op, int round32, double *restrict dst, const double *
             dst[i] = (double)(float)dst[i];
 }
 
+/* fp_vm_step_simple(): the body above, AVX2/FMA or baseline build by the CPU.  Returns
+ * nothing. */
 FP_DISPATCH(void, fp_vm_step_simple,
             (int op, int round32, double *restrict dst, const double *a, const double *b,
              const double *c, ptrdiff_t n),
@@ -308,8 +310,9 @@ fp_vm_kind(PyObject *o, const char *what)
 {
     PyArrayObject *a = (PyArrayObject *)o;
     if (!PyArray_Check(o) || PyArray_NDIM(a) != 1 || !PyArray_IS_C_CONTIGUOUS(a) ||
-        !PyArray_ISALIGNED(a)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an aligned contiguous 1-D array", what);
+        !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an aligned native contiguous 1-D array",
+                     what);
         return -1;
     }
     switch (PyArray_TYPE(a)) {

@@ -45,23 +45,25 @@ done:
     return result;
 }
 
-/* Checks that o is a float32/float64 ndarray; `what` names it.  Returns its "is float64" flag
+/* Checks that o is an aligned native float32/float64 ndarray; `what` names it.  Returns its "is float64" flag
  * (0 or 1), or -1 with a TypeError set. */
 static int
 fp_float_kind(PyObject *o, const char *what)
 {
-    int t;
+    int t, result = -1;
     if (!PyArray_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray", what);
-        return -1;
+        goto done;
     }
     t = PyArray_TYPE((PyArrayObject *)o);
-    if (t == NPY_DOUBLE)
-        return 1;
-    if (t == NPY_FLOAT)
-        return 0;
-    PyErr_Format(PyExc_TypeError, "%s must be float32 or float64", what);
-    return -1;
+    if ((t != NPY_DOUBLE && t != NPY_FLOAT) || !PyArray_ISNOTSWAPPED((PyArrayObject *)o) ||
+        !PyArray_ISALIGNED((PyArrayObject *)o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be aligned native float32 or float64", what);
+        goto done;
+    }
+    result = t == NPY_DOUBLE;
+done:
+    return result;
 }
 
 /* Fills c from the common arguments, with axes ordered by decreasing input stride, and
@@ -77,36 +79,37 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
     long mode_in[FP_MAXDIM], origin_in[FP_MAXDIM];
     int mode[FP_MAXDIM];
     ptrdiff_t shift[FP_MAXDIM];
+    int result = -1;
     if ((c->idouble = fp_float_kind(in, "input")) < 0)
-        return -1;
+        goto done;
     if ((c->odouble = fp_float_kind(out, "output")) < 0)
-        return -1;
+        goto done;
     nd = PyArray_NDIM(a);
     if (nd < 1 || nd > FP_MAXDIM) {
         PyErr_Format(PyExc_ValueError, "input must have 1 to %d dimensions", FP_MAXDIM);
-        return -1;
+        goto done;
     }
     if (PyArray_NDIM(o) != nd || !PyArray_CompareLists(PyArray_DIMS(a), PyArray_DIMS(o), nd)) {
         PyErr_SetString(PyExc_ValueError, "output must have the shape of input");
-        return -1;
+        goto done;
     }
     if (!PyArray_ISWRITEABLE(o)) {
         PyErr_SetString(PyExc_ValueError, "output must be writeable");
-        return -1;
+        goto done;
     }
     if (fp_read_ints(modes, nd, "modes", mode_in) < 0 ||
         fp_read_ints(origins, nd, "origins", origin_in) < 0)
-        return -1;
+        goto done;
     for (int d = 0; d < nd; d++) {
         if (mode_in[d] < FP_MODE_REFLECT || mode_in[d] > FP_MODE_WRAP) {
             PyErr_Format(PyExc_ValueError, "modes: unknown mode code %ld", mode_in[d]);
-            return -1;
+            goto done;
         }
         if (ntaps_in[d] < 1 || ntaps_in[d] / 2 + origin_in[d] < 0 ||
             ntaps_in[d] / 2 + origin_in[d] >= ntaps_in[d]) {
             PyErr_Format(PyExc_ValueError, "origins: invalid origin %ld for %zd taps on axis %d",
                          origin_in[d], (Py_ssize_t)ntaps_in[d], d);
-            return -1;
+            goto done;
         }
         if (PyArray_DIM(a, d) == 0)
             empty = 1;
@@ -141,14 +144,18 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
         shift[d] = ntaps_in[p] / 2 + origin_in[p];
         c->map[d] = NULL;
     }
-    if (empty)
-        return 0;
+    if (empty) {
+        result = 0;
+        goto done;
+    }
     c->nthreads = fp_pool_get_threads();
     if (fp_conv_make_maps(c, mode, shift) < 0) {
         PyErr_NoMemory();
-        return -1;
+        goto done;
     }
-    return 1;
+    result = 1;
+done:
+    return result;
 }
 
 /* _correlate_separable(input, output, factors, modes, cval, origins): output = correlation

@@ -80,7 +80,8 @@ fp_pool_main(void *arg)
     return NULL;
 }
 
-/* fork() child handler: the workers did not survive; forget them and reset the locks. */
+/* fork() child handler: the workers did not survive; forget them and reset the locks.
+ * Returns nothing. */
 static void
 fp_pool_atfork_child(void)
 {
@@ -94,6 +95,7 @@ fp_pool_atfork_child(void)
     p->shutdown = 0;
 }
 
+/* Registers the fork handler (once).  Returns nothing. */
 static void
 fp_pool_init_once(void)
 {
