@@ -346,3 +346,41 @@ def test_byte_swapped_and_unaligned_arrays():
     np.testing.assert_array_equal(kernels.evaluate("r * 2", {"r": odd}), np.arange(n) * 2.0)
     kernels.evaluate("r + 1", {"r": odd.astype(">f8")}, out=odd_out)
     np.testing.assert_array_equal(odd_out, np.arange(n) + 1.0)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_pool_works_in_a_forked_child():
+    import os
+
+    x = _rng(47).standard_normal((64, 64, 16))
+    want = ndi.uniform_filter(x, 3)
+    kernels.uniform_filter(x, 3)  # the parent's pool threads exist now
+    pid = os.fork()
+    if pid == 0:  # child: its pool must start afresh
+        try:
+            ok = np.allclose(kernels.uniform_filter(x, 3), want, rtol=1e-12, atol=1e-12)
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_concurrent_calls_from_python_threads():
+    import threading
+
+    rng = _rng(53)
+    arrays = [rng.standard_normal((40, 50, 30)) for _ in range(4)]
+    results = [None] * 4
+
+    def work(i):
+        results[i] = kernels.correlate(arrays[i], np.ones((3, 2, 3)) / 18.0, mode="wrap")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, r in zip(arrays, results):
+        np.testing.assert_allclose(r, ndi.correlate(a, np.ones((3, 2, 3)) / 18.0, mode="wrap"),
+                                   rtol=1e-12, atol=1e-12)
