@@ -384,3 +384,34 @@ def test_concurrent_calls_from_python_threads():
     for a, r in zip(arrays, results):
         np.testing.assert_allclose(r, ndi.correlate(a, np.ones((3, 2, 3)) / 18.0, mode="wrap"),
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_boxes_use_running_sums_exactly_enough(dtype):
+    rng = _rng(59)
+    x = (rng.standard_normal((150, 7, 90)) * 100).astype(dtype)
+    for mode in ("reflect", "constant", "mirror", "wrap", "nearest"):
+        got = kernels.uniform_filter(x, (41, 3, 33), mode=mode, cval=1.0, origin=(3, 0, -5))
+        want = ndi.uniform_filter(x.astype(np.float64), (41, 3, 33), mode=mode, cval=1.0,
+                                  origin=(3, 0, -5))
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-10,
+                                   atol=1e-4 if dtype == np.float32 else 1e-10, err_msg=mode)
+    got = kernels.correlate(x, np.ones((30, 1, 31)), mode="reflect")
+    want = ndi.correlate(x, np.ones((30, 1, 31)), mode="reflect")
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-10,
+                               atol=1e-3 if dtype == np.float32 else 1e-9)
+
+
+def test_long_boxes_keep_nan_and_inf_inside_their_windows():
+    rng = _rng(61)
+    x = rng.standard_normal((200, 120))
+    x[50, 60] = np.nan
+    x[150, 10] = np.inf
+    x[120, 100] = -np.inf
+    got = kernels.uniform_filter(x, (35, 29), mode="wrap")
+    want = ref.uniform_filter(x, (35, 29), mode="wrap")  # direct sums
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-10, atol=1e-12)
+    assert ok.sum() > 0.5 * ok.size

@@ -5,9 +5,11 @@
  * the input slices it reads; each level keeps a small cache of those slices (keyed by input
  * index) so that every slice is filtered once per sweep.  Work items are (chunk of axis 0) x
  * (tile of axis 1): the level-0 cache of a tile stays in L2, input and output are touched
- * once.  Sums are direct (no running sums, so no drift and NaN/inf stay local), in double, or
- * in float for float32 data with short kernels (each pass then rounds as scipy's float32
- * passes do). */
+ * once.  Short kernels use direct sums, in double, or in float for float32 data (each pass
+ * then rounds as scipy's float32 passes do).  Boxes longer than FP_RUN_MIN use running sums
+ * in double while the values in the window are finite (restarted every FP_RUN_RESTART
+ * outputs, so drift stays at rounding level), direct sums where a NaN or inf is near, so a
+ * non-finite value only reaches the windows that hold it. */
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 
@@ -15,6 +17,8 @@
 #include <string.h>
 
 #define FP_SEP_CACHE_BYTES (384 * 1024)
+#define FP_RUN_MIN 24       /* boxes longer than this use running sums */
+#define FP_RUN_RESTART 64   /* a running sum restarts from a direct sum this often */
 #define FP_CAT2_(a, b) a##_##b
 #define FP_CAT2(a, b) FP_CAT2_(a, b)
 

@@ -7,6 +7,7 @@ typedef struct {
     int ready;
     FP_T *cache[FP_MAXDIM]; /* level d: ntaps[d] slots of slot_len[d] FP_Ts */
     ptrdiff_t *tags[FP_MAXDIM];
+    unsigned char *fin[FP_MAXDIM]; /* running levels: slot holds only finite values */
     FP_T *top;  /* level-0 result for one output index: slot_len[0] FP_Ts */
     FP_T *ext;  /* a gathered row */
     FP_T *row;  /* a row result (rank 1) */
@@ -19,6 +20,7 @@ typedef struct {
     ptrdiff_t slot_len[FP_MAXDIM]; /* max FP_Ts of a level d+1 result */
     FP_T cconst[FP_MAXDIM + 1];  /* value of level-d result on an all-cval slice */
     FP_T *fac[FP_MAXDIM];         /* the factors in FP_T */
+    int run[FP_MAXDIM];           /* axis d is a long box: running sums (see fp_sep_level_run) */
     ptrdiff_t maxk;
     int nworkers;
     FP_NAME(fp_sep_scratch) *scratch;
@@ -31,6 +33,7 @@ FP_NAME(fp_sep_free)(FP_NAME(fp_sep_scratch) *s, int ndim)
     for (int d = 0; d < ndim; d++) {
         free(s->cache[d]);
         free(s->tags[d]);
+        free(s->fin[d]);
     }
     free(s->top);
     free(s->ext);
@@ -46,9 +49,11 @@ FP_NAME(fp_sep_alloc)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s)
     int R = c->ndim;
     ptrdiff_t rowlen = R == 1 ? job->tile1 : c->shape[R - 1];
     for (int d = 0; d + 1 < R; d++) {
-        s->cache[d] = (FP_T *)malloc(sizeof(FP_T) * (size_t)(c->ntaps[d] * job->slot_len[d]));
-        s->tags[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)c->ntaps[d]);
-        if (s->cache[d] == NULL || s->tags[d] == NULL)
+        ptrdiff_t nslots = c->ntaps[d] + 1; /* running levels keep the slot that leaves too */
+        s->cache[d] = (FP_T *)malloc(sizeof(FP_T) * (size_t)(nslots * job->slot_len[d]));
+        s->tags[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)nslots);
+        s->fin[d] = (unsigned char *)malloc((size_t)nslots);
+        if (s->cache[d] == NULL || s->tags[d] == NULL || s->fin[d] == NULL)
             goto error;
     }
     s->top = (FP_T *)malloc(sizeof(FP_T) * (size_t)(R > 1 ? job->slot_len[0] : 1));
@@ -61,6 +66,16 @@ FP_NAME(fp_sep_alloc)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s)
 error:
     FP_NAME(fp_sep_free)(s, R);
     return -1;
+}
+
+/* Whether all n values are finite.  Returns 1 or 0. */
+static int
+FP_NAME(fp_sep_finite)(const FP_T *v, ptrdiff_t n)
+{
+    int bad = 0;
+    for (ptrdiff_t i = 0; i < n; i++)
+        bad |= !(v[i] - v[i] == 0);
+    return !bad;
 }
 
 /* The last axis: res[x] = sum_k f[k] * in[prefix, map(lo + x + k)].  Returns nothing. */
@@ -76,6 +91,22 @@ FP_NAME(fp_sep_row)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdif
     FP_T w[64];
     int nk = 0, first = 1;
     FP_LOOP(fp_conv_gather_row)(c, ioff, lo, n + K - 1, s->ext);
+    if (job->run[last] && FP_NAME(fp_sep_finite)(s->ext, n + K - 1)) {
+        /* a long box over finite values: running sum, restarted every FP_RUN_RESTART */
+        const FP_T *e = s->ext;
+        double sum = 0.0;
+        for (ptrdiff_t x = 0; x < n; x++) {
+            if (x % FP_RUN_RESTART == 0) {
+                sum = 0.0;
+                for (ptrdiff_t k = 0; k < K; k++)
+                    sum += (double)e[x + k];
+            } else {
+                sum += (double)e[x + K - 1] - (double)e[x - 1];
+            }
+            res[x] = (FP_T)(sum * (double)f[0]);
+        }
+        return;
+    }
     for (ptrdiff_t k = 0; k < K; k++) {
         if (f[k] == 0.0)
             continue;
@@ -150,6 +181,126 @@ FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdif
     }
 }
 
+/* Level d < ndim-1 of a long box (all factors equal, more than FP_RUN_MIN taps): as
+ * fp_sep_level, but while the window holds only finite values each result is the previous one
+ * plus the slice that enters minus the slice that leaves (restarted with a direct sum every
+ * FP_RUN_RESTART outputs), so the cost does not grow with the box.  Returns nothing. */
+static void
+FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int d,
+                      ptrdiff_t ioff, FP_T *res);
+
+static void
+FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int d,
+                          ptrdiff_t ioff, FP_T *res)
+{
+    fp_conv *c = job->c;
+    int R = c->ndim;
+    ptrdiff_t K = c->ntaps[d], nslots = K + 1;
+    const FP_T w = job->fac[d][0];
+    const ptrdiff_t *m = c->map[d];
+    ptrdiff_t S = 1;
+    FP_T *cache = s->cache[d];
+    ptrdiff_t *tags = s->tags[d];
+    unsigned char *fin = s->fin[d];
+    const FP_T cc = job->cconst[d + 1];
+    const int cc_ok = cc - cc == 0;
+    int prev_ok = 0;
+    ptrdiff_t since = 0;
+    FP_T *prev = NULL;
+    for (int e = d + 1; e < R; e++)
+        S *= s->hi[e] - s->lo[e];
+    for (ptrdiff_t t = 0; t < nslots; t++)
+        tags[t] = -2;
+    for (ptrdiff_t i = s->lo[d]; i < s->hi[d]; i++) {
+        FP_T *dst = d == 0 ? s->top : res + (i - s->lo[d]) * S;
+        ptrdiff_t first_e = i > s->lo[d] ? i - 1 : i; /* window of i, and the tap that left */
+        int ok = 1;
+        const FP_T *pnew = NULL, *pold = NULL;
+        /* bring every slice of [first_e, i + K) into a slot */
+        for (ptrdiff_t e = first_e; e < i + K; e++) {
+            ptrdiff_t j = m[e], slot = -1;
+            if (j < 0) {
+                if (e >= i && !cc_ok)
+                    ok = 0;
+                continue;
+            }
+            for (ptrdiff_t t = 0; t < nslots; t++)
+                if (tags[t] == j) {
+                    slot = t;
+                    break;
+                }
+            if (slot < 0) {
+                for (ptrdiff_t t = 0; t < nslots && slot < 0; t++) {
+                    int used = 0;
+                    for (ptrdiff_t q = first_e; q < i + K; q++)
+                        if (m[q] == tags[t]) {
+                            used = 1;
+                            break;
+                        }
+                    if (!used)
+                        slot = t;
+                }
+                if (d + 2 == R)
+                    FP_NAME(fp_sep_row)(job, s, ioff + j * c->istride[d], cache + slot * S);
+                else
+                    FP_NAME(fp_sep_level)(job, s, d + 1, ioff + j * c->istride[d],
+                                          cache + slot * S);
+                tags[slot] = j;
+                fin[slot] = (unsigned char)FP_NAME(fp_sep_finite)(cache + slot * S, S);
+            }
+            if (e >= i && !fin[slot])
+                ok = 0;
+            if (e == i + K - 1)
+                pnew = cache + slot * S;
+            if (e == i - 1 && e == first_e)
+                pold = cache + slot * S;
+        }
+        if (i > s->lo[d] && prev_ok && ok && since < FP_RUN_RESTART) {
+            /* dst = prev + w * (entering - leaving); constant-mode slices are cc */
+            for (ptrdiff_t p = 0; p < S; p++) {
+                double in_v = pnew != NULL ? (double)pnew[p] : (double)cc;
+                double out_v = pold != NULL ? (double)pold[p] : (double)cc;
+                dst[p] = (FP_T)((double)prev[p] + (double)w * (in_v - out_v));
+            }
+            since++;
+        } else {
+            /* direct sum of the window, in batches of 64 slices */
+            const FP_T *src[64];
+            FP_T ww[64];
+            double add = 0.0;
+            int nk = 0, first = 1;
+            for (ptrdiff_t e = i; e < i + K; e++) {
+                ptrdiff_t j = m[e];
+                if (j < 0) {
+                    add += (double)w * (double)cc;
+                    continue;
+                }
+                for (ptrdiff_t t = 0; t < nslots; t++)
+                    if (tags[t] == j) {
+                        src[nk] = cache + t * S;
+                        break;
+                    }
+                ww[nk++] = w;
+                if (nk == 64) {
+                    FP_LOOP(fp_conv_combine)(dst, src, ww, nk, (FP_T)0, S, !first);
+                    first = 0;
+                    nk = 0;
+                }
+            }
+            if (nk > 0 || first)
+                FP_LOOP(fp_conv_combine)(dst, src, ww, nk, (FP_T)0, S, !first);
+            if (add != 0.0 || add != add)
+                for (ptrdiff_t p = 0; p < S; p++)
+                    dst[p] += (FP_T)add;
+            since = 0;
+        }
+        prev = dst;
+        prev_ok = ok;
+        if (d == 0)
+            FP_NAME(fp_sep_store)(job, s, i, dst);
+    }
+}
+
 /* Level d < ndim-1 for the input prefix at byte offset ioff: res[(i - lo) * S + p] for i in
  * [lo[d], hi[d]).  At d == 0 (res == NULL) each result goes to the output.  Returns nothing. */
 static void
@@ -166,6 +317,10 @@ FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int 
     ptrdiff_t need[64];
     FP_T w[64];
     const FP_T *src[65];
+    if (job->run[d]) {
+        FP_NAME(fp_sep_level_run)(job, s, d, ioff, res);
+        return;
+    }
     for (int e = d + 1; e < R; e++)
         S *= s->hi[e] - s->lo[e];
     for (ptrdiff_t k = 0; k < K; k++)
@@ -298,6 +453,12 @@ FP_NAME(fp_conv_separable_t)(fp_conv *c)
             goto done;
         for (ptrdiff_t k = 0; k < c->ntaps[d]; k++)
             job.fac[d][k] = (FP_T)c->factors[d][k];
+        /* long boxes run as running sums, in double only */
+        job.run[d] = sizeof(FP_T) == sizeof(double) && c->ntaps[d] > FP_RUN_MIN &&
+                     c->factors[d][0] != 0.0;
+        for (ptrdiff_t k = 1; k < c->ntaps[d] && job.run[d]; k++)
+            if (c->factors[d][k] != c->factors[d][0])
+                job.run[d] = 0;
     }
     if (R == 1) {
         job.tile1 = 1 << 14;
