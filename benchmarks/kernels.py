@@ -73,6 +73,17 @@ def cases(quick: bool) -> List[Case]:
         gen["scipy.ndimage"] = lambda: ndi.correlate(vol, w_general, output=out)
     result.append((f"general 5x5x5 kernel, {label} float32 (correlate)", gen, "<= 400 ms"))
 
+    small = (32, 32, 32) if quick else (128, 256, 256)
+    vol2 = rng.random(small, dtype=np.float32)
+    out2 = np.empty_like(vol2)
+    for size in (9, 31, 65):
+        boxes: Dict[str, Callable[[], object]] = {
+            "fastprof": lambda size=size: kernels.uniform_filter(vol2, size, output=out2)}
+        if ndi is not None:
+            boxes["scipy.ndimage"] = lambda size=size: ndi.uniform_filter(vol2, size,
+                                                                          output=out2)
+        result.append((f"box {size}^3 mean, {'x'.join(map(str, small))} float32", boxes, None))
+
     trig: Dict[str, Callable[[], object]] = {
         "fastprof": lambda: kernels.evaluate("sin(x) + cos(x) + sqrt(abs(x))", {"x": x}, out=y),
         "numpy": lambda: np.sin(x) + np.cos(x) + np.sqrt(np.abs(x)),
