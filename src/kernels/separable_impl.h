@@ -485,6 +485,14 @@ FP_NAME(fp_conv_separable_t)(fp_conv *c)
             if (n0 / job.nchunks0 < min_chunk)
                 job.nchunks0 = n0 / min_chunk > 0 ? n0 / min_chunk : 1;
         }
+        if (job.nchunks0 * job.ntiles1 < (ptrdiff_t)c->nthreads &&
+            n0 >= 2 * c->ntaps[0] * (ptrdiff_t)c->nthreads) {
+            /* long kernels: one item per thread anyway while the halo stays under half of
+             * a chunk (it costs less than a core left idle) */
+            job.nchunks0 = ((ptrdiff_t)c->nthreads + job.ntiles1 - 1) / job.ntiles1;
+            if (job.nchunks0 > n0)
+                job.nchunks0 = n0;
+        }
         job.chunk0 = (n0 + job.nchunks0 - 1) / job.nchunks0;
         job.nchunks0 = (n0 + job.chunk0 - 1) / job.chunk0;
         for (int d = 0; d + 1 < R; d++) {
