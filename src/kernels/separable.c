@@ -13,6 +13,7 @@
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,6 +8,8 @@ typedef struct {
     FP_T *cache[FP_MAXDIM]; /* level d: ntaps[d] slots of slot_len[d] FP_Ts */
     ptrdiff_t *tags[FP_MAXDIM];
     unsigned char *fin[FP_MAXDIM]; /* running levels: slot holds only finite values */
+    ptrdiff_t *slot_of[FP_MAXDIM];  /* running levels: input index -> slot, or -1 */
+    ptrdiff_t *last_use[FP_MAXDIM]; /* running levels: last extended index a slot served */
     FP_T *top;  /* level-0 result for one output index: slot_len[0] FP_Ts */
     FP_T *ext;  /* a gathered row */
     FP_T *row;  /* a row result (rank 1) */
@@ -34,6 +36,8 @@ FP_NAME(fp_sep_free)(FP_NAME(fp_sep_scratch) *s, int ndim)
         free(s->cache[d]);
         free(s->tags[d]);
         free(s->fin[d]);
+        free(s->slot_of[d]);
+        free(s->last_use[d]);
     }
     free(s->top);
     free(s->ext);
@@ -53,8 +57,13 @@ FP_NAME(fp_sep_alloc)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s)
         s->cache[d] = (FP_T *)malloc(sizeof(FP_T) * (size_t)(nslots * job->slot_len[d]));
         s->tags[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)nslots);
         s->fin[d] = (unsigned char *)malloc((size_t)nslots);
-        if (s->cache[d] == NULL || s->tags[d] == NULL || s->fin[d] == NULL)
+        s->slot_of[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)c->shape[d]);
+        s->last_use[d] = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)nslots);
+        if (s->cache[d] == NULL || s->tags[d] == NULL || s->fin[d] == NULL ||
+            s->slot_of[d] == NULL || s->last_use[d] == NULL)
             goto error;
+        for (ptrdiff_t j = 0; j < c->shape[d]; j++)
+            s->slot_of[d][j] = -1;
     }
     s->top = (FP_T *)malloc(sizeof(FP_T) * (size_t)(R > 1 ? job->slot_len[0] : 1));
     s->ext = (FP_T *)malloc(sizeof(FP_T) * (size_t)(rowlen + c->ntaps[R - 1]));
@@ -209,45 +218,44 @@ FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, 
     FP_T *prev = NULL;
     for (int e = d + 1; e < R; e++)
         S *= s->hi[e] - s->lo[e];
-    for (ptrdiff_t t = 0; t < nslots; t++)
+    ptrdiff_t *slot_of = s->slot_of[d], *last_use = s->last_use[d];
+    for (ptrdiff_t t = 0; t < nslots; t++) {
         tags[t] = -2;
+        last_use[t] = PTRDIFF_MIN;
+    }
     for (ptrdiff_t i = s->lo[d]; i < s->hi[d]; i++) {
         FP_T *dst = d == 0 ? s->top : res + (i - s->lo[d]) * S;
         ptrdiff_t first_e = i > s->lo[d] ? i - 1 : i; /* window of i, and the tap that left */
         int ok = 1;
         const FP_T *pnew = NULL, *pold = NULL;
-        /* bring every slice of [first_e, i + K) into a slot */
+        /* bring every slice of [first_e, i + K) into a slot: O(1) lookups, and a victim is a
+         * slot no extended index of this window has used */
         for (ptrdiff_t e = first_e; e < i + K; e++) {
-            ptrdiff_t j = m[e], slot = -1;
+            ptrdiff_t j = m[e], slot;
             if (j < 0) {
                 if (e >= i && !cc_ok)
                     ok = 0;
                 continue;
             }
-            for (ptrdiff_t t = 0; t < nslots; t++)
-                if (tags[t] == j) {
-                    slot = t;
-                    break;
-                }
+            slot = slot_of[j];
             if (slot < 0) {
-                for (ptrdiff_t t = 0; t < nslots && slot < 0; t++) {
-                    int used = 0;
-                    for (ptrdiff_t q = first_e; q < i + K; q++)
-                        if (m[q] == tags[t]) {
-                            used = 1;
-                            break;
-                        }
-                    if (!used)
+                for (ptrdiff_t t = 0; t < nslots; t++)
+                    if (last_use[t] < first_e) {
                         slot = t;
-                }
+                        break;
+                    }
+                if (tags[slot] >= 0)
+                    slot_of[tags[slot]] = -1;
                 if (d + 2 == R)
                     FP_NAME(fp_sep_row)(job, s, ioff + j * c->istride[d], cache + slot * S);
                 else
                     FP_NAME(fp_sep_level)(job, s, d + 1, ioff + j * c->istride[d],
                                           cache + slot * S);
                 tags[slot] = j;
+                slot_of[j] = slot;
                 fin[slot] = (unsigned char)FP_NAME(fp_sep_finite)(cache + slot * S, S);
             }
+            last_use[slot] = e;
             if (e >= i && !fin[slot])
                 ok = 0;
             if (e == i + K - 1)
@@ -275,11 +283,7 @@ FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, 
                     add += (double)w * (double)cc;
                     continue;
                 }
-                for (ptrdiff_t t = 0; t < nslots; t++)
-                    if (tags[t] == j) {
-                        src[nk] = cache + t * S;
-                        break;
-                    }
+                src[nk] = cache + slot_of[j] * S;
                 ww[nk++] = w;
                 if (nk == 64) {
                     FP_LOOP(fp_conv_combine)(dst, src, ww, nk, (FP_T)0, S, !first);
@@ -299,6 +303,9 @@ FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, 
         if (d == 0)
             FP_NAME(fp_sep_store)(job, s, i, dst);
     }
+    for (ptrdiff_t t = 0; t < nslots; t++)
+        if (tags[t] >= 0)
+            slot_of[tags[t]] = -1;
 }
 
 /* Level d < ndim-1 for the input prefix at byte offset ioff: res[(i - lo) * S + p] for i in
