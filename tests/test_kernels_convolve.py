@@ -349,6 +349,7 @@ def test_byte_swapped_and_unaligned_arrays():
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_pool_works_in_a_forked_child():
     import os
 
