@@ -171,6 +171,11 @@ def test_bad_expressions(expr, exc, match):
         kernels.evaluate(expr, {"x": np.ones(3), "y": np.ones(3)})
 
 
+def test_operator_without_a_numpy_loop_names_the_expression():
+    with pytest.raises(TypeError, match="expr '~x'"):
+        kernels.evaluate("~x", {"x": np.ones(N)})
+
+
 def test_bad_values():
     with pytest.raises(TypeError, match="dtype complex128"):
         kernels.evaluate("x + 1", {"x": np.ones(3, dtype=complex)})

@@ -694,7 +694,10 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
     probe = {k: (np.empty((0,) * v.ndim, v.dtype) if isinstance(v, np.ndarray) and v.ndim
                  else v) for k, v in values.items()}
-    steps, ref = _plan(a.tree, probe)
+    try:
+        steps, ref = _plan(a.tree, probe)
+    except TypeError as exc:  # e.g. ~ on floats, & on floats: NumPy has no such loop
+        raise TypeError(f"expr {a.expr!r}: {exc}") from None
     size = int(np.prod(shape, dtype=np.int64))
     res_dtype = steps[-1].dtype if ref[0] == "r" else np.asarray(
         _expr.evaluate_numpy(a.tree, probe)).dtype
