@@ -1,0 +1,137 @@
+"""Side-by-side benchmark of fastprof.kernels against scipy.ndimage, NumPy and numexpr.
+
+Every case runs its contenders in one process, interleaved (A B C A B C ...), and prints the
+median time of each and its ratio to fastprof's, with the bar the project set for it.
+
+    python benchmarks/kernels.py              # the full sizes (512x512x256 volume, 10M elements)
+    python benchmarks/kernels.py --quick      # small sizes, a smoke run
+    python benchmarks/kernels.py --threads 1  # fastprof on one thread
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+from fastprof import kernels  # noqa: E402
+
+try:
+    import scipy.ndimage as ndi
+except ImportError:  # pragma: no cover - scipy is a test dependency
+    ndi = None
+try:
+    import numexpr
+except ImportError:
+    numexpr = None
+
+Case = Tuple[str, Dict[str, Callable[[], object]], Optional[str]]
+
+
+def interleaved(funcs: Dict[str, Callable[[], object]], repeat: int) -> Dict[str, List[float]]:
+    """Seconds per call of each function, the functions taking turns, after one warm-up each."""
+    for f in funcs.values():
+        f()
+    times: Dict[str, List[float]] = {name: [] for name in funcs}
+    for _ in range(repeat):
+        for name, f in funcs.items():
+            t0 = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def cases(quick: bool) -> List[Case]:
+    rng = np.random.default_rng(0)
+    shape = (64, 64, 32) if quick else (512, 512, 256)
+    vol = rng.random(shape, dtype=np.float32)
+    out = np.empty_like(vol)
+    w_general = rng.random((5, 5, 5))
+    n = 100_000 if quick else 10_000_000
+    x = rng.standard_normal(n)
+    y = np.empty_like(x)
+    label = "x".join(map(str, shape))
+    result: List[Case] = []
+
+    box: Dict[str, Callable[[], object]] = {
+        "fastprof": lambda: kernels.uniform_filter(vol, 5, output=out)}
+    if ndi is not None:
+        box["scipy.ndimage"] = lambda: ndi.uniform_filter(vol, 5, output=out)
+    result.append((f"5x5x5 mean, {label} float32 (uniform_filter)", box, "<= 60 ms"))
+
+    gen: Dict[str, Callable[[], object]] = {
+        "fastprof": lambda: kernels.correlate(vol, w_general, output=out)}
+    if ndi is not None:
+        gen["scipy.ndimage"] = lambda: ndi.correlate(vol, w_general, output=out)
+    result.append((f"general 5x5x5 kernel, {label} float32 (correlate)", gen, "<= 400 ms"))
+
+    small = (32, 32, 32) if quick else (128, 256, 256)
+    vol2 = rng.random(small, dtype=np.float32)
+    out2 = np.empty_like(vol2)
+    for size in (9, 31, 65):
+        boxes: Dict[str, Callable[[], object]] = {
+            "fastprof": lambda size=size: kernels.uniform_filter(vol2, size, output=out2)}
+        if ndi is not None:
+            boxes["scipy.ndimage"] = lambda size=size: ndi.uniform_filter(vol2, size,
+                                                                          output=out2)
+        result.append((f"box {size}^3 mean, {'x'.join(map(str, small))} float32", boxes, None))
+
+    trig: Dict[str, Callable[[], object]] = {
+        "fastprof": lambda: kernels.evaluate("sin(x) + cos(x) + sqrt(abs(x))", {"x": x}, out=y),
+        "numpy": lambda: np.sin(x) + np.cos(x) + np.sqrt(np.abs(x)),
+    }
+    if numexpr is not None:
+        trig["numexpr"] = lambda: numexpr.evaluate("sin(x) + cos(x) + sqrt(abs(x))",
+                                                   {"x": x}, out=y)
+    result.append((f"sin(x)+cos(x)+sqrt(abs(x)), {n:,} float64", trig, ">= 3x faster than numpy"))
+
+    cheap: Dict[str, Callable[[], object]] = {
+        "fastprof": lambda: kernels.evaluate("2 * x + 1", {"x": x}, out=y),
+        "numpy": lambda: 2 * x + 1,
+        "copy (np.copyto)": lambda: np.copyto(y, x),
+    }
+    if numexpr is not None:
+        cheap["numexpr"] = lambda: numexpr.evaluate("2 * x + 1", {"x": x}, out=y)
+    result.append((f"2*x+1, {n:,} float64", cheap, "<= 1.5x the copy"))
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--slow-repeat", type=int, default=3,
+                   help="rounds for the cases where scipy takes seconds (default 3)")
+    p.add_argument("--threads", type=int, default=None, help="fastprof's thread count")
+    args = p.parse_args(argv)
+    if args.threads:
+        kernels.set_num_threads(args.threads)
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+          f"{platform.python_version()}, numpy {np.__version__}"
+          + (f", scipy {__import__('scipy').__version__}" if ndi is not None else "")
+          + (f", numexpr {numexpr.__version__}" if numexpr is not None else "")
+          + f"; fastprof threads: {kernels.get_num_threads()}")
+    print(f"{'case':<58} {'contender':<18} {'median':>11} {'vs fastprof':>12}")
+    for title, funcs, bar in cases(args.quick):
+        repeat = args.slow_repeat if ("5x5x5" in title and not args.quick) else args.repeat
+        times = interleaved(funcs, repeat)
+        base = statistics.median(times["fastprof"])
+        for i, (name, ts) in enumerate(times.items()):
+            med = statistics.median(ts)
+            print(f"{title if i == 0 else '':<58} {name:<18} {med * 1e3:>8.1f} ms"
+                  f" {med / base:>11.2f}x")
+        if bar:
+            print(f"{'':<58} bar: {bar}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""fastprof.kernels.evaluate against NumPy over every operator and function, dtypes,
+broadcasting, layouts and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastprof import _expr, kernels
+from fastprof import _reference as ref
+
+N = 200_003  # above the blocking threshold, not a multiple of the block
+
+
+def _data(dtype, n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.random(n) * 1.8 - 0.9).astype(dtype)   # inside arcsin/arccos's domain
+    y = (rng.random(n) * 2.0 + 0.1).astype(dtype)   # positive
+    return x, y
+
+
+UNARY = ["abs", "sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "arcsin",
+         "arccos", "arctan", "sinh", "cosh", "tanh", "floor", "ceil"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", UNARY)
+def test_unary_functions(dtype, fn):
+    x, y = _data(dtype)
+    arg = "y" if fn in ("sqrt", "log") else "x"
+    got = kernels.evaluate(f"{fn}({arg}) * 2 + 1", {"x": x, "y": y})
+    want = getattr(np, "absolute" if fn == "abs" else fn)(x if arg == "x" else y) * 2 + 1
+    assert got.dtype == want.dtype == dtype
+    np.testing.assert_allclose(got, want, **_tol(dtype))
+
+
+def _tol(dtype) -> dict:
+    # float32 functions may differ from NumPy's by an ulp of an intermediate of size ~1
+    return dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("expr", [
+    "x + y", "x - y", "x * y", "x / y", "y ** x", "x ** 2", "y ** 0.5", "-x", "+x",
+    "arctan2(x, y)", "minimum(x, y)", "maximum(x, 0.5)", "where(x > 0, x, y)",
+    "where((x < 0) | (y > 1), 1.0, x)", "where(~(x >= 0) & (y <= 1.5), x, -y)",
+    "(x == y) | (x != 0.25)", "2 * x + 1", "sin(x) + cos(x) + sqrt(abs(x))",
+    "x * 2.5 - 3", "1 / (1 + exp(-x))",
+])
+def test_expressions_match_numpy(dtype, expr):
+    x, y = _data(dtype, seed=1)
+    got = kernels.evaluate(expr, {"x": x, "y": y})
+    want = ref.evaluate(expr, {"x": x, "y": y})
+    want = np.asarray(want)
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, **_tol(dtype))
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_names_from_the_callers_frame():
+    a = np.linspace(0, 1, N)
+    b = 3.0
+    np.testing.assert_allclose(kernels.evaluate("a * b + 1"), a * b + 1)
+
+
+def test_broadcasting_and_layouts():
+    rng = np.random.default_rng(2)
+    m = rng.standard_normal((300, 400))
+    row = rng.standard_normal(400)
+    col = rng.standard_normal((300, 1))
+    names = {"m": m.T.copy().T, "row": row, "col": col, "f": np.asfortranarray(m),
+             "s": m[::-1, ::2].repeat(2, axis=1)}
+    for expr in ("m * row + col", "sin(f) - m", "s + col * 2", "where(m > row, col, row)"):
+        got = kernels.evaluate(expr, names)
+        np.testing.assert_allclose(got, ref.evaluate(expr, names), rtol=1e-14, err_msg=expr)
+
+
+def test_out_argument():
+    x, y = _data(np.float64)
+    out = np.empty_like(x)
+    res = kernels.evaluate("x * y - 1", {"x": x, "y": y}, out=out)
+    assert res is out
+    np.testing.assert_allclose(out, x * y - 1, rtol=1e-15)
+    # out aliasing an input, elementwise: as NumPy's in-place ufuncs
+    z = x.copy()
+    kernels.evaluate("z * 2 + y", {"z": z, "y": y}, out=z)
+    np.testing.assert_allclose(z, x * 2 + y, rtol=1e-15)
+    # out aliasing an input with a shift: as if the result were computed first
+    w = x.copy()
+    kernels.evaluate("a + 1", {"a": w[1:]}, out=w[:-1])
+    np.testing.assert_allclose(w[:-1], x[1:] + 1, rtol=1e-15)
+    with pytest.raises(ValueError, match="out has shape"):
+        kernels.evaluate("x + 1", {"x": x}, out=np.empty(3))
+    with pytest.raises(TypeError, match="out has dtype"):
+        kernels.evaluate("x + 1", {"x": x}, out=np.empty(N, dtype=np.int32))
+
+
+def test_small_and_scalar_cases():
+    assert kernels.evaluate("2 * 3 + a", {"a": 1.5}) == 7.5
+    small = np.arange(10.0)
+    np.testing.assert_allclose(kernels.evaluate("small ** 2", {"small": small}), small ** 2)
+    x32 = np.ones(N, dtype=np.float32)
+    assert kernels.evaluate("x * -2.5 + 1", {"x": x32}).dtype == np.float32  # weak scalars
+    e = np.empty((0, 3))
+    assert kernels.evaluate("e + 1", {"e": e}).shape == (0, 3)
+
+
+def test_nan_and_inf_propagate():
+    x = np.linspace(-2, 2, N)
+    x[::1000] = np.nan
+    x[5::1000] = np.inf
+    with np.errstate(all="ignore"):
+        got = kernels.evaluate("log(x) + sqrt(x) * 2", {"x": x})
+        want = np.log(x) + np.sqrt(x) * 2
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-14, atol=1e-14)
+
+
+def test_compiled_and_python_paths_agree_on_float32_comparisons():
+    # a float32 array against a Python float compares in float32, as NumPy does
+    x = np.full(N, np.float32(0.1))
+    x[::3] = np.float32(0.2)
+    for expr in ("x > 0.1", "where(x >= 0.1, 1.0, 0.0)", "(x == 0.1) | (x < 0.15)"):
+        got = kernels.evaluate(expr, {"x": x})
+        np.testing.assert_array_equal(got, ref.evaluate(expr, {"x": x}), err_msg=expr)
+
+
+def test_integer_operands_fall_back_to_numpy_semantics():
+    i = np.arange(N, dtype=np.int64)
+    got = kernels.evaluate("i * 3 + 1", {"i": i})
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, i * 3 + 1)
+    b = i % 2 == 0
+    np.testing.assert_array_equal(kernels.evaluate("b & (i > 5)", {"b": b, "i": i}),
+                                  b & (i > 5))
+
+
+def test_threads_give_the_same_result():
+    x, y = _data(np.float64, seed=4)
+    n = kernels.get_num_threads()
+    try:
+        kernels.set_num_threads(1)
+        one = kernels.evaluate("exp(x) * y - tanh(y)", {"x": x, "y": y})
+        kernels.set_num_threads(3)
+        three = kernels.evaluate("exp(x) * y - tanh(y)", {"x": x, "y": y})
+    finally:
+        kernels.set_num_threads(n)
+    np.testing.assert_array_equal(one, three)
+
+
+@pytest.mark.parametrize("expr,exc,match", [
+    ("x +", ValueError, "syntax error"),
+    ("foo(x)", ValueError, "unknown function 'foo'"),
+    ("x + q", ValueError, "unknown name 'q'"),
+    ("x.real", ValueError, "unsupported syntax"),
+    ("x and y", ValueError, "use & and |"),
+    ("not x", ValueError, "use ~"),
+    ("0 < x < 1", ValueError, "chained"),
+    ("sin(x, y)", ValueError, "takes 1 argument"),
+    ("x + 1j", ValueError, "unsupported literal"),
+    ("sin", ValueError, "must be called"),
+    ("x[0]", ValueError, "unsupported syntax"),
+])
+def test_bad_expressions(expr, exc, match):
+    with pytest.raises(exc, match=match):
+        kernels.evaluate(expr, {"x": np.ones(3), "y": np.ones(3)})
+
+
+def test_operator_without_a_numpy_loop_names_the_expression():
+    with pytest.raises(TypeError, match="expr '~x'"):
+        kernels.evaluate("~x", {"x": np.ones(N)})
+
+
+def test_bad_values():
+    with pytest.raises(TypeError, match="dtype complex128"):
+        kernels.evaluate("x + 1", {"x": np.ones(3, dtype=complex)})
+    with pytest.raises(TypeError, match="dtype object"):
+        kernels.evaluate("x + 1", {"x": np.array([None, 1])})
+    with pytest.raises(TypeError, match="expr must be a str"):
+        kernels.evaluate(3, {})
+    with pytest.raises(TypeError, match="local_dict"):
+        kernels.evaluate("x", [1])
+
+
+def test_parse_tree_and_names():
+    tree = _expr.parse("where(a > 1, sin(b) ** 2, -3)")
+    assert tree.kind == "call" and tree.op == "where"
+    assert _expr.names(tree) == ["a", "b"]
+    assert tree.args[2] == _expr.Node("const", value=-3)
+    assert set(_expr.FUNCTIONS) >= {"where", "abs", "sqrt", "arctan2", "minimum", "maximum"}
