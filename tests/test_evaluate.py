@@ -176,6 +176,15 @@ def test_operator_without_a_numpy_loop_names_the_expression():
         kernels.evaluate("~x", {"x": np.ones(N)})
 
 
+def test_one_expression_with_different_operand_types():
+    for v in (np.arange(N, dtype=np.float32), np.arange(N, dtype=np.float64),
+              np.arange(N, dtype=np.int32), np.arange(N) % 3 == 0, 2.5, 7):
+        got = kernels.evaluate("v * 2 + 1", {"v": v})
+        want = np.asarray(v) * 2 + 1 if isinstance(v, np.ndarray) else v * 2 + 1
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_bad_values():
     with pytest.raises(TypeError, match="dtype complex128"):
         kernels.evaluate("x + 1", {"x": np.ones(3, dtype=complex)})

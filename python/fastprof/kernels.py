@@ -445,6 +445,7 @@ _BLOCK = 16384          # elements per block: a few registers of it stay in L2
 _SMALL = 1 << 16        # below this many elements a plain NumPy evaluation is as fast
 _TREES: "OrderedDict[str, _expr.Node]" = OrderedDict()
 _TREES_MAX = 512
+_PLANS: "OrderedDict[tuple, Tuple[List[_Step], Tuple[str, Any]]]" = OrderedDict()
 _pool_lock = threading.Lock()
 _pool: Optional[ThreadPoolExecutor] = None
 _pool_size = 0
@@ -694,10 +695,19 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
     probe = {k: (np.empty((0,) * v.ndim, v.dtype) if isinstance(v, np.ndarray) and v.ndim
                  else v) for k, v in values.items()}
-    try:
-        steps, ref = _plan(a.tree, probe)
-    except TypeError as exc:  # e.g. ~ on floats, & on floats: NumPy has no such loop
-        raise TypeError(f"expr {a.expr!r}: {exc}") from None
+    signature = (a.expr,) + tuple(
+        (k, v.dtype.str, v.ndim == 0) if isinstance(v, np.ndarray) else (k, type(v))
+        for k, v in values.items())
+    planned = _PLANS.get(signature)
+    if planned is None:
+        try:
+            planned = _plan(a.tree, probe)
+        except TypeError as exc:  # e.g. ~ on floats, & on floats: NumPy has no such loop
+            raise TypeError(f"expr {a.expr!r}: {exc}") from None
+        _PLANS[signature] = planned
+        if len(_PLANS) > _TREES_MAX:
+            _PLANS.popitem(last=False)
+    steps, ref = planned
     size = int(np.prod(shape, dtype=np.int64))
     res_dtype = steps[-1].dtype if ref[0] == "r" else np.asarray(
         _expr.evaluate_numpy(a.tree, probe)).dtype

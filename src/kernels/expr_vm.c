@@ -24,6 +24,7 @@
 
 #define FP_VM_BLOCK 1024
 #define FP_VM_MAXREG 512
+#define FP_VM_PER_THREAD (64 * 1024) /* elements */
 
 /* Opcodes; kernels.py keeps the same numbers in _VM_OPS. */
 enum {
@@ -412,6 +413,9 @@ fp_evaluate_program(PyObject *self, PyObject *args)
     if (job.n > 0) {
         int nthreads = fp_pool_get_threads();
         ptrdiff_t nblocks = (job.n + FP_VM_BLOCK - 1) / FP_VM_BLOCK;
+        /* waking a thread costs tens of microseconds: give each at least FP_VM_PER_THREAD */
+        if ((ptrdiff_t)nthreads > 1 + job.n / FP_VM_PER_THREAD)
+            nthreads = (int)(1 + job.n / FP_VM_PER_THREAD);
         job.scratch = (double **)calloc((size_t)nthreads, sizeof(double *));
         if (job.scratch == NULL) {
             PyErr_NoMemory();
