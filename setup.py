@@ -241,12 +241,13 @@ def _extension() -> Extension:
     cflags, ldflags, macros = _flags()
     cuda = _cuda_config()
     include_dirs = ["src", numpy.get_include()]
-    libraries = ["m", "pthread"] if sys.platform != "win32" else []
+    # dl: the kernels look up libmvec with dlopen (in libc itself only from glibc 2.34)
+    libraries = ["m", "pthread", "dl"] if sys.platform != "win32" else []
     if cuda is not None:
         macros.append(("FP_HAVE_CUDA", "1"))
         include_dirs.append(cuda["include"])
         # the static CUDA runtime needs these (and libstdc++ for its C++ runtime support)
-        libraries += ["dl", "rt", "stdc++"]
+        libraries += ["rt", "stdc++"]
     return Extension(
         "fastprof._fastprof",
         sources=_c_sources(),

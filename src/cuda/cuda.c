@@ -92,14 +92,14 @@ fp_cuda_raise(PyObject *m, int err, const char *what)
 #else
 /* Every CUDA function of a CPU-only build.  Returns NULL with CudaUnavailableError set. */
 static PyObject *
-fp_cuda_not_built(PyObject *m, PyObject *args)
+fp_cuda_not_built(PyObject *m, FP_UNUSED PyObject *args)
 {
     return fp_cuda_unavailable(m, FP_CUDA_NOT_BUILT);
 }
 
 /* See cuda_py.h. */
 PyObject *
-fp_cuda_raise(PyObject *m, int err, const char *what)
+fp_cuda_raise(PyObject *m, FP_UNUSED int err, FP_UNUSED const char *what)
 {
     return fp_cuda_unavailable(m, FP_CUDA_NOT_BUILT);
 }

@@ -330,7 +330,7 @@ fp_vm_kind(PyObject *o, const char *what)
  * the file comment); steps is a sequence of (op, dst, a, b, c, round32).  Returns None, or
  * NULL with an exception set. */
 PyObject *
-fp_evaluate_program(PyObject *self, PyObject *args)
+fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
 {
     PyObject *steps_obj, *inputs_obj, *consts_obj, *out, *sfast = NULL, *ifast = NULL,
                                                          *cfast = NULL, *result = NULL;

@@ -162,7 +162,7 @@ done:
  * of input with the outer product of the 1-D float64 arrays in factors.  Returns None, or
  * NULL with an exception set. */
 static PyObject *
-fp_correlate_separable(PyObject *self, PyObject *args)
+fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
 {
     PyObject *in, *out, *factors, *modes, *origins, *fast = NULL, *result = NULL;
     double cval;
@@ -226,7 +226,7 @@ done:
  * input with the float64 C-contiguous weights (same rank).  Returns None, or NULL with an
  * exception set. */
 static PyObject *
-fp_correlate_general(PyObject *self, PyObject *args)
+fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
 {
     PyObject *in, *out, *wobj, *modes, *origins, *result = NULL;
     PyArrayObject *w, *wt = NULL;
@@ -293,7 +293,7 @@ done:
 /* _set_num_threads(n): sets the kernels' thread count.  Returns None, or NULL with an
  * exception set. */
 static PyObject *
-fp_set_num_threads(PyObject *self, PyObject *arg)
+fp_set_num_threads(FP_UNUSED PyObject *self, PyObject *arg)
 {
     long n = PyLong_AsLong(arg);
     if (n == -1 && PyErr_Occurred())
@@ -309,14 +309,14 @@ fp_set_num_threads(PyObject *self, PyObject *arg)
 /* _get_num_threads(): the kernels' thread count.  Returns an int (never fails but on
  * memory). */
 static PyObject *
-fp_get_num_threads(PyObject *self, PyObject *unused)
+fp_get_num_threads(FP_UNUSED PyObject *self, FP_UNUSED PyObject *unused)
 {
     return PyLong_FromLong(fp_pool_get_threads());
 }
 
 /* _usable_cores(): the cores this process may run on.  Returns an int. */
 static PyObject *
-fp_usable_cores(PyObject *self, PyObject *unused)
+fp_usable_cores(FP_UNUSED PyObject *self, FP_UNUSED PyObject *unused)
 {
     return PyLong_FromLong(fp_pool_usable_cores());
 }

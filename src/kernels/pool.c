@@ -34,8 +34,10 @@ typedef struct {
 } fp_pool;
 
 static fp_pool fp_the_pool = {
-    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-    PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+    .run_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 static int fp_pool_threads = 0; /* 0: not chosen yet (usable cores) */
 static pthread_once_t fp_pool_once = PTHREAD_ONCE_INIT;
