@@ -72,6 +72,8 @@ typedef struct fp_frame {
     int32_t last_edge;   /* ... and its edge */
     fp_tick t0;          /* when it was entered */
     fp_tick subt;        /* time of its completed children */
+    const void *key;     /* what the leave event will name: the frame object (3.9-3.11), the
+                          * code object (3.12+) or the PyMethodDef of a builtin */
 } fp_frame;
 
 typedef struct fp_thread {
@@ -203,9 +205,10 @@ int fp_grow_func_rec(fp_profiler *p, fp_thread *t, int32_t fi);
 int fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei);
 int32_t fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee);
 
-/* Pushes a frame of function fi entered at now. */
+/* Pushes a frame of function fi entered at now; key is what its leave event will name (see
+ * fp_frame), so that the common leave needs no lookup. */
 FP_INLINE void
-fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now)
+fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
 {
     if (FP_UNLIKELY(t->depth == t->cap) && fp_grow_stack(p, t) < 0)
         return;
@@ -236,6 +239,7 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now)
     f->last_edge = -1;
     f->t0 = now;
     f->subt = 0;
+    f->key = key;
 }
 
 /* Pops the top frame at now, charging its time. */
@@ -265,14 +269,16 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
     }
 }
 
-/* Pops frames down to and including the nearest one of ident (the top one, almost always);
- * does nothing when no open frame has that ident (a frame entered before profiling began). */
+/* fp_leave's rare path: pops frames down to and including the nearest one of ident; does
+ * nothing when no open frame has that ident (a frame entered before profiling began). */
 void fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now);
 
+/* Pops the frame that a leave event naming key (see fp_frame) or ident (the function's code
+ * object or PyMethodDef) ends. */
 FP_INLINE void
-fp_leave(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
+fp_leave(fp_profiler *p, fp_thread *t, const void *key, const void *ident, fp_tick now)
 {
-    if (FP_LIKELY(t->depth > 0 && p->funcs[t->stack[t->depth - 1].func].ident == ident))
+    if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == key))
         fp_leave_top(p, t, now);
     else
         fp_leave_search(p, t, ident, now);

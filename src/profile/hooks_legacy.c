@@ -19,21 +19,30 @@ fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         return 0;
     }
     switch (what) {
-    case PyTrace_CALL:
-    case PyTrace_RETURN: {
+    case PyTrace_CALL: {
         fp_tick now = fp_now(p);
         fp_thread *t = fp_thread_get(p);
         if (t == NULL)
             break;
         PyCodeObject *code = PyFrame_GetCode(frame);
-        if (what == PyTrace_CALL) {
-            int32_t fi = fp_func_for_code(p, (PyObject *)code);
-            if (fi >= 0)
-                fp_enter(p, t, fi, now);
+        int32_t fi = fp_func_for_code(p, (PyObject *)code);
+        Py_DECREF(code); /* the frame holds it */
+        if (fi >= 0)
+            fp_enter(p, t, fi, now, frame);
+        break;
+    }
+    case PyTrace_RETURN: {
+        fp_tick now = fp_now(p);
+        fp_thread *t = fp_thread_get(p);
+        if (t == NULL)
+            break;
+        /* The frame entered last, almost always: matched by its frame object, no lookup. */
+        if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == (const void *)frame)) {
+            fp_leave_top(p, t, now);
+            break;
         }
-        else {
-            fp_leave(p, t, code, now);
-        }
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        fp_leave(p, t, frame, code, now);
         Py_DECREF(code);
         break;
     }
@@ -50,10 +59,10 @@ fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         if (what == PyTrace_C_CALL) {
             int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
             if (fi >= 0)
-                fp_enter(p, t, fi, now);
+                fp_enter(p, t, fi, now, ml);
         }
         else {
-            fp_leave(p, t, ml, now);
+            fp_leave(p, t, ml, ml, now);
         }
         break;
     }

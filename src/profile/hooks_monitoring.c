@@ -32,7 +32,7 @@ fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
     if (FP_LIKELY(t != NULL && nargs >= 1)) {
         int32_t fi = fp_func_for_code(p, args[0]);
         if (FP_LIKELY(fi >= 0))
-            fp_enter(p, t, fi, now);
+            fp_enter(p, t, fi, now, args[0]);
     }
     Py_RETURN_NONE;
 }
@@ -45,7 +45,7 @@ fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_LIKELY(t != NULL && nargs >= 1))
-        fp_leave(p, t, args[0], now);
+        fp_leave(p, t, args[0], args[0], now);
     Py_RETURN_NONE;
 }
 
@@ -54,10 +54,16 @@ fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
 FP_INLINE PyMethodDef *
 fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
 {
+    PyTypeObject *type = Py_TYPE(callable);
+    /* exact types first: PyCFunction_Check walks the MRO for every other callable */
+    if (type == &PyCFunction_Type || type == &PyCMethod_Type)
+        return ((PyCFunctionObject *)callable)->m_ml;
+    if (type == &PyMethodDescr_Type)
+        return self_arg != p->missing ? ((PyMethodDescrObject *)callable)->d_method : NULL;
+    if (type == &PyFunction_Type || type == &PyMethod_Type)
+        return NULL;
     if (PyCFunction_Check(callable))
         return ((PyCFunctionObject *)callable)->m_ml;
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && self_arg != p->missing)
-        return ((PyMethodDescrObject *)callable)->d_method;
     return NULL;
 }
 
@@ -82,7 +88,7 @@ fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwna
     if (FP_LIKELY(t != NULL)) {
         int32_t fi = fp_func_for_builtin(p, ml, args[2], args[3] == p->missing ? NULL : args[3]);
         if (FP_LIKELY(fi >= 0))
-            fp_enter(p, t, fi, now);
+            fp_enter(p, t, fi, now, ml);
     }
     Py_RETURN_NONE;
 }
@@ -100,7 +106,7 @@ fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *k
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_LIKELY(t != NULL))
-        fp_leave(p, t, ml, now);
+        fp_leave(p, t, ml, ml, now);
     Py_RETURN_NONE;
 }
 
