@@ -131,6 +131,7 @@ CPU_ONLY_CHECK = textwrap.dedent("""
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "setup.py")), reason="no source tree")
 def test_cpu_only_build_imports_and_says_why(tmp_path) -> None:
+    pytest.importorskip("setuptools", reason="building the CPU-only variant needs setuptools")
     # -O0 (FASTPROF_DEBUG) and two jobs keep this build quick; behaviour is the same
     env = dict(os.environ, FASTPROF_CUDA="0", FASTPROF_DEBUG="1")
     env.pop("FASTPROF_SANITIZE", None)
