@@ -557,3 +557,31 @@ def test_generator_closed_and_thrown_into_matches_cprofile() -> None:
     run_under(cp, work)
     pick = lambda t: {k[2]: v[:4] for k, v in t.items() if k[2] in ("gen", "work")}
     assert pick(table(fp)) == pick(cprofile_table(cp))
+
+
+def test_threads_running_before_enable_are_profiled_and_released() -> None:
+    go = threading.Event()
+    done = threading.Event()
+    seen: dict = {}
+
+    def worker():
+        go.wait()
+        for _ in range(4):
+            leaf()
+        done.set()
+        go2.wait()
+        seen["hook"] = sys.getprofile()
+
+    go2 = threading.Event()
+    t = threading.Thread(target=worker)
+    t.start()  # running before enable()
+    p = _fastprof.Profiler(builtins=False)
+    p.enable()
+    go.set()
+    done.wait(10)
+    p.disable()
+    go2.set()
+    t.join(10)
+    assert by_name(table(p), "leaf")[0] == 4
+    assert seen["hook"] is None  # disable() took the hook out of that thread too
+    assert no_hook_left()

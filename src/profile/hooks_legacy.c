@@ -1,7 +1,7 @@
 /* hooks_legacy.c - the call profiler's hook on Python 3.9-3.11: a C profile function set with
- * PyEval_SetProfile in the enabling thread and, when threads=True, in every thread started
- * while profiling (through threading.setprofile).  A thread whose hook outlives disable()
- * removes it at its next event. */
+ * PyEval_SetProfile in the enabling thread and, when threads=True, in every other thread: those
+ * running already (each one that has no profile function of its own) and those started while
+ * profiling (through threading.setprofile).  disable() removes it from every thread. */
 #include "fp_profile.h"
 
 #if !FP_PY312
@@ -108,6 +108,26 @@ fp_legacy_threading_setprofile(PyObject *func)
     return 0;
 }
 
+/* Sets (func, obj) as the profile function of every thread of the interpreter but the calling
+ * one whose current profile function is old (and, when old is fp_legacy_hook, whose object is
+ * old_obj).  Returns 0, or -1 with an exception set (an audit hook refused). */
+static int
+fp_legacy_set_others(Py_tracefunc old, PyObject *old_obj, Py_tracefunc func, PyObject *obj)
+{
+    PyThreadState *self = PyThreadState_Get();
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == self || ts->c_profilefunc != old)
+            continue;
+        if (old == fp_legacy_hook && ts->c_profileobj != old_obj)
+            continue;
+        if (_PyEval_SetProfile(ts, func, obj) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* See fp_profile.h. */
 int
 fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
@@ -137,6 +157,13 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
         if (rc < 0)
             return -1;
         p->thread_hook_set = 1;
+        if (fp_legacy_set_others(NULL, NULL, fp_legacy_hook, (PyObject *)p) < 0) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            fp_hooks_remove(p);
+            PyErr_Restore(type, value, tb);
+            return -1;
+        }
     }
     PyEval_SetProfile(fp_legacy_hook, (PyObject *)p);
     return 0;
@@ -155,6 +182,10 @@ fp_hooks_remove(fp_profiler *p)
         p->thread_hook_set = 0;
         rc = fp_legacy_threading_setprofile(Py_None);
     }
+    /* Every other thread still holding it.  (One that is missed removes it at its next
+     * event, finding p disabled.) */
+    if (fp_legacy_set_others(fp_legacy_hook, (PyObject *)p, NULL, NULL) < 0)
+        rc = -1;
     return rc;
 }
 
