@@ -177,42 +177,44 @@ fp_line_int_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i)
     return (int)v;
 }
 
+/* Pushes a frame of the registered code args[0] entered at now; resumed: it goes on after a
+ * yield, on the line of the yield at offset args[1] (which gets no new line event).
+ * Returns None. */
+static PyObject *
+fp_line_begin(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs, int resumed,
+              fp_tick now)
+{
+    fp_lrec *rec;
+    fp_lthread *ts;
+    if (nargs < 1 + resumed || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
+        goto done;
+    if ((ts = fp_line_thread(self)) == NULL)
+        goto done;
+    int line = -1;
+    if (resumed) {
+        int offset = fp_line_int_arg(args, nargs, 1);
+        line = offset >= 0 ? PyCode_Addr2Line((PyCodeObject *)args[0], offset) : -1;
+    }
+    fp_line_push(self, ts, rec, NULL, line, now);
+done:
+    Py_RETURN_NONE;
+}
+
 /* PY_START(code, offset): a registered frame begins.  Returns None. */
 PyObject *
 fp_line_cb_start(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     fp_ltracer *self = (fp_ltracer *)op;
-    fp_tick now = fp_line_now(self);
-    fp_lrec *rec;
-    fp_lthread *ts;
-    if (nargs < 1 || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
-        goto done;
-    if ((ts = fp_line_thread(self)) == NULL)
-        goto done;
-    fp_line_push(self, ts, rec, NULL, -1, now);
-done:
-    Py_RETURN_NONE;
+    return fp_line_begin(self, args, nargs, 0, fp_line_now(self));
 }
 
 /* PY_RESUME / PY_THROW(code, offset, ...): a suspended generator or coroutine of a
- * registered code goes on, on the line of its yield (which gets no new line event).
- * Returns None. */
+ * registered code goes on.  Returns None. */
 PyObject *
 fp_line_cb_resume(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     fp_ltracer *self = (fp_ltracer *)op;
-    fp_tick now = fp_line_now(self);
-    fp_lrec *rec;
-    fp_lthread *ts;
-    if (nargs < 2 || !self->enabled || (rec = fp_line_lookup(self, args[0])) == NULL)
-        goto done;
-    if ((ts = fp_line_thread(self)) == NULL)
-        goto done;
-    int offset = fp_line_int_arg(args, nargs, 1);
-    int line = offset >= 0 ? PyCode_Addr2Line((PyCodeObject *)args[0], offset) : -1;
-    fp_line_push(self, ts, rec, NULL, line, now);
-done:
-    Py_RETURN_NONE;
+    return fp_line_begin(self, args, nargs, 1, fp_line_now(self));
 }
 
 /* LINE(code, line): the hot one.  Returns None. */
