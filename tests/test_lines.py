@@ -742,8 +742,6 @@ def test_dump_readable_by_line_profiler(tmp_path):
     assert "Function: loop" in out.getvalue()
 
 
-@pytest.mark.skipif(not MONITORING,
-                    reason="below 3.12 threads running before enable() are not traced")
 def test_thread_started_before_enable_is_counted():
     go, done = threading.Event(), threading.Event()
 
@@ -760,3 +758,46 @@ def test_thread_started_before_enable_is_counted():
         assert done.wait(10)
     t.join()
     assert lines_of(lp.get_stats(), T.threaded_work)[L("twbody")] == 10
+
+
+@pytest.mark.skipif(MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread "
+                    "trace functions")
+def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_after():
+    enabled, disabled = threading.Event(), threading.Event()
+    seen = {}
+
+    def own_trace(frame, event, arg):
+        return None
+
+    def run(name, own):
+        if own:
+            sys.settrace(own_trace)
+        seen[name, "before"] = sys.gettrace()
+        assert enabled.wait(10)
+        seen[name, "during"] = sys.gettrace()
+        assert disabled.wait(10)
+        seen[name, "after"] = sys.gettrace()
+        sys.settrace(None)
+
+    threads = [threading.Thread(target=run, args=(name, own))
+               for name, own in (("plain", False), ("traced", True))]
+    for t in threads:
+        t.start()
+    lp = LineProfiler(T.threaded_work)
+    lp.enable()
+    try:
+        enabled.set()
+        for _ in range(200):
+            if len(seen) >= 4:
+                break
+            threading.Event().wait(0.01)
+    finally:
+        lp.disable()
+    disabled.set()
+    for t in threads:
+        t.join()
+    assert seen["plain", "before"] is None
+    assert seen["plain", "during"] is lp._tracer
+    assert seen["plain", "after"] is None
+    assert seen["traced", "during"] is own_trace
+    assert seen["traced", "after"] is own_trace

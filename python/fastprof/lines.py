@@ -370,7 +370,7 @@ class LineProfiler:
             _LEGACY.driver = self
             _LEGACY.prev = sys.gettrace()
             _LEGACY.thread_prev = getattr(threading, "_trace_hook", None)
-            self._tracer._install_trace()
+            self._tracer._install_trace(True)  # this thread and those running already
             threading.settrace(self._thread_bootstrap)
         elif driver is not self:
             # One trace function per thread: the installed profiler feeds this one too.

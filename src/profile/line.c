@@ -351,10 +351,44 @@ fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 }
 
 #if !FP_PY312
-/* _install_trace(): installs the C trace function in the calling thread.  Returns None. */
-static PyObject *
-fp_line_install_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
+/* Sets (func, obj) as the trace function of every thread of the interpreter but the calling
+ * one whose trace function is (old, old_obj).  Returns 0, or -1 with an exception set (an
+ * audit hook refused). */
+static int
+fp_line_set_others(Py_tracefunc old, PyObject *old_obj, Py_tracefunc func, PyObject *obj)
 {
+    PyThreadState *self = PyThreadState_Get();
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == self || ts->c_tracefunc != old || ts->c_traceobj != old_obj)
+            continue;
+        if (_PyEval_SetTrace(ts, func, obj) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* _install_trace(others=False): installs the C trace function in the calling thread and,
+ * when others is true, in every other thread that has no trace function.  Returns None, or
+ * NULL with an exception set (nothing left installed). */
+static PyObject *
+fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int others = 0;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "_install_trace() takes at most one argument");
+        return NULL;
+    }
+    if (nargs == 1 && (others = PyObject_IsTrue(args[0])) < 0)
+        return NULL;
+    if (others && fp_line_set_others(NULL, NULL, fp_line_trace, (PyObject *)self) < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        fp_line_set_others(fp_line_trace, (PyObject *)self, NULL, NULL);
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
     PyEval_SetTrace(fp_line_trace, (PyObject *)self);
     Py_RETURN_NONE;
 }
@@ -407,11 +441,15 @@ fp_line_active(fp_ltracer *self, FP_UNUSED PyObject *unused)
     return PyBool_FromLong(self->enabled || self->npassengers > 0);
 }
 
-/* _uninstall_trace(): removes the trace function of the calling thread.  Returns None. */
+/* _uninstall_trace(): removes the trace function of the calling thread, and self's from
+ * every other thread.  Returns None, or NULL with an exception set (an audit hook refused;
+ * a thread missed removes it at its next event, finding self inactive). */
 static PyObject *
-fp_line_uninstall_trace(FP_UNUSED fp_ltracer *self, FP_UNUSED PyObject *unused)
+fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyEval_SetTrace(NULL, NULL);
+    if (fp_line_set_others(fp_line_trace, (PyObject *)self, NULL, NULL) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 #endif
@@ -443,8 +481,9 @@ static PyMethodDef fp_line_methods[] = {
     {"_on_leave", (PyCFunction)(void (*)(void))fp_line_cb_leave, METH_FASTCALL,
      "sys.monitoring PY_RETURN / PY_YIELD / PY_UNWIND callback."},
 #else
-    {"_install_trace", (PyCFunction)fp_line_install_trace, METH_NOARGS,
-     "Install the C trace function in the calling thread."},
+    {"_install_trace", (PyCFunction)(void (*)(void))fp_line_install_trace, METH_FASTCALL,
+     "Install the C trace function in the calling thread (and, given True, in every other "
+     "thread that has none)."},
     {"_uninstall_trace", (PyCFunction)fp_line_uninstall_trace, METH_NOARGS,
      "Remove the trace function of the calling thread."},
     {"_add_passenger", (PyCFunction)fp_line_add_passenger, METH_O,

@@ -304,13 +304,16 @@ fp_line_resumed(PyFrameObject *frame, PyObject *code)
 static int
 fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
 {
-    fp_tick now = fp_line_now(self);
+    fp_tick now;
     fp_lthread *ts;
     fp_lrec *rec;
     PyObject *code;
     int known = 0;
+    /* The clock is read only for frames of registered codes: the calls and returns of other
+     * code (most events, often) cost a lookup and nothing more. */
     switch (what) {
     case PyTrace_LINE:
+        now = fp_line_now(self);
         if ((ts = fp_line_thread(self)) == NULL)
             goto done;
         if (FP_LIKELY(ts->depth > 0) && ts->stack[ts->depth - 1].frame == (void *)frame)
@@ -329,6 +332,7 @@ fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
         if ((rec = fp_line_lookup(self, code)) == NULL)
             goto done;
         known = 1;
+        now = fp_line_now(self);
         if ((ts = fp_line_thread(self)) == NULL)
             goto done;
         fp_line_push(self, ts, rec, frame,
@@ -342,7 +346,7 @@ fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
         else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
             goto done;
         known = 1;
-        fp_line_leave(ts, rec, frame, now);
+        fp_line_leave(ts, rec, frame, fp_line_now(self));
         break;
     default:
         break;
