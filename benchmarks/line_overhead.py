@@ -135,10 +135,20 @@ def measure(repeats: int) -> List[Dict[str, Any]]:
     rows = []
     for name, (run, funcs) in WORKLOADS.items():
         modes: Dict[str, Optional[Any]] = {"bare": None}
+        refused: List[str] = []
         if line_profiler is not None:
             lp = line_profiler.LineProfiler()
+            kept = []
             for f in funcs:
-                lp.add_function(f)
+                try:
+                    lp.add_function(f)
+                    kept.append(f)
+                except ValueError:
+                    # line_profiler 4.0.x on 3.11 cannot rewrite a code object whose bytecode
+                    # another registered one shares ("co_code is malformed"): both profilers
+                    # then time the same set without it.
+                    refused.append(getattr(f, "__qualname__", repr(f)))
+            funcs = kept
             modes["line_profiler"] = lp
         fp = fastprof.LineProfiler()
         for f in funcs:
@@ -152,7 +162,7 @@ def measure(repeats: int) -> List[Dict[str, Any]]:
             for m in order[r % len(order):] + order[:r % len(order)]:
                 times[m].append(_time_once(run, modes[m]))
         med = {m: statistics.median(v) for m, v in times.items()}
-        rows.append({"name": name, "median": med})
+        rows.append({"name": name, "median": med, "refused": refused})
     return rows
 
 
@@ -194,6 +204,10 @@ def print_table(rows: List[Dict[str, Any]], repeats: int) -> None:
             o = m["fastprof, other code"]
             line += f" {o * 1e3:.2f} ({(o / bare - 1) * 100:+.1f}%) |"
         print(line)
+    for row in rows:
+        if row["refused"]:
+            print(f"\n{row['name']}: line_profiler refused {', '.join(row['refused'])}; "
+                  f"left out of both profilers")
 
 
 def main() -> None:

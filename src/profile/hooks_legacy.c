@@ -3,6 +3,7 @@
  * running already (each one that has no profile function of its own) and those started while
  * profiling (through threading.setprofile).  disable() removes it from every thread. */
 #include "fp_profile.h"
+#include "legacy.h"
 
 #if !FP_PY312
 
@@ -108,21 +109,21 @@ fp_legacy_threading_setprofile(PyObject *func)
     return 0;
 }
 
-/* Sets (func, obj) as the profile function of every thread of the interpreter but the calling
- * one whose current profile function is old (and, when old is fp_legacy_hook, whose object is
- * old_obj).  Returns 0, or -1 with an exception set (an audit hook refused). */
-static int
-fp_legacy_set_others(Py_tracefunc old, PyObject *old_obj, Py_tracefunc func, PyObject *obj)
+/* See legacy.h. */
+int
+fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
+                     PyObject *obj)
 {
     PyThreadState *self = PyThreadState_Get();
     PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
          ts = PyThreadState_Next(ts)) {
-        if (ts == self || ts->c_profilefunc != old)
+        if (ts == self)
             continue;
-        if (old == fp_legacy_hook && ts->c_profileobj != old_obj)
+        if (trace ? (ts->c_tracefunc != old || ts->c_traceobj != old_obj)
+                  : (ts->c_profilefunc != old || ts->c_profileobj != old_obj))
             continue;
-        if (_PyEval_SetProfile(ts, func, obj) < 0)
+        if ((trace ? _PyEval_SetTrace(ts, func, obj) : _PyEval_SetProfile(ts, func, obj)) < 0)
             return -1;
     }
     return 0;
@@ -157,7 +158,7 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
         if (rc < 0)
             return -1;
         p->thread_hook_set = 1;
-        if (fp_legacy_set_others(NULL, NULL, fp_legacy_hook, (PyObject *)p) < 0) {
+        if (fp_legacy_set_others(0, NULL, NULL, fp_legacy_hook, (PyObject *)p) < 0) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             fp_hooks_remove(p);
@@ -184,7 +185,7 @@ fp_hooks_remove(fp_profiler *p)
     }
     /* Every other thread still holding it.  (One that is missed removes it at its next
      * event, finding p disabled.) */
-    if (fp_legacy_set_others(fp_legacy_hook, (PyObject *)p, NULL, NULL) < 0)
+    if (fp_legacy_set_others(0, fp_legacy_hook, (PyObject *)p, NULL, NULL) < 0)
         rc = -1;
     return rc;
 }

@@ -3,6 +3,7 @@
  * themselves live in line_hooks.c; installing them (sys.monitoring on 3.12+) is done by
  * fastprof.lines, except the C trace function below 3.12, installed here. */
 #include "line.h"
+#include "legacy.h"
 
 #include <string.h>
 #if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
@@ -351,24 +352,6 @@ fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 }
 
 #if !FP_PY312
-/* Sets (func, obj) as the trace function of every thread of the interpreter but the calling
- * one whose trace function is (old, old_obj).  Returns 0, or -1 with an exception set (an
- * audit hook refused). */
-static int
-fp_line_set_others(Py_tracefunc old, PyObject *old_obj, Py_tracefunc func, PyObject *obj)
-{
-    PyThreadState *self = PyThreadState_Get();
-    PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
-         ts = PyThreadState_Next(ts)) {
-        if (ts == self || ts->c_tracefunc != old || ts->c_traceobj != old_obj)
-            continue;
-        if (_PyEval_SetTrace(ts, func, obj) < 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* _install_trace(others=False): installs the C trace function in the calling thread and,
  * when others is true, in every other thread that has no trace function.  Returns None, or
  * NULL with an exception set (nothing left installed). */
@@ -382,10 +365,10 @@ fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (nargs == 1 && (others = PyObject_IsTrue(args[0])) < 0)
         return NULL;
-    if (others && fp_line_set_others(NULL, NULL, fp_line_trace, (PyObject *)self) < 0) {
+    if (others && fp_legacy_set_others(1, NULL, NULL, fp_line_trace, (PyObject *)self) < 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        fp_line_set_others(fp_line_trace, (PyObject *)self, NULL, NULL);
+        fp_legacy_set_others(1, fp_line_trace, (PyObject *)self, NULL, NULL);
         PyErr_Restore(type, value, tb);
         return NULL;
     }
@@ -448,7 +431,7 @@ static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyEval_SetTrace(NULL, NULL);
-    if (fp_line_set_others(fp_line_trace, (PyObject *)self, NULL, NULL) < 0)
+    if (fp_legacy_set_others(1, fp_line_trace, (PyObject *)self, NULL, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
