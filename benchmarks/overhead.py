@@ -3,7 +3,9 @@
 Each workload runs under each profiler in turn, in a shuffled order each round (interleaved),
 for a number of rounds; the table gives the median time, the slowdown against bare and the
 added nanoseconds per profiled call (calls counted by fastprof, builtins included), and the
-ratio of fastprof's added time to cProfile's.
+ratio of fastprof's added time to cProfile's.  Below Python 3.12 an "empty hook" runner sets
+a C profile function that does nothing: the floor that the interpreter's profiling mode costs
+whatever the hook does, and the last column gives it as a fraction of cProfile's added time.
 
     python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json]
 """
@@ -184,6 +186,14 @@ def run_fastprof(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
+def run_empty_hook(fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fastprof._fastprof._empty_profile_hook(True)
+    fn()
+    fastprof._fastprof._empty_profile_hook(False)
+    return time.perf_counter() - t0
+
+
 def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional peer
     yappi.clear_stats()
     yappi.set_clock_type("wall")
@@ -219,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if yappi is not None:
         runners["yappi"] = run_yappi
+    floor = hasattr(fastprof._fastprof, "_empty_profile_hook")  # below 3.12
+    if floor:
+        runners["empty hook"] = run_empty_hook
     names = list(WORKLOADS) if not args.only else args.only.split(",")
 
     print(f"# Python {platform.python_version()} on {platform.machine()}, "
@@ -227,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{'workload':<18} {'calls':>8} {'bare ms':>8} "
               + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
               + " " + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
-              + f" {'fastprof/cProfile':>18}")
+              + f" {'fastprof/cProfile':>18}"
+              + (f" {'empty hook/cProfile':>20}" if floor else ""))
     print(header)
     results: dict = {}
     rng = random.Random(1234)
@@ -252,10 +266,15 @@ def main(argv: list[str] | None = None) -> int:
         ratio = added["fastprof"] / added["cProfile"] if added["cProfile"] > 0 else float("nan")
         results[name] = {"calls": calls, "median_s": med, "added_ns_per_call": added,
                          "fastprof_over_cprofile": ratio}
-        print(f"{name:<18} {calls:>8} {med['bare'] * 1e3:>8.2f} "
-              + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
-              + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
-              + f" {ratio:>18.2f}")
+        line = (f"{name:<18} {calls:>8} {med['bare'] * 1e3:>8.2f} "
+                + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
+                + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
+                + f" {ratio:>18.2f}")
+        if floor:
+            floor_ratio = added["empty hook"] / added["cProfile"]
+            results[name]["empty_hook_over_cprofile"] = floor_ratio
+            line += f" {floor_ratio:>20.2f}"
+        print(line)
     worst = max(v["fastprof_over_cprofile"] for v in results.values())
     print(f"worst fastprof/cProfile added-time ratio: {worst:.2f}")
     if args.json:

@@ -381,6 +381,30 @@ def test_next_to_cprofile() -> None:
         assert p.stats[key(rec)][4][key(rec)][:2] == outer.stats[key(rec)][4][key(rec)][:2]
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the empty hook is the floor of the "
+                    "PyEval_SetProfile path, below 3.12 only")
+def test_empty_profile_hook_holds_the_hook_and_leaves_none() -> None:
+    """benchmarks/overhead.py's floor: a C profile function with no object.  fastprof refuses
+    to take the hook from it and says so; it never replaces or removes another profiler."""
+    from fastprof import _fastprof
+
+    _fastprof._empty_profile_hook(True)
+    try:
+        with pytest.raises(RuntimeError, match="C profile function with no object"):
+            fastprof.Profile().enable()
+    finally:
+        _fastprof._empty_profile_hook(False)
+    p = fastprof.Profile()
+    p.enable()
+    try:
+        with pytest.raises(RuntimeError, match="another profile function"):
+            _fastprof._empty_profile_hook(True)
+        rec(3)
+    finally:
+        p.disable()
+    assert p.getstats() and sys.getprofile() is None
+
+
 def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
     """What snakeviz, gprof2dot and tuna read: ints for counts, floats for times, 3-tuple keys."""
     p = fastprof.Profile()

@@ -296,6 +296,10 @@ int fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type);
 extern PyType_Spec fp_hook_spec;
 /* Removes the hooks.  Returns 0, or -1 with an exception set (still removes all it can). */
 int fp_hooks_remove(fp_profiler *p);
+#if !FP_PY312
+/* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */
+int fp_hooks_exec(PyObject *m);
+#endif
 
 /* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless
  * out of memory (exception set). */

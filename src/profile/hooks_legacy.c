@@ -129,6 +129,49 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
     return 0;
 }
 
+/* A profile function that does nothing: what the interpreter's profiling mode costs by
+ * itself.  Returns 0. */
+static int
+fp_legacy_empty_hook(FP_UNUSED PyObject *obj, FP_UNUSED PyFrameObject *frame, FP_UNUSED int what,
+                     FP_UNUSED PyObject *arg)
+{
+    return 0;
+}
+
+/* _empty_profile_hook(on): sets (on true) or removes (on false) the empty profile function in
+ * the calling thread, for benchmarks/overhead.py's floor column.  Refuses to replace another
+ * profile function or to remove one that is not the empty one.  Returns None, or NULL with
+ * an exception set. */
+static PyObject *
+fp_legacy_empty_hook_set(FP_UNUSED PyObject *m, PyObject *on)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    int want = PyObject_IsTrue(on);
+    if (want < 0)
+        return NULL;
+    if (ts->c_profilefunc != NULL && ts->c_profilefunc != fp_legacy_empty_hook) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "_empty_profile_hook(): this thread has another profile function");
+        return NULL;
+    }
+    PyEval_SetProfile(want ? fp_legacy_empty_hook : NULL, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fp_legacy_methods[] = {
+    {"_empty_profile_hook", fp_legacy_empty_hook_set, METH_O,
+     "_empty_profile_hook(on): set or remove a profile function that does nothing (the floor "
+     "of profiling below 3.12, for benchmarks)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* See fp_profile.h. */
+int
+fp_hooks_exec(PyObject *m)
+{
+    return PyModule_AddFunctions(m, fp_legacy_methods);
+}
+
 /* See fp_profile.h. */
 int
 fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
@@ -141,12 +184,17 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
                         "another fastprof profiler is enabled in this thread; disable it first");
         return -1;
     }
+    if (ts->c_profilefunc != NULL && ts->c_profileobj == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the profile hook of this thread is held by a C profile function with "
+                        "no object; disable that profiler first (sys.setprofile(None))");
+        return -1;
+    }
     if (ts->c_profilefunc != NULL) {
-        PyObject *holder = ts->c_profileobj ? ts->c_profileobj : Py_None;
         PyErr_Format(PyExc_RuntimeError,
                      "the profile hook of this thread is held by %R; disable that profiler "
                      "first (for example sys.setprofile(None) or its disable())",
-                     holder);
+                     ts->c_profileobj);
         return -1;
     }
     if (p->threads) {

@@ -448,6 +448,9 @@ fp_profile_exec(PyObject *m)
 #if FP_PY312
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_HOOK_TYPE, &fp_hook_spec, NULL) == NULL)
         return -1;
+#else
+    if (fp_hooks_exec(m) < 0)
+        return -1;
 #endif
     return 0;
 }
