@@ -370,8 +370,15 @@ class LineProfiler:
             _LEGACY.driver = self
             _LEGACY.prev = sys.gettrace()
             _LEGACY.thread_prev = getattr(threading, "_trace_hook", None)
-            self._tracer._install_trace(True)  # this thread and those running already
+            # Threads started from now on, then this thread and those running already.
             threading.settrace(self._thread_bootstrap)
+            try:
+                self._tracer._install_trace(True)
+            except BaseException:
+                threading.settrace(_LEGACY.thread_prev)
+                _LEGACY.driver = _LEGACY.prev = _LEGACY.thread_prev = None
+                self._tracer._stop()
+                raise
         elif driver is not self:
             # One trace function per thread: the installed profiler feeds this one too.
             driver._tracer._add_passenger(self._tracer)
