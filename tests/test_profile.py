@@ -8,6 +8,7 @@ import io
 import marshal
 import pstats
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -424,3 +425,40 @@ def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
             e_nc, e_cc, e_tt, e_ct = edge
             assert type(e_nc) is int and type(e_cc) is int and e_cc <= e_nc
             assert type(e_tt) is float and type(e_ct) is float
+
+
+_REFUSE_SETPROFILE = [False]
+_AUDIT_HOOK_ADDED = [False]
+
+
+def _refusing_audit_hook(event: str, args: Any) -> None:
+    if event == "sys.setprofile" and _REFUSE_SETPROFILE[0]:
+        raise RuntimeError("setprofile refused by an audit hook")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ profiles through sys.monitoring, "
+                    "not per-thread profile functions")
+def test_enable_refused_by_an_audit_hook_leaves_no_hook_anywhere() -> None:
+    if not _AUDIT_HOOK_ADDED[0]:
+        sys.addaudithook(_refusing_audit_hook)  # permanent: gated by the flag
+        _AUDIT_HOOK_ADDED[0] = True
+    stop = threading.Event()
+    seen: list = []
+    t = threading.Thread(target=lambda: (stop.wait(10), seen.append(sys.getprofile())))
+    t.start()
+    p = fastprof.Profile()
+    _REFUSE_SETPROFILE[0] = True
+    try:
+        with pytest.raises(RuntimeError, match="refused by an audit hook"):
+            p.enable()
+    finally:
+        _REFUSE_SETPROFILE[0] = False
+        stop.set()
+        t.join()
+    assert not p.enabled
+    assert sys.getprofile() is None and threading._profile_hook is None and seen == [None]
+    p.enable()
+    rec(3)
+    p.disable()
+    p.create_stats()
+    assert p.stats[key(rec)][:2] == (1, 4)
