@@ -13,6 +13,7 @@ import pytest
 import test_lines_targets as T
 from fastprof import LineProfiler
 from fastprof.lines import LineStats, load_stats
+from profile_helpers import ThreadWatch, audit_refusing
 
 MONITORING = sys.version_info >= (3, 12)
 
@@ -803,34 +804,17 @@ def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_afte
     assert seen["traced", "after"] is own_trace
 
 
-_REFUSE_SETTRACE = [False]
-_AUDIT_HOOK_ADDED = [False]
-
-
-def _refusing_audit_hook(event, args):
-    if event == "sys.settrace" and _REFUSE_SETTRACE[0]:
-        raise RuntimeError("settrace refused by an audit hook")
-
 
 @pytest.mark.skipif(MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread "
                     "trace functions")
 def test_enable_refused_by_an_audit_hook_leaves_no_trace_anywhere():
-    if not _AUDIT_HOOK_ADDED[0]:
-        sys.addaudithook(_refusing_audit_hook)  # permanent: gated by the flag
-        _AUDIT_HOOK_ADDED[0] = True
-    stop = threading.Event()
-    seen = []
-    t = threading.Thread(target=lambda: (stop.wait(10), seen.append(sys.gettrace())))
-    t.start()
+    watch = ThreadWatch(sys.gettrace)
     lp = LineProfiler(T.threaded_work)
-    _REFUSE_SETTRACE[0] = True
     try:
-        with pytest.raises(RuntimeError, match="refused by an audit hook"):
+        with audit_refusing("sys.settrace"), pytest.raises(RuntimeError, match="refused"):
             lp.enable()
     finally:
-        _REFUSE_SETTRACE[0] = False
-        stop.set()
-        t.join()
+        seen = watch.finish()
     assert not lp._tracer.enabled
     assert sys.gettrace() is None and threading._trace_hook is None and seen == [None]
     with lp:

@@ -15,6 +15,7 @@ import pytest
 
 import fastprof
 from fastprof.profile import ProfilerEntry, label
+from profile_helpers import ThreadWatch, audit_refusing
 
 HERE = __file__
 
@@ -427,34 +428,17 @@ def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
             assert type(e_tt) is float and type(e_ct) is float
 
 
-_REFUSE_SETPROFILE = [False]
-_AUDIT_HOOK_ADDED = [False]
-
-
-def _refusing_audit_hook(event: str, args: Any) -> None:
-    if event == "sys.setprofile" and _REFUSE_SETPROFILE[0]:
-        raise RuntimeError("setprofile refused by an audit hook")
-
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ profiles through sys.monitoring, "
                     "not per-thread profile functions")
 def test_enable_refused_by_an_audit_hook_leaves_no_hook_anywhere() -> None:
-    if not _AUDIT_HOOK_ADDED[0]:
-        sys.addaudithook(_refusing_audit_hook)  # permanent: gated by the flag
-        _AUDIT_HOOK_ADDED[0] = True
-    stop = threading.Event()
-    seen: list = []
-    t = threading.Thread(target=lambda: (stop.wait(10), seen.append(sys.getprofile())))
-    t.start()
+    watch = ThreadWatch(sys.getprofile)
     p = fastprof.Profile()
-    _REFUSE_SETPROFILE[0] = True
     try:
-        with pytest.raises(RuntimeError, match="refused by an audit hook"):
+        with audit_refusing("sys.setprofile"), pytest.raises(RuntimeError, match="refused"):
             p.enable()
     finally:
-        _REFUSE_SETPROFILE[0] = False
-        stop.set()
-        t.join()
+        seen = watch.finish()
     assert not p.enabled
     assert sys.getprofile() is None and threading._profile_hook is None and seen == [None]
     p.enable()
