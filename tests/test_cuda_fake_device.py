@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from fastprof import _fastprof, _gpu_kernels, cuda
+from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -202,16 +203,6 @@ def dev(monkeypatch, tmp_path) -> FakeDevice:
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
     yield fake
     _gpu_kernels._weights_cache.clear()
-
-
-def close(got, ref) -> None:
-    got = np.asarray(got)
-    assert got.shape == ref.shape and got.dtype == ref.dtype
-    if ref.dtype.kind in "iu":
-        assert np.abs(got.astype(np.float64) - ref).max(initial=0) <= 1
-        return
-    tol = 2e-5 if ref.dtype == np.float32 else 1e-11
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * float(np.abs(ref).max(initial=1.0)))
 
 
 def test_device_array_copies_and_views(dev) -> None:

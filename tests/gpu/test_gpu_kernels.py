@@ -9,6 +9,7 @@ import pytest
 
 from fastprof import _gpu_kernels as gk
 from fastprof import cuda
+from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap"]
@@ -22,16 +23,6 @@ def cpu(name: str):
     except ImportError:
         fn = None
     return fn if callable(fn) else getattr(ndimage, name)
-
-
-def close(got, ref) -> None:
-    got = np.asarray(got)
-    assert got.shape == ref.shape and got.dtype == ref.dtype
-    if ref.dtype.kind in "iu":
-        assert np.abs(got.astype(np.float64) - ref).max(initial=0) <= 1
-        return
-    tol = 2e-5 if ref.dtype == np.float32 else 1e-11
-    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * float(np.abs(ref).max(initial=1.0)))
 
 
 @pytest.mark.parametrize("fn", ["correlate", "convolve"])
