@@ -34,6 +34,12 @@ def _c_sources() -> list[str]:
     return sorted(p.replace(os.sep, "/") for p in found)
 
 
+def _c_headers() -> list[str]:
+    """Every C header under src/: a change to one rebuilds the extension."""
+    found = glob(os.path.join("src", "**", "*.h"), recursive=True)
+    return sorted(p.replace(os.sep, "/") for p in found)
+
+
 def _flags() -> tuple[list[str], list[str], list[tuple[str, str | None]]]:
     """Compile flags, link flags and macros from the FASTPROF_* environment variables."""
     cflags = ["-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"]
@@ -251,6 +257,7 @@ def _extension() -> Extension:
     return Extension(
         "fastprof._fastprof",
         sources=_c_sources(),
+        depends=_c_headers(),
         include_dirs=include_dirs,
         define_macros=macros,
         extra_compile_args=cflags,

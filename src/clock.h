@@ -26,13 +26,24 @@ fp_clock_ns(clockid_t id)
     return (fp_tick)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Returns the TSC; only called where fp_clock_use_tsc is 1 (0 where there is no TSC). */
+static inline fp_tick
+fp_clock_tsc(void)
+{
+#if FP_HAVE_RDTSC
+    return (fp_tick)__rdtsc();
+#else
+    return 0;
+#endif
+}
+
 /* Returns the wall-clock tick counter (one read, no calibration on this path). */
 static inline fp_tick
 fp_clock_ticks(void)
 {
 #if FP_HAVE_RDTSC
     if (__builtin_expect(fp_clock_use_tsc, 1))
-        return (fp_tick)__rdtsc();
+        return fp_clock_tsc();
 #endif
     return fp_clock_ns(CLOCK_MONOTONIC);
 }

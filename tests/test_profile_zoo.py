@@ -352,6 +352,25 @@ def case_edges() -> None:
     operator.itemgetter(0)([1])
 
 
+# Many functions and edges (40 callers, each calling 15 of 40 callees), so the profiler's
+# tables grow and its edge map probes past collisions.  Compiled under this file's name, so
+# the comparison below keeps them.
+_MANY_SRC = "".join(f"def e{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(40))
+_MANY_SRC += "".join(
+    f"def c{j}(n):\n    t = 0\n    for r in range(n):\n"
+    + "".join(f"        t += e{(j * 7 + m * 3) % 40}(r)\n" for m in range(15))
+    + "    return t\n"
+    for j in range(40)
+)
+MANY: Dict[str, Any] = {"CLOCK": CLOCK}
+exec(compile(_MANY_SRC, HERE, "exec"), MANY)
+
+
+def case_many_edges() -> None:
+    for j in range(40):
+        MANY[f"c{j}"](1 + j % 3)
+
+
 async def a_leaf(x: int) -> int:
     CLOCK[0] += 1
     await asyncio.sleep(0)
@@ -413,6 +432,7 @@ CASES = {
     "classes": case_classes,
     "builtins": case_builtins,
     "edges": case_edges,
+    "many edges": case_many_edges,
 }
 
 

@@ -25,6 +25,10 @@ fp_map_hash(uint64_t key)
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
+/* The edge map's key of caller -> callee. */
+#define FP_EDGE_KEY(caller, callee)                                                            \
+    (((uint64_t)(uint32_t)((caller) + 1) << 32) | (uint32_t)((callee) + 1))
+
 /* Returns the value stored under key, or -1. */
 FP_INLINE int32_t
 fp_map_get(const fp_map *m, uint64_t key)
@@ -68,8 +72,6 @@ typedef struct fp_edge {
 typedef struct fp_frame {
     int32_t func;
     int32_t edge;        /* -1 for a frame without a recorded caller */
-    int32_t last_callee; /* cache: the callee last called from this frame ... */
-    int32_t last_edge;   /* ... and its edge */
     fp_tick t0;          /* when it was entered */
     fp_tick subt;        /* time of its completed children */
     const void *key;     /* what the leave event will name: the frame object (3.9-3.11), the
@@ -103,6 +105,7 @@ typedef struct fp_profiler {
     int threads;
     int strict;          /* 3.12+: keep every CALL site reporting (no DISABLE) */
     int clock;           /* FP_CLOCK_* */
+    int tsc;             /* the wall clock reads the TSC: fp_now's one test */
     PyObject *timer;     /* FP_CLOCK_USER: the callable */
     double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
     fp_tick last_user;   /* the user timer's last good reading */
@@ -125,9 +128,8 @@ typedef struct fp_profiler {
 
     fp_thread *threads_list;
     PyThreadState *owner; /* threads == 0: the one thread profiled */
-    uint64_t gen;         /* changes when thread records are freed or recording stops */
-    const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY) ... */
-    uint64_t cache_gen;          /* ... in this generation ... */
+    const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY), NULL when the
+                                  * cache is empty ... */
     fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
@@ -151,17 +153,19 @@ fp_thread *fp_thread_lookup(fp_profiler *p);
 
 /* Returns the running thread's record for p, or NULL when it is not profiled.  The cache is
  * the profiler's last thread (threads take turns holding the GIL, so it rarely misses); no
- * thread-local storage, whose static block the CUDA runtime linked in already fills. */
+ * thread-local storage, whose static block the CUDA runtime linked in already fills.
+ * Disabling p empties the cache, so this also answers NULL once p is disabled. */
 FP_INLINE fp_thread *
 fp_thread_get(fp_profiler *p)
 {
-    if (FP_LIKELY(p->cache_key == FP_THREAD_KEY() && p->cache_gen == p->gen))
+    if (FP_LIKELY(p->cache_key == FP_THREAD_KEY()))
         return p->cache_thread;
     return fp_thread_lookup(p);
 }
 
-/* Gives p a new generation, so every thread's cache of it goes stale.  Returns nothing. */
-void fp_new_generation(fp_profiler *p);
+/* Empties p's thread cache: called when thread records are freed and when recording starts
+ * or stops.  Returns nothing. */
+void fp_thread_cache_clear(fp_profiler *p);
 
 /* Returns the time of the profiler's clock in its ticks; reading a user timer that raises
  * records the sticky error and returns its last good reading. */
@@ -170,8 +174,8 @@ fp_tick fp_now_slow(fp_profiler *p);
 FP_INLINE fp_tick
 fp_now(fp_profiler *p)
 {
-    if (FP_LIKELY(p->clock == FP_CLOCK_WALL))
-        return fp_clock_ticks();
+    if (FP_LIKELY(p->tsc))
+        return fp_clock_tsc();
     return fp_now_slow(p);
 }
 
@@ -198,12 +202,14 @@ fp_func_for_code(fp_profiler *p, PyObject *code)
  * self_arg; -1 on failure (sticky set). */
 int32_t fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg);
 
-/* Slow paths of fp_enter: grow the stack, a recursion array, or make a new edge.  Each returns
- * 0, or -1 on failure (sticky set). */
+/* Slow paths of fp_enter: grow the stack or a recursion array.  Each returns 0, or -1 on
+ * failure (sticky set). */
 int fp_grow_stack(fp_profiler *p, fp_thread *t);
 int fp_grow_func_rec(fp_profiler *p, fp_thread *t, int32_t fi);
 int fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei);
-int32_t fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee);
+/* fp_enter's other slow path: records the edge caller -> callee, not in the edge map yet.
+ * Returns its index, or -1 on failure (sticky set). */
+int32_t fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee);
 
 /* Pushes a frame of function fi entered at now; key is what its leave event will name (see
  * fp_frame), so that the common leave needs no lookup. */
@@ -216,17 +222,10 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
         return;
     int32_t ei = -1;
     if (p->subcalls && t->depth > 0) {
-        fp_frame *parent = &t->stack[t->depth - 1];
-        if (FP_LIKELY(parent->last_callee == fi)) {
-            ei = parent->last_edge;
-        }
-        else {
-            ei = fp_edge_find_or_add(p, parent->func, fi);
-            if (FP_UNLIKELY(ei < 0))
-                return;
-            parent->last_callee = fi;
-            parent->last_edge = ei;
-        }
+        int32_t caller = t->stack[t->depth - 1].func;
+        ei = fp_map_get(&p->edge_map, FP_EDGE_KEY(caller, fi));
+        if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
+            return;
         if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
             return;
         t->edge_rec[ei]++;
@@ -235,8 +234,6 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
     fp_frame *f = &t->stack[t->depth++];
     f->func = fi;
     f->edge = ei;
-    f->last_callee = -1;
-    f->last_edge = -1;
     f->t0 = now;
     f->subt = 0;
     f->key = key;

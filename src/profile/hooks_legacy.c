@@ -9,68 +9,92 @@
 
 #include <frameobject.h>
 
-/* The profile function.  Returns 0 always: a hook never raises. */
+/* An event that found no thread record: when p is disabled, the hook was left behind in this
+ * thread (one disable() could not reach), so it removes itself; p may die then.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_idle(fp_profiler *p)
+{
+    if (!p->enabled)
+        PyEval_SetProfile(NULL, NULL);
+    return 0;
+}
+
+/* PyTrace_CALL: enters the frame's function.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
+{
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    Py_DECREF(code); /* the frame holds it */
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_UNLIKELY(t == NULL))
+        return fp_legacy_idle(p);
+    int32_t fi = fp_func_for_code(p, (PyObject *)code);
+    if (FP_LIKELY(fi >= 0))
+        fp_enter(p, t, fi, now, frame);
+    return 0;
+}
+
+/* PyTrace_RETURN: leaves the frame.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
+{
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_UNLIKELY(t == NULL))
+        return fp_legacy_idle(p);
+    /* The frame entered last, almost always: matched by its frame object, no lookup. */
+    if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == (const void *)frame)) {
+        fp_leave_top(p, t, now);
+        return 0;
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    fp_leave(p, t, frame, code, now);
+    Py_DECREF(code);
+    return 0;
+}
+
+/* PyTrace_C_CALL, PyTrace_C_RETURN, PyTrace_C_EXCEPTION: enters or leaves a builtin.
+ * Returns 0. */
+static FP_NOINLINE int
+fp_legacy_c_event(fp_profiler *p, int what, PyObject *arg)
+{
+    if (!p->builtins || arg == NULL || !PyCFunction_Check(arg))
+        return 0;
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_UNLIKELY(t == NULL))
+        return fp_legacy_idle(p);
+    PyMethodDef *ml = ((PyCFunctionObject *)arg)->m_ml;
+    if (what == PyTrace_C_CALL) {
+        int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
+        if (fi >= 0)
+            fp_enter(p, t, fi, now, ml);
+    }
+    else {
+        fp_leave(p, t, ml, ml, now);
+    }
+    return 0;
+}
+
+/* The profile function: one function per event, each keeping to the registers it needs.
+ * Returns 0 always: a hook never raises. */
 static int
 fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     fp_profiler *p = (fp_profiler *)obj;
-    if (FP_UNLIKELY(!p->enabled)) {
-        /* Left behind in a thread after disable(): remove it.  p may die here: not used after. */
-        PyEval_SetProfile(NULL, NULL);
-        return 0;
-    }
     switch (what) {
-    case PyTrace_CALL: {
-        fp_tick now = fp_now(p);
-        fp_thread *t = fp_thread_get(p);
-        if (t == NULL)
-            break;
-        PyCodeObject *code = PyFrame_GetCode(frame);
-        int32_t fi = fp_func_for_code(p, (PyObject *)code);
-        Py_DECREF(code); /* the frame holds it */
-        if (fi >= 0)
-            fp_enter(p, t, fi, now, frame);
-        break;
-    }
-    case PyTrace_RETURN: {
-        fp_tick now = fp_now(p);
-        fp_thread *t = fp_thread_get(p);
-        if (t == NULL)
-            break;
-        /* The frame entered last, almost always: matched by its frame object, no lookup. */
-        if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == (const void *)frame)) {
-            fp_leave_top(p, t, now);
-            break;
-        }
-        PyCodeObject *code = PyFrame_GetCode(frame);
-        fp_leave(p, t, frame, code, now);
-        Py_DECREF(code);
-        break;
-    }
+    case PyTrace_CALL:
+        return fp_legacy_call(p, frame);
+    case PyTrace_RETURN:
+        return fp_legacy_return(p, frame);
     case PyTrace_C_CALL:
     case PyTrace_C_RETURN:
-    case PyTrace_C_EXCEPTION: {
-        if (!p->builtins || arg == NULL || !PyCFunction_Check(arg))
-            break;
-        fp_tick now = fp_now(p);
-        fp_thread *t = fp_thread_get(p);
-        if (t == NULL)
-            break;
-        PyMethodDef *ml = ((PyCFunctionObject *)arg)->m_ml;
-        if (what == PyTrace_C_CALL) {
-            int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
-            if (fi >= 0)
-                fp_enter(p, t, fi, now, ml);
-        }
-        else {
-            fp_leave(p, t, ml, ml, now);
-        }
-        break;
-    }
+    case PyTrace_C_EXCEPTION:
+        return fp_legacy_c_event(p, what, arg);
     default:
-        break;
+        return 0;
     }
-    return 0;
 }
 
 /* The function given to threading.setprofile: in a new thread, replaces itself with the C hook

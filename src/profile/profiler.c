@@ -26,7 +26,7 @@ fp_threads_free(fp_profiler *p)
         t = next;
     }
     p->threads_list = NULL;
-    fp_new_generation(p);
+    fp_thread_cache_clear(p);
 }
 
 /* Drops every record (functions, edges, maps, threads).  Returns nothing. */
@@ -146,6 +146,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(p->timer, timer == Py_None ? NULL : Py_NewRef(timer));
     p->timeunit = unit;
     p->clock = kind;
+    p->tsc = kind == FP_CLOCK_WALL && fp_clock_use_tsc;
     p->subcalls = sub;
     p->builtins = bi;
     p->threads = th;
@@ -163,8 +164,9 @@ fp_profiler_new(PyTypeObject *type, FP_UNUSED PyObject *args, FP_UNUSED PyObject
         return NULL;
     p->subcalls = p->builtins = p->threads = 1;
     p->clock = FP_CLOCK_WALL;
+    p->tsc = fp_clock_use_tsc;
     p->tool_id = -1;
-    fp_new_generation(p);
+    fp_thread_cache_clear(p);
     return (PyObject *)p;
 }
 
@@ -179,7 +181,7 @@ fp_profiler_stop(fp_profiler *p)
     if (p->error == NULL)
         fp_flush_all(p);
     p->enabled = 0;
-    fp_new_generation(p);
+    fp_thread_cache_clear(p);
     if (rc < 0)
         return -1;
     if (p->error != NULL) {
@@ -268,7 +270,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     p->subcalls = sub;
     p->builtins = bi;
     p->owner = PyThreadState_Get();
-    fp_new_generation(p);
+    fp_thread_cache_clear(p);
     Py_CLEAR(p->error);
     PyTypeObject *hook_type = NULL;
 #if FP_PY312

@@ -82,7 +82,7 @@ fp_set_sticky(fp_profiler *p)
     }
     PyErr_Clear();
     /* Stop recording: from now on the hooks find no thread record. */
-    fp_new_generation(p);
+    fp_thread_cache_clear(p);
 }
 
 /* ---- clocks ---------------------------------------------------------------------------- */
@@ -252,12 +252,9 @@ error:
 
 /* See fp_profile.h. */
 int32_t
-fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee)
+fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee)
 {
-    uint64_t key = ((uint64_t)(uint32_t)(caller + 1) << 32) | (uint32_t)(callee + 1);
-    int32_t ei = fp_map_get(&p->edge_map, key);
-    if (FP_LIKELY(ei >= 0))
-        return ei;
+    int32_t ei;
     if (p->nedges == p->capedges) {
         int32_t ncap = p->capedges ? p->capedges * 2 : 512;
         fp_edge *grown = realloc(p->edges, (size_t)ncap * sizeof(fp_edge));
@@ -267,7 +264,7 @@ fp_edge_find_or_add(fp_profiler *p, int32_t caller, int32_t callee)
         p->capedges = ncap;
     }
     ei = p->nedges;
-    if (fp_map_put(&p->edge_map, key, ei) < 0)
+    if (fp_map_put(&p->edge_map, FP_EDGE_KEY(caller, callee), ei) < 0)
         goto error;
     fp_edge *e = &p->edges[p->nedges++];
     memset(e, 0, sizeof(*e));
@@ -332,13 +329,12 @@ fp_grow_stack(fp_profiler *p, fp_thread *t)
     return 0;
 }
 
-static uint64_t fp_generation; /* source of fresh generations (changed holding the GIL) */
-
 /* See fp_profile.h. */
 void
-fp_new_generation(fp_profiler *p)
+fp_thread_cache_clear(fp_profiler *p)
 {
-    p->gen = ++fp_generation;
+    p->cache_key = NULL;
+    p->cache_thread = NULL;
 }
 
 /* See fp_profile.h. */
@@ -346,7 +342,7 @@ fp_thread *
 fp_thread_lookup(fp_profiler *p)
 {
     if (!p->enabled || p->error != NULL)
-        return NULL; /* not cached: enable() starts a new generation */
+        return NULL; /* not cached: enable() empties the cache */
     PyThreadState *ts = PyThreadState_Get();
     fp_thread *t = NULL;
     if (!p->threads && ts != p->owner)
@@ -366,7 +362,6 @@ fp_thread_lookup(fp_profiler *p)
     p->threads_list = t;
 done:
     p->cache_key = FP_THREAD_KEY();
-    p->cache_gen = p->gen;
     p->cache_thread = t;
     return t;
 }
