@@ -46,6 +46,15 @@ def w_recursion() -> None:
     fib(20)
 
 
+def depth(n: int) -> int:
+    return 0 if n == 0 else 1 + depth(n - 1)
+
+
+def w_deep_recursion() -> None:
+    for _ in range(25):
+        depth(900)  # under the default recursion limit of 1000
+
+
 def _make_small_functions(n: int) -> list[Callable[[int], int]]:
     funcs: list[Callable[[int], int]] = []
     for i in range(n):
@@ -149,6 +158,7 @@ def w_json() -> None:
 
 WORKLOADS: dict[str, Callable[[], None]] = {
     "recursion": w_recursion,
+    "deep recursion": w_deep_recursion,
     "many functions": w_many_functions,
     "methods": w_methods,
     "builtins": w_builtins,

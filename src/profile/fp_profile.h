@@ -61,6 +61,8 @@ typedef struct fp_func {
     int64_t nrec;       /* calls made while already active (not primitive) */
     fp_tick tt;         /* cumulative time, counted at the outermost activation */
     fp_tick it;         /* own time */
+    int32_t last_caller; /* cache: the caller this function was last entered from (-1: none) */
+    int32_t last_edge;   /* ... and that edge */
 } fp_func;
 
 typedef struct fp_edge {
@@ -198,9 +200,21 @@ fp_func_for_code(fp_profiler *p, PyObject *code)
     }
     return fi;
 }
-/* Returns the function index for a builtin, adding it with the label made from callable and
- * self_arg; -1 on failure (sticky set). */
-int32_t fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg);
+/* fp_func_for_builtin's slow path: adds the builtin ml with the label made from callable and
+ * self_arg.  Returns its function index, or -1 on failure (sticky set). */
+int32_t fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable,
+                                 PyObject *self_arg);
+
+/* Returns the function index for a builtin, adding it on first sight; -1 on failure (sticky
+ * set). */
+FP_INLINE int32_t
+fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg)
+{
+    int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
+    if (FP_LIKELY(fi >= 0))
+        return fi;
+    return fp_func_for_builtin_slow(p, ml, callable, self_arg);
+}
 
 /* Slow paths of fp_enter: grow the stack or a recursion array.  Each returns 0, or -1 on
  * failure (sticky set). */
@@ -223,9 +237,17 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
     int32_t ei = -1;
     if (p->subcalls && t->depth > 0) {
         int32_t caller = t->stack[t->depth - 1].func;
-        ei = fp_map_get(&p->edge_map, FP_EDGE_KEY(caller, fi));
-        if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
-            return;
+        fp_func *callee = &p->funcs[fi];
+        if (FP_LIKELY(callee->last_caller == caller)) {
+            ei = callee->last_edge;
+        }
+        else {
+            ei = fp_map_get(&p->edge_map, FP_EDGE_KEY(caller, fi));
+            if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
+                return;
+            callee->last_caller = caller;
+            callee->last_edge = ei;
+        }
         if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
             return;
         t->edge_rec[ei]++;

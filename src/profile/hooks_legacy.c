@@ -54,26 +54,49 @@ fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
     return 0;
 }
 
-/* PyTrace_C_CALL, PyTrace_C_RETURN, PyTrace_C_EXCEPTION: enters or leaves a builtin.
- * Returns 0. */
-static FP_NOINLINE int
-fp_legacy_c_event(fp_profiler *p, int what, PyObject *arg)
+/* Returns the PyMethodDef of the C function arg of a C event when builtins are profiled, else
+ * NULL.  (The interpreter reports C functions and bound C methods, made for the event from a
+ * method descriptor: exact types, checked first.) */
+FP_INLINE PyMethodDef *
+fp_legacy_cfunc(fp_profiler *p, PyObject *arg)
 {
-    if (!p->builtins || arg == NULL || !PyCFunction_Check(arg))
+    if (!p->builtins || arg == NULL)
+        return NULL;
+    if (FP_LIKELY(Py_IS_TYPE(arg, &PyCFunction_Type) || Py_IS_TYPE(arg, &PyCMethod_Type) ||
+                  PyCFunction_Check(arg)))
+        return ((PyCFunctionObject *)arg)->m_ml;
+    return NULL;
+}
+
+/* PyTrace_C_CALL: enters a builtin.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_c_call(fp_profiler *p, PyObject *arg)
+{
+    PyMethodDef *ml = fp_legacy_cfunc(p, arg);
+    if (ml == NULL)
         return 0;
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
         return fp_legacy_idle(p);
-    PyMethodDef *ml = ((PyCFunctionObject *)arg)->m_ml;
-    if (what == PyTrace_C_CALL) {
-        int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
-        if (fi >= 0)
-            fp_enter(p, t, fi, now, ml);
-    }
-    else {
-        fp_leave(p, t, ml, ml, now);
-    }
+    int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
+    if (FP_LIKELY(fi >= 0))
+        fp_enter(p, t, fi, now, ml);
+    return 0;
+}
+
+/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_c_return(fp_profiler *p, PyObject *arg)
+{
+    PyMethodDef *ml = fp_legacy_cfunc(p, arg);
+    if (ml == NULL)
+        return 0;
+    fp_tick now = fp_now(p);
+    fp_thread *t = fp_thread_get(p);
+    if (FP_UNLIKELY(t == NULL))
+        return fp_legacy_idle(p);
+    fp_leave(p, t, ml, ml, now);
     return 0;
 }
 
@@ -89,9 +112,10 @@ fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     case PyTrace_RETURN:
         return fp_legacy_return(p, frame);
     case PyTrace_C_CALL:
+        return fp_legacy_c_call(p, arg);
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
-        return fp_legacy_c_event(p, what, arg);
+        return fp_legacy_c_return(p, arg);
     default:
         return 0;
     }

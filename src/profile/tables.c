@@ -153,6 +153,7 @@ fp_func_new(fp_profiler *p, PyObject *key, const void *ident)
     memset(f, 0, sizeof(*f));
     f->key = key;
     f->ident = ident;
+    f->last_caller = -1;
     return p->nfuncs++;
 }
 
@@ -229,11 +230,10 @@ error:
 
 /* See fp_profile.h. */
 int32_t
-fp_func_for_builtin(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg)
+fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable,
+                         PyObject *self_arg)
 {
-    int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
-    if (FP_LIKELY(fi >= 0))
-        return fi;
+    int32_t fi;
     p->busy++;
     PyObject *label = fp_builtin_label(ml, callable, self_arg);
     p->busy--;
