@@ -49,6 +49,17 @@ def case_recursion() -> None:
     fib(3)
 
 
+def down(n: int) -> int:
+    CLOCK[0] += 1
+    return 0 if n == 0 else 1 + down(n - 1)
+
+
+def case_deep() -> None:
+    """Deeper than the profiler's first stack (128 frames), so it grows mid-run."""
+    down(400)
+    down(150)
+
+
 def squares(n: int) -> Iterator[int]:
     for i in range(n):
         CLOCK[0] += 1
@@ -426,6 +437,7 @@ def this_file_or_builtin(key: Any) -> bool:
 
 CASES = {
     "recursion": case_recursion,
+    "deep": case_deep,
     "generators": case_generators,
     "exceptions": case_exceptions,
     "nested": case_nested,
@@ -444,7 +456,7 @@ def test_counts_match_cprofile(name: str, builtins: bool) -> None:
     got = comparable(drive(fastprof.Profile(builtins=builtins), fn), this_file_or_builtin)
     assert got == ref
     assert any(k[0] == HERE for k in got)  # the zoo was seen
-    assert any(k[0] == "~" for k in got) == builtins or name == "recursion"
+    assert any(k[0] == "~" for k in got) == builtins or name in ("recursion", "deep")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

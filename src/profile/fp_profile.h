@@ -46,6 +46,15 @@ fp_map_get(const fp_map *m, uint64_t key)
     }
 }
 
+/* Returns the value stored under key when it sits in its first slot (most keys do: the map
+ * is at most half full), else -1: one probe, no loop. */
+FP_INLINE int32_t
+fp_map_get_first(const fp_map *m, uint64_t key)
+{
+    uint32_t i = fp_map_hash(key) & m->mask;
+    return m->keys != NULL && m->keys[i] == key ? m->vals[i] : -1;
+}
+
 /* Stores val under key (key != 0), growing the map.  Returns 0, or -1 when out of memory
  * (no exception set). */
 int fp_map_put(fp_map *m, uint64_t key, int32_t val);
@@ -184,13 +193,26 @@ fp_now(fp_profiler *p)
 /* Records a MemoryError (or the current exception) as the sticky error and stops recording. */
 void fp_set_sticky(fp_profiler *p);
 
-/* Returns the function index for a code object, adding it; -1 on failure (sticky set). */
+/* fp_func_for_code's slow path (the code cache missed).  Returns the function index, or -1
+ * on failure (sticky set). */
 int32_t fp_func_for_code_slow(fp_profiler *p, PyObject *code);
 
+/* The code cache's slot for code. */
+#define FP_CODE_SLOT(code) (((uintptr_t)(code) >> 6) & (FP_CODE_CACHE - 1))
+
+/* Returns the function index of code when the code cache holds it, else -1 (no lookup). */
+FP_INLINE int32_t
+fp_func_cached(const fp_profiler *p, const void *code)
+{
+    size_t slot = FP_CODE_SLOT(code);
+    return FP_LIKELY(p->code_cache[slot].code == code) ? p->code_cache[slot].func : -1;
+}
+
+/* Returns the function index for a code object, adding it; -1 on failure (sticky set). */
 FP_INLINE int32_t
 fp_func_for_code(fp_profiler *p, PyObject *code)
 {
-    size_t slot = ((uintptr_t)code >> 6) & (FP_CODE_CACHE - 1);
+    size_t slot = FP_CODE_SLOT(code);
     if (FP_LIKELY(p->code_cache[slot].code == code))
         return p->code_cache[slot].func;
     int32_t fi = fp_func_for_code_slow(p, code);
@@ -225,6 +247,51 @@ int fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei);
  * Returns its index, or -1 on failure (sticky set). */
 int32_t fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee);
 
+/* Pushes a frame of function fi, entered at now through edge ei (-1: none), on t's stack,
+ * which has room, as do its recursion arrays.  Returns nothing. */
+FP_INLINE void
+fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
+{
+    if (ei >= 0)
+        t->edge_rec[ei]++;
+    t->func_rec[fi]++;
+    fp_frame *f = &t->stack[t->depth++];
+    f->func = fi;
+    f->edge = ei;
+    f->t0 = now;
+    f->subt = 0;
+    f->key = key;
+}
+
+/* fp_enter's common case, for hooks that keep a fast path free of calls: the stack and the
+ * recursion arrays have room and the edge is known.  Returns 1 when it pushed the frame, 0
+ * (having pushed nothing) when fp_enter must do it. */
+FP_INLINE int
+fp_enter_fast(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
+{
+    if (FP_UNLIKELY(t->depth == t->cap || fi >= t->nfunc_rec))
+        return 0;
+    int32_t ei = -1;
+    if (p->subcalls && t->depth > 0) {
+        int32_t caller = t->stack[t->depth - 1].func;
+        fp_func *callee = &p->funcs[fi];
+        if (FP_LIKELY(callee->last_caller == caller)) {
+            ei = callee->last_edge;
+        }
+        else {
+            ei = fp_map_get_first(&p->edge_map, FP_EDGE_KEY(caller, fi));
+            if (FP_UNLIKELY(ei < 0))
+                return 0;
+            callee->last_caller = caller;
+            callee->last_edge = ei;
+        }
+        if (FP_UNLIKELY(ei >= t->nedge_rec))
+            return 0;
+    }
+    fp_push(t, fi, ei, now, key);
+    return 1;
+}
+
 /* Pushes a frame of function fi entered at now; key is what its leave event will name (see
  * fp_frame), so that the common leave needs no lookup. */
 FP_INLINE void
@@ -250,15 +317,8 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
         }
         if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
             return;
-        t->edge_rec[ei]++;
     }
-    t->func_rec[fi]++;
-    fp_frame *f = &t->stack[t->depth++];
-    f->func = fi;
-    f->edge = ei;
-    f->t0 = now;
-    f->subt = 0;
-    f->key = key;
+    fp_push(t, fi, ei, now, key);
 }
 
 /* Pops the top frame at now, charging its time. */

@@ -19,39 +19,64 @@ fp_legacy_idle(fp_profiler *p)
     return 0;
 }
 
-/* PyTrace_CALL: enters the frame's function.  Returns 0. */
+/* PyTrace_CALL's general path: every lookup, growing what must grow.  Returns 0. */
 static FP_NOINLINE int
-fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
+fp_legacy_call_slow(fp_profiler *p, PyFrameObject *frame, PyObject *code)
 {
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    Py_DECREF(code); /* the frame holds it */
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
         return fp_legacy_idle(p);
-    int32_t fi = fp_func_for_code(p, (PyObject *)code);
+    int32_t fi = fp_func_for_code(p, code);
     if (FP_LIKELY(fi >= 0))
         fp_enter(p, t, fi, now, frame);
     return 0;
 }
 
-/* PyTrace_RETURN: leaves the frame.  Returns 0. */
+/* PyTrace_CALL: enters the frame's function.  The common case makes no call but
+ * PyFrame_GetCode (so it saves few registers); anything else goes to the general path.
+ * Returns 0. */
 static FP_NOINLINE int
-fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
+fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
+{
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    /* The frame holds a reference too: this never reaches zero (no dealloc call here). */
+    Py_SET_REFCNT(code, Py_REFCNT(code) - 1);
+    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && p->cache_thread != NULL)) {
+        int32_t fi = fp_func_cached(p, code);
+        if (FP_LIKELY(fi >= 0) &&
+            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), frame)))
+            return 0;
+    }
+    return fp_legacy_call_slow(p, frame, (PyObject *)code);
+}
+
+/* PyTrace_RETURN's general path.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_return_slow(fp_profiler *p, PyFrameObject *frame)
 {
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
         return fp_legacy_idle(p);
-    /* The frame entered last, almost always: matched by its frame object, no lookup. */
-    if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == (const void *)frame)) {
-        fp_leave_top(p, t, now);
-        return 0;
-    }
     PyCodeObject *code = PyFrame_GetCode(frame);
     fp_leave(p, t, frame, code, now);
     Py_DECREF(code);
     return 0;
+}
+
+/* PyTrace_RETURN: leaves the frame.  The common case, the frame entered last (matched by its
+ * frame object, no lookup), makes no call.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
+{
+    fp_thread *t = p->cache_thread;
+    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && t != NULL && t->depth > 0 &&
+                  t->stack[t->depth - 1].key == (const void *)frame)) {
+        fp_leave_top(p, t, fp_clock_tsc());
+        return 0;
+    }
+    return fp_legacy_return_slow(p, frame);
 }
 
 /* Returns the PyMethodDef of the C function arg of a C event when builtins are profiled, else
@@ -68,13 +93,10 @@ fp_legacy_cfunc(fp_profiler *p, PyObject *arg)
     return NULL;
 }
 
-/* PyTrace_C_CALL: enters a builtin.  Returns 0. */
+/* PyTrace_C_CALL's general path.  Returns 0. */
 static FP_NOINLINE int
-fp_legacy_c_call(fp_profiler *p, PyObject *arg)
+fp_legacy_c_call_slow(fp_profiler *p, PyMethodDef *ml, PyObject *arg)
 {
-    PyMethodDef *ml = fp_legacy_cfunc(p, arg);
-    if (ml == NULL)
-        return 0;
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
@@ -85,19 +107,49 @@ fp_legacy_c_call(fp_profiler *p, PyObject *arg)
     return 0;
 }
 
-/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin.  Returns 0. */
+/* PyTrace_C_CALL: enters a builtin; the common case makes no call.  Returns 0. */
 static FP_NOINLINE int
-fp_legacy_c_return(fp_profiler *p, PyObject *arg)
+fp_legacy_c_call(fp_profiler *p, PyObject *arg)
 {
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
+    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && p->cache_thread != NULL)) {
+        int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
+        if (FP_LIKELY(fi >= 0) &&
+            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), ml)))
+            return 0;
+    }
+    return fp_legacy_c_call_slow(p, ml, arg);
+}
+
+/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION's general path.  Returns 0. */
+static FP_NOINLINE int
+fp_legacy_c_return_slow(fp_profiler *p, PyMethodDef *ml)
+{
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
         return fp_legacy_idle(p);
     fp_leave(p, t, ml, ml, now);
     return 0;
+}
+
+/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin; the common case makes no call.
+ * Returns 0. */
+static FP_NOINLINE int
+fp_legacy_c_return(fp_profiler *p, PyObject *arg)
+{
+    PyMethodDef *ml = fp_legacy_cfunc(p, arg);
+    if (ml == NULL)
+        return 0;
+    fp_thread *t = p->cache_thread;
+    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && t != NULL && t->depth > 0 &&
+                  t->stack[t->depth - 1].key == (const void *)ml)) {
+        fp_leave_top(p, t, fp_clock_tsc());
+        return 0;
+    }
+    return fp_legacy_c_return_slow(p, ml);
 }
 
 /* The profile function: one function per event, each keeping to the registers it needs.
