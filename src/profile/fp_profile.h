@@ -72,7 +72,9 @@ typedef struct fp_func {
     fp_tick it;         /* own time */
     int32_t last_caller; /* cache: the caller this function was last entered from (-1: none) */
     int32_t last_edge;   /* ... and that edge */
+    int64_t unused_;     /* pads the record to 64 bytes: indexing is a shift */
 } fp_func;
+_Static_assert(sizeof(fp_func) == 64, "fp_func is 64 bytes");
 
 typedef struct fp_edge {
     int32_t caller, callee;
@@ -142,6 +144,8 @@ typedef struct fp_profiler {
     const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY), NULL when the
                                   * cache is empty ... */
     fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
+    const void *fast_key;        /* cache_key where the hooks' fast paths may run (the TSC
+                                  * clock, a profiled thread), else NULL */
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
     /* 3.12+: sys.monitoring */

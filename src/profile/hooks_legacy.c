@@ -42,7 +42,7 @@ fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
     PyCodeObject *code = PyFrame_GetCode(frame);
     /* The frame holds a reference too: this never reaches zero (no dealloc call here). */
     Py_SET_REFCNT(code, Py_REFCNT(code) - 1);
-    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && p->cache_thread != NULL)) {
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
         int32_t fi = fp_func_cached(p, code);
         if (FP_LIKELY(fi >= 0) &&
             FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), frame)))
@@ -71,7 +71,7 @@ static FP_NOINLINE int
 fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
 {
     fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && t != NULL && t->depth > 0 &&
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
                   t->stack[t->depth - 1].key == (const void *)frame)) {
         fp_leave_top(p, t, fp_clock_tsc());
         return 0;
@@ -114,7 +114,7 @@ fp_legacy_c_call(fp_profiler *p, PyObject *arg)
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && p->cache_thread != NULL)) {
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
         int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
         if (FP_LIKELY(fi >= 0) &&
             FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), ml)))
@@ -144,7 +144,7 @@ fp_legacy_c_return(fp_profiler *p, PyObject *arg)
     if (ml == NULL)
         return 0;
     fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->tsc && p->cache_key == FP_THREAD_KEY() && t != NULL && t->depth > 0 &&
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
                   t->stack[t->depth - 1].key == (const void *)ml)) {
         fp_leave_top(p, t, fp_clock_tsc());
         return 0;
@@ -158,19 +158,15 @@ static int
 fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     fp_profiler *p = (fp_profiler *)obj;
-    switch (what) {
-    case PyTrace_CALL:
+    if (FP_LIKELY(what == PyTrace_CALL))
         return fp_legacy_call(p, frame);
-    case PyTrace_RETURN:
+    if (FP_LIKELY(what == PyTrace_RETURN))
         return fp_legacy_return(p, frame);
-    case PyTrace_C_CALL:
+    if (what == PyTrace_C_CALL)
         return fp_legacy_c_call(p, arg);
-    case PyTrace_C_RETURN:
-    case PyTrace_C_EXCEPTION:
+    if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
         return fp_legacy_c_return(p, arg);
-    default:
-        return 0;
-    }
+    return 0;
 }
 
 /* The function given to threading.setprofile: in a new thread, replaces itself with the C hook

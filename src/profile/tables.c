@@ -335,6 +335,7 @@ fp_thread_cache_clear(fp_profiler *p)
 {
     p->cache_key = NULL;
     p->cache_thread = NULL;
+    p->fast_key = NULL;
 }
 
 /* See fp_profile.h. */
@@ -363,6 +364,7 @@ fp_thread_lookup(fp_profiler *p)
 done:
     p->cache_key = FP_THREAD_KEY();
     p->cache_thread = t;
+    p->fast_key = p->tsc && t != NULL ? p->cache_key : NULL;
     return t;
 }
 
