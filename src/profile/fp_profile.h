@@ -267,6 +267,23 @@ fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
     f->key = key;
 }
 
+/* Returns the edge caller -> fi when the callee's cache or the edge map holds it (probing the
+ * map's first slot only unless full, a constant), caching it in the callee; else -1. */
+FP_INLINE int32_t
+fp_edge_find(fp_profiler *p, int32_t caller, int32_t fi, int full)
+{
+    fp_func *callee = &p->funcs[fi];
+    if (FP_LIKELY(callee->last_caller == caller))
+        return callee->last_edge;
+    uint64_t key = FP_EDGE_KEY(caller, fi);
+    int32_t ei = full ? fp_map_get(&p->edge_map, key) : fp_map_get_first(&p->edge_map, key);
+    if (ei >= 0) {
+        callee->last_caller = caller;
+        callee->last_edge = ei;
+    }
+    return ei;
+}
+
 /* fp_enter's common case, for hooks that keep a fast path free of calls: the stack and the
  * recursion arrays have room and the edge is known.  Returns 1 when it pushed the frame, 0
  * (having pushed nothing) when fp_enter must do it. */
@@ -277,19 +294,8 @@ fp_enter_fast(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void 
         return 0;
     int32_t ei = -1;
     if (p->subcalls && t->depth > 0) {
-        int32_t caller = t->stack[t->depth - 1].func;
-        fp_func *callee = &p->funcs[fi];
-        if (FP_LIKELY(callee->last_caller == caller)) {
-            ei = callee->last_edge;
-        }
-        else {
-            ei = fp_map_get_first(&p->edge_map, FP_EDGE_KEY(caller, fi));
-            if (FP_UNLIKELY(ei < 0))
-                return 0;
-            callee->last_caller = caller;
-            callee->last_edge = ei;
-        }
-        if (FP_UNLIKELY(ei >= t->nedge_rec))
+        ei = fp_edge_find(p, t->stack[t->depth - 1].func, fi, 0);
+        if (FP_UNLIKELY(ei < 0 || ei >= t->nedge_rec))
             return 0;
     }
     fp_push(t, fi, ei, now, key);
@@ -308,17 +314,9 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
     int32_t ei = -1;
     if (p->subcalls && t->depth > 0) {
         int32_t caller = t->stack[t->depth - 1].func;
-        fp_func *callee = &p->funcs[fi];
-        if (FP_LIKELY(callee->last_caller == caller)) {
-            ei = callee->last_edge;
-        }
-        else {
-            ei = fp_map_get(&p->edge_map, FP_EDGE_KEY(caller, fi));
-            if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
-                return;
-            callee->last_caller = caller;
-            callee->last_edge = ei;
-        }
+        ei = fp_edge_find(p, caller, fi, 1);
+        if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
+            return;
         if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
             return;
     }
@@ -350,6 +348,31 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
         e->it += it;
         e->ncalls++;
     }
+}
+
+/* The hooks' call-free enter: when the fast path may run in this thread (p->fast_key) and fi
+ * is the function's index from a cache (-1: it missed), pushes a frame keyed key at the TSC's
+ * time.  Returns 1 when it did, 0 (nothing done) when the hook must take its general path. */
+FP_INLINE int
+fp_enter_cached(fp_profiler *p, int32_t fi, const void *key)
+{
+    return FP_LIKELY(p->fast_key == FP_THREAD_KEY()) && FP_LIKELY(fi >= 0) &&
+           FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), key));
+}
+
+/* The hooks' call-free leave: when the fast path may run in this thread and the top frame is
+ * key's, pops it at the TSC's time.  Returns 1 when it did, 0 (nothing done) when the hook must
+ * take its general path. */
+FP_INLINE int
+fp_leave_cached(fp_profiler *p, const void *key)
+{
+    fp_thread *t = p->cache_thread;
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
+                  t->stack[t->depth - 1].key == key)) {
+        fp_leave_top(p, t, fp_clock_tsc());
+        return 1;
+    }
+    return 0;
 }
 
 /* fp_leave's rare path: pops frames down to and including the nearest one of ident; does

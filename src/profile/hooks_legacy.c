@@ -19,17 +19,36 @@ fp_legacy_idle(fp_profiler *p)
     return 0;
 }
 
-/* PyTrace_CALL's general path: every lookup, growing what must grow.  Returns 0. */
+/* Every event's general path: every lookup, growing what must grow.  code is the frame's code
+ * (PyTrace_CALL), ml the builtin's method and arg the C function (C events).  Returns 0. */
 static FP_NOINLINE int
-fp_legacy_call_slow(fp_profiler *p, PyFrameObject *frame, PyObject *code)
+fp_legacy_slow(fp_profiler *p, int what, PyFrameObject *frame, PyObject *code, PyMethodDef *ml,
+               PyObject *arg)
 {
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
         return fp_legacy_idle(p);
-    int32_t fi = fp_func_for_code(p, code);
-    if (FP_LIKELY(fi >= 0))
-        fp_enter(p, t, fi, now, frame);
+    int32_t fi;
+    switch (what) {
+    case PyTrace_CALL:
+        if ((fi = fp_func_for_code(p, code)) >= 0)
+            fp_enter(p, t, fi, now, frame);
+        break;
+    case PyTrace_RETURN: {
+        PyCodeObject *c = PyFrame_GetCode(frame);
+        fp_leave(p, t, frame, c, now);
+        Py_DECREF(c);
+        break;
+    }
+    case PyTrace_C_CALL:
+        if ((fi = fp_func_for_builtin(p, ml, arg, NULL)) >= 0)
+            fp_enter(p, t, fi, now, ml);
+        break;
+    default: /* PyTrace_C_RETURN, PyTrace_C_EXCEPTION */
+        fp_leave(p, t, ml, ml, now);
+        break;
+    }
     return 0;
 }
 
@@ -42,27 +61,9 @@ fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
     PyCodeObject *code = PyFrame_GetCode(frame);
     /* The frame holds a reference too: this never reaches zero (no dealloc call here). */
     Py_SET_REFCNT(code, Py_REFCNT(code) - 1);
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
-        int32_t fi = fp_func_cached(p, code);
-        if (FP_LIKELY(fi >= 0) &&
-            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), frame)))
-            return 0;
-    }
-    return fp_legacy_call_slow(p, frame, (PyObject *)code);
-}
-
-/* PyTrace_RETURN's general path.  Returns 0. */
-static FP_NOINLINE int
-fp_legacy_return_slow(fp_profiler *p, PyFrameObject *frame)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_UNLIKELY(t == NULL))
-        return fp_legacy_idle(p);
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    fp_leave(p, t, frame, code, now);
-    Py_DECREF(code);
-    return 0;
+    if (fp_enter_cached(p, fp_func_cached(p, code), frame))
+        return 0;
+    return fp_legacy_slow(p, PyTrace_CALL, frame, (PyObject *)code, NULL, NULL);
 }
 
 /* PyTrace_RETURN: leaves the frame.  The common case, the frame entered last (matched by its
@@ -70,13 +71,9 @@ fp_legacy_return_slow(fp_profiler *p, PyFrameObject *frame)
 static FP_NOINLINE int
 fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
 {
-    fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
-                  t->stack[t->depth - 1].key == (const void *)frame)) {
-        fp_leave_top(p, t, fp_clock_tsc());
+    if (fp_leave_cached(p, frame))
         return 0;
-    }
-    return fp_legacy_return_slow(p, frame);
+    return fp_legacy_slow(p, PyTrace_RETURN, frame, NULL, NULL, NULL);
 }
 
 /* Returns the PyMethodDef of the C function arg of a C event when builtins are profiled, else
@@ -93,20 +90,6 @@ fp_legacy_cfunc(fp_profiler *p, PyObject *arg)
     return NULL;
 }
 
-/* PyTrace_C_CALL's general path.  Returns 0. */
-static FP_NOINLINE int
-fp_legacy_c_call_slow(fp_profiler *p, PyMethodDef *ml, PyObject *arg)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_UNLIKELY(t == NULL))
-        return fp_legacy_idle(p);
-    int32_t fi = fp_func_for_builtin(p, ml, arg, NULL);
-    if (FP_LIKELY(fi >= 0))
-        fp_enter(p, t, fi, now, ml);
-    return 0;
-}
-
 /* PyTrace_C_CALL: enters a builtin; the common case makes no call.  Returns 0. */
 static FP_NOINLINE int
 fp_legacy_c_call(fp_profiler *p, PyObject *arg)
@@ -114,25 +97,9 @@ fp_legacy_c_call(fp_profiler *p, PyObject *arg)
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
-        int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
-        if (FP_LIKELY(fi >= 0) &&
-            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), ml)))
-            return 0;
-    }
-    return fp_legacy_c_call_slow(p, ml, arg);
-}
-
-/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION's general path.  Returns 0. */
-static FP_NOINLINE int
-fp_legacy_c_return_slow(fp_profiler *p, PyMethodDef *ml)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_UNLIKELY(t == NULL))
-        return fp_legacy_idle(p);
-    fp_leave(p, t, ml, ml, now);
-    return 0;
+    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml))
+        return 0;
+    return fp_legacy_slow(p, PyTrace_C_CALL, NULL, NULL, ml, arg);
 }
 
 /* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin; the common case makes no call.
@@ -143,13 +110,9 @@ fp_legacy_c_return(fp_profiler *p, PyObject *arg)
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
-                  t->stack[t->depth - 1].key == (const void *)ml)) {
-        fp_leave_top(p, t, fp_clock_tsc());
+    if (fp_leave_cached(p, ml))
         return 0;
-    }
-    return fp_legacy_c_return_slow(p, ml);
+    return fp_legacy_slow(p, PyTrace_C_RETURN, NULL, NULL, ml, NULL);
 }
 
 /* The profile function: one function per event, each keeping to the registers it needs.

@@ -22,16 +22,35 @@ typedef struct fp_hook {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);                                             \
     (void)kwnames
 
-/* fp_mon_start's general path: every lookup, growing what must grow.  Returns None. */
+enum { FP_MON_ENTER, FP_MON_LEAVE, FP_MON_C_ENTER, FP_MON_C_LEAVE };
+
+/* Every callback's general path (what: FP_MON_*): every lookup, growing what must grow.  code
+ * is the code object (Python events), ml the builtin's method, callable and self_arg its
+ * callable and first argument (C events).  Returns None. */
 static FP_NOINLINE PyObject *
-fp_mon_start_slow(fp_profiler *p, PyObject *code)
+fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject *callable,
+            PyObject *self_arg)
 {
     fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
-    if (FP_LIKELY(t != NULL)) {
-        int32_t fi = fp_func_for_code(p, code);
-        if (FP_LIKELY(fi >= 0))
+    if (FP_UNLIKELY(t == NULL))
+        Py_RETURN_NONE;
+    int32_t fi;
+    switch (what) {
+    case FP_MON_ENTER:
+        if ((fi = fp_func_for_code(p, code)) >= 0)
             fp_enter(p, t, fi, now, code);
+        break;
+    case FP_MON_LEAVE:
+        fp_leave(p, t, code, code, now);
+        break;
+    case FP_MON_C_ENTER:
+        if ((fi = fp_func_for_builtin(p, ml, callable, self_arg)) >= 0)
+            fp_enter(p, t, fi, now, ml);
+        break;
+    default: /* FP_MON_C_LEAVE */
+        fp_leave(p, t, ml, ml, now);
+        break;
     }
     Py_RETURN_NONE;
 }
@@ -44,24 +63,9 @@ fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
-        int32_t fi = fp_func_cached(p, args[0]);
-        if (FP_LIKELY(fi >= 0) &&
-            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), args[0])))
-            Py_RETURN_NONE;
-    }
-    return fp_mon_start_slow(p, args[0]);
-}
-
-/* fp_mon_return's general path.  Returns None. */
-static FP_NOINLINE PyObject *
-fp_mon_return_slow(fp_profiler *p, PyObject *code)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_LIKELY(t != NULL))
-        fp_leave(p, t, code, code, now);
-    Py_RETURN_NONE;
+    if (fp_enter_cached(p, fp_func_cached(p, args[0]), args[0]))
+        Py_RETURN_NONE;
+    return fp_mon_slow(p, FP_MON_ENTER, args[0], NULL, NULL, NULL);
 }
 
 /* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value); the common case makes no call.
@@ -72,13 +76,9 @@ fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
-    fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
-                  t->stack[t->depth - 1].key == (const void *)args[0])) {
-        fp_leave_top(p, t, fp_clock_tsc());
+    if (fp_leave_cached(p, args[0]))
         Py_RETURN_NONE;
-    }
-    return fp_mon_return_slow(p, args[0]);
+    return fp_mon_slow(p, FP_MON_LEAVE, args[0], NULL, NULL, NULL);
 }
 
 /* Returns the PyMethodDef of a C function being called, or NULL when the callable is not one
@@ -99,20 +99,6 @@ fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
     return NULL;
 }
 
-/* fp_mon_call's general path: enters the builtin ml.  Returns None. */
-static FP_NOINLINE PyObject *
-fp_mon_call_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_LIKELY(t != NULL)) {
-        int32_t fi = fp_func_for_builtin(p, ml, callable, self_arg);
-        if (FP_LIKELY(fi >= 0))
-            fp_enter(p, t, fi, now, ml);
-    }
-    Py_RETURN_NONE;
-}
-
 /* CALL (code, offset, callable, arg0): enters a builtin.  Returns None, or DISABLE for a call
  * site whose callee is not a C function (a Python function, a class...) unless strict: such a
  * site then costs nothing more, at the price of missing a builtin called there later. */
@@ -129,24 +115,10 @@ fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwna
             return Py_NewRef(p->disable);
         Py_RETURN_NONE;
     }
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY())) {
-        int32_t fi = fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml);
-        if (FP_LIKELY(fi >= 0) &&
-            FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), ml)))
-            Py_RETURN_NONE;
-    }
-    return fp_mon_call_slow(p, ml, args[2], args[3] == p->missing ? NULL : args[3]);
-}
-
-/* fp_mon_creturn's general path: leaves the builtin ml.  Returns None. */
-static FP_NOINLINE PyObject *
-fp_mon_creturn_slow(fp_profiler *p, PyMethodDef *ml)
-{
-    fp_tick now = fp_now(p);
-    fp_thread *t = fp_thread_get(p);
-    if (FP_LIKELY(t != NULL))
-        fp_leave(p, t, ml, ml, now);
-    Py_RETURN_NONE;
+    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml))
+        Py_RETURN_NONE;
+    return fp_mon_slow(p, FP_MON_C_ENTER, NULL, ml, args[2],
+                       args[3] == p->missing ? NULL : args[3]);
 }
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
@@ -159,13 +131,9 @@ fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *k
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
     if (ml == NULL)
         Py_RETURN_NONE;
-    fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
-                  t->stack[t->depth - 1].key == (const void *)ml)) {
-        fp_leave_top(p, t, fp_clock_tsc());
+    if (fp_leave_cached(p, ml))
         Py_RETURN_NONE;
-    }
-    return fp_mon_creturn_slow(p, ml);
+    return fp_mon_slow(p, FP_MON_C_LEAVE, NULL, ml, NULL, NULL);
 }
 
 static const vectorcallfunc fp_mon_funcs[FP_MON_NCALLBACKS] = {fp_mon_start, fp_mon_return,
