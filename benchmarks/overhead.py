@@ -7,7 +7,11 @@ ratio of fastprof's added time to cProfile's.  Below Python 3.12 an "empty hook"
 a C profile function that does nothing: the floor that the interpreter's profiling mode costs
 whatever the hook does, and the last column gives it as a fraction of cProfile's added time.
 
-    python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json]
+    python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json] [--processes N]
+
+A process's memory layout and string hashes move every profiler's cost a little, and ratios
+near a bar move with them: --processes N runs the whole measurement in N fresh interpreters,
+one after another, and prints each workload's ratio in every run and their median.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import platform
 import pprint
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -223,13 +229,53 @@ def count_calls(fn: Callable[[], None]) -> int:
     return sum(entry.callcount for entry in p.getstats())
 
 
+def across_processes(n: int, argv: list[str]) -> int:
+    """Runs this script n times in fresh interpreters with argv (less --processes) and prints
+    each workload's fastprof/cProfile ratio (and the empty hook's, below 3.12) per run, and
+    the medians.  Returns 0, or the first failing run's exit status."""
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(n):
+            out = f"{tmp}/run{i}.json"
+            rc = subprocess.call([sys.executable, __file__, *argv, "--json", out],
+                                 stdout=subprocess.DEVNULL)
+            if rc != 0:
+                return rc
+            with open(out) as fh:
+                runs.append(json.load(fh))
+    print(f"# Python {runs[0]['python']}; {n} processes of {runs[0]['rounds']} interleaved rounds "
+          f"each; fastprof/cProfile added-time ratio per process, median last")
+    worst = 0.0
+    for name in runs[0]["results"]:
+        ratios = [r["results"][name]["fastprof_over_cprofile"] for r in runs]
+        med = statistics.median(ratios)
+        worst = max(worst, med)
+        line = f"{name:<18} " + " ".join(f"{x:.2f}" for x in ratios) + f"  median {med:.2f}"
+        if "empty_hook_over_cprofile" in runs[0]["results"][name]:
+            floors = [r["results"][name]["empty_hook_over_cprofile"] for r in runs]
+            line += f"  (empty hook median {statistics.median(floors):.2f})"
+        print(line)
+    print(f"worst median fastprof/cProfile added-time ratio: {worst:.2f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
     ap.add_argument("--json", help="write the raw medians here")
     ap.add_argument("--only", help="comma-separated workload names")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="run the measurement in this many fresh interpreters and summarise")
     args = ap.parse_args(argv)
+    if args.processes < 1:
+        ap.error("--processes must be >= 1")
+    if args.processes > 1:
+        if args.json:
+            ap.error("--json applies to one process; leave it out with --processes")
+        rest = ["--rounds", str(args.rounds)] + (["--quick"] if args.quick else [])
+        rest += ["--only", args.only] if args.only else []
+        return across_processes(args.processes, rest)
     rounds = 3 if args.quick else args.rounds
 
     runners: dict[str, Callable[[Callable[[], None]], float]] = {
