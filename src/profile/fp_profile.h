@@ -63,13 +63,18 @@ void fp_map_free(fp_map *m);
 
 /* ---- records ---------------------------------------------------------------------------- */
 
+/* What a function or a caller -> callee edge accumulates. */
+typedef struct fp_counts {
+    int64_t ncalls; /* every completed call */
+    int64_t nrec;   /* calls made while already active (not primitive) */
+    fp_tick tt;     /* cumulative time, counted at the outermost activation */
+    fp_tick it;     /* own time */
+} fp_counts;
+
 typedef struct fp_func {
     PyObject *key;      /* strong: the code object, or the label str of a builtin */
     const void *ident;  /* the code object or the PyMethodDef: what a leave event names */
-    int64_t ncalls;     /* every completed call */
-    int64_t nrec;       /* calls made while already active (not primitive) */
-    fp_tick tt;         /* cumulative time, counted at the outermost activation */
-    fp_tick it;         /* own time */
+    fp_counts c;
     int32_t last_caller; /* cache: the caller this function was last entered from (-1: none) */
     int32_t last_edge;   /* ... and that edge */
     int64_t unused_;     /* pads the record to 64 bytes: indexing is a shift */
@@ -78,8 +83,7 @@ _Static_assert(sizeof(fp_func) == 64, "fp_func is 64 bytes");
 
 typedef struct fp_edge {
     int32_t caller, callee;
-    int64_t ncalls, nrec;
-    fp_tick tt, it;
+    fp_counts c;
 } fp_edge;
 
 typedef struct fp_frame {
@@ -323,6 +327,19 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
     fp_push(t, fi, ei, now, key);
 }
 
+/* Charges a completed call of total time tt and own time it to c; *active counts this
+ * thread's open activations, this one included.  Returns nothing. */
+FP_INLINE void
+fp_charge(fp_counts *c, int32_t *active, fp_tick tt, fp_tick it)
+{
+    if (--*active == 0)
+        c->tt += tt; /* the outermost activation */
+    else
+        c->nrec++;
+    c->it += it;
+    c->ncalls++;
+}
+
 /* Pops the top frame at now, charging its time. */
 FP_INLINE void
 fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
@@ -332,22 +349,17 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
     fp_tick it = tt - f->subt;
     if (t->depth > 0)
         t->stack[t->depth - 1].subt += tt;
-    fp_func *fn = &p->funcs[f->func];
-    if (--t->func_rec[f->func] == 0)
-        fn->tt += tt;
-    else
-        fn->nrec++;
-    fn->it += it;
-    fn->ncalls++;
-    if (f->edge >= 0) {
-        fp_edge *e = &p->edges[f->edge];
-        if (--t->edge_rec[f->edge] == 0)
-            e->tt += tt;
-        else
-            e->nrec++;
-        e->it += it;
-        e->ncalls++;
-    }
+    fp_charge(&p->funcs[f->func].c, &t->func_rec[f->func], tt, it);
+    if (f->edge >= 0)
+        fp_charge(&p->edges[f->edge].c, &t->edge_rec[f->edge], tt, it);
+}
+
+/* Returns 1 when t's top frame is the one a leave event naming key ends (see fp_frame), else
+ * 0. */
+FP_INLINE int
+fp_top_is(const fp_thread *t, const void *key)
+{
+    return t->depth > 0 && t->stack[t->depth - 1].key == key;
 }
 
 /* The hooks' call-free enter: when the fast path may run in this thread (p->fast_key) and fi
@@ -367,8 +379,7 @@ FP_INLINE int
 fp_leave_cached(fp_profiler *p, const void *key)
 {
     fp_thread *t = p->cache_thread;
-    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && t->depth > 0 &&
-                  t->stack[t->depth - 1].key == key)) {
+    if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && fp_top_is(t, key))) {
         fp_leave_top(p, t, fp_clock_tsc());
         return 1;
     }
@@ -384,7 +395,7 @@ void fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick no
 FP_INLINE void
 fp_leave(fp_profiler *p, fp_thread *t, const void *key, const void *ident, fp_tick now)
 {
-    if (FP_LIKELY(t->depth > 0 && t->stack[t->depth - 1].key == key))
+    if (FP_LIKELY(fp_top_is(t, key)))
         fp_leave_top(p, t, now);
     else
         fp_leave_search(p, t, ident, now);

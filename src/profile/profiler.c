@@ -338,8 +338,8 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
         goto error;
     for (int32_t i = 0; i < p->nfuncs; i++) {
         fp_func *f = &p->funcs[i];
-        PyObject *row = Py_BuildValue("(OLLLL)", f->key, (long long)f->ncalls, (long long)f->nrec,
-                                      (long long)f->tt, (long long)f->it);
+        PyObject *row = Py_BuildValue("(OLLLL)", f->key, (long long)f->c.ncalls,
+                                      (long long)f->c.nrec, (long long)f->c.tt, (long long)f->c.it);
         if (row == NULL)
             goto error;
         PyList_SET_ITEM(funcs, i, row);
@@ -349,8 +349,8 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
         goto error;
     for (int32_t i = 0; i < p->nedges; i++) {
         fp_edge *e = &p->edges[i];
-        PyObject *row = Py_BuildValue("(iiLLLL)", e->caller, e->callee, (long long)e->ncalls,
-                                      (long long)e->nrec, (long long)e->tt, (long long)e->it);
+        PyObject *row = Py_BuildValue("(iiLLLL)", e->caller, e->callee, (long long)e->c.ncalls,
+                                      (long long)e->c.nrec, (long long)e->c.tt, (long long)e->c.it);
         if (row == NULL)
             goto error;
         PyList_SET_ITEM(edges, i, row);
