@@ -382,6 +382,21 @@ def case_many_edges() -> None:
         MANY[f"c{j}"](1 + j % 3)
 
 
+# More functions than the profiler's code-object cache has entries (1,024 in sets of two),
+# called in three orders, so the cache evicts, refills and finds code objects in either way
+# of a set.  Compiled under this file's name, like MANY.
+_WIDE_SRC = "".join(f"def w{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(1500))
+WIDE: Dict[str, Any] = {"CLOCK": CLOCK}
+exec(compile(_WIDE_SRC, HERE, "exec"), WIDE)
+WIDE_FUNCS = [WIDE[f"w{k}"] for k in range(1500)]
+
+
+def case_many_functions() -> None:
+    for order in (range(1500), range(1499, -1, -1), [(k * 7) % 1500 for k in range(1500)]):
+        for k in order:
+            WIDE_FUNCS[k](k)
+
+
 async def a_leaf(x: int) -> int:
     CLOCK[0] += 1
     await asyncio.sleep(0)
@@ -445,6 +460,7 @@ CASES = {
     "builtins": case_builtins,
     "edges": case_edges,
     "many edges": case_many_edges,
+    "many functions": case_many_functions,
 }
 
 

@@ -17,12 +17,16 @@ typedef struct fp_map {
     int32_t *vals;
     uint32_t mask;  /* capacity - 1 (capacity a power of two), 0 when never allocated */
     uint32_t used;
+    uint32_t shift; /* 64 - log2(capacity) */
 } fp_map;
 
+/* Returns key's home slot in m: the top bits of a Fibonacci product, which every bit of the
+ * key moves (an edge key's two halves are small integers; lower bits of the product would
+ * keep their sum's pattern and crowd some slots). */
 FP_INLINE uint32_t
-fp_map_hash(uint64_t key)
+fp_map_slot(const fp_map *m, uint64_t key)
 {
-    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
 }
 
 /* The edge map's key of caller -> callee. */
@@ -35,7 +39,7 @@ fp_map_get(const fp_map *m, uint64_t key)
 {
     if (FP_UNLIKELY(m->keys == NULL))
         return -1;
-    uint32_t i = fp_map_hash(key) & m->mask;
+    uint32_t i = fp_map_slot(m, key);
     for (;;) {
         uint64_t k = m->keys[i];
         if (k == key)
@@ -51,7 +55,7 @@ fp_map_get(const fp_map *m, uint64_t key)
 FP_INLINE int32_t
 fp_map_get_first(const fp_map *m, uint64_t key)
 {
-    uint32_t i = fp_map_hash(key) & m->mask;
+    uint32_t i = fp_map_slot(m, key);
     return m->keys != NULL && m->keys[i] == key ? m->vals[i] : -1;
 }
 
@@ -112,7 +116,7 @@ enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
 /* ---- the profiler object ------------------------------------------------------------------ */
 
 #define FP_MON_NCALLBACKS 4
-#define FP_CODE_CACHE 256 /* a power of two */
+#define FP_CODE_SET_BITS 9 /* the code cache has 2 << FP_CODE_SET_BITS entries */
 
 typedef struct fp_profiler {
     PyObject_HEAD
@@ -136,12 +140,13 @@ typedef struct fp_profiler {
     fp_map builtin_map;  /* PyMethodDef* -> func */
     int32_t *code_map;   /* code id -> func + 1 (0: not seen) */
     int32_t ncode_map;
-    /* A direct-mapped cache in front of code_map: the code objects are held by funcs, so a
-     * cached pointer stays that code object's until clear() empties the cache. */
+    /* A two-way set-associative cache in front of code_map, the most recent way first: the
+     * code objects are held by funcs, so a cached pointer stays that code object's until
+     * clear() empties the cache. */
     struct {
         const void *code;
         int32_t func;
-    } code_cache[FP_CODE_CACHE];
+    } code_cache[1 << FP_CODE_SET_BITS][2];
 
     fp_thread *threads_list;
     PyThreadState *owner; /* threads == 0: the one thread profiled */
@@ -205,31 +210,38 @@ void fp_set_sticky(fp_profiler *p);
  * on failure (sticky set). */
 int32_t fp_func_for_code_slow(fp_profiler *p, PyObject *code);
 
-/* The code cache's slot for code. */
-#define FP_CODE_SLOT(code) (((uintptr_t)(code) >> 6) & (FP_CODE_CACHE - 1))
+/* The code cache's set for code: the top bits of a Fibonacci product of its address. */
+#define FP_CODE_SET(code)                                                                      \
+    ((size_t)(((uint64_t)(uintptr_t)(code) * 0x9E3779B97F4A7C15ull) >> (64 - FP_CODE_SET_BITS)))
 
 /* Returns the function index of code when the code cache holds it, else -1 (no lookup). */
 FP_INLINE int32_t
 fp_func_cached(const fp_profiler *p, const void *code)
 {
-    size_t slot = FP_CODE_SLOT(code);
-    return FP_LIKELY(p->code_cache[slot].code == code) ? p->code_cache[slot].func : -1;
+    size_t set = FP_CODE_SET(code);
+    if (FP_LIKELY(p->code_cache[set][0].code == code))
+        return p->code_cache[set][0].func;
+    return p->code_cache[set][1].code == code ? p->code_cache[set][1].func : -1;
 }
 
-/* Returns the function index for a code object, adding it; -1 on failure (sticky set). */
+/* Returns the function index for a code object, adding it and caching it as its set's most
+ * recent entry; -1 on failure (sticky set). */
 FP_INLINE int32_t
 fp_func_for_code(fp_profiler *p, PyObject *code)
 {
-    size_t slot = FP_CODE_SLOT(code);
-    if (FP_LIKELY(p->code_cache[slot].code == code))
-        return p->code_cache[slot].func;
-    int32_t fi = fp_func_for_code_slow(p, code);
+    int32_t fi = fp_func_cached(p, code);
+    if (FP_LIKELY(fi >= 0))
+        return fi;
+    fi = fp_func_for_code_slow(p, code);
     if (FP_LIKELY(fi >= 0)) {
-        p->code_cache[slot].code = code;
-        p->code_cache[slot].func = fi;
+        size_t set = FP_CODE_SET(code);
+        p->code_cache[set][1] = p->code_cache[set][0];
+        p->code_cache[set][0].code = code;
+        p->code_cache[set][0].func = fi;
     }
     return fi;
 }
+
 /* fp_func_for_builtin's slow path: adds the builtin ml with the label made from callable and
  * self_arg.  Returns its function index, or -1 on failure (sticky set). */
 int32_t fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable,
@@ -272,7 +284,7 @@ fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
 }
 
 /* Returns the edge caller -> fi when the callee's cache or the edge map holds it (probing the
- * map's first slot only unless full, a constant), caching it in the callee; else -1. */
+ * map's first two slots only unless full, a constant), caching it in the callee; else -1. */
 FP_INLINE int32_t
 fp_edge_find(fp_profiler *p, int32_t caller, int32_t fi, int full)
 {

@@ -14,7 +14,7 @@ Py_ssize_t fp_code_extra_index = -1;
 static void
 fp_map_insert(fp_map *m, uint64_t key, int32_t val)
 {
-    uint32_t i = fp_map_hash(key) & m->mask;
+    uint32_t i = fp_map_slot(m, key);
     while (m->keys[i] != 0 && m->keys[i] != key)
         i = (i + 1) & m->mask;
     if (m->keys[i] == 0)
@@ -39,6 +39,7 @@ fp_map_put(fp_map *m, uint64_t key, int32_t val)
             return -1;
         }
         grown.mask = ncap - 1;
+        grown.shift = 64 - (uint32_t)__builtin_ctz(ncap);
         for (uint32_t i = 0; i < cap; i++)
             if (m->keys[i] != 0)
                 fp_map_insert(&grown, m->keys[i], m->vals[i]);
