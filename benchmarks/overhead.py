@@ -3,9 +3,11 @@
 Each workload runs under each profiler in turn, in a shuffled order each round (interleaved),
 for a number of rounds; the table gives the median time, the slowdown against bare and the
 added nanoseconds per profiled call (calls counted by fastprof, builtins included), and the
-ratio of fastprof's added time to cProfile's.  Below Python 3.12 an "empty hook" runner sets
-a C profile function that does nothing: the floor that the interpreter's profiling mode costs
-whatever the hook does, and the last column gives it as a fraction of cProfile's added time.
+ratio of fastprof's added time to cProfile's.  Below Python 3.12 two floors run too: an "empty
+hook" (a C profile function that does nothing: what the interpreter's profiling mode costs
+whatever the hook does) and a "stamp hook" (one that names each call and times it, keeping no
+records: the least any timing profiler does); the last columns give each as a fraction of
+cProfile's added time.
 
     python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json] [--processes N]
 
@@ -210,6 +212,14 @@ def run_empty_hook(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
+def run_stamp_hook(fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fastprof._fastprof._stamp_profile_hook(True)
+    fn()
+    fastprof._fastprof._stamp_profile_hook(False)
+    return time.perf_counter() - t0
+
+
 def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional peer
     yappi.clear_stats()
     yappi.set_clock_type("wall")
@@ -231,8 +241,8 @@ def count_calls(fn: Callable[[], None]) -> int:
 
 def across_processes(n: int, argv: list[str]) -> int:
     """Runs this script n times in fresh interpreters with argv (less --processes) and prints
-    each workload's fastprof/cProfile ratio (and the empty hook's, below 3.12) per run, and
-    the medians.  Returns 0, or the first failing run's exit status."""
+    each workload's fastprof/cProfile ratio per run, and the medians (with the floors',
+    below 3.12).  Returns 0, or the first failing run's exit status."""
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(n):
@@ -253,7 +263,9 @@ def across_processes(n: int, argv: list[str]) -> int:
         line = f"{name:<18} " + " ".join(f"{x:.2f}" for x in ratios) + f"  median {med:.2f}"
         if "empty_hook_over_cprofile" in runs[0]["results"][name]:
             floors = [r["results"][name]["empty_hook_over_cprofile"] for r in runs]
-            line += f"  (empty hook median {statistics.median(floors):.2f})"
+            stamps = [r["results"][name]["stamp_hook_over_cprofile"] for r in runs]
+            line += (f"  (empty hook median {statistics.median(floors):.2f},"
+                     f" stamp hook {statistics.median(stamps):.2f})")
         print(line)
     print(f"worst median fastprof/cProfile added-time ratio: {worst:.2f}")
     return 0
@@ -288,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     floor = hasattr(fastprof._fastprof, "_empty_profile_hook")  # below 3.12
     if floor:
         runners["empty hook"] = run_empty_hook
+        runners["stamp hook"] = run_stamp_hook
     names = list(WORKLOADS) if not args.only else args.only.split(",")
 
     print(f"# Python {platform.python_version()} on {platform.machine()}, "
@@ -297,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
               + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
               + " " + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
               + f" {'fastprof/cProfile':>18}"
-              + (f" {'empty hook/cProfile':>20}" if floor else ""))
+              + (f" {'empty hook/cProfile':>20} {'stamp hook/cProfile':>20}" if floor else ""))
     print(header)
     results: dict = {}
     rng = random.Random(1234)
@@ -327,9 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                 + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
                 + f" {ratio:>18.2f}")
         if floor:
-            floor_ratio = added["empty hook"] / added["cProfile"]
-            results[name]["empty_hook_over_cprofile"] = floor_ratio
-            line += f" {floor_ratio:>20.2f}"
+            for runner in ("empty hook", "stamp hook"):
+                floor_ratio = added[runner] / added["cProfile"]
+                results[name][runner.replace(" ", "_") + "_over_cprofile"] = floor_ratio
+                line += f" {floor_ratio:>20.2f}"
         print(line)
     worst = max(v["fastprof_over_cprofile"] for v in results.values())
     print(f"worst fastprof/cProfile added-time ratio: {worst:.2f}")

@@ -448,6 +448,44 @@ def test_empty_profile_hook_holds_the_hook_and_leaves_none() -> None:
     assert p.getstats() and sys.getprofile() is None
 
 
+def stamped_work() -> None:
+    rec(4)
+    sorted([3, 1, 2])
+    len("abc")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the stamp hook is a floor of the "
+                    "PyEval_SetProfile path, below 3.12 only")
+def test_stamp_profile_hook_times_every_call_cprofile_sees() -> None:
+    """benchmarks/overhead.py's timing floor: it times each call that cProfile counts (every
+    Python and C call but the one that removes it), then leaves no hook; it starts from zero
+    each time and will not take a hook another profiler holds."""
+    from fastprof import _fastprof
+
+    for _ in range(2):
+        _fastprof._stamp_profile_hook(True)
+        try:
+            stamped_work()
+        finally:
+            timed, ticks = _fastprof._stamp_profile_hook(False)
+        assert sys.getprofile() is None
+        ref = cProfile.Profile()
+        ref.enable()
+        stamped_work()
+        ref.disable()
+        calls = sum(e.callcount for e in ref.getstats() if "disable" not in str(e.code))
+        assert timed == calls == 8  # rec x5, stamped_work's sorted and len, stamped_work
+        assert ticks > 0
+    p = fastprof.Profile()
+    p.enable()
+    try:
+        with pytest.raises(RuntimeError, match="another profile function"):
+            _fastprof._stamp_profile_hook(True)
+    finally:
+        p.disable()
+    assert sys.getprofile() is None
+
+
 def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
     """What snakeviz, gprof2dot and tuna read: ints for counts, floats for times, 3-tuple keys."""
     p = fastprof.Profile()
