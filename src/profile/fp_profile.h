@@ -284,7 +284,7 @@ fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
 }
 
 /* Returns the edge caller -> fi when the callee's cache or the edge map holds it (probing the
- * map's first two slots only unless full, a constant), caching it in the callee; else -1. */
+ * map's first slot only unless full, a constant), caching it in the callee; else -1. */
 FP_INLINE int32_t
 fp_edge_find(fp_profiler *p, int32_t caller, int32_t fi, int full)
 {

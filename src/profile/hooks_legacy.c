@@ -280,8 +280,11 @@ fp_legacy_stamp_hook_set(FP_UNUSED PyObject *m, PyObject *on)
     int fresh = ts->c_profilefunc != fp_legacy_stamp_hook;
     if (fp_legacy_floor_set(fp_legacy_stamp_hook, "_stamp_profile_hook", on) < 0)
         return NULL;
-    if (fresh && ts->c_profilefunc == fp_legacy_stamp_hook)
-        fp_stamps.depth = 0, fp_stamps.timed = 0, fp_stamps.total = 0;
+    if (fresh && ts->c_profilefunc == fp_legacy_stamp_hook) {
+        fp_stamps.depth = 0;
+        fp_stamps.timed = 0;
+        fp_stamps.total = 0;
+    }
     return Py_BuildValue("(LL)", (long long)fp_stamps.timed, (long long)fp_stamps.total);
 }
 
