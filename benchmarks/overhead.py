@@ -204,20 +204,16 @@ def run_fastprof(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
-def run_empty_hook(fn: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    fastprof._fastprof._empty_profile_hook(True)
-    fn()
-    fastprof._fastprof._empty_profile_hook(False)
-    return time.perf_counter() - t0
-
-
-def run_stamp_hook(fn: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    fastprof._fastprof._stamp_profile_hook(True)
-    fn()
-    fastprof._fastprof._stamp_profile_hook(False)
-    return time.perf_counter() - t0
+def floor_runner(set_hook: Callable[[bool], object]) -> Callable[[Callable[[], None]], float]:
+    """Returns a runner timing fn under a floor profile function that set_hook sets and
+    removes (below 3.12: the empty hook or the stamp hook)."""
+    def run(fn: Callable[[], None]) -> float:
+        t0 = time.perf_counter()
+        set_hook(True)
+        fn()
+        set_hook(False)
+        return time.perf_counter() - t0
+    return run
 
 
 def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional peer
@@ -299,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         runners["yappi"] = run_yappi
     floor = hasattr(fastprof._fastprof, "_empty_profile_hook")  # below 3.12
     if floor:
-        runners["empty hook"] = run_empty_hook
-        runners["stamp hook"] = run_stamp_hook
+        runners["empty hook"] = floor_runner(fastprof._fastprof._empty_profile_hook)
+        runners["stamp hook"] = floor_runner(fastprof._fastprof._stamp_profile_hook)
     names = list(WORKLOADS) if not args.only else args.only.split(",")
 
     print(f"# Python {platform.python_version()} on {platform.machine()}, "
