@@ -126,7 +126,8 @@ typedef struct fp_profiler {
     int threads;
     int strict;          /* 3.12+: keep every CALL site reporting (no DISABLE) */
     int clock;           /* FP_CLOCK_* */
-    int tsc;             /* the wall clock reads the TSC: fp_now's one test */
+    int tsc;             /* the wall clock reads the TSC: fp_now's one test, and the copy of
+                          * the hooks' fast paths that enable() installs */
     PyObject *timer;     /* FP_CLOCK_USER: the callable */
     double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
     fp_tick last_user;   /* the user timer's last good reading */
@@ -153,7 +154,7 @@ typedef struct fp_profiler {
     const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY), NULL when the
                                   * cache is empty ... */
     fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
-    const void *fast_key;        /* cache_key where the hooks' fast paths may run (the TSC
+    const void *fast_key;        /* cache_key where the hooks' fast paths may run (the wall
                                   * clock, a profiled thread), else NULL */
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
@@ -374,25 +375,35 @@ fp_top_is(const fp_thread *t, const void *key)
     return t->depth > 0 && t->stack[t->depth - 1].key == key;
 }
 
-/* The hooks' call-free enter: when the fast path may run in this thread (p->fast_key) and fi
- * is the function's index from a cache (-1: it missed), pushes a frame keyed key at the TSC's
- * time.  Returns 1 when it did, 0 (nothing done) when the hook must take its general path. */
-FP_INLINE int
-fp_enter_cached(fp_profiler *p, int32_t fi, const void *key)
+/* Returns the wall clock's time for the hooks' fast paths: the TSC when tsc (a constant in
+ * each copy of a hook, see p->tsc), else CLOCK_MONOTONIC (a call), on a machine without an
+ * invariant TSC. */
+FP_INLINE fp_tick
+fp_wall_now(int tsc)
 {
-    return FP_LIKELY(p->fast_key == FP_THREAD_KEY()) && FP_LIKELY(fi >= 0) &&
-           FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_clock_tsc(), key));
+    return tsc ? fp_clock_tsc() : fp_clock_ns(CLOCK_MONOTONIC);
 }
 
-/* The hooks' call-free leave: when the fast path may run in this thread and the top frame is
- * key's, pops it at the TSC's time.  Returns 1 when it did, 0 (nothing done) when the hook must
- * take its general path. */
+/* The hooks' fast enter: when the fast path may run in this thread (p->fast_key) and fi is
+ * the function's index from a cache (-1: it missed), pushes a frame keyed key at the wall
+ * clock's time.  Returns 1 when it did, 0 (nothing done) when the hook must take its general
+ * path. */
 FP_INLINE int
-fp_leave_cached(fp_profiler *p, const void *key)
+fp_enter_cached(fp_profiler *p, int32_t fi, const void *key, int tsc)
+{
+    return FP_LIKELY(p->fast_key == FP_THREAD_KEY()) && FP_LIKELY(fi >= 0) &&
+           FP_LIKELY(fp_enter_fast(p, p->cache_thread, fi, fp_wall_now(tsc), key));
+}
+
+/* The hooks' fast leave: when the fast path may run in this thread and the top frame is
+ * key's, pops it at the wall clock's time.  Returns 1 when it did, 0 (nothing done) when the
+ * hook must take its general path. */
+FP_INLINE int
+fp_leave_cached(fp_profiler *p, const void *key, int tsc)
 {
     fp_thread *t = p->cache_thread;
     if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && fp_top_is(t, key))) {
-        fp_leave_top(p, t, fp_clock_tsc());
+        fp_leave_top(p, t, fp_wall_now(tsc));
         return 1;
     }
     return 0;

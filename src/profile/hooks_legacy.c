@@ -52,26 +52,30 @@ fp_legacy_slow(fp_profiler *p, int what, PyFrameObject *frame, PyObject *code, P
     return 0;
 }
 
+/* The fast paths below come in two copies, one per wall clock (tsc: 1 for the TSC, 0 for
+ * CLOCK_MONOTONIC on a machine without an invariant TSC; a constant in each copy), so that
+ * the TSC copy makes no call but PyFrame_GetCode.  enable() sets the copy of its clock. */
+
 /* PyTrace_CALL: enters the frame's function.  The common case makes no call but
- * PyFrame_GetCode (so it saves few registers); anything else goes to the general path.
- * Returns 0. */
-static FP_NOINLINE int
-fp_legacy_call(fp_profiler *p, PyFrameObject *frame)
+ * PyFrame_GetCode and the clock (so it saves few registers); anything else goes to the
+ * general path.  Returns 0. */
+FP_INLINE int
+fp_legacy_call(fp_profiler *p, PyFrameObject *frame, int tsc)
 {
     PyCodeObject *code = PyFrame_GetCode(frame);
     /* The frame holds a reference too: this never reaches zero (no dealloc call here). */
     Py_SET_REFCNT(code, Py_REFCNT(code) - 1);
-    if (fp_enter_cached(p, fp_func_cached(p, code), frame))
+    if (fp_enter_cached(p, fp_func_cached(p, code), frame, tsc))
         return 0;
     return fp_legacy_slow(p, PyTrace_CALL, frame, (PyObject *)code, NULL, NULL);
 }
 
 /* PyTrace_RETURN: leaves the frame.  The common case, the frame entered last (matched by its
- * frame object, no lookup), makes no call.  Returns 0. */
-static FP_NOINLINE int
-fp_legacy_return(fp_profiler *p, PyFrameObject *frame)
+ * frame object, no lookup), makes no call but the clock.  Returns 0. */
+FP_INLINE int
+fp_legacy_return(fp_profiler *p, PyFrameObject *frame, int tsc)
 {
-    if (fp_leave_cached(p, frame))
+    if (fp_leave_cached(p, frame, tsc))
         return 0;
     return fp_legacy_slow(p, PyTrace_RETURN, frame, NULL, NULL, NULL);
 }
@@ -90,46 +94,81 @@ fp_legacy_cfunc(fp_profiler *p, PyObject *arg)
     return NULL;
 }
 
-/* PyTrace_C_CALL: enters a builtin; the common case makes no call.  Returns 0. */
-static FP_NOINLINE int
-fp_legacy_c_call(fp_profiler *p, PyObject *arg)
+/* PyTrace_C_CALL: enters a builtin; the common case makes no call but the clock.  Returns 0. */
+FP_INLINE int
+fp_legacy_c_call(fp_profiler *p, PyObject *arg, int tsc)
 {
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml))
+    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml, tsc))
         return 0;
     return fp_legacy_slow(p, PyTrace_C_CALL, NULL, NULL, ml, arg);
 }
 
-/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin; the common case makes no call.
- * Returns 0. */
-static FP_NOINLINE int
-fp_legacy_c_return(fp_profiler *p, PyObject *arg)
+/* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin; the common case makes no call but
+ * the clock.  Returns 0. */
+FP_INLINE int
+fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc)
 {
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    if (fp_leave_cached(p, ml))
+    if (fp_leave_cached(p, ml, tsc))
         return 0;
     return fp_legacy_slow(p, PyTrace_C_RETURN, NULL, NULL, ml, NULL);
 }
 
-/* The profile function: one function per event, each keeping to the registers it needs.
- * Returns 0 always: a hook never raises. */
-static int
-fp_legacy_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+/* Defines one copy of the profile function for the wall clock tsc (see above), named
+ * fp_legacy_hook_<sfx>: one out-of-line function per event, each keeping to the registers it
+ * needs, behind a dispatcher that returns 0 always (a hook never raises). */
+#define FP_LEGACY_HOOK_COPY(sfx, tsc)                                                         \
+    static FP_NOINLINE int fp_legacy_call_##sfx(fp_profiler *p, PyFrameObject *frame)         \
+    {                                                                                          \
+        return fp_legacy_call(p, frame, tsc);                                                  \
+    }                                                                                          \
+    static FP_NOINLINE int fp_legacy_return_##sfx(fp_profiler *p, PyFrameObject *frame)       \
+    {                                                                                          \
+        return fp_legacy_return(p, frame, tsc);                                                \
+    }                                                                                          \
+    static FP_NOINLINE int fp_legacy_c_call_##sfx(fp_profiler *p, PyObject *arg)              \
+    {                                                                                          \
+        return fp_legacy_c_call(p, arg, tsc);                                                  \
+    }                                                                                          \
+    static FP_NOINLINE int fp_legacy_c_return_##sfx(fp_profiler *p, PyObject *arg)            \
+    {                                                                                          \
+        return fp_legacy_c_return(p, arg, tsc);                                                \
+    }                                                                                          \
+    static int fp_legacy_hook_##sfx(PyObject *obj, PyFrameObject *frame, int what,            \
+                                    PyObject *arg)                                             \
+    {                                                                                          \
+        fp_profiler *p = (fp_profiler *)obj;                                                   \
+        if (FP_LIKELY(what == PyTrace_CALL))                                                   \
+            return fp_legacy_call_##sfx(p, frame);                                             \
+        if (FP_LIKELY(what == PyTrace_RETURN))                                                 \
+            return fp_legacy_return_##sfx(p, frame);                                           \
+        if (what == PyTrace_C_CALL)                                                            \
+            return fp_legacy_c_call_##sfx(p, arg);                                             \
+        if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)                           \
+            return fp_legacy_c_return_##sfx(p, arg);                                           \
+        return 0;                                                                              \
+    }
+
+FP_LEGACY_HOOK_COPY(tsc, 1)
+FP_LEGACY_HOOK_COPY(mono, 0)
+
+/* Returns p's profile function: the copy for its wall clock. */
+static Py_tracefunc
+fp_legacy_hook_of(const fp_profiler *p)
 {
-    fp_profiler *p = (fp_profiler *)obj;
-    if (FP_LIKELY(what == PyTrace_CALL))
-        return fp_legacy_call(p, frame);
-    if (FP_LIKELY(what == PyTrace_RETURN))
-        return fp_legacy_return(p, frame);
-    if (what == PyTrace_C_CALL)
-        return fp_legacy_c_call(p, arg);
-    if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
-        return fp_legacy_c_return(p, arg);
-    return 0;
+    return p->tsc ? fp_legacy_hook_tsc : fp_legacy_hook_mono;
+}
+
+/* Returns 1 when f is a copy of the call profiler's profile function, else 0. */
+static int
+fp_legacy_is_hook(Py_tracefunc f)
+{
+    return f == fp_legacy_hook_tsc || f == fp_legacy_hook_mono;
 }
 
 /* The function given to threading.setprofile: in a new thread, replaces itself with the C hook
@@ -142,10 +181,11 @@ fp_legacy_thread_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
-    PyEval_SetProfile(fp_legacy_hook, self);
+    Py_tracefunc hook = fp_legacy_hook_of(p);
+    PyEval_SetProfile(hook, self);
     if (nargs >= 2 && PyFrame_Check(args[0]) && PyUnicode_Check(args[1]) &&
         PyUnicode_CompareWithASCIIString(args[1], "call") == 0)
-        fp_legacy_hook(self, (PyFrameObject *)args[0], PyTrace_CALL, Py_None);
+        hook(self, (PyFrameObject *)args[0], PyTrace_CALL, Py_None);
     Py_RETURN_NONE;
 }
 
@@ -311,7 +351,7 @@ int
 fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
 {
     PyThreadState *ts = PyThreadState_Get();
-    if (ts->c_profilefunc == fp_legacy_hook) {
+    if (fp_legacy_is_hook(ts->c_profilefunc)) {
         if (ts->c_profileobj == (PyObject *)p)
             return 0;
         PyErr_SetString(PyExc_RuntimeError,
@@ -340,7 +380,7 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
         if (rc < 0)
             return -1;
         p->thread_hook_set = 1;
-        if (fp_legacy_set_others(0, NULL, NULL, fp_legacy_hook, (PyObject *)p) < 0) {
+        if (fp_legacy_set_others(0, NULL, NULL, fp_legacy_hook_of(p), (PyObject *)p) < 0) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             fp_hooks_remove(p);
@@ -348,7 +388,7 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
             return -1;
         }
     }
-    PyEval_SetProfile(fp_legacy_hook, (PyObject *)p);
+    PyEval_SetProfile(fp_legacy_hook_of(p), (PyObject *)p);
     return 0;
 }
 
@@ -359,15 +399,16 @@ fp_hooks_remove(fp_profiler *p)
     int rc = 0;
     PyThreadState *ts = PyThreadState_Get();
     /* This thread's hook first, so the call below is not profiled. */
-    if (ts->c_profilefunc == fp_legacy_hook && ts->c_profileobj == (PyObject *)p)
+    if (fp_legacy_is_hook(ts->c_profilefunc) && ts->c_profileobj == (PyObject *)p)
         PyEval_SetProfile(NULL, NULL);
     if (p->thread_hook_set) {
         p->thread_hook_set = 0;
         rc = fp_legacy_threading_setprofile(Py_None);
     }
-    /* Every other thread still holding it.  (One that is missed removes it at its next
-     * event, finding p disabled.) */
-    if (fp_legacy_set_others(0, fp_legacy_hook, (PyObject *)p, NULL, NULL) < 0)
+    /* Every other thread still holding it, either copy.  (One that is missed removes it at
+     * its next event, finding p disabled.) */
+    if (fp_legacy_set_others(0, fp_legacy_hook_tsc, (PyObject *)p, NULL, NULL) < 0 ||
+        fp_legacy_set_others(0, fp_legacy_hook_mono, (PyObject *)p, NULL, NULL) < 0)
         rc = -1;
     return rc;
 }

@@ -55,28 +55,32 @@ fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject 
     Py_RETURN_NONE;
 }
 
-/* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]); the common case makes no call.
- * Returns None. */
-static PyObject *
-fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* The callbacks below come in two copies, one per wall clock (tsc: 1 for the TSC, 0 for
+ * CLOCK_MONOTONIC on a machine without an invariant TSC; a constant in each copy), so that
+ * the TSC copy's common cases make no call.  enable() registers the copy of its clock. */
+
+/* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]); the common case makes no call but the
+ * clock.  Returns None. */
+FP_INLINE PyObject *
+fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
 {
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
-    if (fp_enter_cached(p, fp_func_cached(p, args[0]), args[0]))
+    if (fp_enter_cached(p, fp_func_cached(p, args[0]), args[0], tsc))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_ENTER, args[0], NULL, NULL, NULL);
 }
 
-/* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value); the common case makes no call.
- * Returns None. */
-static PyObject *
-fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value); the common case makes no call but
+ * the clock.  Returns None. */
+FP_INLINE PyObject *
+fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
 {
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
-    if (fp_leave_cached(p, args[0]))
+    if (fp_leave_cached(p, args[0], tsc))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_LEAVE, args[0], NULL, NULL, NULL);
 }
@@ -102,8 +106,8 @@ fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
 /* CALL (code, offset, callable, arg0): enters a builtin.  Returns None, or DISABLE for a call
  * site whose callee is not a C function (a Python function, a class...) unless strict: such a
  * site then costs nothing more, at the price of missing a builtin called there later. */
-static PyObject *
-fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+FP_INLINE PyObject *
+fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
 {
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
@@ -115,15 +119,16 @@ fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwna
             return Py_NewRef(p->disable);
         Py_RETURN_NONE;
     }
-    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml))
+    if (fp_enter_cached(p, fp_map_get(&p->builtin_map, (uint64_t)(uintptr_t)ml), ml, tsc))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_C_ENTER, NULL, ml, args[2],
                        args[3] == p->missing ? NULL : args[3]);
 }
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
-static PyObject *
-fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+FP_INLINE PyObject *
+fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+               int tsc)
 {
     FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
@@ -131,13 +136,32 @@ fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *k
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
     if (ml == NULL)
         Py_RETURN_NONE;
-    if (fp_leave_cached(p, ml))
+    if (fp_leave_cached(p, ml, tsc))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_C_LEAVE, NULL, ml, NULL, NULL);
 }
 
-static const vectorcallfunc fp_mon_funcs[FP_MON_NCALLBACKS] = {fp_mon_start, fp_mon_return,
-                                                                fp_mon_call, fp_mon_creturn};
+/* Defines the copy of callback name for the wall clock tsc, as name_<sfx>. */
+#define FP_MON_COPY(name, sfx, tsc)                                                            \
+    static PyObject *name##_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,        \
+                                  PyObject *kwnames)                                           \
+    {                                                                                          \
+        return name(self, args, nargsf, kwnames, tsc);                                         \
+    }
+FP_MON_COPY(fp_mon_start, tsc, 1)
+FP_MON_COPY(fp_mon_return, tsc, 1)
+FP_MON_COPY(fp_mon_call, tsc, 1)
+FP_MON_COPY(fp_mon_creturn, tsc, 1)
+FP_MON_COPY(fp_mon_start, mono, 0)
+FP_MON_COPY(fp_mon_return, mono, 0)
+FP_MON_COPY(fp_mon_call, mono, 0)
+FP_MON_COPY(fp_mon_creturn, mono, 0)
+
+/* The callbacks of each copy, indexed [tsc][callback]. */
+static const vectorcallfunc fp_mon_funcs[2][FP_MON_NCALLBACKS] = {
+    {fp_mon_start_mono, fp_mon_return_mono, fp_mon_call_mono, fp_mon_creturn_mono},
+    {fp_mon_start_tsc, fp_mon_return_tsc, fp_mon_call_tsc, fp_mon_creturn_tsc},
+};
 
 static void
 fp_hook_dealloc(PyObject *self)
@@ -278,7 +302,7 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
     if (p->disable == NULL)
         goto error;
     for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
-        p->callbacks[k] = fp_hook_new(hook_type, p, fp_mon_funcs[k]);
+        p->callbacks[k] = fp_hook_new(hook_type, p, fp_mon_funcs[p->tsc ? 1 : 0][k]);
         if (p->callbacks[k] == NULL)
             goto error;
     }

@@ -365,7 +365,7 @@ fp_thread_lookup(fp_profiler *p)
 done:
     p->cache_key = FP_THREAD_KEY();
     p->cache_thread = t;
-    p->fast_key = p->tsc && t != NULL ? p->cache_key : NULL;
+    p->fast_key = p->clock == FP_CLOCK_WALL && t != NULL ? p->cache_key : NULL;
     return t;
 }
 
