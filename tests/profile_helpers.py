@@ -37,8 +37,6 @@ def comparable(stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = No
     return out
 
 
-
-
 _REFUSED: Set[str] = set()
 _AUDIT_HOOK_ADDED = [False]
 

@@ -804,7 +804,6 @@ def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_afte
     assert seen["traced", "after"] is own_trace
 
 
-
 @pytest.mark.skipif(MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread "
                     "trace functions")
 def test_enable_refused_by_an_audit_hook_leaves_no_trace_anywhere():

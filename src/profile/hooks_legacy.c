@@ -399,16 +399,16 @@ fp_hooks_remove(fp_profiler *p)
     int rc = 0;
     PyThreadState *ts = PyThreadState_Get();
     /* This thread's hook first, so the call below is not profiled. */
-    if (fp_legacy_is_hook(ts->c_profilefunc) && ts->c_profileobj == (PyObject *)p)
+    Py_tracefunc hook = fp_legacy_hook_of(p); /* p's clock is fixed while enabled */
+    if (ts->c_profilefunc == hook && ts->c_profileobj == (PyObject *)p)
         PyEval_SetProfile(NULL, NULL);
     if (p->thread_hook_set) {
         p->thread_hook_set = 0;
         rc = fp_legacy_threading_setprofile(Py_None);
     }
-    /* Every other thread still holding it, either copy.  (One that is missed removes it at
-     * its next event, finding p disabled.) */
-    if (fp_legacy_set_others(0, fp_legacy_hook_tsc, (PyObject *)p, NULL, NULL) < 0 ||
-        fp_legacy_set_others(0, fp_legacy_hook_mono, (PyObject *)p, NULL, NULL) < 0)
+    /* Every other thread still holding it.  (One that is missed removes it at its next
+     * event, finding p disabled.) */
+    if (fp_legacy_set_others(0, hook, (PyObject *)p, NULL, NULL) < 0)
         rc = -1;
     return rc;
 }
