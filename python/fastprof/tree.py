@@ -1,0 +1,293 @@
+"""The calling-context tree: one node per distinct path of functions from a thread's root, with
+exact calls, own time and total time per node.
+
+The C core records the tree as flat records (see ``CallTree.from_raw``); this module gives it a
+shape to walk, merge, save and derive from.  A node is a path, and a path is never active twice at
+once in a thread, so a node's total time never double-counts.  The tree is not folded: a recursive
+path is as deep as the stack was (the interpreter's recursion limit bounds it), and the node cap
+bounds the whole tree; views fold recursion when they draw it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+__all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT"]
+
+FuncKey = Tuple[str, int, str]
+"""A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+
+TREE_FORMAT = "fastprof-tree"
+_TREE_VERSION = 1
+
+
+class Node:
+    """One path of the tree: the function at its end (``key``), the completed calls made along
+    exactly this path (``ncalls``), their own time (``tottime``) and total time (``cumtime``),
+    in seconds.  A thread's root has ``key`` None and sums its children."""
+
+    __slots__ = ("key", "ncalls", "tottime", "cumtime", "children", "parent", "func")
+
+    def __init__(
+        self,
+        key: Optional[FuncKey],
+        ncalls: int = 0,
+        tottime: float = 0.0,
+        cumtime: float = 0.0,
+        parent: Optional["Node"] = None,
+        func: int = -1,
+    ) -> None:
+        self.key = key
+        self.ncalls = ncalls
+        self.tottime = tottime
+        self.cumtime = cumtime
+        self.children: List[Node] = []
+        self.parent = parent
+        self.func = func  # the core's function index (-1: none); tells apart equal keys
+
+    def __repr__(self) -> str:
+        name = "<root>" if self.key is None else self.key[2]
+        return (f"Node({name!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
+                f"cumtime={self.cumtime:.6g}, children={len(self.children)})")
+
+    @property
+    def is_root(self) -> bool:
+        """True for a thread's root."""
+        return self.key is None
+
+    def path(self) -> List[FuncKey]:
+        """The function keys from the thread's root (excluded) down to this node."""
+        out: List[FuncKey] = []
+        n: Optional[Node] = self
+        while n is not None and n.key is not None:
+            out.append(n.key)
+            n = n.parent
+        out.reverse()
+        return out
+
+    def walk(self) -> Iterator["Node"]:
+        """This node and every node below it, parents before children (iterative: deep
+        recursion makes deep trees)."""
+        stack = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(reversed(n.children))
+
+    def child(self, key: FuncKey) -> Optional["Node"]:
+        """The child whose function is ``key``, or None."""
+        for c in self.children:
+            if c.key == key:
+                return c
+        return None
+
+
+class CallTree:
+    """Per-thread calling-context trees of one profile.
+
+    ``threads`` maps each thread's ident to its root; ``merged`` counts the calls that got no
+    node of their own because the node cap was reached (their time is in the pstats view, and
+    their parent node's total time).
+    """
+
+    def __init__(self, threads: Optional[Dict[int, Node]] = None, merged: int = 0,
+                 node_cap: Optional[int] = None) -> None:
+        self.threads: Dict[int, Node] = dict(threads or {})
+        self.merged = merged
+        self.node_cap = node_cap
+
+    # -- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_raw(
+        cls,
+        spt: float,
+        keys: Sequence[FuncKey],
+        nodes: Sequence[Tuple[int, int, int, int, int, int]],
+        threads: Sequence[int],
+        merged: int = 0,
+        node_cap: Optional[int] = None,
+    ) -> "CallTree":
+        """The tree from the core's records: ``nodes`` as (parent, func, thread, ncalls, tt,
+        it) in ticks of ``spt`` seconds, a parent before its children (-1: a top-level frame
+        of thread ``threads[thread]``); ``keys[func]`` is each function's pstats key."""
+        roots = [Node(None) for _ in threads]
+        made: List[Node] = []
+        for parent, func, thread, ncalls, tt, it in nodes:
+            if parent >= len(made) or not 0 <= thread < len(roots):
+                raise ValueError(f"malformed tree record {(parent, func, thread)!r}: a parent "
+                                 f"must precede its children and name a known thread")
+            up = roots[thread] if parent < 0 else made[parent]
+            n = Node(keys[func], ncalls, it * spt, tt * spt, up, func)
+            up.children.append(n)
+            made.append(n)
+        for r in roots:
+            r.cumtime = sum(c.cumtime for c in r.children)
+        return cls(dict(zip(threads, roots)), merged, node_cap)
+
+    @classmethod
+    def from_profile(cls, prof: Any) -> "CallTree":
+        """The tree a ``fastprof.Profile`` (or its core) has recorded so far."""
+        from .profile import label
+
+        spt, funcs, _ = prof._raw()
+        tspt, nodes, threads, merged = prof._raw_tree()
+        keys = [label(f[0]) for f in funcs]
+        return cls.from_raw(tspt, keys, nodes, threads, merged,
+                            getattr(prof, "tree_nodes", None))
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def roots(self) -> List[Node]:
+        """The threads' roots, in first-seen order."""
+        return list(self.threads.values())
+
+    def nodes(self) -> Iterator[Node]:
+        """Every node of every thread (roots excluded), parents before children."""
+        for r in self.threads.values():
+            for n in r.walk():
+                if n.key is not None:
+                    yield n
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.nodes())
+
+    @property
+    def total_time(self) -> float:
+        """The summed total time of the threads' top-level calls, in seconds."""
+        return sum(r.cumtime for r in self.threads.values())
+
+    def merged_threads(self) -> Node:
+        """One root that sums every thread's tree path by path."""
+        out = Node(None)
+        for r in self.threads.values():
+            _merge_into(out, r)
+        out.cumtime = sum(c.cumtime for c in out.children)
+        return out
+
+    def function_totals(self) -> Dict[FuncKey, Tuple[int, float, float]]:
+        """Per function, (ncalls, tottime, cumtime) derived from the tree: calls and own time
+        summed over its nodes, total time over its nodes that have no ancestor of the same
+        function (the outermost calls, as pstats counts cumtime)."""
+        out: Dict[FuncKey, List[Any]] = {}
+        for root in self.threads.values():
+            # depth-first with the functions open on the path counted
+            open_funcs: Dict[Any, int] = {}
+            stack: List[Tuple[Node, bool]] = [(c, False) for c in reversed(root.children)]
+            while stack:
+                n, leaving = stack.pop()
+                ident = n.func if n.func >= 0 else n.key
+                if leaving:
+                    open_funcs[ident] -= 1
+                    continue
+                assert n.key is not None
+                acc = out.setdefault(n.key, [0, 0.0, 0.0])
+                acc[0] += n.ncalls
+                acc[1] += n.tottime
+                if not open_funcs.get(ident):
+                    acc[2] += n.cumtime
+                open_funcs[ident] = open_funcs.get(ident, 0) + 1
+                stack.append((n, True))
+                stack.extend((c, False) for c in reversed(n.children))
+        return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-safe form: flat node records (no nesting, so any depth saves)."""
+        key_ids: Dict[FuncKey, int] = {}
+        keys: List[List[Any]] = []
+        threads: List[Dict[str, Any]] = []
+        records: List[List[Any]] = []
+        for ident, root in self.threads.items():
+            first = len(records)
+            index: Dict[int, int] = {id(root): -1}
+            for n in root.walk():
+                if n.key is None:
+                    continue
+                kid = key_ids.get(n.key)
+                if kid is None:
+                    kid = key_ids[n.key] = len(keys)
+                    keys.append(list(n.key))
+                assert n.parent is not None
+                index[id(n)] = len(records) - first
+                records.append([index[id(n.parent)], kid, n.ncalls, n.tottime, n.cumtime])
+            threads.append({"ident": ident, "nodes": records[first:]})
+        return {"format": TREE_FORMAT, "version": _TREE_VERSION, "merged": self.merged,
+                "node_cap": self.node_cap, "keys": keys, "threads": threads}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "CallTree":
+        """The tree ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
+        if not isinstance(data, dict) or data.get("format") != TREE_FORMAT:
+            raise ValueError(f"not a fastprof call tree (expected format {TREE_FORMAT!r})")
+        if data.get("version") != _TREE_VERSION:
+            raise ValueError(f"call tree version {data.get('version')!r} is not supported "
+                             f"(this fastprof reads version {_TREE_VERSION})")
+        try:
+            keys = [_as_key(k) for k in data["keys"]]
+            merged = int(data.get("merged", 0))
+            cap = data.get("node_cap")
+            out: Dict[int, Node] = {}
+            for t in data["threads"]:
+                root = Node(None)
+                made: List[Node] = []
+                for parent, kid, ncalls, tottime, cumtime in t["nodes"]:
+                    if not -1 <= parent < len(made) or isinstance(parent, bool):
+                        raise ValueError(f"node {len(made)} names parent {parent!r}")
+                    up = root if parent < 0 else made[parent]
+                    n = Node(keys[kid], int(ncalls), float(tottime), float(cumtime), up)
+                    up.children.append(n)
+                    made.append(n)
+                root.cumtime = sum(c.cumtime for c in root.children)
+                out[int(t["ident"])] = root
+        except (KeyError, TypeError, IndexError) as e:
+            raise ValueError(f"malformed call tree: {type(e).__name__}: {e}") from None
+        return cls(out, merged, None if cap is None else int(cap))
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the tree as JSON to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, path: Union[str, "os.PathLike[str]"]) -> "CallTree":
+        """Reads a tree ``save`` wrote; ValueError naming the file when it is not one."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            return cls.from_dict(data)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise ValueError(f"{os.fspath(path)}: {e}") from None
+
+
+def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
+    """Where the call tree of the pstats file ``profile_path`` is saved beside it."""
+    return os.fspath(profile_path) + ".tree.json"
+
+
+def _as_key(k: Any) -> FuncKey:
+    if not (isinstance(k, list) and len(k) == 3 and isinstance(k[0], str)
+            and isinstance(k[1], int) and isinstance(k[2], str)):
+        raise ValueError(f"malformed function key {k!r}")
+    return (k[0], k[1], k[2])
+
+
+def _merge_into(dst: Node, src: Node) -> None:
+    """Adds src's children (and below) to dst's, path by path (iterative)."""
+    work = [(dst, src)]
+    while work:
+        d, s = work.pop()
+        index = {c.key: c for c in d.children}
+        for c in s.children:
+            m = index.get(c.key)
+            if m is None:
+                m = Node(c.key, 0, 0.0, 0.0, d, c.func)
+                d.children.append(m)
+                index[c.key] = m
+            m.ncalls += c.ncalls
+            m.tottime += c.tottime
+            m.cumtime += c.cumtime
+            work.append((m, c))
