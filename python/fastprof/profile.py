@@ -36,6 +36,9 @@ EdgeStats = Tuple[int, int, float, float]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+_MONITORING = sys.version_info >= (3, 12)
+_TOOL_NAME = "fastprof"  # the sys.monitoring tool name the core registers
+
 
 class ProfilerSubEntry(NamedTuple):
     """One caller->callee edge, with the attributes of ``_lsprof.profiler_subentry``."""
@@ -79,6 +82,19 @@ class Profile(_fastprof.Profiler):
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+
+    def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None:
+        """Starts profiling (a no-op when already on).
+
+        As ``cProfile.Profile`` on 3.12+: ValueError while another ``Profile`` is enabled (one
+        call profile at a time; the core ``_fastprof.Profiler`` may run beside others).
+        """
+        if _MONITORING and not self.enabled:
+            holder = sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)
+            if holder == _TOOL_NAME:
+                raise ValueError("Another profiling tool is already active: a fastprof.Profile "
+                                 "is enabled; disable it first")
+        super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
 
