@@ -152,3 +152,37 @@ def test_bad_counter_3_12_text_on_every_version() -> None:
         obj.clear()
         assert cm.unraisable is not None
         assert cm.unraisable.exc_type is TypeError
+
+
+def _profilee_stats(profilerclass: Any) -> Any:
+    """pstats.Stats of CPython's profilee workload run under its fake timer."""
+    import pstats
+    from test.profilee import testfunc, timer
+
+    prof = profilerclass(timer, 0.001)
+    prof.runctx("testfunc()", {"testfunc": testfunc}, {})
+    return pstats.Stats(prof).strip_dirs()
+
+
+def test_name_column_as_wide_as_cprofiles() -> None:
+    """The profiler's own disable() is named as long as cProfile's, so pstats pads every
+    table to the same width, and the names are the same but for that one."""
+    import cProfile
+
+    mine, theirs = _profilee_stats(fastprof.Profile), _profilee_stats(cProfile.Profile)
+    assert mine.max_name_len == theirs.max_name_len
+    own = ("~", 0, "<method 'disable' of 'fastprof.Profile' objects>")
+    assert own in mine.stats
+    assert set(mine.stats) - {own} == set(theirs.stats) - {
+        ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")}
+
+
+def test_fastprof_table_names_builtins_as_pstats() -> None:
+    """fastprof's own table shows each function as pstats does: {built-in method ...}."""
+    import pstats
+
+    st = fastprof.Stats(_profilee_stats(fastprof.Profile))
+    assert {r.location for r in st.rows} == {pstats.func_std_string(k) for k in st.to_dict()}
+    table = st.sort("stdname").table()
+    assert "{built-in method builtins.hasattr}" in table
+    assert "<built-in method" not in table
