@@ -186,3 +186,27 @@ def test_fastprof_table_names_builtins_as_pstats() -> None:
     table = st.sort("stdname").table()
     assert "{built-in method builtins.hasattr}" in table
     assert "<built-in method" not in table
+
+
+@pytest.mark.skipif(not _PY312, reason="sys.monitoring tool ids exist on 3.12+")
+def test_one_fastprof_profile_at_a_time_even_beside_cprofile() -> None:
+    """With cProfile holding the profiler's tool id, a Profile still runs (on another id), and
+    a second Profile is refused as CPython's test_second_profiler wants, naming the id."""
+    import cProfile
+
+    cp, a, b = cProfile.Profile(), fastprof.Profile(), fastprof.Profile()
+    cp.enable()
+    try:
+        a.enable()
+        try:
+            assert a.tool_id not in (None, sys.monitoring.PROFILER_ID)
+            with pytest.raises(ValueError, match=f"tool id {a.tool_id}"):
+                b.enable()
+            assert not b.enabled
+        finally:
+            a.disable()
+    finally:
+        cp.disable()
+    b.enable()  # free again once a is off
+    b.disable()
+    assert all(sys.monitoring.get_tool(i) != "fastprof" for i in range(6))

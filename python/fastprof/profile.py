@@ -86,14 +86,17 @@ class Profile(_fastprof.Profiler):
     def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None:
         """Starts profiling (a no-op when already on).
 
-        As ``cProfile.Profile`` on 3.12+: ValueError while another ``Profile`` is enabled (one
-        call profile at a time; the core ``_fastprof.Profiler`` may run beside others).
+        As ``cProfile.Profile`` on 3.12+: ValueError while another fastprof call profiler is
+        enabled (one at a time; it still runs beside cProfile, debuggers and coverage, taking
+        another free sys.monitoring tool id when the profiler's is held).
         """
         if _MONITORING and not self.enabled:
-            holder = sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)
-            if holder == _TOOL_NAME:
-                raise ValueError("Another profiling tool is already active: a fastprof.Profile "
-                                 "is enabled; disable it first")
+            mon: Any = sys.monitoring  # type: ignore[attr-defined]
+            held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
+            if held:
+                raise ValueError(f"Another profiling tool is already active: a fastprof "
+                                 f"profiler holds sys.monitoring tool id {held[0]}; "
+                                 f"disable it first")
         super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
