@@ -12,7 +12,7 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 # Entries of the profiler's own enable/disable calls, which differ by name between tools.
-_PROFILER_METHOD = re.compile(r"'(enable|disable)' of '[\w.]*Profiler' objects")
+_PROFILER_METHOD = re.compile(r"'(enable|disable)' of '[\w.]*Profiler?' objects")
 
 
 def comparable(stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = None,

@@ -55,7 +55,7 @@ def test_rows_are_plain_data() -> None:
         plain = r.as_dict()
         assert plain["name"] == r.name and isinstance(plain["callers"], (list, tuple))
     b = st.row("<built-in method builtins.len>")
-    assert b.is_builtin and b.location == "<built-in method builtins.len>"
+    assert b.is_builtin and b.location == "{built-in method builtins.len}"  # as pstats shows it
     assert st.total_calls == sum(v[1] for v in d.values())
     assert st.prim_calls == sum(v[0] for v in d.values())
     assert st.total_tt == pytest.approx(sum(v[2] for v in d.values()))

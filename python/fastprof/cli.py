@@ -55,7 +55,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--outfile", metavar="FILE",
                    help="write the profile to FILE (pstats format: pstats, snakeviz, gprof2dot, "
                         "`fastprof view` read it) instead of printing the table")
-    p.add_argument("-s", "--sort", type=_sort_key, default=None, metavar="SORT",
+    p.add_argument("-s", "--sort", default=None, metavar="SORT",
                    help=f"sort key of the table (default {_DEFAULT_SORT}): "
                         + ", ".join(SORT_KEYS))
     p.add_argument("--top", type=_positive_int, default=_DEFAULT_TOP, metavar="N",
@@ -194,6 +194,13 @@ def _run(argv: Sequence[str]) -> int:
     head, tail = _split_run_argv(argv)
     parser = _run_parser()
     opts = parser.parse_args(head)
+    if opts.sort is not None and opts.sort not in SORT_KEYS:
+        # cProfile's words, which scripts and CPython's own tests look for.
+        parser.error(f"option -s: invalid choice: {opts.sort!r} "
+                     f"(choose from {', '.join(map(repr, SORT_KEYS))})")
+    if opts.outfile:
+        # As cProfile: relative to where fastprof started, whatever the script does to its cwd.
+        opts.outfile = os.path.abspath(opts.outfile)
     # The options end where the target starts, so the target and its arguments are in tail.
     if opts.module is None:
         if not tail:

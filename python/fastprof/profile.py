@@ -35,6 +35,11 @@ EdgeStats = Tuple[int, int, float, float]
 """A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+SortArg = Union[str, int, Tuple[Union[str, int], ...]]
+"""A pstats sort key (name or legacy integer), or a tuple of them."""
+
+_MONITORING = sys.version_info >= (3, 12)
+_TOOL_NAME = "fastprof"  # the sys.monitoring tool name the core registers
 
 
 class ProfilerSubEntry(NamedTuple):
@@ -79,6 +84,22 @@ class Profile(_fastprof.Profiler):
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+
+    def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None:
+        """Starts profiling (a no-op when already on).
+
+        As ``cProfile.Profile`` on 3.12+: ValueError while another fastprof call profiler is
+        enabled (one at a time; it still runs beside cProfile, debuggers and coverage, taking
+        another free sys.monitoring tool id when the profiler's is held).
+        """
+        if _MONITORING and not self.enabled:
+            mon: Any = sys.monitoring  # type: ignore[attr-defined]
+            held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
+            if held:
+                raise ValueError(f"Another profiling tool is already active: a fastprof "
+                                 f"profiler holds sys.monitoring tool id {held[0]}; "
+                                 f"disable it first")
+        super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
 
@@ -135,13 +156,13 @@ class Profile(_fastprof.Profiler):
 
     # -- printing and saving ----------------------------------------------------------------
 
-    def print_stats(self, sort: Union[str, int, Tuple[Union[str, int], ...]] = -1) -> None:
+    def print_stats(self, sort: SortArg = -1) -> None:
         """Prints pstats' table sorted by ``sort`` (a pstats sort key, or a tuple of them)."""
         import pstats
 
-        if not isinstance(sort, tuple):
-            sort = (sort,)
-        pstats.Stats(self).strip_dirs().sort_stats(*sort).print_stats()
+        keys: Tuple[Any, ...] = sort if isinstance(sort, tuple) else (sort,)
+        st = pstats.Stats(self)  # type: ignore[arg-type]  # pstats reads any create_stats()
+        st.strip_dirs().sort_stats(*keys).print_stats()
 
     def dump_stats(self, file: str) -> None:
         """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it)."""
@@ -193,14 +214,14 @@ class Profile(_fastprof.Profiler):
 # -- module-level helpers, as in cProfile --------------------------------------------------
 
 
-def _show(prof: Profile, filename: Optional[str], sort: Union[str, int]) -> None:
+def _show(prof: Profile, filename: Optional[str], sort: SortArg) -> None:
     if filename is not None:
         prof.dump_stats(filename)
     else:
         prof.print_stats(sort)
 
 
-def run(statement: str, filename: Optional[str] = None, sort: Union[str, int] = -1) -> None:
+def run(statement: str, filename: Optional[str] = None, sort: SortArg = -1) -> None:
     """Profiles ``exec(statement)`` in ``__main__``; saves to ``filename`` or prints the table.
 
     As ``cProfile.run``: a ``SystemExit`` raised by the statement ends the run quietly.
@@ -219,7 +240,7 @@ def runctx(
     globals: Dict[str, Any],
     locals: Any,
     filename: Optional[str] = None,
-    sort: Union[str, int] = -1,
+    sort: SortArg = -1,
 ) -> None:
     """Profiles ``exec(statement, globals, locals)``; saves to ``filename`` or prints the table."""
     prof = Profile()

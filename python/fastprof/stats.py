@@ -58,9 +58,11 @@ class Row:
 
     @property
     def location(self) -> str:
-        """``file:line(name)``, or the builtin's label, as pstats prints it."""
+        """``file:line(name)``, or the builtin's label, as pstats prints it: "<built-in method
+        builtins.len>" shows as "{built-in method builtins.len}"."""
         if self.is_builtin:
-            return self.name if self.name.startswith("<") else "{%s}" % self.name
+            n = self.name
+            return "{%s}" % n[1:-1] if n.startswith("<") and n.endswith(">") else n
         return f"{self.file}:{self.line}({self.name})"
 
     def as_dict(self) -> Dict[str, Any]:

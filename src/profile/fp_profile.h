@@ -192,8 +192,9 @@ fp_thread_get(fp_profiler *p)
  * or stops.  Returns nothing. */
 void fp_thread_cache_clear(fp_profiler *p);
 
-/* Returns the time of the profiler's clock in its ticks; reading a user timer that raises
- * records the sticky error and returns its last good reading. */
+/* Returns the time of the profiler's clock in its ticks; a user timer that raises or returns
+ * no number is reported through sys.unraisablehook (as cProfile does) and its last good
+ * reading is returned.  Never leaves an exception set. */
 fp_tick fp_now_slow(fp_profiler *p);
 
 FP_INLINE fp_tick

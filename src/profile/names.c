@@ -58,8 +58,23 @@ fp_label_function(PyMethodDef *ml, PyObject *module)
     return res;
 }
 
+/* The core profiler type's name (profiler.c's spec) and the public class users hold it as. */
+#define FP_CORE_PROFILER_NAME "fastprof._fastprof.Profiler"
+#define FP_PUBLIC_PROFILER_NAME "fastprof.Profile"
+
+/* Returns 1 when attr is a method of the core profiler type (say the disable() call that ends a
+ * profile), else 0.  Never sets an exception. */
+static int
+fp_is_profiler_method(PyObject *attr)
+{
+    return Py_IS_TYPE(attr, &PyMethodDescr_Type) &&
+           strcmp(PyDescr_TYPE(attr)->tp_name, FP_CORE_PROFILER_NAME) == 0;
+}
+
 /* Returns a new reference to the label of method ml bound to self: the repr of the attribute of
- * that name on type(self), else "<built-in method module.name>" or "<built-in method name>". */
+ * that name on type(self), else "<built-in method module.name>" or "<built-in method name>".
+ * The profiler's own methods are labelled after the public class, "<method 'disable' of
+ * 'fastprof.Profile' objects>", as cProfile's are after "_lsprof.Profiler". */
 static PyObject *
 fp_label_method(PyMethodDef *ml, PyObject *self, PyObject *module)
 {
@@ -68,6 +83,11 @@ fp_label_method(PyMethodDef *ml, PyObject *self, PyObject *module)
         return NULL;
     PyObject *attr = fp_mro_lookup(Py_TYPE(self), name);
     Py_DECREF(name);
+    if (attr != NULL && fp_is_profiler_method(attr)) {
+        Py_DECREF(attr);
+        return PyUnicode_FromFormat("<method '%s' of '" FP_PUBLIC_PROFILER_NAME "' objects>",
+                                    ml->ml_name);
+    }
     if (attr != NULL) {
         PyObject *res = PyObject_Repr(attr);
         Py_DECREF(attr);

@@ -129,7 +129,11 @@ fp_now_slow(fp_profiler *p)
     p->last_user = t;
     return t;
 error:
-    fp_set_sticky(p);
+    /* As cProfile: the timer's error goes to sys.unraisablehook (the hook that read it is not
+     * a place to raise) and the reading counts as the last good one; recording goes on. */
+    p->busy++;
+    PyErr_WriteUnraisable(p->timer);
+    p->busy--;
     return p->last_user;
 }
 
