@@ -211,7 +211,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.baseline is not None:
         try:
             _compare_with_baseline(session, state, doc)
-        except ValueError as exc:  # a baseline check missed: an error, never a pass
+        except (OSError, ValueError) as exc:  # an error, never a pass nor a lost save
             lines.append(f"fastprof: cannot compare with {state.baseline_path}: {exc}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if state.save_name is not None:
@@ -226,7 +226,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str, Any]) -> None:
     """Adds the comparison with the baseline to the summary and fails the session on a
-    regression; raises ValueError when the baseline cannot be compared."""
+    regression; raises ValueError when the baseline cannot be compared, OSError when a
+    regression's .prof file cannot be written."""
     assert state.baseline is not None
     lines = state.summary
     comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
