@@ -341,3 +341,19 @@ def test_marshal_reader_refuses_with_value_error_only() -> None:
                 marshal.dumps(compile("1", "x", "eval")), marshal.dumps(1j)):
         with pytest.raises(ValueError):
             _marshal_reader.loads(bad)
+
+
+def test_files_of_profile_py_and_cprofile_still_load(tmp_path: Any, capsys: Any) -> None:
+    import cProfile
+    import profile
+
+    def work() -> int:
+        return sum(sorted([3, 1, 2]))
+
+    for name, prof in (("pure", profile.Profile()), ("c", cProfile.Profile())):
+        prof.runcall(work)
+        path = str(tmp_path / f"{name}.prof")
+        prof.dump_stats(path)
+        assert cli.main(["view", path, "--all"]) == 0
+        assert "(work)" in capsys.readouterr().out
+        assert fastprof.Stats(path).row("work").ncalls == 1

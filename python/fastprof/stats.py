@@ -319,7 +319,7 @@ class Stats:
         cc, nc, tt, ct, callers = value
         cl = []
         for (f, ln, n), cv in callers.items():
-            if len(cv) == 4:  # (nc, cc, tt, ct) as cProfile writes it
+            if isinstance(cv, tuple) and len(cv) == 4:  # (nc, cc, tt, ct) as cProfile writes it
                 cnc, ccc, ctt, cct = cv
             else:  # profile.py writes a bare call count
                 cnc = ccc = int(cv)
