@@ -170,7 +170,8 @@ EVIL_FILE = "/src/\x1b[2J\x1b[31mred\rback\nnew.py"
 EVIL_NAME = "f\x1b]0;title\x07\u202eevil"
 EVIL: Dict[Any, Any] = {
     (EVIL_FILE, 1, EVIL_NAME): (1, 1, 0.5, 0.5, {}),
-    ("~", 0, "<built-in \x1b[5m blink>"): (2, 2, 0.25, 0.25, {(EVIL_FILE, 1, EVIL_NAME): (2, 2, 0.25, 0.25)}),
+    ("~", 0, "<built-in \x1b[5m blink>"): (2, 2, 0.25, 0.25,
+                                             {(EVIL_FILE, 1, EVIL_NAME): (2, 2, 0.25, 0.25)}),
 }
 
 
