@@ -358,3 +358,17 @@ def test_files_of_profile_py_and_cprofile_still_load(tmp_path: Any, capsys: Any)
         assert cli.main(["view", path, "--all"]) == 0
         assert "(work)" in capsys.readouterr().out
         assert fastprof.Stats(path).row("work").ncalls == 1
+
+
+def test_run_table_escapes_names(tmp_path: Any, capsys: Any) -> None:
+    script = tmp_path / "evil.py"
+    script.write_text(
+        "def f():\n"
+        "    return 1\n"
+        "f.__code__ = f.__code__.replace(co_name='f\\x1b[2J\\r\\nx',\n"
+        "                                co_filename='/a/\\x1b]0;t\\x07.py')\n"
+        "f()\n")
+    assert cli.main(["run", "--all", str(script)]) == 0
+    out = capsys.readouterr().out
+    _harmless(out)
+    assert ".py:1(f\\x1b[2J\\r\\nx)" in out
