@@ -3,7 +3,8 @@
     fastprof [run] [-o FILE] [-s SORT] [--top N] [--no-builtins] [--clock C]
                    [--lines] [--lines-of MODULE:FUNC] (script.py | -m module) [args ...]
     fastprof view FILE.prof [-s SORT] [--top N] [--filter REGEX]
-    fastprof compare ...            (see fastprof.compare)
+    fastprof view FILE.lprof [--unit SECONDS]
+    fastprof compare A.prof B.prof | A.json B.json   (see fastprof.compare)
 
 ``run`` accepts cProfile's options (-o, -s, -m); the script sees its own ``sys.argv`` and the
 exit status it asks for is kept.
@@ -332,12 +333,68 @@ def _title(opts: argparse.Namespace) -> str:
     return f"{what} ({opts.clock} clock)"
 
 
+def _fail(command: str, message: object) -> int:
+    """Prints one line ``fastprof COMMAND: message`` to stderr (control characters escaped);
+    returns 2, the exit status of an unreadable or malformed input."""
+    from .report.escape import printable
+
+    print(f"fastprof {command}: {printable(str(message))}", file=sys.stderr)
+    return 2
+
+
+def _is_line_stats_file(path: str) -> bool:
+    """True when path names line timings (.lprof, or a pickle) rather than a pstats file."""
+    if path.endswith(".lprof"):
+        return True
+    if not os.path.isfile(path):  # the loader says why (and a pipe is never opened)
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == b"\x80"  # a pickle (protocol 2+); pstats files start with '{'
+    except OSError:
+        return False  # the loader says why
+
+
+def _view_lines(opts: argparse.Namespace) -> int:
+    """``fastprof view FILE.lprof``: prints kernprof's table of saved line timings."""
+    from .lines import load_stats
+    from .report.lines_text import show_text
+
+    if opts.callgrind:
+        return _fail("view", f"{opts.file}: --callgrind needs a call profile, not line timings")
+    try:
+        stats = load_stats(opts.file)
+    except (OSError, ValueError) as e:
+        return _fail("view", e)
+    try:
+        show_text(stats.timings, stats.unit, opts.unit, sys.stdout, opts.stripzeros,
+                  opts.summarize)
+    except BrokenPipeError:
+        sys.stderr.close()
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return x
+
+
 def _view(argv: Sequence[str]) -> int:
-    """``fastprof view FILE``: prints the table of a saved profile; returns 0, or 2 on error."""
+    """``fastprof view FILE``: prints the table of a saved profile (or the line timings of
+    a .lprof file); returns 0, or 2 with one line on stderr when the file is unreadable or
+    malformed."""
     p = argparse.ArgumentParser(prog="fastprof view",
                                 description="Print the table of a saved profile "
-                                            "(written by fastprof -o, cProfile or dump_stats).")
-    p.add_argument("file", help="the profile file")
+                                            "(written by fastprof -o, cProfile or dump_stats), "
+                                            "or the line timings of a .lprof file (written by "
+                                            "fastprof run --lines -o, LineProfiler.dump_stats "
+                                            "or kernprof).")
+    p.add_argument("file", help="the profile file (pstats), or line timings (.lprof)")
     p.add_argument("-s", "--sort", type=_sort_key, default=_DEFAULT_SORT, metavar="SORT",
                    help=f"sort key (default {_DEFAULT_SORT}): " + ", ".join(SORT_KEYS))
     p.add_argument("--top", type=_positive_int, default=_DEFAULT_TOP, metavar="N",
@@ -348,7 +405,15 @@ def _view(argv: Sequence[str]) -> int:
     p.add_argument("--full-paths", action="store_true", help="do not strip directories")
     p.add_argument("--callgrind", metavar="OUT",
                    help="write a callgrind file (for KCachegrind) to OUT instead of printing")
+    p.add_argument("--unit", type=_positive_float, default=1e-6, metavar="SECONDS",
+                   help="line timings: the unit of the Time columns (default 1e-6)")
+    p.add_argument("--stripzeros", action="store_true",
+                   help="line timings: leave out functions that never ran")
+    p.add_argument("--summarize", action="store_true",
+                   help="line timings: end with one line of total time per function")
     opts = p.parse_args(argv)
+    if _is_line_stats_file(opts.file):
+        return _view_lines(opts)
     from .stats import Stats
 
     try:
@@ -356,14 +421,12 @@ def _view(argv: Sequence[str]) -> int:
         if opts.filter:
             st = st.filter(opts.filter)
     except (OSError, ValueError) as e:
-        print(f"fastprof view: {e}", file=sys.stderr)
-        return 2
+        return _fail("view", e)
     if opts.callgrind:
         try:
             st.to_callgrind(opts.callgrind)
         except OSError as e:
-            print(f"fastprof view: {e}", file=sys.stderr)
-            return 2
+            return _fail("view", e)
         print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
         return 0
     st.sort(opts.sort)
@@ -389,15 +452,15 @@ def _compare(argv: Sequence[str]) -> int:
 _TOP_HELP = """\
 usage: fastprof [run] [options] (script.py | -m module) [args ...]
        fastprof view FILE [-s SORT] [--top N] [--filter REGEX]
-       fastprof compare ...
+       fastprof compare A.prof B.prof | A.json B.json
 
 Exact, low-overhead profiling of Python programs.
 
 commands:
   run       profile a script or module and print where the time goes (the default command;
             cProfile's options -o, -s, -m are accepted)
-  view      print the table of a saved profile
-  compare   compare saved benchmark or profile results
+  view      print the table of a saved profile (pstats), or saved line timings (.lprof)
+  compare   compare two saved profiles (pstats) or two saved benchmark runs (JSON)
 
 `fastprof COMMAND -h` describes each command's options; `fastprof --version` prints the
 version.

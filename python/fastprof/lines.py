@@ -16,14 +16,17 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import io
 import os
 import pickle
+import reprlib
 import sys
 import threading
 import types
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _fastprof
+from ._files import read_regular_file
 from .report.lines_text import show_text
 
 __all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function"]
@@ -60,15 +63,129 @@ class LineStats:
         return sum(t[2] for t in self.timings.get(key, ())) * self.unit
 
 
+# The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
+# (5.x pickles line_profiler.line_profiler.LineStats, 4.x line_profiler._line_profiler's).
+_LINESTATS_CLASSES = frozenset({
+    ("fastprof.lines", "LineStats"),
+    ("line_profiler.line_profiler", "LineStats"),
+    ("line_profiler._line_profiler", "LineStats"),
+    ("line_profiler", "LineStats"),
+})
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = 60
+_REPR.maxother = 60
+# Line numbers and counts beyond this are not a real profile's.
+_MAX_LINENO = 2**31 - 1
+
+
+class _PickledLineStats:
+    """What a LineStats object of a .lprof file becomes while it is read: its state only.
+    Building it runs no code of the class the file names (nor imports its module)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+        self.state: Any = kwargs or None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def _reconstruct(cls: Any, base: Any, state: Any) -> _PickledLineStats:
+    """copyreg._reconstructor as protocols 0 and 1 name it, for the LineStats class only."""
+    if cls is not _PickledLineStats or base is not object or state is not None:
+        raise pickle.UnpicklingError("copyreg._reconstructor is only accepted for LineStats")
+    return _PickledLineStats()
+
+
+class _LineStatsUnpickler(pickle.Unpickler):
+    """An unpickler that builds only plain data (dict, list, tuple, str, int, float, None,
+    bool) and LineStats objects: every other global a file names is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _LINESTATS_CLASSES:
+            return _PickledLineStats
+        if module in ("copyreg", "copy_reg") and name == "_reconstructor":
+            return _reconstruct
+        if module in ("builtins", "__builtin__") and name == "object":
+            return object
+        raise pickle.UnpicklingError(
+            f"it names {module}.{name}; only LineStats and plain data are accepted")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("it holds a persistent id; only plain data is accepted")
+
+
+def _check_timings(timings: Any) -> Dict[Key, List[LineTiming]]:
+    """timings as a fresh {(filename, first_lineno, name): [(lineno, hits, time)]}; raises
+    ValueError saying what is wrong (times may be int or float, as line_profiler writes)."""
+    if not isinstance(timings, dict):
+        raise ValueError(f"timings is a {type(timings).__name__}, expected a dict")
+    out: Dict[Key, List[LineTiming]] = {}
+    for key, rows in timings.items():
+        if (not isinstance(key, tuple) or len(key) != 3 or not isinstance(key[0], str)
+                or type(key[1]) is not int or not isinstance(key[2], str)
+                or not 0 <= key[1] <= _MAX_LINENO):
+            raise ValueError(f"timings key {_short(key)} is not (filename, first_lineno, name)")
+        if not isinstance(rows, (list, tuple)):
+            raise ValueError(f"timings of {_short(key)} are a {type(rows).__name__}, "
+                             f"expected a list of (lineno, hits, time)")
+        checked: List[Any] = []
+        for row in rows:
+            if (not isinstance(row, (tuple, list)) or len(row) != 3
+                    or type(row[0]) is not int or type(row[1]) is not int
+                    or type(row[2]) not in (int, float)
+                    or not 0 <= row[0] <= _MAX_LINENO or row[1] < 0
+                    or not 0 <= row[2] < float("inf")):
+                raise ValueError(f"timings of {_short(key)}: {_short(row)} is not "
+                                 f"(lineno, hits, time) with non-negative numbers")
+            checked.append((row[0], row[1], row[2]))
+        out[key] = checked
+    return out
+
+
+def _short(value: Any) -> str:
+    """A short repr of value (nesting and lengths cut; control characters escaped)."""
+    return _REPR.repr(value)
+
+
 def load_stats(path: "str | os.PathLike[str]") -> LineStats:
-    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``)."""
-    with open(path, "rb") as f:
-        data = pickle.load(f)
-    if isinstance(data, dict) and "timings" in data and "unit" in data:
-        return LineStats(data["timings"], data["unit"])
-    if hasattr(data, "timings") and hasattr(data, "unit"):
-        return LineStats(dict(data.timings), float(data.unit))
-    raise ValueError(f"load_stats(): {os.fspath(path)!r} does not hold line timings")
+    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``).
+
+    The file is a pickle, but it is read without running code: only a LineStats object
+    (fastprof's or line_profiler's class name) or a {"timings", "unit"} dict of plain data is
+    accepted.  Raises OSError when the file cannot be read, ValueError naming the file when it
+    does not hold line timings."""
+    name = os.fspath(path)
+    with io.BytesIO(read_regular_file(name)) as f:
+        try:
+            data = _LineStatsUnpickler(f).load()
+        except RecursionError:
+            raise ValueError(f"{name}: not a line timings file (nested too deeply)") from None
+        except MemoryError:
+            raise ValueError(f"{name}: not a line timings file (too large)") from None
+        except Exception as e:  # UnpicklingError, EOFError, and what odd opcodes raise
+            raise ValueError(f"{name}: not a line timings file ({_reason(e)})") from None
+    if isinstance(data, _PickledLineStats):
+        data = data.state
+    if not isinstance(data, dict) or "timings" not in data or "unit" not in data:
+        raise ValueError(f"{name}: does not hold line timings (expected a LineStats with "
+                         f"timings and unit)")
+    unit = data["unit"]
+    if type(unit) not in (int, float) or not 0 < unit < float("inf"):
+        raise ValueError(f"{name}: unit is {_short(unit)}, expected a positive number of "
+                         f"seconds")
+    try:
+        timings = _check_timings(data["timings"])
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return LineStats(timings, float(unit))
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why reading failed."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _code_lines(code: types.CodeType) -> Tuple[int, int]:

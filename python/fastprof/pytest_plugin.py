@@ -69,7 +69,8 @@ class _State:
         if spec is not None and not self.worker:
             try:
                 self.baseline_path = storage.find(self.storage, spec)
-                self.baseline = storage.load(self.baseline_path)
+                self.baseline = storage.check_baseline(storage.load(self.baseline_path),
+                                                       self.baseline_path)
             except (OSError, ValueError) as exc:
                 raise pytest.UsageError(str(exc)) from None
         self.summary: List[str] = []
@@ -208,25 +209,43 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                                 _device_info(state), __version__)
     lines = state.summary
     if state.baseline is not None:
-        comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
-        lines.append(f"compared with {state.baseline_path}"
-                     + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else ""))
-        lines.extend(compare.format_comparison(comps, state.rules))
-        if only_new:
-            lines.append(f"new (no baseline): {', '.join(only_new)}")
-        regressed = [c for c in comps if c.regressions]
-        for c in regressed:
-            stats = state.prof_stats.get(c.fullname)
-            if stats is not None:
-                path = profiling.write_prof(stats, _prof_path(state.storage, c.fullname))
-                lines.append(f"profile of {c.fullname}: {path}")
-        if regressed:
-            lines.append(f"{len(regressed)} benchmark(s) regressed")
-            if session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        try:
+            _compare_with_baseline(session, state, doc)
+        except (OSError, ValueError) as exc:  # an error, never a pass nor a lost save
+            lines.append(f"fastprof: cannot compare with {state.baseline_path}: {exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if state.save_name is not None:
-        path = storage.save(doc, storage.next_path(state.storage, state.save_name))
-        lines.append(f"saved {len(state.results)} benchmark(s) to {path}")
+        try:
+            path = storage.save(doc, storage.next_path(state.storage, state.save_name))
+        except OSError as exc:
+            lines.append(f"fastprof: could not save the benchmark results: {exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        else:
+            lines.append(f"saved {len(state.results)} benchmark(s) to {path}")
+
+
+def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str, Any]) -> None:
+    """Adds the comparison with the baseline to the summary and fails the session on a
+    regression; raises ValueError when the baseline cannot be compared, OSError when a
+    regression's .prof file cannot be written."""
+    assert state.baseline is not None
+    lines = state.summary
+    comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
+    lines.append(f"compared with {state.baseline_path}"
+                 + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else ""))
+    lines.extend(compare.format_comparison(comps, state.rules))
+    if only_new:
+        lines.append(f"new (no baseline): {', '.join(only_new)}")
+    regressed = [c for c in comps if c.regressions]
+    for c in regressed:
+        stats = state.prof_stats.get(c.fullname)
+        if stats is not None:
+            path = profiling.write_prof(stats, _prof_path(state.storage, c.fullname))
+            lines.append(f"profile of {c.fullname}: {path}")
+    if regressed:
+        lines.append(f"{len(regressed)} benchmark(s) regressed")
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

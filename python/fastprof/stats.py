@@ -6,9 +6,13 @@ from __future__ import annotations
 import marshal
 import os
 import re
+import reprlib
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
+
+from . import _marshal_reader
+from ._files import read_regular_file
 
 __all__ = ["Stats", "Row", "Caller", "SORT_KEYS"]
 
@@ -149,6 +153,80 @@ def _add_edge(prev: Any, edge: Any) -> Any:
     return tuple(a + b for a, b in zip(prev, edge))
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_INF = float("inf")
+
+
+def _is_key(key: Any) -> bool:
+    """True for a pstats key (file, line, name)."""
+    return (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str)
+            and type(key[1]) is int and key[1] >= 0 and isinstance(key[2], str))
+
+
+def _is_count(x: Any) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _is_time(x: Any) -> bool:
+    return type(x) in (int, float) and 0 <= x < _INF
+
+
+def _entry_error(key: Any, value: Any) -> Optional[str]:
+    """What is wrong with one pstats entry, or None when it is well formed."""
+    if not _is_key(key):
+        return f"key {_REPR.repr(key)} is not (file, line, name)"
+    where = f"entry {_REPR.repr(key)}"
+    if not isinstance(value, tuple) or len(value) != 5:
+        return f"{where}: expected (calls, primitive calls, tottime, cumtime, callers)"
+    cc, nc, tt, ct, callers = value
+    if not (_is_count(cc) and _is_count(nc) and _is_time(tt) and _is_time(ct)):
+        return f"{where}: counts and times must be non-negative finite numbers, got " \
+               f"{_REPR.repr(value[:4])}"
+    if not isinstance(callers, dict):
+        return f"{where}: callers are a {type(callers).__name__}, expected a dict"
+    for ck, cv in callers.items():
+        if not _is_key(ck):
+            return f"{where}: caller {_REPR.repr(ck)} is not (file, line, name)"
+        if _is_count(cv):  # profile.py's bare call count
+            continue
+        if (not isinstance(cv, tuple) or len(cv) != 4 or not _is_count(cv[0])
+                or not _is_count(cv[1]) or not _is_time(cv[2]) or not _is_time(cv[3])):
+            return f"{where}: caller {_REPR.repr(ck)} has {_REPR.repr(cv)}, expected " \
+                   f"(calls, primitive calls, tottime, cumtime)"
+    return None
+
+
+def load_pstats_file(src: Union[str, "os.PathLike[str]"]) -> PstatsDict:
+    """The pstats dictionary of a file written by ``dump_stats`` (fastprof's, cProfile's,
+    profile.py's).  Raises OSError when it cannot be read, ValueError naming the file when it
+    is not a well-formed profile (wrong types, negative or non-finite numbers).  The file is
+    read by fastprof's own reader of marshal's format, which builds plain data only and no
+    more of it than the file's size calls for."""
+    path = os.fspath(src)
+    raw = read_regular_file(path)
+    what = f"{path}: not a profile file written by dump_stats"
+    try:
+        data = _marshal_reader.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{what} ({_one_line(e)})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} (it holds a {type(data).__name__}, expected a dict)")
+    for key, value in data.items():
+        problem = _entry_error(key, value)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem}")
+    return data
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class _Holder:
     """What pstats.Stats loads from: an object with create_stats() and .stats."""
 
@@ -189,16 +267,7 @@ class Stats:
         if isinstance(src, Stats):
             return src.to_dict()
         if isinstance(src, (str, os.PathLike)):
-            path = os.fspath(src)
-            with open(path, "rb") as f:
-                try:
-                    data = marshal.load(f)
-                except (EOFError, ValueError, TypeError) as e:
-                    raise ValueError(f"{path}: not a profile file written by dump_stats "
-                                     f"({e})") from None
-            if not isinstance(data, dict):
-                raise ValueError(f"{path}: not a profile file written by dump_stats")
-            return data
+            return load_pstats_file(src)
         if isinstance(src, dict):
             return src
         if hasattr(src, "snapshot_stats"):  # fastprof.Profile, cProfile.Profile: stays enabled
@@ -252,7 +321,7 @@ class Stats:
         cc, nc, tt, ct, callers = value
         cl = []
         for (f, ln, n), cv in callers.items():
-            if len(cv) == 4:  # (nc, cc, tt, ct) as cProfile writes it
+            if isinstance(cv, tuple) and len(cv) == 4:  # (nc, cc, tt, ct) as cProfile writes it
                 cnc, ccc, ctt, cct = cv
             else:  # profile.py writes a bare call count
                 cnc = ccc = int(cv)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..report.escape import printable
 from . import profiling
 from .report import fmt_time, pick_unit
 from .stats import COMPARABLE, ratio_ci
@@ -66,17 +67,27 @@ def _samples(bench: Dict[str, Any]) -> Optional[List[float]]:
     return [float(x) for x in data] if data else None
 
 
+class ZeroBaselineError(ValueError):
+    """A baseline figure is zero: no ratio to it means anything."""
+
+
 def compare_benchmark(old: Dict[str, Any], new: Dict[str, Any], rules: List[Rule]) -> Comparison:
-    """Return the Comparison of one benchmark's old and new result dicts."""
+    """Return the Comparison of one benchmark's old and new result dicts (as storage.load
+    checks them).  Raises ZeroBaselineError when an old figure or all old samples are zero:
+    such a comparison is an error, never a pass."""
     stats: Dict[str, StatComparison] = {}
     a, b = _samples(old), _samples(new)
+    if a is not None and not any(x > 0 for x in a):
+        raise ZeroBaselineError(f"baseline of {old['fullname']!r}: all samples are 0")
     for stat in COMPARABLE:
         o, n = float(old["stats"][stat]), float(new["stats"][stat])
+        if not o > 0:
+            raise ZeroBaselineError(f"baseline of {old['fullname']!r}: {stat} is {o:g}")
         if a and b:
             ratio, lo, hi = ratio_ci(a, b, stat)
             exact = False
         else:
-            ratio = n / o if o > 0 else float("inf")
+            ratio = n / o
             lo = hi = ratio
             exact = True
         stats[stat] = StatComparison(stat, o, n, ratio, lo, hi, exact)
@@ -106,28 +117,30 @@ def format_comparison(comps: List[Comparison], rules: List[Rule], stat: str = "m
     if not comps:
         return ["no benchmark in common with the baseline"]
     unit = pick_unit(c.stats[stat].old for c in comps)
-    width = max(len(c.name) for c in comps)
+    names = {c.fullname: printable(c.name) for c in comps}
+    width = max(len(n) for n in names.values())
     lines = [f"{'Name'.ljust(width)}  {'old ' + stat:>12}  {'new ' + stat:>12}  "
              f"{'ratio':>7}  95% CI of ratio"]
     for c in comps:
         s = c.stats[stat]
         flag = "  REGRESSION" if c.regressions else ""
         ci = "(no raw samples)" if s.exact else f"[{s.lo:.3f}, {s.hi:.3f}]"
-        lines.append(f"{c.name.ljust(width)}  {fmt_time(s.old, unit):>12}  "
+        lines.append(f"{names[c.fullname].ljust(width)}  {fmt_time(s.old, unit):>12}  "
                      f"{fmt_time(s.new, unit):>12}  {s.ratio:7.3f}  {ci}{flag}")
     for c in comps:
         for rule in c.regressions:
             s = c.stats[rule.stat]
             lines.append(
-                f"REGRESSION {c.fullname}: {rule.stat} {fmt_time(s.old)} -> {fmt_time(s.new)} "
+                f"REGRESSION {printable(c.fullname)}: {rule.stat} "
+                f"{fmt_time(s.old)} -> {fmt_time(s.new)} "
                 f"(x{s.ratio:.3f}, 95% CI [{s.lo:.3f}, {s.hi:.3f}] beyond {rule})"
             )
         if c.regressions and c.profiled[1] and not c.profiled[0]:
-            lines.append(f"  {c.name}: the baseline has no profiled round to compare with "
-                         "(save it with --fastprof-profile)")
+            lines.append(f"  {names[c.fullname]}: the baseline has no profiled round to "
+                         "compare with (save it with --fastprof-profile)")
         if c.regressions and c.growth:
-            lines.append(f"  tottime per call that grew most in {c.name}:")
+            lines.append(f"  tottime per call that grew most in {names[c.fullname]}:")
             for g in c.growth:
-                lines.append(f"    +{fmt_time(g['delta'])}  {g['func']}  "
+                lines.append(f"    +{fmt_time(g['delta'])}  {printable(g['func'])}  "
                              f"({fmt_time(g['old'])} -> {fmt_time(g['new'])})")
     return lines

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import re
+import reprlib
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
+from .._files import read_regular_file
+
 FORMAT_VERSION = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _FILE_RE = re.compile(r"^(\d{4})_(.+)\.json$")
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxstring = 40
+_REPR.maxother = 40
 
 
 def machine_id() -> str:
@@ -146,16 +154,86 @@ def save(doc: Dict[str, Any], path: str) -> str:
     return path
 
 
+_COMPARED = ("min", "mean", "median")  # the statistics a comparison reads
+
+
+def _is_number(x: Any) -> bool:
+    """True for a finite, non-negative int or float (not a bool)."""
+    return type(x) in (int, float) and 0 <= x < math.inf
+
+
+def _bench_error(bench: Any) -> Optional[str]:
+    """What is wrong with one saved benchmark, or None when a comparison can read it."""
+    if not isinstance(bench, dict):
+        return f"a benchmark is a {type(bench).__name__}, expected an object"
+    fullname = bench.get("fullname")
+    if not isinstance(fullname, str):
+        return "each benchmark needs 'fullname' (a string) and 'stats'"
+    where = f"benchmark {_REPR.repr(fullname)}"
+    if not isinstance(bench.get("name", fullname), str):
+        return f"{where}: 'name' must be a string"
+    st = bench.get("stats")
+    if not isinstance(st, dict):
+        return f"{where}: 'stats' must be an object"
+    for stat in _COMPARED:
+        if not _is_number(st.get(stat)):
+            return f"{where}: stats.{stat} must be a finite non-negative number, " \
+                   f"got {_REPR.repr(st.get(stat))}"
+    data = st.get("data")
+    if data is not None and (not isinstance(data, list)
+                             or not all(_is_number(x) for x in data)):
+        return f"{where}: stats.data must be a list of finite non-negative numbers"
+    extra = bench.get("fastprof")
+    if extra is None:
+        return None
+    if not isinstance(extra, dict):
+        return f"{where}: 'fastprof' must be an object"
+    prof = extra.get("profile")
+    if prof is None:
+        return None
+    rows = prof.get("rows") if isinstance(prof, dict) else None
+    if (not isinstance(prof, dict) or not isinstance(rows, list)
+            or not isinstance(prof.get("iterations", 1), int)
+            or not all(isinstance(r, dict) and isinstance(r.get("func"), str)
+                       and _is_number(r.get("tottime")) for r in rows)):
+        return f"{where}: fastprof.profile must hold 'iterations' and 'rows' of " \
+               f"{{'func': str, 'tottime': seconds}}"
+    return None
+
+
 def load(path: str) -> Dict[str, Any]:
-    """Return the run saved at path; raises ValueError when it is not a benchmark JSON."""
+    """Return the run saved at path.  Raises OSError when it cannot be read, ValueError
+    naming the file when it is not a benchmark JSON a comparison can read (wrong types,
+    negative or non-finite figures, nesting too deep)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = json.loads(read_regular_file(path).decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a benchmark JSON (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise ValueError(f"{path}: not a benchmark JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise ValueError(f"{path}: expected a benchmark JSON with a 'benchmarks' list")
     for bench in doc["benchmarks"]:
-        if not isinstance(bench, dict) or "fullname" not in bench or "stats" not in bench:
-            raise ValueError(f"{path}: each benchmark needs 'fullname' and 'stats'")
+        problem = _bench_error(bench)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}")
+    return doc
+
+
+def check_baseline(doc: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """Return doc (a load() result) when every benchmark in it can be a baseline; raises
+    ValueError naming the file and the benchmark whose figures are zero, since a ratio to
+    zero means nothing (a comparison with it is an error, never a pass)."""
+    for bench in doc["benchmarks"]:
+        st = bench["stats"]
+        zero = [stat for stat in _COMPARED if st[stat] <= 0]
+        data = st.get("data")
+        if zero or (data and not any(x > 0 for x in data)):
+            what = f"{', '.join(zero)} of 0" if zero else "all samples 0"
+            raise ValueError(f"{path}: benchmark {_REPR.repr(bench['fullname'])} has "
+                             f"{what}: a zero baseline cannot be compared")
     return doc

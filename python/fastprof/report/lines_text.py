@@ -6,7 +6,9 @@ import inspect
 import linecache
 import os
 import sys
-from typing import IO, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .escape import printable
 
 LineTiming = Tuple[int, int, int]
 Key = Tuple[str, int, str]
@@ -16,6 +18,10 @@ HEADER = f"{'Line #':>6} {'Hits':>9} {'Time':>12} {'Per Hit':>8} {'% Time':>8}  
 
 def _source_block(filename: str, start_lineno: int) -> List[str]:
     """The lines of the function starting at start_lineno of filename ([] when unreadable)."""
+    # Sources linecache holds already (IPython cells) or regular files: never a device or
+    # a pipe that a file name from a saved .lprof could point at.
+    if filename not in linecache.cache and not os.path.isfile(filename):
+        return []
     linecache.checkcache(filename)
     all_lines = linecache.getlines(filename)
     if not all_lines or start_lineno < 1 or start_lineno > len(all_lines):
@@ -39,23 +45,23 @@ def show_func(filename: str, start_lineno: int, func_name: str,
     scale = unit / output_unit
     stream.write(f"Total time: {total_time * unit:g} s\n")
     block = _source_block(filename, start_lineno)
+    shown_file, shown_name = printable(filename), printable(func_name)
+    by_line: Dict[int, LineTiming] = {t[0]: t for t in timings}
     if block:
-        stream.write(f"File: {filename}\n")
-        stream.write(f"Function: {func_name} at line {start_lineno}\n")
+        stream.write(f"File: {shown_file}\n")
+        stream.write(f"Function: {shown_name} at line {start_lineno}\n")
+        numbered = [(start_lineno + offset, text) for offset, text in enumerate(block)]
     else:
-        stream.write(f"Could not find file {filename}\n")
+        stream.write(f"Could not find file {shown_file}\n")
         stream.write("Are you sure you are running this program from the same directory\n")
         stream.write("that you ran the profiler from?\n")
         stream.write("Continuing without the function's contents.\n")
-        last = max([start_lineno] + [t[0] for t in timings])
-        block = ["\n"] * (last - start_lineno + 1)
+        numbered = [(lineno, "") for lineno in sorted(by_line)]  # the lines that ran
     stream.write("\n")
     stream.write(HEADER + "\n")
     stream.write("=" * len(HEADER) + "\n")
-    by_line: Dict[int, LineTiming] = {t[0]: t for t in timings}
-    for offset, text in enumerate(block):
-        lineno = start_lineno + offset
-        text = text.rstrip("\n").rstrip("\r")
+    for lineno, text in numbered:
+        text = printable(text.rstrip("\n").rstrip("\r"), keep="\t")
         row = by_line.get(lineno)
         if row is None:
             stream.write(f"{lineno:>6} {'':>9} {'':>12} {'':>8} {'':>8}  {text}\n")
@@ -67,7 +73,7 @@ def show_func(filename: str, start_lineno: int, func_name: str,
     stream.write("\n")
 
 
-def show_text(timings: Dict[Key, Sequence[LineTiming]], unit: float,
+def show_text(timings: Mapping[Key, Sequence[LineTiming]], unit: float,
               output_unit: Optional[float] = None, stream: Optional[IO[str]] = None,
               stripzeros: bool = False, summarize: bool = False) -> None:
     """Print every function's block (in file and line order), as ``kernprof -l -v`` does."""
@@ -82,4 +88,5 @@ def show_text(timings: Dict[Key, Sequence[LineTiming]], unit: float,
             if stripzeros and seconds == 0:
                 continue
             where = os.path.relpath(filename) if os.path.exists(filename) else filename
-            stream.write(f"{seconds:10.6f} seconds - {where}:{start_lineno} - {name}\n")
+            stream.write(f"{seconds:10.6f} seconds - {printable(where)}:{start_lineno} - "
+                         f"{printable(name)}\n")

@@ -6,15 +6,18 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
+from .escape import printable
+
 __all__ = ["format_table", "format_location"]
 
 
 def format_location(row: Any, strip_dirs: bool = True) -> str:
-    """``file:line(name)`` of a row (its base name when ``strip_dirs``), or a builtin's label."""
+    """``file:line(name)`` of a row (its base name when ``strip_dirs``), or a builtin's label,
+    with control characters escaped."""
     if row.is_builtin:
-        return row.location
+        return printable(row.location)
     f = os.path.basename(row.file) if strip_dirs else row.file
-    return f"{f}:{row.line}({row.name})"
+    return printable(f"{f}:{row.line}({row.name})")
 
 
 def _secs(x: float) -> str:
@@ -42,7 +45,7 @@ def format_table(
     nrows = len(rows) if nrows is None else nrows
     head = []
     if title:
-        head.append(title)
+        head.append(printable(title))
     calls = f"{total_calls} function calls"
     if prim_calls != total_calls:
         calls += f" ({prim_calls} primitive calls)"
