@@ -187,7 +187,7 @@ def test_view_escapes_names(tmp_path: Any, capsys: Any) -> None:
     out = capsys.readouterr().out
     _harmless(out)
     assert "/src/\\x1b[2J\\x1b[31mred\\rback\\nnew.py:1(f\\x1b]0;title\\x07\\u202eevil)" in out
-    assert "<built-in \\x1b[5m blink>" in out
+    assert "{built-in \\x1b[5m blink}" in out  # builtins print as pstats prints them
     rows = out.split("function\n", 1)[1].splitlines()
     assert len(rows) == 2  # one line per function: no newline got through
 
