@@ -55,27 +55,31 @@ _NUMPY_HINT = "fastprof.{name} needs NumPy, which could not be imported; install
               "pip install 'fastprof[kernels]'"
 
 
-def __getattr__(name: str) -> Any:
-    """Imports the module behind a lazy public name on first access and keeps it here.
+# Hidden from type checkers, which see the imports above instead and so still flag a
+# misspelt name.
+if not TYPE_CHECKING:
 
-    Raises AttributeError for other names, and ImportError naming ``fastprof[kernels]`` when
-    the name needs NumPy and NumPy cannot be imported."""
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'fastprof' has no attribute {name!r}")
-    from importlib import import_module
+    def __getattr__(name: str) -> Any:
+        """Imports the module behind a lazy public name on first access and keeps it here.
 
-    module_name, attr = target
-    try:
-        module = import_module(module_name)
-    except ImportError as exc:
-        missing = exc.name or ""
-        if missing == "numpy" or missing.startswith("numpy."):
-            raise ImportError(_NUMPY_HINT.format(name=name), name="numpy") from exc
-        raise
-    value = module if attr is None else getattr(module, attr)
-    globals()[name] = value
-    return value
+        Raises AttributeError for other names, and ImportError naming ``fastprof[kernels]`` when
+        the name needs NumPy and NumPy cannot be imported."""
+        target = _LAZY.get(name)
+        if target is None:
+            raise AttributeError(f"module 'fastprof' has no attribute {name!r}")
+        from importlib import import_module
+
+        module_name, attr = target
+        try:
+            module = import_module(module_name)
+        except ImportError as exc:
+            missing = exc.name or ""
+            if missing == "numpy" or missing.startswith("numpy."):
+                raise ImportError(_NUMPY_HINT.format(name=name), name="numpy") from exc
+            raise
+        value = module if attr is None else getattr(module, attr)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> List[str]:
