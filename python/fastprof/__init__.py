@@ -6,14 +6,24 @@ The public names, re-exported from one module per concern:
 - line timing: LineProfiler
 - kernels: fastprof.kernels (convolve, correlate, uniform_filter, evaluate, ...)
 - GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx
+
+``import fastprof`` loads the profilers and Stats only, never NumPy: a profiled script's own
+imports show in its profile as under cProfile.  The kernels, the GPU names and NVTX load on
+first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
+``pip install 'fastprof[kernels]'``).
 """
 
-from . import _fastprof
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from . import _fastprof  # noqa: F401  (the compiled core loads first)
+from .lines import LineProfiler
 from .profile import Profile, profile, run, runctx
 from .stats import Stats
-from .lines import LineProfiler
-from . import kernels, cuda, nvtx
-from .cuda import cuda_timer, cuda_trace
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
+    from . import cuda, kernels, nvtx
+    from .cuda import cuda_timer
+    from .trace import cuda_trace
 
 __version__ = "0.1.0"
 
@@ -31,3 +41,47 @@ __all__ = [
     "cuda_trace",
     "__version__",
 ]
+
+#: The names loaded on first use: name -> (module, attribute of it or None for the module).
+_LAZY: Dict[str, Tuple[str, Optional[str]]] = {
+    "kernels": ("fastprof.kernels", None),
+    "cuda": ("fastprof.cuda", None),
+    "nvtx": ("fastprof.nvtx", None),
+    "cuda_timer": ("fastprof.cuda", "cuda_timer"),
+    "cuda_trace": ("fastprof.trace", "cuda_trace"),
+}
+
+_NUMPY_HINT = "fastprof.{name} needs NumPy, which could not be imported; install it with " \
+              "pip install 'fastprof[kernels]'"
+
+
+# Hidden from type checkers, which see the imports above instead and so still flag a
+# misspelt name.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """Imports the module behind a lazy public name on first access and keeps it here.
+
+        Raises AttributeError for other names, and ImportError naming ``fastprof[kernels]`` when
+        the name needs NumPy and NumPy cannot be imported."""
+        target = _LAZY.get(name)
+        if target is None:
+            raise AttributeError(f"module 'fastprof' has no attribute {name!r}")
+        from importlib import import_module
+
+        module_name, attr = target
+        try:
+            module = import_module(module_name)
+        except ImportError as exc:
+            missing = exc.name or ""
+            if missing == "numpy" or missing.startswith("numpy."):
+                raise ImportError(_NUMPY_HINT.format(name=name), name="numpy") from exc
+            raise
+        value = module if attr is None else getattr(module, attr)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> List[str]:
+    """The module's names, the lazy ones included before their first use."""
+    return sorted(set(globals()) | set(_LAZY))

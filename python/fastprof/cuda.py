@@ -15,7 +15,6 @@ reason (built without CUDA, no driver, driver too old, no device) when it cannot
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import time
@@ -24,7 +23,10 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from . import _cuda_base
 from . import _fastprof as _C
+from ._cuda_base import CudaError, CudaUnavailableError
+from .trace import cuda_trace
 
 __all__ = [
     "CudaError",
@@ -44,44 +46,10 @@ __all__ = [
 ]
 
 
-class CudaError(RuntimeError):
-    """A CUDA call failed: ``code`` (the cudaError_t), ``name`` (e.g. cudaErrorMemoryAllocation),
-    ``message`` (CUDA's words) and ``context`` (the call that failed, when known)."""
-
-    def __init__(self, code: int, name: str, message: str) -> None:
-        super().__init__(f"{name} ({code}): {message}")
-        self.code = int(code)
-        self.name = name
-        self.message = message
-        self.context: Optional[str] = None
-
-    def __str__(self) -> str:
-        where = f"{self.context}: " if self.context else ""
-        return f"{where}{self.name} ({self.code}): {self.message}"
-
-
-class CudaUnavailableError(RuntimeError):
-    """CUDA cannot run here; ``reason`` says why (the same text as :func:`status`)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-_C._cuda_register_errors(CudaError, CudaUnavailableError)
-
-
-# --- availability ------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def _probe() -> tuple[int, str]:
-    """(device count, reason) from the first CUDA call; cached for the process."""
-    if not _C._cuda_built():
-        return 0, ("fastprof was built without CUDA (no CUDA toolkit at build time, "
-                   "or FASTPROF_CUDA=0)")
-    count, _err, reason = _C._cuda_probe()
-    return count, reason
+# CudaError, CudaUnavailableError and the availability probe live in _cuda_base, which
+# fastprof.trace shares; _probe is bound here too so that is_available, status and _require
+# below read it from this module.
+_probe = _cuda_base._probe
 
 
 def is_available() -> bool:
@@ -786,6 +754,3 @@ def as_device_array(obj: Any, stream: Any = None) -> DeviceArray:
         return DeviceArray(ptr, shape, dtype, byte_strides, dev_id, (obj, keeper), stream=handle)
     raise TypeError(f"expected a device array (DeviceArray, __cuda_array_interface__ or CUDA "
                     f"__dlpack__), got {type(obj).__name__}")
-
-
-from .trace import cuda_trace  # noqa: E402  (trace builds on the names above)

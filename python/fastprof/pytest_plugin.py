@@ -3,6 +3,10 @@
 
 Loaded through the pytest11 entry point; it works beside pytest-benchmark (distinct fixture and
 option names, and its ``@pytest.mark.benchmark(...)`` marker is read, not registered twice).
+
+Loaded in every pytest run of every user who installs fastprof, so it costs nothing until used:
+the benchmark machinery (fastprof.bench, which needs NumPy) loads when a fixture is first
+requested or a --fastprof-* option asks for it, never at plugin load.
 """
 
 from __future__ import annotations
@@ -10,13 +14,15 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import pytest
 
-from .bench import compare, profiling, report, storage
-from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
-from .bench.runner import Options, options_from
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from .bench.compare import Rule
+    from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
 
 #: Makes the profiler of --fastprof-profile's extra round; None means fastprof.Profile.
 #: Tests may set a cProfile-compatible factory here.
@@ -26,6 +32,19 @@ _XDIST_REASON = (
     "{name}: benchmarks do not run on pytest-xdist workers (parallel workers compete for the "
     "CPU and the results could not be saved or compared); run them apart with -p no:xdist or -n 0"
 )
+
+
+def _fixture_module() -> ModuleType:
+    """Return fastprof.bench.fixture, imported on the first benchmark.  Raises ImportError
+    naming ``fastprof[kernels]`` when NumPy (which its statistics use) is missing."""
+    try:
+        return importlib.import_module("fastprof.bench.fixture")
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "numpy":
+            raise
+        raise ImportError("fastprof's benchmark fixtures need NumPy, which could not be "
+                          "imported; install it with pip install 'fastprof[kernels]'",
+                          name="numpy") from exc
 
 
 def _make_profiler() -> Any:
@@ -38,7 +57,8 @@ def _make_profiler() -> Any:
 
 
 class _State:
-    """What the plugin keeps for one pytest session."""
+    """What the plugin keeps for one pytest session.  Only the --fastprof-* options given load
+    the benchmark machinery here (to check their values before any test runs)."""
 
     def __init__(self, config: pytest.Config) -> None:
         opt = config.option
@@ -48,25 +68,31 @@ class _State:
         self.cuda_used = False
         self.worker = hasattr(config, "workerinput")
         self.profile = bool(opt.fastprof_profile)
-        self.storage = opt.fastprof_storage or os.path.join(
-            str(config.rootpath), ".fastprof", "benchmarks", storage.machine_id()
-        )
+        self._storage: Optional[str] = opt.fastprof_storage or None
         self.save_name = opt.fastprof_save
         if self.save_name is not None:
+            from .bench import storage
+
             try:
                 storage.check_name(self.save_name)
             except ValueError as exc:
                 raise pytest.UsageError(str(exc)) from None
-        try:
-            self.rules = [compare.parse_rule(r) for r in opt.fastprof_compare_fail]
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        self.rules: List[Rule] = []
+        if opt.fastprof_compare_fail:
+            from .bench import compare
+
+            try:
+                self.rules = [compare.parse_rule(r) for r in opt.fastprof_compare_fail]
+            except ValueError as exc:
+                raise pytest.UsageError(str(exc)) from None
         spec = opt.fastprof_compare
         if spec is None and self.rules:
             spec = "latest"
         self.baseline: Optional[Dict[str, Any]] = None
         self.baseline_path: Optional[str] = None
         if spec is not None and not self.worker:
+            from .bench import storage
+
             try:
                 self.baseline_path = storage.find(self.storage, spec)
                 self.baseline = storage.check_baseline(storage.load(self.baseline_path),
@@ -74,6 +100,17 @@ class _State:
             except (OSError, ValueError) as exc:
                 raise pytest.UsageError(str(exc)) from None
         self.summary: List[str] = []
+
+    @property
+    def storage(self) -> str:
+        """The folder of saved runs: --fastprof-storage, else
+        ROOTDIR/.fastprof/benchmarks/MACHINE."""
+        if self._storage is None:
+            from .bench import storage
+
+            self._storage = os.path.join(str(self.config.rootpath), ".fastprof", "benchmarks",
+                                         storage.machine_id())
+        return self._storage
 
     def record(self, result: Dict[str, Any], prof_stats: Optional[Dict[Any, Any]]) -> None:
         """Keep one benchmark's result (and its profiled round's pstats dict)."""
@@ -127,6 +164,8 @@ def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, An
     node = request.node
     marker = node.get_closest_marker("benchmark")
     where = f"@pytest.mark.benchmark on {node.nodeid}"
+    from .bench.runner import Options, options_from
+
     try:
         opts = options_from(Options(), dict(marker.kwargs) if marker else {}, where)
     except (TypeError, ValueError) as exc:
@@ -152,7 +191,8 @@ def fastprof_benchmark(request: pytest.FixtureRequest) -> BenchmarkFixture:
     state = _state(request.config)
     if state.worker:
         pytest.skip(_XDIST_REASON.format(name="fastprof_benchmark"))
-    return BenchmarkFixture(**_fixture_args(request, state))
+    fixture: BenchmarkFixture = _fixture_module().BenchmarkFixture(**_fixture_args(request, state))
+    return fixture
 
 
 @pytest.fixture
@@ -174,7 +214,9 @@ def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
     if not available:
         pytest.skip(f"cuda_benchmark: no usable GPU: {reason}")
     state.cuda_used = True
-    return CudaBenchmarkFixture(cuda=cuda, **_fixture_args(request, state))
+    fixture: CudaBenchmarkFixture = _fixture_module().CudaBenchmarkFixture(
+        cuda=cuda, **_fixture_args(request, state))
+    return fixture
 
 
 def _device_info(state: _State) -> Dict[str, Any]:
@@ -204,6 +246,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None or state.worker or not state.results:
         return
     from . import __version__
+    from .bench import compare, profiling, storage
 
     doc = storage.make_document(state.results, str(session.config.rootpath),
                                 _device_info(state), __version__)
@@ -252,6 +295,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = config.stash.get(_STATE_KEY, None)
     if state is None or not state.results:
         return
+    from .bench import report
+
     tr = terminalreporter
     tr.write_sep("-", "fastprof benchmarks")
     for line in report.results_table(state.results, config.option.fastprof_sort):

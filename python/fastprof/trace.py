@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from . import _cuda_base
 from . import _fastprof as _C
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
@@ -102,9 +103,7 @@ class cuda_trace:
         self.dropped = 0
 
     def __enter__(self) -> "cuda_trace":
-        from .cuda import _require
-
-        _require()
+        _cuda_base._require()
         if _active:
             raise RuntimeError("a cuda_trace is already running (one at a time per process)")
         _C._cuda_cupti_start(library_candidates(

@@ -7,6 +7,7 @@
  * its result to float32 (exact NumPy float32 arithmetic for + - * / sqrt).  Transcendental
  * functions use glibc's libmvec AVX2 variants when present (loaded with dlopen), else libm. */
 #include "common.h"
+#include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"
 
@@ -343,6 +344,8 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
     memset(&job, 0, sizeof(job));
     if (!PyArg_ParseTuple(args, "OOOiiO:_evaluate_program", &steps_obj, &inputs_obj,
                           &consts_obj, &nregs, &res, &out))
+        return NULL;
+    if (fp_numpy_ready() < 0)
         return NULL;
     sfast = PySequence_Fast(steps_obj, "steps must be a sequence");
     ifast = PySequence_Fast(inputs_obj, "inputs must be a sequence");

@@ -5,6 +5,7 @@
  * still check what they rely on, so a wrong call raises instead of crashing. */
 #include "common.h"
 #include "kernels/conv.h"
+#include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 
 #define NO_IMPORT_ARRAY
@@ -17,7 +18,6 @@
  * taps per pass, the same rounding as scipy's float32 passes); longer kernels in double. */
 #define FP_SINGLE_MAX_TAPS 16
 
-int fp_kernels_import_numpy(void);
 PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
 
 /* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
@@ -174,6 +174,8 @@ fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_separable", &in, &out, &factors, &modes,
                           &cval, &origins))
         return NULL;
+    if (fp_numpy_ready() < 0)
+        return NULL;
     if (!PyArray_Check(in)) {
         PyErr_SetString(PyExc_TypeError, "input must be a numpy.ndarray");
         return NULL;
@@ -239,6 +241,8 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     c.map[0] = NULL;
     if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_general", &in, &out, &wobj, &modes, &cval,
                           &origins))
+        return NULL;
+    if (fp_numpy_ready() < 0)
         return NULL;
     if (!PyArray_Check(in) || !PyArray_Check(wobj)) {
         PyErr_SetString(PyExc_TypeError, "input and weights must be numpy.ndarray");
@@ -334,12 +338,11 @@ static PyMethodDef fp_kernels_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* See common.h. */
+/* See common.h.  NumPy is not imported here: each entry point above that reads arrays calls
+ * fp_numpy_ready() first. */
 int
 fp_kernels_exec(FP_UNUSED PyObject *m)
 {
-    if (fp_kernels_import_numpy() < 0)
-        return -1;
     if (PyModule_AddFunctions(m, fp_kernels_methods) < 0)
         return -1;
     return 0;
