@@ -110,7 +110,7 @@ def test_module_with_a_process_pool_completes(tmp_path: Any, kind: str) -> None:
     r = run_cli(["run", "--all", "-m", "fp_pool_pkg.job", METHODS[0], kind], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "result 285" in r.stdout
-    assert re.search(r"job\.py:\d+\(<module>\)", r.stdout)  # <module>.s line differs by version
+    assert re.search(r"job\.py:\d+\(<module>\)", r.stdout)  # its line differs by version
 
 
 def test_main_module_is_set_up_as_python_does(tmp_path: Any) -> None:
@@ -122,6 +122,9 @@ def test_main_module_is_set_up_as_python_does(tmp_path: Any) -> None:
         print("path0", sys.path[0] == os.path.dirname(os.path.abspath(sys.argv[0])))
         print("argv", sys.argv[1:])
         print("same", m.__dict__ is globals())
+        def annotated(x: int) -> None:
+            pass
+        print("annotations", annotated.__annotations__)  # no __future__ flag leaks in
     """)
     sub = tmp_path / "sub"
     sub.mkdir()

@@ -154,7 +154,7 @@ def _script_target(path: str) -> _Target:
             source = f.read()
     except OSError as e:
         raise _UsageError(f"can't open file {path!r}: {e.strerror or e}") from None
-    code = compile(source, full, "exec")
+    code = compile(source, full, "exec", dont_inherit=True)  # no __future__ flag of ours
     main = _main_module(__name__="__main__", __file__=full, __cached__=None, __doc__=None,
                         __package__=None, __spec__=None,
                         __loader__=importlib.machinery.SourceFileLoader("__main__", full))
