@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import builtins
 import os
-import runpy
 import sys
 import types
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .stats import SORT_KEYS
 
@@ -117,81 +116,185 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-def _target_code(opts: argparse.Namespace) -> Tuple[Any, Dict[str, Any]]:
-    """The code object to run and its globals, with sys.argv and sys.path set as Python would.
+class _UsageError(Exception):
+    """A problem with the command line, found before the script runs: one line for stderr,
+    exit status 2."""
 
-    Raises SystemExit(2) with a message when the script or module cannot be found.
-    """
-    if opts.module is not None:
-        sys.argv[:] = [opts.module] + opts.args
-        sys.path.insert(0, os.getcwd())
-        # As cProfile: runpy sets up __main__ (spec, __file__, sys.argv[0]) for the module.
-        code = compile("_run_module(_modname, run_name='__main__', alter_sys=True)",
-                       "<fastprof -m>", "exec")
-        return code, {"_run_module": runpy.run_module, "_modname": opts.module}
-    path = opts.target
-    if not os.path.isfile(path):
-        print(f"fastprof: can't open file {path!r}: no such file", file=sys.stderr)
-        raise SystemExit(2)
-    sys.argv[:] = [path] + opts.args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+
+class _Target(NamedTuple):
+    """What ``run`` executes, and the interpreter state it runs under (as ``python`` sets it)."""
+
+    code: types.CodeType
+    main: types.ModuleType  # the fresh ``__main__`` the code runs in
+    argv0: str
+    path0: str
+    title: str
+
+
+def _main_module(**attrs: Any) -> types.ModuleType:
+    """A fresh module named ``__main__`` with ``attrs`` and the builtins."""
+    main = types.ModuleType("__main__")
+    main.__dict__.update(attrs)
+    main.__dict__["__builtins__"] = builtins
+    return main
+
+
+def _script_target(path: str) -> _Target:
+    """The target for ``run script.py``, set up as ``python script.py`` sets up ``__main__``:
+    ``__spec__`` None (so multiprocessing's spawn and forkserver workers run the script again
+    as ``__mp_main__`` and find what it defines), ``__file__`` absolute, ``sys.path[0]`` the
+    script's folder.  Raises _UsageError when the file cannot be read or compiled."""
     import importlib.machinery
     import io
 
-    with io.open_code(path) as f:
-        source = f.read()
-    code = compile(source, path, "exec")
-    spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=path)
-    # A real module in sys.modules["__main__"] (put back after the run), so that what the
-    # script defines can be pickled, as when Python runs it.
-    main = types.ModuleType("__main__")
-    main.__dict__.update({
-        "__spec__": spec,
-        "__file__": spec.origin,
-        "__package__": None,
-        "__cached__": None,
-        "__builtins__": builtins,
-    })
-    sys.modules["__main__"] = main
-    return code, main.__dict__
+    if not os.path.isfile(path):
+        raise _UsageError(f"can't open file {path!r}: no such file")
+    full = os.path.abspath(path)
+    try:
+        with io.open_code(full) as f:
+            source = f.read()
+    except OSError as e:
+        raise _UsageError(f"can't open file {path!r}: {e.strerror or e}") from None
+    code = compile(source, full, "exec", dont_inherit=True)  # no __future__ flag of ours
+    main = _main_module(__name__="__main__", __file__=full, __cached__=None, __doc__=None,
+                        __package__=None, __spec__=None,
+                        __loader__=importlib.machinery.SourceFileLoader("__main__", full))
+    return _Target(code, main, path, os.path.dirname(full), path)
+
+
+def _module_target(name: str) -> _Target:
+    """The target for ``run -m name``, set up as ``python -m name`` does (runpy's
+    ``_run_module_as_main``): ``__spec__`` the module's spec, ``sys.argv[0]`` its file,
+    ``sys.path[0]`` the current folder.  The packages that hold the module are imported here,
+    before profiling starts, as Python imports them before running the module.  Raises
+    _UsageError when the module cannot be found or has no code."""
+    import importlib.util
+
+    sys.path[:1] = [os.getcwd()]
+    where = f"-m {name}"
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if name == "__main__" or name.endswith(".__main__"):
+                raise _UsageError(f"{where}: cannot run a package's __main__ as a package")
+            spec = importlib.util.find_spec(name + ".__main__")  # python -m package
+            if spec is None:
+                raise _UsageError(f"{where}: {name!r} is a package and cannot be directly "
+                                  f"executed (it has no __main__ module)")
+        if spec is None:
+            raise _UsageError(f"{where}: No module named {name!r}")
+        if spec.loader is None or not hasattr(spec.loader, "get_code"):
+            raise _UsageError(f"{where}: no code to run for {name!r}")
+        code = spec.loader.get_code(spec.name)
+    except (ImportError, ValueError) as e:
+        raise _UsageError(f"{where}: {e}") from None
+    if code is None:
+        raise _UsageError(f"{where}: no code to run for {name!r}")
+    main = _main_module(__name__="__main__", __file__=spec.origin, __cached__=spec.cached,
+                        __doc__=None, __loader__=spec.loader, __package__=spec.parent,
+                        __spec__=spec)
+    return _Target(code, main, spec.origin or name, os.getcwd(), where)
+
+
+def _outfile(path: Optional[str]) -> Optional[str]:
+    """The absolute path -o names (so a script that changes directory does not move it), once
+    checked to be writable.  Raises _UsageError with the reason when it is not; leaves no file
+    behind that was not there."""
+    if path is None:
+        return None
+    full = os.path.abspath(path)
+    where = f"-o {path}: cannot write the profile"
+    folder = os.path.dirname(full)
+    if os.path.isdir(full):
+        raise _UsageError(f"{where}: it is a directory")
+    if not os.path.isdir(folder):
+        if os.path.exists(folder):
+            raise _UsageError(f"{where}: {folder!r} is not a directory")
+        raise _UsageError(f"{where}: no such directory {folder!r}")
+    existed = os.path.exists(full)
+    try:
+        with open(full, "ab"):
+            pass
+    except OSError as e:
+        raise _UsageError(f"{where}: {e.strerror or e}") from None
+    if not existed:
+        try:
+            os.unlink(full)
+        except OSError:
+            pass
+    return full
+
+
+def _is_running_target(where: str, opts: argparse.Namespace) -> bool:
+    """Whether a --lines-of location names the script or module being run: ``__main__``, the
+    script's path, or the module given to -m."""
+    if where == "__main__":
+        return True
+    if opts.module is not None:
+        return where == opts.module
+    return os.path.abspath(where) == os.path.abspath(opts.target)
 
 
 def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
-    """A fastprof.lines.LineProfiler set up for --lines / --lines-of, or SystemExit(2).
+    """A fastprof.lines.LineProfiler set up for --lines / --lines-of, or _UsageError.
 
-    A --lines-of naming the script being run (``script.py:func``) is found in script_code, its
-    compiled code, since importing the script again would make a second copy of func."""
+    A --lines-of naming what is being run (``script.py:func``, ``__main__:func``, or the -m
+    module's name) is found in script_code, its compiled code, since importing it again would
+    run its top level a second time and make a second copy of func."""
     try:
         from . import lines
     except ImportError as e:  # pragma: no cover - the package always has it
-        print(f"fastprof: line timing unavailable: {e}", file=sys.stderr)
-        raise SystemExit(2)
+        raise _UsageError(f"line timing unavailable: {e}") from None
     try:
         lp = lines.LineProfiler()
     except NotImplementedError as e:
-        print(f"fastprof: line timing is not available in this build: {e}", file=sys.stderr)
-        raise SystemExit(2)
-    script = None if opts.module is not None else os.path.abspath(opts.target)
+        raise _UsageError(f"line timing is not available in this build: {e}") from None
     for spec in opts.lines_of:
         where, _, qualname = spec.rpartition(":")
-        if script is not None and where and os.path.abspath(where) == script:
+        if where and qualname and _is_running_target(where, opts):
             if lp.add_from_code(script_code, qualname) == 0:
-                print(f"fastprof: --lines-of {spec}: no function {qualname!r} in {where}",
-                      file=sys.stderr)
-                raise SystemExit(2)
+                raise _UsageError(f"--lines-of {spec}: no function {qualname!r} in {where}")
             continue
         try:
             lp.add_function(lines.resolve_function(spec))
         except (ImportError, AttributeError, ValueError, TypeError) as e:
-            print(f"fastprof: --lines-of {spec}: {e}", file=sys.stderr)
-            raise SystemExit(2)
+            raise _UsageError(f"--lines-of {spec}: {e}") from None
     if opts.lines:
         builtins.profile = lines.kernprof_builtin(lp)  # type: ignore[attr-defined]
     return lp
 
 
+def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any]) -> None:
+    """Runs code in globs with prof on.  The profile holds what cProfile's run holds:
+    ``exec`` and what it runs (the call of ``disable`` is taken out in _own_stats)."""
+    prof.enable()
+    try:
+        exec(code, globs)
+    finally:
+        prof.disable()
+
+
+def _is_disable(key: Any) -> bool:
+    return key[0] == "~" and key[2].startswith("<method 'disable' of 'fastprof.")
+
+
+def _own_stats(prof: Any) -> Dict[Any, Any]:
+    """The profile of the run as a pstats dictionary, without the runner's own call of
+    ``disable`` (a call with no recorded caller); calls of it from the script are kept."""
+    prof.create_stats()
+    stats = dict(prof.stats)
+    for key in [k for k in stats if _is_disable(k)]:
+        callers = stats[key][4]
+        if not callers:
+            del stats[key]
+            continue
+        sums = [sum(e[i] for e in callers.values()) for i in range(4)]
+        stats[key] = (sums[1], sums[0], sums[2], sums[3], callers)
+    return stats
+
+
 def _run(argv: Sequence[str]) -> int:
-    """``fastprof run``: returns the script's exit status."""
+    """``fastprof run``: returns the script's exit status (2 for a usage error)."""
     head, tail = _split_run_argv(argv)
     parser = _run_parser()
     opts = parser.parse_args(head)
@@ -218,20 +321,21 @@ def _run(argv: Sequence[str]) -> int:
     status = 0
     out = _ReportOutput()
     try:
-        code, globs = _target_code(opts)
-        lp = _lines_profiler(opts, code) if line_mode else None
+        opts.outfile = _outfile(opts.outfile)
+        target = _module_target(opts.module) if opts.module else _script_target(opts.target)
+        sys.argv[:] = [target.argv0] + opts.args
+        sys.path[:1] = [target.path0]
+        sys.modules["__main__"] = target.main
+        lp = _lines_profiler(opts, target.code) if line_mode else None
         if lp is not None:
             prof: Any = lp
         else:
             from .profile import Profile
 
             prof = Profile(builtins=not opts.no_builtins, clock=opts.clock)
+        opts.title = target.title
         try:
-            prof.enable()
-            try:
-                exec(code, globs)
-            finally:
-                prof.disable()
+            _execute(prof, target.code, target.main.__dict__)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -242,8 +346,9 @@ def _run(argv: Sequence[str]) -> int:
                 print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
             raise
         _report(prof, opts, line_mode, out)
-    except SystemExit as e:  # bad --lines-of, missing script
-        return _exit_code(e.code)
+    except _UsageError as e:
+        print(f"fastprof run: error: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The table was piped into a command that stopped reading (fastprof ... | head).
         sys.stderr.close()
@@ -298,7 +403,7 @@ class _ReportOutput:
 
 
 def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput) -> None:
-    """Writes -o or prints the table."""
+    """Writes -o (an absolute path by now) or prints the table."""
     if line_mode:
         if opts.outfile:
             prof.dump_stats(opts.outfile)
@@ -316,21 +421,20 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
             finally:
                 sys.stdout = saved
         return
+    stats = _own_stats(prof)
     if opts.outfile:
-        prof.dump_stats(opts.outfile)
+        import marshal
+
+        with open(opts.outfile, "wb") as f:
+            marshal.dump(stats, f)
         print(f"fastprof: profile written to {opts.outfile} "
               f"(see it with: python -m fastprof view {opts.outfile})", file=sys.stderr)
         return
     from .stats import Stats
 
-    st = Stats(prof).sort(opts.sort or _DEFAULT_SORT)
-    st.print(top=None if opts.all else opts.top, title="fastprof: " + _title(opts),
-             stream=out.stream())
-
-
-def _title(opts: argparse.Namespace) -> str:
-    what = f"-m {opts.module}" if opts.module else opts.target
-    return f"{what} ({opts.clock} clock)"
+    st = Stats(stats).sort(opts.sort or _DEFAULT_SORT)
+    st.print(top=None if opts.all else opts.top,
+             title=f"fastprof: {opts.title} ({opts.clock} clock)", stream=out.stream())
 
 
 def _fail(command: str, message: object) -> int:

@@ -1,0 +1,360 @@
+"""`python -m fastprof run` against `python -m cProfile`: multiprocessing start methods, where
+-o is written, the profiler's own frames, and --lines-of naming the running script.
+
+Each test runs the command line in a subprocess, bounded by a timeout that kills the whole
+process group (pool workers included), so a hang fails the test instead of the suite.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+import fastprof
+
+TIMEOUT = 90
+
+
+def _env() -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def run_cli(args: List[str], cwd: Any = None, *, prog: Tuple[str, ...] = ("-m", "fastprof"),
+            timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    """Runs ``python -m fastprof ARGS`` (or ``python PROG ARGS``); fails the test on a hang."""
+    cmd = [sys.executable, *prog, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=cwd, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd} did not finish in {timeout} s (hung)\nstdout:\n{out}\n"
+                    f"stderr:\n{err}")
+    finally:
+        try:  # leftover workers of the process group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def load(path: Any) -> Dict[Any, Any]:
+    with open(path, "rb") as f:
+        data = marshal.load(f)
+    assert isinstance(data, dict)
+    return data
+
+
+# -- 1. multiprocessing with spawn and forkserver ------------------------------------------
+
+POOL_SCRIPT = textwrap.dedent("""
+    import sys
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    def square(x):
+        return x * x
+
+    def main(method, kind):
+        ctx = mp.get_context(method)
+        if kind == "pool":
+            with ctx.Pool(2) as pool:
+                total = sum(pool.map(square, range(10)))
+        else:
+            with ProcessPoolExecutor(2, mp_context=ctx) as ex:
+                total = sum(ex.map(square, range(10)))
+        print("result", total)
+
+    if __name__ == "__main__":
+        main(sys.argv[1], sys.argv[2])
+""")
+
+METHODS = [m for m in ("spawn", "forkserver") if m in __import__("multiprocessing")
+           .get_all_start_methods()]
+
+
+@pytest.mark.parametrize("kind", ["pool", "executor"])
+@pytest.mark.parametrize("method", METHODS)
+def test_script_with_a_process_pool_completes(tmp_path: Any, method: str, kind: str) -> None:
+    script = tmp_path / "pooled.py"
+    script.write_text(POOL_SCRIPT)
+    prof = tmp_path / "pooled.prof"
+    r = run_cli(["run", "-o", str(prof), str(script), method, kind], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "result 285" in r.stdout
+    stats = load(prof)
+    names = {(os.path.basename(k[0]), k[2]) for k in stats}
+    assert ("pooled.py", "<module>") in names and ("pooled.py", "main") in names
+    # square ran in the workers, not in the parent
+    assert ("pooled.py", "square") not in names
+
+
+@pytest.mark.parametrize("kind", ["pool", "executor"])
+def test_module_with_a_process_pool_completes(tmp_path: Any, kind: str) -> None:
+    pkg = tmp_path / "fp_pool_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text(POOL_SCRIPT)
+    r = run_cli(["run", "--all", "-m", "fp_pool_pkg.job", METHODS[0], kind], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "result 285" in r.stdout
+    assert re.search(r"job\.py:\d+\(<module>\)", r.stdout)  # its line differs by version
+
+
+def test_main_module_is_set_up_as_python_does(tmp_path: Any) -> None:
+    probe = textwrap.dedent("""
+        import sys, os
+        m = sys.modules["__main__"]
+        print("spec", m.__spec__)
+        print("file", m.__file__ == os.path.abspath(sys.argv[0]))
+        print("path0", sys.path[0] == os.path.dirname(os.path.abspath(sys.argv[0])))
+        print("argv", sys.argv[1:])
+        print("same", m.__dict__ is globals())
+        def annotated(x: int) -> None:
+            pass
+        print("annotations", annotated.__annotations__)  # no __future__ flag leaks in
+    """)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "probe.py").write_text(probe)
+    plain = subprocess.run([sys.executable, "sub/probe.py", "a"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=TIMEOUT)
+    r = run_cli(["run", "sub/probe.py", "a"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    expected = plain.stdout
+    assert expected.startswith("spec None\nfile True\npath0 True\nargv ['a']\nsame True\n")
+    assert r.stdout.startswith(expected)
+
+
+def test_module_main_is_set_up_as_python_dash_m(tmp_path: Any) -> None:
+    pkg = tmp_path / "fp_probe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "probe.py").write_text(textwrap.dedent("""
+        import sys, os
+        m = sys.modules["__main__"]
+        print("spec", m.__spec__.name, m.__package__, os.path.basename(m.__file__))
+        print("argv0", os.path.basename(sys.argv[0]), sys.argv[1:])
+        print("path0", sys.path[0] == os.getcwd())
+    """))
+    plain = subprocess.run([sys.executable, "-m", "fp_probe_pkg.probe", "b"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=TIMEOUT)
+    assert plain.stdout == ("spec fp_probe_pkg.probe fp_probe_pkg probe.py\n"
+                            "argv0 probe.py ['b']\npath0 True\n")
+    r = run_cli(["run", "-m", "fp_probe_pkg.probe", "b"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout)
+
+
+def test_missing_module_is_a_usage_error(tmp_path: Any) -> None:
+    r = run_cli(["run", "-m", "fp_no_such_module_here"], cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "fastprof run: error: -m fp_no_such_module_here: No module named "
+        "'fp_no_such_module_here'"]
+
+
+# -- 2. -o resolved and checked before the script runs -------------------------------------
+
+CHDIR_SCRIPT = textwrap.dedent("""
+    import os, sys
+    print("script ran")
+    os.makedirs("elsewhere", exist_ok=True)
+    os.chdir("elsewhere")
+    def f():
+        return 1
+    f()
+""")
+
+
+@pytest.mark.parametrize("mode", [[], ["--lines-of", "__main__:f"]])
+def test_outfile_is_resolved_before_the_script_changes_directory(tmp_path: Any,
+                                                                 mode: List[str]) -> None:
+    script = tmp_path / "mover.py"
+    script.write_text(CHDIR_SCRIPT)
+    r = run_cli(["run", *mode, "-o", "out.prof", "mover.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.prof").is_file()
+    assert not (tmp_path / "elsewhere" / "out.prof").exists()
+    assert str(tmp_path / "out.prof") in r.stderr
+
+
+def _unwritable_targets(tmp_path: Any) -> List[Tuple[str, str]]:
+    (tmp_path / "afile").write_text("")
+    return [
+        (str(tmp_path / "no_such_dir" / "x.prof"), "no such directory"),
+        (str(tmp_path), "is a directory"),
+        (str(tmp_path / "afile" / "x.prof"), "not a directory"),
+    ]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_unwritable_outfile_fails_before_the_script_runs(tmp_path: Any, which: int) -> None:
+    script = tmp_path / "side.py"
+    script.write_text("print('script ran')\nopen('ran.txt', 'w').close()\n")
+    target, why = _unwritable_targets(tmp_path)[which]
+    r = run_cli(["run", "-o", target, str(script)], cwd=tmp_path)
+    assert r.returncode == 2
+    assert "script ran" not in r.stdout and not (tmp_path / "ran.txt").exists()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"fastprof run: error: -o {target}: cannot write the profile")
+    assert why in lines[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root writes into a read-only folder")
+def test_outfile_without_permission_fails_before_the_script_runs(tmp_path: Any) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    script = tmp_path / "side.py"
+    script.write_text("print('script ran')\n")
+    try:
+        r = run_cli(["run", "-o", str(ro / "x.prof"), str(script)], cwd=tmp_path)
+    finally:
+        ro.chmod(0o700)
+    assert r.returncode == 2 and "script ran" not in r.stdout
+    assert "Permission denied" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# -- 3. none of the profiler's own frames in the report -----------------------------------
+
+FRAMES_SCRIPT = textwrap.dedent("""
+    def leaf(x):
+        return len([x]) + abs(-x)
+
+    def middle(n):
+        out = []
+        for i in range(n):
+            out.append(leaf(i))
+        return sum(out)
+
+    middle(7)
+""")
+
+
+def _counts(stats: Dict[Any, Any]) -> Dict[Tuple[str, str], int]:
+    return {(os.path.basename(k[0]), k[2]): v[1] for k, v in stats.items()}
+
+
+def _fastprof_keys(stats: Dict[Any, Any]) -> List[Any]:
+    pkg = os.path.dirname(os.path.abspath(fastprof.__file__))
+    return [k for k in stats
+            if "fastprof" in k[2] or os.path.abspath(k[0]).startswith(pkg + os.sep)]
+
+
+def test_saved_profile_has_the_same_functions_as_cprofile(tmp_path: Any) -> None:
+    script = tmp_path / "frames.py"
+    script.write_text(FRAMES_SCRIPT)
+    r = run_cli(["run", "-o", "fp.prof", "frames.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    c = run_cli(["-o", "cp.prof", "frames.py"], cwd=tmp_path, prog=("-m", "cProfile"))
+    assert c.returncode == 0, c.stderr
+    ours, theirs = load(tmp_path / "fp.prof"), load(tmp_path / "cp.prof")
+    assert _fastprof_keys(ours) == []
+    expected = {k: n for k, n in _counts(theirs).items() if "_lsprof.Profiler" not in k[1]}
+    assert _counts(ours) == expected
+    assert expected[("~", "<built-in method builtins.exec>")] == 1
+    assert expected[("frames.py", "leaf")] == 7
+    # exec is the one root, as in cProfile's run
+    roots = [k for k, v in ours.items() if not v[4]]
+    assert [k[2] for k in roots] == ["<built-in method builtins.exec>"]
+
+
+def test_printed_table_has_no_profiler_frames(tmp_path: Any) -> None:
+    script = tmp_path / "frames.py"
+    script.write_text(FRAMES_SCRIPT)
+    for args in (["run", "--all", "frames.py"], ["run", "--all", "--clock", "cpu", "frames.py"]):
+        r = run_cli(args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        rows = r.stdout.split("function\n", 1)[1]
+        assert "fastprof" not in rows and "cli.py" not in rows
+        assert "frames.py:2(leaf)" in rows and "<built-in method builtins.exec>" in rows
+
+
+def test_module_mode_profile_starts_at_the_module(tmp_path: Any) -> None:
+    pkg = tmp_path / "fp_frames_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "frames.py").write_text(FRAMES_SCRIPT)
+    r = run_cli(["run", "-o", "m.prof", "-m", "fp_frames_pkg.frames"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    ours = load(tmp_path / "m.prof")
+    assert _fastprof_keys(ours) == []
+    assert not [k for k in ours if "runpy" in k[0] or "importlib" in k[0]]
+    counts = _counts(ours)
+    assert counts[("frames.py", "<module>")] == 1 and counts[("frames.py", "leaf")] == 7
+
+
+def test_report_after_the_script_raises_has_no_profiler_frames(tmp_path: Any) -> None:
+    script = tmp_path / "boom.py"
+    script.write_text("def f():\n    raise ValueError('boom')\nf()\n")
+    r = run_cli(["run", "-o", "b.prof", "boom.py"], cwd=tmp_path)
+    assert r.returncode == 1 and "ValueError: boom" in r.stderr
+    assert _fastprof_keys(load(tmp_path / "b.prof")) == []
+
+
+# -- 4. --lines-of naming the running script ----------------------------------------------
+
+LINES_SCRIPT = textwrap.dedent("""
+    print("top level ran")
+
+    def work(n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    if __name__ == "__main__":
+        work(5)
+""")
+
+
+def _hits(out: str, text: str) -> Optional[int]:
+    for line in out.splitlines():
+        if line.rstrip().endswith(text):
+            fields = line.split()
+            return int(fields[1]) if len(fields) > 2 and fields[1].isdigit() else None
+    return None
+
+
+@pytest.mark.parametrize("spec", ["__main__:work", "lscript.py:work", "ABS:work"])
+def test_lines_of_the_running_script(tmp_path: Any, spec: str) -> None:
+    (tmp_path / "lscript.py").write_text(LINES_SCRIPT)
+    spec = spec.replace("ABS", str(tmp_path / "lscript.py"))
+    r = run_cli(["run", "--lines-of", spec, "lscript.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("top level ran") == 1
+    assert _hits(r.stdout, "total += i") == 5
+
+
+@pytest.mark.parametrize("spec", ["__main__:work", "fp_lines_pkg.tool:work"])
+def test_lines_of_the_running_module(tmp_path: Any, spec: str) -> None:
+    pkg = tmp_path / "fp_lines_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text(LINES_SCRIPT)
+    r = run_cli(["run", "--lines-of", spec, "-m", "fp_lines_pkg.tool"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("top level ran") == 1
+    assert _hits(r.stdout, "total += i") == 5
+
+
+def test_lines_of_a_missing_function_of_the_script(tmp_path: Any) -> None:
+    (tmp_path / "lscript.py").write_text(LINES_SCRIPT)
+    r = run_cli(["run", "--lines-of", "__main__:nope", "lscript.py"], cwd=tmp_path)
+    assert r.returncode == 2 and "top level ran" not in r.stdout
+    assert "--lines-of __main__:nope" in r.stderr and "'nope'" in r.stderr
