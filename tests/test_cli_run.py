@@ -282,7 +282,7 @@ def test_printed_table_has_no_profiler_frames(tmp_path: Any) -> None:
         assert r.returncode == 0, r.stderr
         rows = r.stdout.split("function\n", 1)[1]
         assert "fastprof" not in rows and "cli.py" not in rows
-        assert "frames.py:2(leaf)" in rows and "<built-in method builtins.exec>" in rows
+        assert "frames.py:2(leaf)" in rows and "{built-in method builtins.exec}" in rows
 
 
 def test_module_mode_profile_starts_at_the_module(tmp_path: Any) -> None:

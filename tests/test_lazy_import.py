@@ -77,9 +77,10 @@ def test_import_fastprof_loads_only_the_profilers() -> None:
     assert _code("import sys, fastprof\n" + SHOW_HEAVY) == "[]"
     loaded = _code("import sys, fastprof\n"
                    "print(sorted(m for m in sys.modules if m.startswith('fastprof')))")
-    assert eval(loaded) == ["fastprof", "fastprof._fastprof", "fastprof.lines",
-                            "fastprof.profile", "fastprof.report", "fastprof.report.lines_text",
-                            "fastprof.stats"]
+    assert eval(loaded) == ["fastprof", "fastprof._fastprof", "fastprof._files",
+                            "fastprof._marshal_reader", "fastprof.lines", "fastprof.profile",
+                            "fastprof.report", "fastprof.report.escape",
+                            "fastprof.report.lines_text", "fastprof.stats"]
 
 
 def test_lazy_names_load_on_first_use() -> None:

@@ -271,6 +271,8 @@ def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str
     """Adds the comparison with the baseline to the summary and fails the session on a
     regression; raises ValueError when the baseline cannot be compared, OSError when a
     regression's .prof file cannot be written."""
+    from .bench import compare, profiling
+
     assert state.baseline is not None
     lines = state.summary
     comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
