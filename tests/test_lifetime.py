@@ -151,46 +151,44 @@ def test_timer_raising_at_interpreter_shutdown() -> None:
 
 @legacy_only
 def test_profile_freed_while_enabled_reports_its_hook_error() -> None:
-    seen: List[Any] = []
-
-    def bad_timer() -> float:
-        raise ValueError("bad timer")
-
-    old_hook = sys.unraisablehook
-    sys.unraisablehook = seen.append
-    try:
+    r = run_child("""
+        import gc, sys, fastprof
+        seen = []
+        sys.unraisablehook = seen.append
+        def bad_timer():
+            raise ValueError("bad timer")
         p = fastprof.Profile(timer=bad_timer)
         p.enable()
         sys.setprofile(None)  # another tool drops fastprof's hook: p is left enabled
         del p
         gc.collect()
-    finally:
-        sys.unraisablehook = old_hook
-    assert sys.getprofile() is None
-    assert len(seen) == 1
-    exc = seen[0].exc_value
-    assert isinstance(exc, RuntimeError) and "freed while enabled" in str(exc)
-    assert isinstance(exc.__cause__, ValueError) and str(exc.__cause__) == "bad timer"
-    assert seen[0].object is fastprof.Profile
+        assert sys.getprofile() is None
+        assert len(seen) == 1, seen
+        exc = seen[0].exc_value
+        assert isinstance(exc, RuntimeError) and "freed while enabled" in str(exc), exc
+        assert isinstance(exc.__cause__, ValueError) and str(exc.__cause__) == "bad timer"
+        assert seen[0].object is fastprof.Profile
+        print("ok")
+    """)
+    assert_clean_exit(r)
 
 
 @legacy_only
 def test_profile_freed_while_enabled_gives_threading_hook_back() -> None:
-    def user_hook(frame: Any, event: str, arg: Any) -> None:
-        return None
-
-    threading.setprofile(user_hook)
-    try:
+    r = run_child("""
+        import gc, sys, threading, warnings, fastprof
+        def user_hook(frame, event, arg):
+            return None
+        threading.setprofile(user_hook)
         p = fastprof.Profile()
         p.enable()
-        sys.setprofile(None)  # the only strong reference left is ours
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            del p
-            gc.collect()
-        assert threading._profile_hook is user_hook  # type: ignore[attr-defined]
-    finally:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        sys.setprofile(None)  # the only strong reference left is this one
+        del p
+        gc.collect()
+        assert threading._profile_hook is user_hook, threading._profile_hook
+        print("ok")
+    """)
+    assert_clean_exit(r)
 
 
 # ---- 2. a timer's value that no integer holds ----------------------------------------

@@ -65,10 +65,10 @@ typedef struct fp_ltracer {
      * enabling thread: the C trace function hands it every event there first, and
      * _uninstall_trace puts it back. */
     Py_tracefunc chain_func;
-    PyObject *chain_obj;         /* strong */
-    const void *chain_key;       /* FP_THREAD_KEY() of that thread ... */
-    PyThreadState *chain_ts;     /* ... its thread state ... */
-    unsigned long chain_tid;     /* ... and its id (a thread state may be reused) */
+    PyObject *chain_obj;     /* strong */
+    const void *chain_key;   /* FP_THREAD_KEY() of that thread ... */
+    PyThreadState *chain_ts; /* ... its thread state ... */
+    unsigned long chain_tid; /* ... and its id (a thread state may be reused) */
 #endif
 } fp_ltracer;
 
