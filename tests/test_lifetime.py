@@ -17,12 +17,11 @@ import sys
 import textwrap
 import threading
 import warnings
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
 import fastprof
-from fastprof import _fastprof
 
 LEGACY = sys.version_info < (3, 12)
 legacy_only = pytest.mark.skipif(not LEGACY, reason="the PyEval_SetProfile/SetTrace hooks "
@@ -35,9 +34,9 @@ def run_child(source: str, tmp_path: Any = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = PYTHONPATH + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True,
-                          text=True, env=env, cwd=str(tmp_path) if tmp_path else None,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=False,
+                          capture_output=True, text=True, env=env,
+                          cwd=str(tmp_path) if tmp_path else None, timeout=120)
 
 
 def assert_clean_exit(r: subprocess.CompletedProcess) -> None:
@@ -442,8 +441,8 @@ def _coverage_run(tmp_path: Any, lines: bool) -> Dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), PYTHONPATH, env.get("PYTHONPATH", "")])
     env.pop("COVERAGE_CORE", None)
     args = [sys.executable, "-c", COVERAGE_RUN] + (["lines"] if lines else [])
-    r = subprocess.run(args, capture_output=True, text=True, env=env, cwd=str(tmp_path),
-                       timeout=120)
+    r = subprocess.run(args, check=False, capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
