@@ -252,12 +252,38 @@ def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str
 
 
 class _LegacyState:
-    """Below 3.12: the profiler whose C trace function is installed (it feeds the others
-    enabled meanwhile) and the trace hooks to put back when the last one is disabled."""
+    """Below 3.12: the tracer whose C trace function is installed (it feeds the others enabled
+    meanwhile) and the threading.settrace hook to put back when the last one is disabled.
+    Only tracers are held, never a LineProfiler: one dropped while enabled is freed, and its
+    ``__del__`` removes the hooks."""
 
-    driver: Optional["LineProfiler"] = None
-    prev: Any = None
+    driver: Optional[Any] = None  # a _fastprof.LineTracer
     thread_prev: Any = None
+
+
+def _threading_gettrace() -> Any:
+    """threading's settrace hook (threading.gettrace() on 3.10+)."""
+    get = getattr(threading, "gettrace", None)
+    return get() if get is not None else getattr(threading, "_trace_hook", None)
+
+
+def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]:
+    """The threading.settrace hook below 3.12: in a new thread, runs the hook that was there
+    before (a coverage tool's, say); when that leaves the thread without a trace function,
+    installs the C trace of tracer (a thread's trace function is never replaced)."""
+
+    def bootstrap(frame: Any, event: str, arg: Any) -> Any:
+        if prev is not None:
+            prev(frame, event, arg)
+        current = sys.gettrace()
+        if current is None or current is bootstrap:
+            if tracer._active():
+                tracer._install_trace()
+            elif current is not None:
+                sys.settrace(None)
+        return None
+
+    return bootstrap
 
 
 _LEGACY = _LegacyState()
@@ -474,45 +500,38 @@ class LineProfiler:
         if first is not None:
             raise first
 
-    def _thread_bootstrap(self, frame: Any, event: str, arg: Any) -> None:
-        """threading.settrace hook below 3.12: installs the C trace in a new thread."""
-        if self._tracer._active():
-            self._tracer._install_trace()
-        return None
-
     def _enable_legacy(self) -> None:
         driver = _LEGACY.driver
         self._tracer._start()
         if driver is None:
-            _LEGACY.driver = self
-            _LEGACY.prev = sys.gettrace()
-            _LEGACY.thread_prev = getattr(threading, "_trace_hook", None)
+            _LEGACY.driver = self._tracer
+            _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
-            threading.settrace(self._thread_bootstrap)
+            threading.settrace(_legacy_bootstrap(self._tracer, _LEGACY.thread_prev))
             try:
                 self._tracer._install_trace(True)
             except BaseException:
                 threading.settrace(_LEGACY.thread_prev)
-                _LEGACY.driver = _LEGACY.prev = _LEGACY.thread_prev = None
+                _LEGACY.driver = _LEGACY.thread_prev = None
                 self._tracer._stop()
                 raise
-        elif driver is not self:
-            # One trace function per thread: the installed profiler feeds this one too.
-            driver._tracer._add_passenger(self._tracer)
+        elif driver is not self._tracer:
+            # One trace function per thread: the installed tracer feeds this one too.
+            driver._add_passenger(self._tracer)
 
     def _disable_legacy(self) -> None:
         driver = _LEGACY.driver
         if driver is None:
             return
-        if driver is not self:
-            driver._tracer._remove_passenger(self._tracer)
-        if not driver._tracer._active():
+        if driver is not self._tracer:
+            driver._remove_passenger(self._tracer)
+        if not driver._active():
             _LEGACY.driver = None
-            driver._tracer._uninstall_trace()
-            threading.settrace(_LEGACY.thread_prev)
-            if _LEGACY.prev is not None:
-                sys.settrace(_LEGACY.prev)
-            _LEGACY.prev = _LEGACY.thread_prev = None
+            try:
+                driver._uninstall_trace()
+            finally:
+                threading.settrace(_LEGACY.thread_prev)
+                _LEGACY.thread_prev = None
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on)."""
@@ -526,7 +545,7 @@ class LineProfiler:
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self:
+        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self._tracer:
             return
         error = self._tracer._stop()
         if _MONITORING:
@@ -537,11 +556,15 @@ class LineProfiler:
             raise RuntimeError(f"line profiling failed during the run: {error}")
 
     def __del__(self) -> None:
-        # Dropped while enabled (3.12+): give the tool id back.
+        # Dropped while enabled: give the tool id back (3.12+), remove the trace function
+        # from every thread it was installed in (below 3.12).
         try:
             if getattr(self, "_tool", None) is not None:
                 self._tracer._stop()
                 self._disable_monitoring()
+            elif not _MONITORING and getattr(self, "_tracer", None) is not None:
+                self._tracer._stop()
+                self._disable_legacy()
         except Exception:
             pass
 

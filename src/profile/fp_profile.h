@@ -165,6 +165,8 @@ typedef struct fp_profiler {
     PyObject *callbacks[FP_MON_NCALLBACKS];
     /* 3.9-3.11: threading.setprofile hook */
     int thread_hook_set;
+    PyObject *thread_prev; /* the threading.setprofile hook that enable() found (or NULL) */
+    int taken_warned;      /* a warning said another tool took the hook (once per enable) */
     PyObject *weakreflist;
 } fp_profiler;
 
@@ -440,6 +442,10 @@ int fp_hooks_remove(fp_profiler *p);
 #if !FP_PY312
 /* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */
 int fp_hooks_exec(PyObject *m);
+/* Warns (RuntimeWarning, once per enable) when another tool has taken or removed the
+ * profile hook of a thread p profiles, so that p records nothing there any more.  Returns 0,
+ * or -1 with an exception set (the warning was turned into an error). */
+int fp_hooks_check(fp_profiler *p);
 #endif
 
 /* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless

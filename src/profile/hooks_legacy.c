@@ -25,10 +25,10 @@ static FP_NOINLINE int
 fp_legacy_slow(fp_profiler *p, int what, PyFrameObject *frame, PyObject *code, PyMethodDef *ml,
                PyObject *arg)
 {
-    fp_tick now = fp_now(p);
     fp_thread *t = fp_thread_get(p);
     if (FP_UNLIKELY(t == NULL))
-        return fp_legacy_idle(p);
+        return fp_legacy_idle(p); /* before the clock: a disabled p's timer is not called */
+    fp_tick now = fp_now(p);
     int32_t fi;
     switch (what) {
     case PyTrace_CALL:
@@ -171,21 +171,33 @@ fp_legacy_is_hook(Py_tracefunc f)
     return f == fp_legacy_hook_tsc || f == fp_legacy_hook_mono;
 }
 
-/* The function given to threading.setprofile: in a new thread, replaces itself with the C hook
- * and accounts the call event it was called for.  Returns None. */
+/* Returns 1 when f is the function fastprof gives threading.setprofile, else 0. */
+static int
+fp_legacy_is_thread_start(PyObject *f);
+
+/* The function given to threading.setprofile, bound to a weak reference to the profiler (the
+ * threading module must not keep a dropped profiler alive): in a new thread, replaces itself
+ * with the C hook and accounts the call event it was called for; when the profiler is gone or
+ * disabled, removes itself.  Returns None. */
 static PyObject *
 fp_legacy_thread_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    fp_profiler *p = (fp_profiler *)self;
-    if (!p->enabled) {
+    PyObject *obj = PyWeakref_GetObject(self);
+    if (obj == NULL) {
+        PyErr_Clear();
+        obj = Py_None;
+    }
+    if (obj == Py_None || !((fp_profiler *)obj)->enabled) {
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
-    Py_tracefunc hook = fp_legacy_hook_of(p);
-    PyEval_SetProfile(hook, self);
+    Py_INCREF(obj);
+    Py_tracefunc hook = fp_legacy_hook_of((fp_profiler *)obj);
+    PyEval_SetProfile(hook, obj);
     if (nargs >= 2 && PyFrame_Check(args[0]) && PyUnicode_Check(args[1]) &&
         PyUnicode_CompareWithASCIIString(args[1], "call") == 0)
-        hook(self, (PyFrameObject *)args[0], PyTrace_CALL, Py_None);
+        hook(obj, (PyFrameObject *)args[0], PyTrace_CALL, Py_None);
+    Py_DECREF(obj);
     Py_RETURN_NONE;
 }
 
@@ -193,19 +205,115 @@ static PyMethodDef fp_legacy_thread_def = {
     "_fastprof_thread_start", (PyCFunction)(void (*)(void))fp_legacy_thread_start, METH_FASTCALL,
     NULL};
 
-/* Calls threading.setprofile(func).  Returns 0, or -1 with an exception set. */
+/* See its declaration above. */
 static int
-fp_legacy_threading_setprofile(PyObject *func)
+fp_legacy_is_thread_start(PyObject *f)
 {
-    PyObject *threading = PyImport_ImportModule("threading");
-    if (threading == NULL)
-        return -1;
+    return f != NULL && PyCFunction_Check(f) &&
+           ((PyCFunctionObject *)f)->m_ml == &fp_legacy_thread_def;
+}
+
+/* Calls threading.setprofile(func) of the module threading.  Returns 0, or -1 with an
+ * exception set. */
+static int
+fp_legacy_threading_setprofile(PyObject *threading, PyObject *func)
+{
     PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", func);
-    Py_DECREF(threading);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
     return 0;
+}
+
+/* Returns a new reference to the threading.setprofile hook of the module threading (None
+ * when there is none), or NULL with an exception set. */
+static PyObject *
+fp_legacy_threading_hook(PyObject *threading)
+{
+#if PY_VERSION_HEX >= 0x030A0000
+    return PyObject_CallMethod(threading, "getprofile", NULL);
+#else
+    return PyObject_GetAttrString(threading, "_profile_hook");
+#endif
+}
+
+/* Sets the threading.setprofile hook that makes threads started while p is enabled profiled
+ * too, keeping the user's hook found there to put back at disable().  Returns 0, or -1 with
+ * an exception set (nothing changed). */
+static int
+fp_legacy_threading_install(fp_profiler *p)
+{
+    PyObject *threading = NULL, *prev = NULL, *ref = NULL, *start = NULL;
+    int rc = -1;
+    threading = PyImport_ImportModule("threading");
+    if (threading == NULL)
+        goto error;
+    prev = fp_legacy_threading_hook(threading);
+    if (prev == NULL)
+        goto error;
+    ref = PyWeakref_NewRef((PyObject *)p, NULL);
+    if (ref == NULL)
+        goto error;
+    start = PyCFunction_NewEx(&fp_legacy_thread_def, ref, NULL);
+    if (start == NULL || fp_legacy_threading_setprofile(threading, start) < 0)
+        goto error;
+    /* A fastprof hook left there (its profiler gone) is not the user's. */
+    if (prev == Py_None || fp_legacy_is_thread_start(prev))
+        Py_CLEAR(prev);
+    Py_XSETREF(p->thread_prev, prev);
+    prev = NULL;
+    p->thread_hook_set = 1;
+    rc = 0;
+error:
+    Py_XDECREF(threading);
+    Py_XDECREF(prev);
+    Py_XDECREF(ref);
+    Py_XDECREF(start);
+    return rc;
+}
+
+/* Puts back the threading.setprofile hook that p's enable() found, when the hook there is
+ * still fastprof's (another tool's hook set since stays).  Does nothing when the threading
+ * module is gone (the interpreter is shutting down).  Returns 0, or -1 with an exception
+ * set. */
+static int
+fp_legacy_threading_restore(fp_profiler *p)
+{
+    PyObject *name = NULL, *threading = NULL, *cur = NULL, *prev = p->thread_prev;
+    int rc = -1;
+    p->thread_prev = NULL;
+    p->thread_hook_set = 0;
+    name = PyUnicode_FromString("threading");
+    if (name == NULL)
+        goto error;
+    threading = PyImport_GetModule(name); /* no import: at shutdown it may be gone */
+    if (threading == NULL || !PyModule_Check(threading)) {
+        PyErr_Clear();
+        rc = 0;
+        goto error;
+    }
+    cur = fp_legacy_threading_hook(threading);
+    if (cur == NULL) { /* a module torn down at shutdown */
+        PyErr_Clear();
+        rc = 0;
+        goto error;
+    }
+    if (fp_legacy_is_thread_start(cur)) {
+        PyObject *target = PyWeakref_GetObject(((PyCFunctionObject *)cur)->m_self);
+        if (target == NULL)
+            goto error;
+        /* p's own hook, or one whose profiler died (weak references are cleared first) */
+        if ((target == (PyObject *)p || target == Py_None) &&
+            fp_legacy_threading_setprofile(threading, prev != NULL ? prev : Py_None) < 0)
+            goto error;
+    }
+    rc = 0;
+error:
+    Py_XDECREF(name);
+    Py_XDECREF(threading);
+    Py_XDECREF(cur);
+    Py_XDECREF(prev);
+    return rc;
 }
 
 /* See legacy.h. */
@@ -371,15 +479,10 @@ fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
                      ts->c_profileobj);
         return -1;
     }
+    p->taken_warned = 0;
     if (p->threads) {
-        PyObject *start = PyCFunction_NewEx(&fp_legacy_thread_def, (PyObject *)p, NULL);
-        if (start == NULL)
+        if (fp_legacy_threading_install(p) < 0)
             return -1;
-        int rc = fp_legacy_threading_setprofile(start);
-        Py_DECREF(start);
-        if (rc < 0)
-            return -1;
-        p->thread_hook_set = 1;
         if (fp_legacy_set_others(0, NULL, NULL, fp_legacy_hook_of(p), (PyObject *)p) < 0) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
@@ -398,19 +501,69 @@ fp_hooks_remove(fp_profiler *p)
 {
     int rc = 0;
     PyThreadState *ts = PyThreadState_Get();
-    /* This thread's hook first, so the call below is not profiled. */
+    /* This thread's hook first, so the calls below are not profiled. */
     Py_tracefunc hook = fp_legacy_hook_of(p); /* p's clock is fixed while enabled */
     if (ts->c_profilefunc == hook && ts->c_profileobj == (PyObject *)p)
         PyEval_SetProfile(NULL, NULL);
-    if (p->thread_hook_set) {
-        p->thread_hook_set = 0;
-        rc = fp_legacy_threading_setprofile(Py_None);
-    }
+    if (p->thread_hook_set && fp_legacy_threading_restore(p) < 0)
+        rc = -1;
     /* Every other thread still holding it.  (One that is missed removes it at its next
      * event, finding p disabled.) */
     if (fp_legacy_set_others(0, hook, (PyObject *)p, NULL, NULL) < 0)
         rc = -1;
     return rc;
+}
+
+/* Returns 1 when p profiles thread ts (it has a record of it, or it is the enabling thread
+ * and the calling one), else 0. */
+static int
+fp_legacy_profiles(const fp_profiler *p, PyThreadState *ts, PyThreadState *self)
+{
+    if (ts == self && ts == p->owner)
+        return 1;
+    for (const fp_thread *t = p->threads_list; t != NULL; t = t->next)
+        if (t->tstate == ts && t->ident == ts->thread_id)
+            return 1;
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_check(fp_profiler *p)
+{
+    if (!p->enabled || p->taken_warned)
+        return 0;
+    Py_tracefunc hook = fp_legacy_hook_of(p);
+    PyThreadState *self = PyThreadState_Get();
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
+        if ((ts->c_profilefunc == hook && ts->c_profileobj == (PyObject *)p) ||
+            !fp_legacy_profiles(p, ts, self))
+            continue;
+        p->taken_warned = 1;
+        if (ts->c_profilefunc == NULL)
+            return PyErr_WarnFormat(
+                PyExc_RuntimeWarning, 1,
+                "fastprof: the profile hook of thread %lu was removed while profiling "
+                "(sys.setprofile(None), or another profiler's disable()); nothing was recorded "
+                "there from then on, the stats up to then are kept",
+                ts->thread_id);
+        if (ts->c_profileobj == NULL)
+            return PyErr_WarnFormat(
+                PyExc_RuntimeWarning, 1,
+                "fastprof: the profile hook of thread %lu was taken by a C profile function "
+                "while profiling; nothing was recorded there from then on, the stats up to "
+                "then are kept",
+                ts->thread_id);
+        return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                "fastprof: the profile hook of thread %lu was taken by %R "
+                                "(another profiler, a debugger or sys.setprofile()) while "
+                                "profiling; nothing was recorded there from then on, the "
+                                "stats up to then are kept",
+                                ts->thread_id, ts->c_profileobj);
+    }
+    return 0;
 }
 
 #endif /* !FP_PY312 */

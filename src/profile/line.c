@@ -135,6 +135,9 @@ fp_line_traverse(fp_ltracer *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->timer);
+#if !FP_PY312
+    Py_VISIT(self->chain_obj);
+#endif
     for (Py_ssize_t i = 0; i < self->nrecs; i++)
         Py_VISIT(self->recs[i]->code);
     for (Py_ssize_t i = 0; i < self->npassengers; i++)
@@ -155,17 +158,33 @@ fp_line_drop_passengers(fp_ltracer *self)
     PyMem_RawFree(list);
 }
 
-/* Drops the timer and passengers (the codes stay: they never refer back to a tracer).
- * Returns 0. */
+/* Forgets the trace function chained to (below 3.12; the hook stops calling it first).
+ * Never fails. */
+static void
+fp_line_drop_chain(FP_UNUSED fp_ltracer *self)
+{
+#if !FP_PY312
+    self->chain_func = NULL;
+    self->chain_key = NULL;
+    self->chain_ts = NULL;
+    Py_CLEAR(self->chain_obj);
+#endif
+}
+
+/* tp_clear: stops counting first, then drops the timer, the passengers and the chained trace
+ * function (the codes stay: they never refer back to a tracer).  Returns 0. */
 static int
 fp_line_clear(fp_ltracer *self)
 {
+    self->enabled = 0;
+    fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
     fp_line_drop_passengers(self);
     return 0;
 }
 
-/* Deallocation: unregisters every code and frees the arrays. */
+/* Deallocation: stops counting, unregisters every code and frees the arrays.  (While its
+ * trace function is installed a thread holds the tracer: it is not freed then.) */
 static void
 fp_line_dealloc(fp_ltracer *self)
 {
@@ -183,6 +202,7 @@ fp_line_dealloc(fp_ltracer *self)
     }
     PyMem_RawFree(self->threads);
     fp_line_drop_passengers(self);
+    fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
     Py_CLEAR(self->name_trace_lines);
     tp->tp_free((PyObject *)self);
@@ -353,8 +373,10 @@ fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 
 #if !FP_PY312
 /* _install_trace(others=False): installs the C trace function in the calling thread and,
- * when others is true, in every other thread that has no trace function.  Returns None, or
- * NULL with an exception set (nothing left installed). */
+ * when others is true (enable(), not a new thread's bootstrap), in every other thread that
+ * has no trace function, chaining to the calling thread's own trace function if it has one
+ * (coverage.py's, a debugger's: see fp_line_trace).  Returns None, or NULL with an exception
+ * set (nothing left installed). */
 static PyObject *
 fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -371,6 +393,15 @@ fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
         fp_legacy_set_others(1, fp_line_trace, (PyObject *)self, NULL, NULL);
         PyErr_Restore(type, value, tb);
         return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    if (others && ts->c_tracefunc != NULL && ts->c_tracefunc != fp_line_trace) {
+        fp_line_drop_chain(self);
+        self->chain_func = ts->c_tracefunc;
+        self->chain_obj = Py_XNewRef(ts->c_traceobj);
+        self->chain_key = FP_THREAD_KEY();
+        self->chain_ts = ts;
+        self->chain_tid = ts->thread_id;
     }
     PyEval_SetTrace(fp_line_trace, (PyObject *)self);
     Py_RETURN_NONE;
@@ -424,16 +455,40 @@ fp_line_active(fp_ltracer *self, FP_UNUSED PyObject *unused)
     return PyBool_FromLong(self->enabled || self->npassengers > 0);
 }
 
-/* _uninstall_trace(): removes the trace function of the calling thread, and self's from
- * every other thread.  Returns None, or NULL with an exception set (an audit hook refused;
- * a thread missed removes it at its next event, finding self inactive). */
+/* _uninstall_trace(): removes self's trace function from every thread that has it (the
+ * calling one included), putting back the trace function it chained to in the thread it
+ * found it in.  Returns None, or NULL with an exception set (an audit hook refused; a thread
+ * missed removes it at its next event, finding self inactive). */
 static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
-    PyEval_SetTrace(NULL, NULL);
-    if (fp_legacy_set_others(1, fp_line_trace, (PyObject *)self, NULL, NULL) < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    PyThreadState *self_ts = PyThreadState_Get();
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(self_ts);
+    Py_tracefunc chain_func = self->chain_func;
+    PyObject *chain_obj = self->chain_obj; /* owned here from now on */
+    PyThreadState *chain_ts = self->chain_ts;
+    unsigned long chain_tid = self->chain_tid;
+    PyObject *result = NULL;
+    self->chain_obj = NULL;
+    fp_line_drop_chain(self);
+    Py_INCREF(self); /* the last thread to drop it may hold the last reference */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
+        if (ts->c_tracefunc != fp_line_trace || ts->c_traceobj != (PyObject *)self)
+            continue;
+        int chained = ts == chain_ts && ts->thread_id == chain_tid && chain_func != NULL;
+        Py_tracefunc func = chained ? chain_func : NULL;
+        PyObject *obj = chained ? chain_obj : NULL;
+        if (ts == self_ts)
+            PyEval_SetTrace(func, obj);
+        else if (_PyEval_SetTrace(ts, func, obj) < 0)
+            goto error;
+    }
+    result = Py_NewRef(Py_None);
+error:
+    Py_XDECREF(chain_obj);
+    Py_DECREF(self);
+    return result;
 }
 #endif
 

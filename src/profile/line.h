@@ -60,6 +60,16 @@ typedef struct fp_ltracer {
     Py_ssize_t npassengers, cappassengers;
     int enabled;
     const char *error; /* sticky: the first failure inside a hook, reported at disable */
+#if !FP_PY312
+    /* The trace function (coverage.py's, a debugger's) that _install_trace(True) found in the
+     * enabling thread: the C trace function hands it every event there first, and
+     * _uninstall_trace puts it back. */
+    Py_tracefunc chain_func;
+    PyObject *chain_obj;     /* strong */
+    const void *chain_key;   /* FP_THREAD_KEY() of that thread ... */
+    PyThreadState *chain_ts; /* ... its thread state ... */
+    unsigned long chain_tid; /* ... and its id (a thread state may be reused) */
+#endif
 } fp_ltracer;
 
 /* The code-object extra index of the line profiler (requested once at import). */

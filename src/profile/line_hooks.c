@@ -355,24 +355,14 @@ done:
     return known;
 }
 
-/* The trace function installed with PyEval_SetTrace: op is the installed tracer, which also
- * hands each event to the tracers riding along with it (enabled while it was installed).
- * Returns 0 (a trace function that returns -1 would stop the program with an exception: it
- * never does). */
-int
-fp_line_trace(PyObject *op, PyFrameObject *frame, int what, FP_UNUSED PyObject *arg)
+/* Hands a call, line or return event to self and its passengers.  Returns 1 when frame
+ * belongs to a code one of them registered (its line events must stay on), else 0. */
+FP_INLINE int
+fp_line_trace_events(fp_ltracer *self, PyFrameObject *frame, int what)
 {
-    fp_ltracer *self = (fp_ltracer *)op;
     int known = 0;
-    if (FP_UNLIKELY(!self->enabled && self->npassengers == 0)) {
-        /* Off while this thread still had it installed: remove it here. */
-        Py_INCREF(op);
-        PyEval_SetTrace(NULL, NULL);
-        Py_DECREF(op);
-        goto done;
-    }
     if (what != PyTrace_CALL && what != PyTrace_LINE && what != PyTrace_RETURN)
-        goto done;
+        return 1; /* not an event that mutes */
     if (FP_LIKELY(self->enabled))
         known = fp_line_trace_one(self, frame, what);
     for (Py_ssize_t i = 0; i < self->npassengers; i++) {
@@ -380,10 +370,61 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, FP_UNUSED PyObject *
         if (p->enabled)
             known |= fp_line_trace_one(p, frame, what);
     }
-    if (!known && what != PyTrace_RETURN)
+    return known;
+}
+
+/* Hands one event to the trace function self chained to (see fp_line_install_trace).
+ * Returns 1 when the event was handed over, 0 when this thread has none to hand it to, -1
+ * with an exception set when that function failed (the interpreter then propagates it as
+ * from any trace function). */
+static FP_NOINLINE int
+fp_line_chain(fp_ltracer *self, PyFrameObject *frame, int what, PyObject *arg)
+{
+    if (self->chain_key != FP_THREAD_KEY())
+        return 0;
+    PyObject *obj = self->chain_obj;
+    Py_XINCREF(obj); /* that function may replace the trace functions, dropping references */
+    int r = self->chain_func(obj, frame, what, arg);
+    Py_XDECREF(obj);
+    return r < 0 ? -1 : 1;
+}
+
+/* The trace function installed with PyEval_SetTrace: op is the installed tracer, which also
+ * hands each event to the tracers riding along with it (enabled while it was installed), and
+ * first to the trace function it found in the enabling thread (coverage.py's, say), if any:
+ * that one sees every event and line as without fastprof, so line events stay on there.
+ * Returns 0, or -1 when the chained trace function failed (its exception then propagates as
+ * it would without fastprof; fastprof's own work never fails). */
+int
+fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
+{
+    fp_ltracer *self = (fp_ltracer *)op;
+    int chained, rc = 0;
+    if (FP_UNLIKELY(!self->enabled && self->npassengers == 0)) {
+        /* Off while this thread still had it installed: remove it here (putting back the
+         * one it chained to in its thread). */
+        int mine = self->chain_func != NULL && self->chain_key == FP_THREAD_KEY();
+        Py_INCREF(op);
+        PyEval_SetTrace(mine ? self->chain_func : NULL, mine ? self->chain_obj : NULL);
+        Py_DECREF(op);
+        goto done;
+    }
+    if (FP_UNLIKELY(self->chain_func != NULL)) {
+        /* The chained function may replace the trace functions, dropping a reference. */
+        Py_INCREF(op);
+        chained = fp_line_chain(self, frame, what, arg);
+        /* Line events stay on where a chained function may want them. */
+        if (chained >= 0 && !fp_line_trace_events(self, frame, what) && chained == 0 &&
+            what != PyTrace_RETURN)
+            fp_line_mute(self, frame);
+        Py_DECREF(op);
+        rc = chained < 0 ? -1 : 0;
+        goto done;
+    }
+    if (!fp_line_trace_events(self, frame, what) && what != PyTrace_RETURN)
         fp_line_mute(self, frame);
 done:
-    return 0;
+    return rc;
 }
 
 #endif

@@ -178,7 +178,8 @@ fp_profiler_stop(fp_profiler *p)
     if (!p->enabled)
         return 0;
     int rc = fp_hooks_remove(p);
-    if (p->error == NULL)
+    /* A user timer that GC's clear step dropped is never called (see fp_profiler_release). */
+    if (p->error == NULL && (p->clock != FP_CLOCK_USER || p->timer != NULL))
         fp_flush_all(p);
     p->enabled = 0;
     fp_thread_cache_clear(p);
@@ -207,6 +208,44 @@ fp_profiler_stop(fp_profiler *p)
     return 0;
 }
 
+/* Stops p from a destructor (tp_dealloc, or GC's tp_clear): removes the hooks without
+ * charging open frames (nobody can read them any more, and the timer may be gone), and
+ * reports a failed removal or a hook's sticky error as unraisable against p's type, never
+ * against p, whose refcount may be 0 (reporting it would resurrect it and free it twice).
+ * Leaves the current exception as it was.  Returns nothing. */
+static void
+fp_profiler_release(fp_profiler *p)
+{
+    if (!p->enabled)
+        return;
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *where = (PyObject *)Py_TYPE(p);
+    if (fp_hooks_remove(p) < 0)
+        PyErr_WriteUnraisable(where);
+    p->enabled = 0;
+    fp_thread_cache_clear(p);
+    if (p->error != NULL) {
+        PyObject *err = p->error;
+        p->error = NULL;
+        PyErr_SetString(PyExc_RuntimeError, "a profiler freed while enabled had stopped "
+                                            "recording: a hook met an error (see __cause__)");
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL) {
+            PyException_SetCause(value, Py_NewRef(err));
+            PyException_SetContext(value, Py_NewRef(err));
+        }
+        Py_DECREF(err);
+        PyErr_Restore(type, value, tb);
+        PyErr_WriteUnraisable(where);
+    }
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
+/* tp_dealloc: disables p first (hooks removed, errors reported as unraisable), then frees
+ * its records.  Returns nothing. */
 static void
 fp_profiler_dealloc(PyObject *self)
 {
@@ -215,16 +254,11 @@ fp_profiler_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     if (p->weakreflist != NULL)
         PyObject_ClearWeakRefs(self);
-    if (p->enabled) {
-        PyObject *exc_type, *exc_value, *exc_tb;
-        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-        if (fp_profiler_stop(p) < 0)
-            PyErr_WriteUnraisable(self);
-        PyErr_Restore(exc_type, exc_value, exc_tb);
-    }
+    fp_profiler_release(p);
     fp_tables_clear(p);
     Py_CLEAR(p->timer);
     Py_CLEAR(p->error);
+    Py_CLEAR(p->thread_prev);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -237,16 +271,19 @@ fp_profiler_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(p->timer);
     Py_VISIT(p->error);
+    Py_VISIT(p->thread_prev);
     return 0;
 }
 
-/* Returns 0 after dropping the references GC may need to break. */
+/* tp_clear: disables p, then drops the references GC may need to break.  Returns 0. */
 static int
 fp_profiler_tp_clear(PyObject *self)
 {
     fp_profiler *p = (fp_profiler *)self;
+    fp_profiler_release(p); /* disable first: the hooks must not call a dropped timer */
     Py_CLEAR(p->timer);
     Py_CLEAR(p->error);
+    Py_CLEAR(p->thread_prev);
     return 0;
 }
 
@@ -287,15 +324,30 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
-/* disable(): stops profiling, charging open frames up to now.  Returns None, or NULL when a
- * hook had met an error (RuntimeError with that error as its cause) or the hooks could not be
- * removed cleanly. */
+/* disable(): stops profiling, charging open frames up to now; below 3.12 first warns
+ * (RuntimeWarning) when another tool took the profile hook meanwhile.  Returns None, or NULL
+ * when a hook had met an error (RuntimeError with that error as its cause), the hooks could
+ * not be removed cleanly, or the warning was turned into an error (disabled all the same). */
 static PyObject *
 fp_profiler_disable(PyObject *self, FP_UNUSED PyObject *unused)
 {
-    if (fp_profiler_check_idle((fp_profiler *)self, "disable") < 0)
+    fp_profiler *p = (fp_profiler *)self;
+    if (fp_profiler_check_idle(p, "disable") < 0)
         return NULL;
-    if (fp_profiler_stop((fp_profiler *)self) < 0)
+    int rc = 0;
+#if !FP_PY312
+    rc = fp_hooks_check(p); /* a warning turned into an error: still stop, then raise it */
+#endif
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (fp_profiler_stop(p) < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    PyErr_Restore(type, value, tb);
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -326,13 +378,18 @@ fp_profiler_unit(fp_profiler *p)
 }
 
 /* _raw() -> (seconds_per_tick, funcs, edges): funcs a list of (key, ncalls, nrec, tt, it),
- * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks.  Returns the tuple
+ * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks; below 3.12, read
+ * while enabled, it first warns when another tool took the profile hook.  Returns the tuple
  * or NULL with an exception set. */
 static PyObject *
 fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     PyObject *funcs = NULL, *edges = NULL;
+#if !FP_PY312
+    if (fp_hooks_check(p) < 0) /* read while enabled: say when nothing is recorded any more */
+        goto error;
+#endif
     funcs = PyList_New(p->nfuncs);
     if (funcs == NULL)
         goto error;

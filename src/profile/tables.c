@@ -110,18 +110,20 @@ fp_now_slow(fp_profiler *p)
     fp_tick t = p->last_user;
     if (o == NULL)
         goto error;
-    if (p->timeunit > 0.0) {
-        if (PyLong_Check(o)) {
-            t = PyLong_AsLongLong(o);
-        }
-        else {
-            double d = PyFloat_AsDouble(o);
-            t = (fp_tick)d;
-        }
+    if (p->timeunit > 0.0 && PyLong_Check(o)) {
+        t = PyLong_AsLongLong(o);
     }
     else {
+        /* In ticks: integer units, or float seconds in ns.  NaN, inf and what no fp_tick
+         * holds are an error, never a cast (that would be undefined). */
         double d = PyFloat_AsDouble(o);
-        t = (fp_tick)floor(d * 1e9);
+        double ticks = p->timeunit > 0.0 ? d : floor(d * 1e9);
+        if (!PyErr_Occurred() && !(ticks > -9.2e18 && ticks < 9.2e18))
+            PyErr_Format(PyExc_ValueError,
+                         "the timer returned %R, not a finite time that fits in 64-bit %s", o,
+                         p->timeunit > 0.0 ? "ticks" : "nanoseconds");
+        else
+            t = (fp_tick)ticks;
     }
     Py_DECREF(o);
     if (PyErr_Occurred())
