@@ -202,3 +202,101 @@ def test_parse_tree_and_names():
     assert _expr.names(tree) == ["a", "b"]
     assert tree.args[2] == _expr.Node("const", value=-3)
     assert set(_expr.FUNCTIONS) >= {"where", "abs", "sqrt", "arctan2", "minimum", "maximum"}
+
+
+# --- one promotion rule on every path (NumPy's, NEP 50 for Python scalars) -------------------
+
+SMALL, LARGE = 1_000, 70_001  # either side of the size where the compiled path takes over
+
+
+def test_python_scalar_base_of_a_power_stays_weak():
+    for n in (SMALL, LARGE):
+        a = np.full(n, 0.5, dtype=np.float32)
+        got = kernels.evaluate("1e-300 ** a", {"a": a})
+        want = 1e-300 ** a  # NumPy: the Python float is weak, so the power is float32: 0.0
+        assert got.dtype == want.dtype == np.float32, n
+        np.testing.assert_array_equal(got, want)
+
+
+_NAMES = {"x": np.float32, "y": np.float64, "i": np.int32, "j": np.int64, "b": np.bool_}
+_LITERALS = ["2", "3", "0.5", "1e-300", "1e300", "-1.5", "True", "7", "2 ** 40"]
+_BINARY = ["+", "-", "*", "/", "&", "|", "<", "<=", ">", ">=", "==", "!="]
+_NUMPY_NAMES = {"where": np.where, "abs": np.absolute, "sqrt": np.sqrt, "floor": np.floor,
+                "minimum": np.minimum, "maximum": np.maximum}
+
+
+def _random_expr(rng, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.25:
+        if rng.random() < 0.8:
+            return str(rng.choice(list(_NAMES)))
+        return str(rng.choice(_LITERALS))
+    kind = rng.integers(0, 6)
+    sub = lambda: _random_expr(rng, depth - 1)  # noqa: E731
+    if kind <= 1:
+        return f"({sub()} {rng.choice(_BINARY)} {sub()})"
+    if kind == 2:
+        return f"({sub()} ** {rng.choice(['2', '3', '0.5', '2.0'])})"
+    if kind == 3:
+        return f"{rng.choice(['-', '~'])}{sub()}"
+    if kind == 4:
+        fn = str(rng.choice(["abs", "sqrt", "floor", "minimum", "maximum"]))
+        return f"{fn}({sub()})" if fn in ("abs", "sqrt", "floor") else f"{fn}({sub()}, {sub()})"
+    return f"where({sub()}, {sub()}, {sub()})"
+
+
+def _values(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dt in _NAMES.items():
+        if dt is np.bool_:
+            out[name] = rng.random(n) < 0.5
+        elif np.dtype(dt).kind == "i":
+            out[name] = rng.integers(-5, 6, n).astype(dt)
+        else:
+            out[name] = (rng.random(n) * 6 - 3).astype(dt)
+    return out
+
+
+def _outcome(fn):
+    """(result, None) or (None, exception type) of fn(), floating-point warnings silenced."""
+    import warnings
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return np.asarray(fn()), None
+        except (TypeError, ValueError, OverflowError) as exc:
+            return None, type(exc)
+
+
+def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
+    rng = np.random.default_rng(2024)
+    checked = 0
+    for case in range(300):
+        expr = _random_expr(rng, 4)
+        try:
+            tree = _expr.parse(expr)
+        except (ValueError, TypeError) as exc:  # literals out of bounds (1e300 ** 2), ~1.5
+            with pytest.raises(type(exc), match="constant|operand type"):
+                kernels.evaluate(expr, _values(SMALL, case))
+            continue
+        if not _expr.names(tree):
+            continue
+        for n in (SMALL, LARGE):
+            names = _values(n, case)
+            want, want_exc = _outcome(lambda: eval(expr, {**_NUMPY_NAMES, **names}))  # noqa: S307
+            got, got_exc = _outcome(lambda: kernels.evaluate(expr, names))
+            where = f"{expr} with {n} elements"
+            assert got_exc == want_exc, where
+            if want_exc is not None:
+                continue
+            assert got.dtype == want.dtype, where
+            assert got.shape == want.shape, where
+            if want.dtype.kind == "f":
+                rtol = 1e-5 if want.dtype.itemsize <= 4 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, equal_nan=True,
+                                           err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=where)
+            checked += 1
+    assert checked > 300  # most cases are valid expressions, each checked at both sizes

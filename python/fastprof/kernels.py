@@ -531,25 +531,22 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
             return ("v", n.value), probe[n.value]
         if n.kind == "const":
             return ("c", n.value), n.value
-        refs, samples = zip(*(visit(a) for a in n.args))
-        if n.kind != "call" and all(r[0] == "c" for r in refs):
-            v = _expr.fold_constant(n.op, [r[1] for r in refs])
-            return ("c", v), v
+        refs, samples = zip(*[visit(a) for a in n.args])  # literals are folded by parse
         if n.kind == "call" and n.op == "where":
             sample = np.where(*samples)
             steps.append(_Step("where", None, tuple(refs), np.asarray(sample).dtype))
             return ("r", len(steps) - 1), sample
         func = _expr.numpy_function(n)
         if n.kind == "binary" and n.op == "**":
-            sample = np.asarray(samples[0]) ** samples[1]
+            sample = _expr.power(*samples)  # a Python scalar base stays weak (NEP 50)
             base = np.asarray(samples[0]).dtype
-            if refs[1][0] == "c" and base.kind == "f" and np.asarray(sample).dtype == base:
-                if refs[1][1] == 2:
-                    func = np.square
-                elif refs[1][1] == 0.5:
-                    func = np.sqrt
-                if func is not np.power and func in (np.square, np.sqrt):
-                    refs = refs[:1]
+            dtype = np.asarray(sample).dtype
+            if refs[1][0] == "c" and isinstance(samples[0], np.ndarray):
+                # the ndarray operator's fast paths: x ** 2 is np.square (bool ** 2 is int8)
+                if refs[1][1] == 2 and np.square(samples[0]).dtype == dtype:
+                    func, refs = np.square, refs[:1]
+                elif refs[1][1] == 0.5 and base.kind == "f" and dtype == base:
+                    func, refs = np.sqrt, refs[:1]
         else:
             sample = func(*samples)
         steps.append(_Step("ufunc", func, tuple(refs), np.asarray(sample).dtype))
@@ -593,7 +590,10 @@ def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarra
             target = dest[start:stop] if i == last else regs[i][:size].reshape(shape)
             if st.kind == "where":
                 np.copyto(target, args[2], casting="unsafe")
-                np.copyto(target, args[1], casting="unsafe", where=args[0])
+                cond = args[0]
+                if np.asarray(cond).dtype != np.bool_:  # np.where reads any condition's truth
+                    cond = np.not_equal(cond, 0)
+                np.copyto(target, args[1], casting="unsafe", where=cond)
             else:
                 st.func(*args, out=target, casting="unsafe")
             cur[i] = target
