@@ -300,3 +300,73 @@ def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
                 np.testing.assert_array_equal(got, want, err_msg=where)
             checked += 1
     assert checked > 300  # most cases are valid expressions, each checked at both sizes
+
+
+# --- bounded constants and expressions: ValueError, never a hang, RecursionError or crash ----
+
+
+@pytest.mark.parametrize("expr,match", [
+    ("x + 10 ** 10 ** 10", "constant power is larger than 1024 bits"),
+    ("x * 7 ** 100000", "constant power is larger than 1024 bits"),
+    ("x + 2 ** 1024", "integer constant has 1025 bits"),
+    ("x + 0x" + "f" * 300, "integer constant has 1200 bits"),
+    ("x + 1 / 0", "division by zero"),
+    ("x + 0 ** -1", "division by zero"),
+    ("x + 1e300 ** 2", "overflows"),
+    ("x + (-8) ** 0.5", "complex"),
+])
+def test_constant_folding_is_bounded(expr, match):
+    with pytest.raises(ValueError, match=match):
+        kernels.evaluate(expr, {"x": np.ones(3)})
+
+
+def test_folded_constants_within_bounds_are_pythons():
+    x = np.arange(N, dtype=np.float32)
+    got = kernels.evaluate("x + 2 ** 10 - 3 * 2 ** 1000 / 2 ** 999", {"x": x})
+    want = x + (2 ** 10 - 3 * 2 ** 1000 / 2 ** 999)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    assert _expr.parse("x + 2 ** 3").args[1] == _expr.Node("const", value=8)
+
+
+@pytest.mark.parametrize("expr,match", [
+    ("x+" * 100_000 + "x", "too long"),                          # 100k terms
+    ("(" * 10_000 + "x" + ")" * 10_000, "too long"),              # 10k nested parentheses
+    ("(" * 5_000 + "x" + ")" * 5_000, "nested too deeply"),       # within the length bound
+    ("x+" * 3_000 + "x", "nested too deeply"),                    # deep through operators
+    ("-" * 10_000 + "x", "nested too deeply"),                    # CPython's parser stack
+    ("sin(" * 300 + "x" + ")" * 300, "nested too deeply"),
+    ("x + " + "1" * 5_000, "integer string conversion"),         # CPython's int-digit limit
+])
+def test_long_and_deep_expressions_raise_valueerror(expr, match):
+    with pytest.raises(ValueError, match=match) as info:
+        kernels.evaluate(expr, {"x": np.ones(3)})
+    assert len(str(info.value)) < 400  # the message quotes the start of the expression only
+
+
+def test_depth_limit_holds_deep_in_the_callers_recursion():
+    import sys
+
+    expr = "+".join(["x"] * 150)  # within the bounds
+    x = np.ones(3)
+
+    def nested(k):
+        return nested(k - 1) if k else kernels.evaluate(expr + " + 0.5", {"x": x})
+
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(400)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            nested(300)
+    finally:
+        sys.setrecursionlimit(limit)
+    np.testing.assert_array_equal(kernels.evaluate(expr, {"x": x}), x * 150)
+
+
+def test_gpu_code_generator_shares_the_bounds():
+    _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
+    for expr in ("x+" * 100_000 + "x", "(" * 5_000 + "x" + ")" * 5_000, "x+" * 3_000 + "x"):
+        with pytest.raises(ValueError, match="too long|nested too deeply"):
+            _gpu_kernels.generate_source(expr, False)
+    with pytest.raises(ValueError, match="out of the float64 range"):
+        _gpu_kernels.generate_source("x + " + str(2 ** 1100), False)

@@ -191,10 +191,12 @@ def _paren_depth(expr: str) -> int:
     return deepest
 
 
-def parse(expr: str) -> Node:
-    """The tree of ``expr``, literal-only subexpressions folded; raises TypeError for a
-    non-string and ValueError naming the problem for a syntax error, anything outside the
-    language, an expression beyond MAX_LENGTH or MAX_DEPTH, or a constant out of bounds."""
+def parse_ast(expr: str) -> ast.Expression:
+    """The Python AST of ``expr`` within the bounds (MAX_LENGTH characters, MAX_DEPTH levels),
+    checked before and after CPython's parser so that neither it nor a walk of the tree can
+    overflow a stack; raises TypeError for a non-string, ValueError naming the problem
+    otherwise (syntax errors, parser-stack overflow, RecursionError and integer-string limits
+    included)."""
     if not isinstance(expr, str):
         raise TypeError(f"expr must be a str, got {type(expr).__name__}")
     if len(expr) > MAX_LENGTH:
@@ -203,15 +205,23 @@ def parse(expr: str) -> Node:
         raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels of brackets)")
     try:
         tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
+    except SyntaxError as exc:  # integer literals over sys.get_int_max_str_digits() too
         raise _bad(expr, f"syntax error: {exc.msg}") from None
     except (RecursionError, MemoryError):
         # CPython's parser stack or AST construction gave up: nesting far beyond MAX_DEPTH
         raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels)") from None
-    except ValueError as exc:  # e.g. a source null byte
+    except ValueError as exc:  # e.g. a null byte
         raise _bad(expr, str(exc)) from None
     if _depth(tree) > MAX_DEPTH + 1:  # + 1: the Expression node on top
         raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels of operators)")
+    return tree
+
+
+def parse(expr: str) -> Node:
+    """The tree of ``expr``, literal-only subexpressions folded; raises TypeError for a
+    non-string and ValueError naming the problem for a syntax error, anything outside the
+    language, an expression beyond MAX_LENGTH or MAX_DEPTH, or a constant out of bounds."""
+    tree = parse_ast(expr)
     try:
         return _convert(tree, expr)
     except RecursionError:  # the caller was already deep in recursion

@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from . import _expr
 from . import _fastprof as _C
 from . import cuda as _cuda
 from .trace import library_candidates
@@ -556,7 +557,11 @@ class _Gen:
             if isinstance(v, bool):
                 return ("true" if v else "false"), "b"
             if isinstance(v, (int, float)):
-                return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
+                try:
+                    return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
+                except OverflowError:
+                    raise ValueError(f"integer constant of {v.bit_length()} bits in expression"
+                                     " is out of the float64 range") from None
             raise ValueError(f"unsupported constant {v!r} in expression")
         if isinstance(node, ast.Name):
             if node.id not in self.names:
@@ -616,12 +621,9 @@ class _Gen:
 
 
 def _parse(expr: Any) -> ast.Expression:
-    if not isinstance(expr, str):
-        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
-    try:
-        return ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"expr is not a valid expression: {exc.msg}") from None
+    """The AST of expr within the shared bounds (fastprof._expr.parse_ast): ValueError naming
+    the problem for syntax errors, expressions too long or too deep."""
+    return _expr.parse_ast(expr)
 
 
 def generate_source(expr: str, f32: bool, scalar_names: Sequence[str] = ()) -> tuple[str, list[str], str]:
