@@ -419,3 +419,51 @@ def test_long_boxes_keep_nan_and_inf_inside_their_windows():
     ok = np.isfinite(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-10, atol=1e-12)
     assert ok.sum() > 0.5 * ok.size
+
+
+# --- 0-d input: 0-d output, as scipy.ndimage gives -----------------------------------------
+
+
+def _gpu_front_end():
+    from fastprof import _fastprof
+
+    if not _fastprof._cuda_built():
+        pytest.skip("fastprof built without CUDA (the host emulation of the GPU passes)")
+    from fastprof import _gpu_kernels
+
+    return _gpu_kernels
+
+
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.uint8])
+def test_zero_d_input_gives_zero_d_output(func, dtype):
+    x = np.array(7, dtype=dtype)
+    for w in (np.array(2.5), 0.375, np.array(-1, dtype=np.int16)):
+        want = getattr(ndi, func)(x, w)
+        got = getattr(kernels, func)(x, w)
+        assert got.shape == want.shape == () and got.dtype == want.dtype, (w, got)
+        np.testing.assert_array_equal(got, want)
+        out = np.zeros((), dtype=np.float32)
+        assert getattr(kernels, func)(x, w, output=out) is out
+        np.testing.assert_array_equal(out, getattr(ndi, func)(x, w, output=np.float32))
+    with pytest.raises(ValueError, match="rank"):
+        getattr(kernels, func)(x, [1.0])
+
+
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+def test_zero_d_input_through_the_gpu_front_end(func):
+    gk = _gpu_front_end()
+    for x in (np.array(7.0), np.array(3, dtype=np.int32), np.array(2.5, dtype=np.float32)):
+        got = getattr(gk, func)(x, np.array(1.5), _emulate=True)
+        want = getattr(ndi, func)(x, np.array(1.5))
+        assert got.shape == want.shape == () and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    out = np.zeros((), dtype=np.float64)
+    assert getattr(gk, func)(np.array(4.0), np.array(0.5), output=out, _emulate=True) is out
+    assert out == 2.0
+    with pytest.raises(ValueError, match=r"one dimension per filtered axis \(0\), got 1"):
+        getattr(gk, func)(np.array(4.0), [1.0], _emulate=True)
+    with pytest.raises(ValueError, match=r"shape \(\)"):
+        getattr(gk, func)(np.array(4.0), np.array(0.5), output=np.zeros(1), _emulate=True)
+    got = gk.uniform_filter(np.array(4.0), 3, _emulate=True)
+    assert got.shape == () and got == 4.0

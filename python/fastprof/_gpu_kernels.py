@@ -384,9 +384,44 @@ def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
     return out
 
 
+def _as_zero_d(result: Any, output: Any) -> Any:
+    """The result of a filter run on a 0-d input reshaped to (1,), back in 0-d form: output when
+    one was given, else result reshaped (timings kept)."""
+    if isinstance(output, np.ndarray):
+        return output
+    timings = getattr(result, "timings", None)
+    out = result.reshape(())
+    if timings is not None:
+        out.timings = timings
+    return out
+
+
+def _zero_d_output(output: Any) -> Any:
+    """output for the (1,)-shaped run of a 0-d input: a 0-d array as a (1,) view; ValueError for
+    an array of another shape."""
+    if isinstance(output, np.ndarray):
+        if output.shape != ():
+            raise ValueError(f"output must be a NumPy array of shape (), got {output.shape}")
+        return output.reshape(1)
+    return output
+
+
 def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin: Any,
                            axes: Any, device: Any, stream: Any, flip: bool, emulate: Any) -> Any:
     inp = _Operand(input, "input")
+    if inp.host is not None and inp.host.ndim == 0:
+        # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
+        _check_real_dtype(inp.host.dtype, "input")
+        w = np.asarray(weights) if not _cuda.is_device_array(weights) else None
+        if w is None or w.ndim != 0:
+            raise ValueError("weights must have one dimension per filtered axis (0), got "
+                             f"{'a device array' if w is None else w.ndim}")
+        if axes not in (None, (), []):
+            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
+        _check_origins(origin, 0)
+        res = _correlate_or_convolve(inp.host.reshape(1), w.reshape(1), _zero_d_output(output),
+                                     mode, cval, 0, None, device, stream, flip, emulate)
+        return _as_zero_d(res, output)
     modecode = _check_mode(mode)
     cval = _check_cval(cval)
     if _cuda.is_device_array(weights):
@@ -468,6 +503,13 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
                    stream: Any = None, _emulate: bool = False) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
     inp = _Operand(input, "input")
+    if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
+        _check_real_dtype(inp.host.dtype, "input")
+        if axes not in (None, (), []):
+            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
+        res = uniform_filter(inp.host.reshape(1), 1, _zero_d_output(output), mode, cval, 0,
+                             device=device, stream=stream, _emulate=_emulate)
+        return _as_zero_d(res, output)
     cval = _check_cval(cval)
 
     def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:

@@ -339,9 +339,8 @@ def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtyp
 def _correlate_cpu(a: ConvArgs) -> np.ndarray:
     x = a.input
     output = a.output
-    if x.ndim == 0:
-        res = np.asarray(x, dtype=np.float64) * (a.weights.reshape(()) if a.weights.ndim == 0
-                                                 else a.weights)
+    if x.ndim == 0:  # 0-d input, 0-d weights (ascontiguousarray made them (1,)): 0-d output
+        res = np.asarray(x, dtype=np.float64) * a.weights.reshape(())
         return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
