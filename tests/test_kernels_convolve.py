@@ -467,3 +467,56 @@ def test_zero_d_input_through_the_gpu_front_end(func):
         getattr(gk, func)(np.array(4.0), np.array(0.5), output=np.zeros(1), _emulate=True)
     got = gk.uniform_filter(np.array(4.0), 3, _emulate=True)
     assert got.shape == () and got == 4.0
+
+
+# --- boxes far longer than the input: folded to the input's length, equal to scipy's ---------
+
+BASE_MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+@pytest.mark.parametrize("mode", BASE_MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_boxes_far_longer_than_the_input_match_scipy(mode, dtype):
+    rng = _rng(11)
+    for shape in ((8, 9), (5,), (1, 7), (2, 3, 4)):
+        x = (rng.standard_normal(shape) * 40).astype(dtype)
+        nd = len(shape)
+        for s in (1000, 1001, 10007):
+            for o in (0, -(s // 2), (s - 1) // 2, 7):
+                for size, origin in ((s, o), ([s] + [1] * (nd - 1), [o] + [0] * (nd - 1)),
+                                     ([3] + [s] * (nd - 1), [0] + [o] * (nd - 1))):
+                    got = kernels.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
+                    want = ndi.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
+                    assert got.dtype == want.dtype
+                    if want.dtype.kind == "f":
+                        np.testing.assert_allclose(got, want, **_tol(dtype),
+                                                   err_msg=f"{shape} {size} {origin}")
+                    else:  # scipy truncates its running sums after each axis: a mean
+                        # within rounding of an integer may land one apart per axis (as for
+                        # short boxes)
+                        assert np.max(np.abs(got.astype(np.int64) - want)) <= nd
+
+
+@pytest.mark.parametrize("mode", BASE_MODES)
+def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
+    real = kernels._fastprof._correlate_separable
+    longest = []
+
+    def spy(x, out, factors, *args):
+        longest.append(max(len(f) for f in factors))
+        if longest[-1] > 4 * max(x.shape):
+            raise AssertionError(f"a factor of {longest[-1]} taps for an input of {x.shape}")
+        return real(x, out, factors, *args)
+
+    monkeypatch.setattr(kernels._fastprof, "_correlate_separable", spy)
+    x = _rng(12).standard_normal((8, 9))
+    s = 100_000_001
+    got = kernels.uniform_filter(x, [s, 1], mode=mode, cval=0.7)
+    assert longest and max(longest) <= 32
+    # the mean over a window this long is, to 1e-6, the mean of the extended axis' pattern
+    limit = {"reflect": x.mean(axis=0, keepdims=True),
+             "wrap": x.mean(axis=0, keepdims=True),
+             "mirror": (2 * x.sum(axis=0, keepdims=True) - x[:1] - x[-1:]) / 14,
+             "constant": np.full((1, 9), 0.7),
+             "nearest": (x[:1] + x[-1:]) / 2}[mode]
+    np.testing.assert_allclose(got, np.broadcast_to(limit, x.shape), atol=1e-6)
