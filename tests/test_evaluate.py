@@ -231,7 +231,10 @@ def _random_expr(rng, depth: int) -> str:
             return str(rng.choice(list(_NAMES)))
         return str(rng.choice(_LITERALS))
     kind = rng.integers(0, 6)
-    sub = lambda: _random_expr(rng, depth - 1)  # noqa: E731
+
+    def sub() -> str:
+        return _random_expr(rng, depth - 1)
+
     if kind <= 1:
         return f"({sub()} {rng.choice(_BINARY)} {sub()})"
     if kind == 2:
@@ -284,8 +287,8 @@ def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
             continue
         for n in (SMALL, LARGE):
             names = _values(n, case)
-            want, want_exc = _outcome(lambda: eval(expr, {**_NUMPY_NAMES, **names}))  # noqa: S307
-            got, got_exc = _outcome(lambda: kernels.evaluate(expr, names))
+            want, want_exc = _outcome(lambda e=expr, v=names: eval(e, {**_NUMPY_NAMES, **v}))
+            got, got_exc = _outcome(lambda e=expr, v=names: kernels.evaluate(e, v))
             where = f"{expr} with {n} elements"
             assert got_exc == want_exc, where
             if want_exc is not None:

@@ -601,9 +601,9 @@ class _Gen:
             if isinstance(v, (int, float)):
                 try:
                     return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
-                except OverflowError:
-                    raise ValueError(f"integer constant of {v.bit_length()} bits in expression"
-                                     " is out of the float64 range") from None
+                except OverflowError:  # only an int can overflow float()
+                    raise ValueError(f"integer constant of {int(v).bit_length()} bits in"
+                                     " expression is out of the float64 range") from None
             raise ValueError(f"unsupported constant {v!r} in expression")
         if isinstance(node, ast.Name):
             if node.id not in self.names:
