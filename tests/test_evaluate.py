@@ -373,3 +373,24 @@ def test_gpu_code_generator_shares_the_bounds():
             _gpu_kernels.generate_source(expr, False)
     with pytest.raises(ValueError, match="out of the float64 range"):
         _gpu_kernels.generate_source("x + " + str(2 ** 1100), False)
+
+
+def test_gpu_compute_type_follows_numpy_promotion():
+    gk = pytest.importorskip("fastprof._gpu_kernels")
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    cases = [
+        ([f32], [2.5], True),                          # a Python float is weak
+        ([f32, np.dtype(bool)], [], True),             # bool with float32: float32, as NumPy
+        ([f32, np.dtype(np.int8)], [], True),
+        ([f32, np.dtype(np.int32)], [], False),
+        ([f32], [np.float64(0.5)], False),             # a NumPy float64 scalar is strong
+        ([f32], [np.array(0.5)], False),               # so is a 0-d float64 array
+        ([f32], [np.float32(0.5), 7], True),
+        ([f64], [], False),
+        ([], [1.0], False),
+    ]
+    for dtypes, scalars, want in cases:
+        assert gk.compute_in_float32(dtypes, scalars) is want, (dtypes, scalars)
+        if dtypes:
+            probe = [np.empty(0, d) for d in dtypes]
+            assert (np.result_type(*probe, *scalars) == np.float32) is want

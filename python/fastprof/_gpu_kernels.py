@@ -720,13 +720,28 @@ def compile_source(source: str, arch: str, cubin: bool = True) -> bytes:
                                                               "--std=c++17"), cubin, _nvrtc_paths())
 
 
+def compute_in_float32(array_dtypes: Sequence[np.dtype], scalars: Sequence[Any]) -> bool:
+    """Whether a generated kernel computes in float32: when NumPy's promotion of the arrays'
+    dtypes and the scalars (Python scalars weak, NumPy scalars and 0-d arrays strong, NEP 50)
+    is float32, as the CPU gives (a bool or int8 array with a float32 one stays float32; a
+    float64 NumPy scalar makes float64)."""
+    if not array_dtypes:
+        return False
+    try:
+        return bool(np.result_type(*[np.empty(0, d) for d in array_dtypes], *scalars)
+                    == np.float32)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
              global_dict: Optional[dict] = None, device: Any = "cuda", stream: Any = None,
              _frame_depth: int = 1) -> Any:
     """Evaluates an elementwise expression as one fused GPU kernel.
 
-    Arrays must share one shape (scalars broadcast); the computation is float32 when every
-    array is float32, else float64; comparisons at the top give bool. Names come from
+    Arrays must share one shape (scalars broadcast); the computation is float32 when NumPy's
+    promotion of the operands is float32 (compute_in_float32), else float64; comparisons at
+    the top give bool. Names come from
     local_dict (and global_dict), else from the caller's frame.
     """
     tree = _parse(expr)
@@ -746,14 +761,17 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
         values[n] = scope[n]
     operands: dict[str, _Operand] = {}
     scalars: dict[str, float] = {}
+    typed: list[Any] = []  # what NumPy's promotion sees of each scalar (Python ones are weak)
     for n, v in values.items():
         if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
             scalars[n] = float(v)
+            typed.append(v)
             continue
         op = _Operand(v, f"variable {n!r}")
         if op.host is not None and op.host.ndim == 0:
             _check_real_dtype(op.host.dtype, f"variable {n!r}")
             scalars[n] = float(op.host)
+            typed.append(op.host)
             continue
         if op.dtype is not None:
             _check_real_dtype(op.dtype, f"variable {n!r}")
@@ -762,7 +780,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
     dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
-    f32 = bool(dtypes) and all(d == np.float32 for d in dtypes)
+    f32 = compute_in_float32(dtypes, typed)
     source, order, kind = generate_source(expr, f32, tuple(scalars))
     on_device = any(op.on_device for op in operands.values())
     if out is not None and (on_device or not isinstance(out, np.ndarray)):
