@@ -356,11 +356,17 @@ def test_depth_limit_holds_deep_in_the_callers_recursion():
     def nested(k):
         return nested(k - 1) if k else kernels.evaluate(expr + " + 0.5", {"x": x})
 
+    def nested2(k):
+        return nested2(k - 1) if k else kernels.evaluate(expr + " * 2", {"x": x})
+
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(400)
         with pytest.raises(ValueError, match="nested too deeply"):
             nested(300)
+        kernels._tree_of(expr + " * 2")  # parsed and cached: planning is what recurses then
+        with pytest.raises(ValueError, match="nested too deeply"):
+            nested2(300)
     finally:
         sys.setrecursionlimit(limit)
     np.testing.assert_array_equal(kernels.evaluate(expr, {"x": x}), x * 150)
@@ -394,3 +400,15 @@ def test_gpu_compute_type_follows_numpy_promotion():
         if dtypes:
             probe = [np.empty(0, d) for d in dtypes]
             assert (np.result_type(*probe, *scalars) == np.float32) is want
+
+
+def test_depth_bound_is_exact():
+    # brackets make no level of their own; each unary minus does, the name is the last
+    ok = "(" * 50 + "-" * (_expr.MAX_DEPTH - 1) + "x" + ")" * 50
+    deep = "(" * 50 + "-" * _expr.MAX_DEPTH + "x" + ")" * 50
+    assert _expr.names(_expr.parse(ok)) == ["x"]
+    with pytest.raises(ValueError, match="more than 200 levels of operators"):
+        _expr.parse_ast(deep)
+    chain = "x+" * 3_000 + "x"  # CPython 3.9 and 3.13 parse it: the walk of the tree refuses
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _expr.parse_ast(chain)

@@ -165,14 +165,15 @@ def _convert(node: ast.AST, expr: str) -> Node:
     raise _bad(expr, f"unsupported syntax {type(node).__name__}")
 
 
-def _depth(tree: ast.AST) -> int:
-    """The nesting depth of an AST, measured without recursion."""
+def _depth(tree: ast.AST, limit: int) -> int:
+    """The nesting depth of an AST (a leaf is 1), measured without recursion and no further
+    than limit + 1."""
     deepest = 0
     stack = [(tree, 1)]
     while stack:
         node, d = stack.pop()
         deepest = max(deepest, d)
-        if d > MAX_DEPTH:
+        if deepest > limit:
             break
         stack.extend((child, d + 1) for child in ast.iter_child_nodes(node)
                      if not isinstance(child, ast.expr_context))
@@ -212,7 +213,7 @@ def parse_ast(expr: str) -> ast.Expression:
         raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels)") from None
     except ValueError as exc:  # e.g. a null byte
         raise _bad(expr, str(exc)) from None
-    if _depth(tree) > MAX_DEPTH + 1:  # + 1: the Expression node on top
+    if _depth(tree.body, MAX_DEPTH) > MAX_DEPTH:
         raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels of operators)")
     return tree
 

@@ -857,7 +857,11 @@ def evaluate(expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = 
         frame_names = dict(frame.f_globals)
         frame_names.update(frame.f_locals)
         del frame
-    args = _check_evaluate_args(expr, local_dict, out, frame_names)
-    if _wants_gpu(device, out, *args.values.values()):
-        return _gpu("evaluate")(expr, args.values, out, device=device)
-    return _evaluate_cpu(args)
+    try:
+        args = _check_evaluate_args(expr, local_dict, out, frame_names)
+        if _wants_gpu(device, out, *args.values.values()):
+            return _gpu("evaluate")(expr, args.values, out, device=device)
+        return _evaluate_cpu(args)
+    except RecursionError:  # the tree is within MAX_DEPTH, but the caller was deep already
+        raise ValueError(f"expr {_expr._shown(expr)}: nested too deeply for the remaining"
+                         " recursion depth") from None
