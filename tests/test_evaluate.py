@@ -412,3 +412,25 @@ def test_depth_bound_is_exact():
     chain = "x+" * 3_000 + "x"  # CPython 3.9 and 3.13 parse it: the walk of the tree refuses
     with pytest.raises(ValueError, match="nested too deeply"):
         _expr.parse_ast(chain)
+
+
+def test_where_with_a_non_bool_condition_on_every_path():
+    for n in (SMALL, LARGE):
+        v = _values(n, 3)
+        for expr in ("where(y * j, y, i)", "where(x, 1.5, x)", "where(i, j, 2)"):
+            got = kernels.evaluate(expr, v)
+            want = eval(expr, {"where": np.where, **v})  # noqa: S307
+            assert got.dtype == want.dtype, (expr, n)
+            np.testing.assert_array_equal(got, want, err_msg=f"{expr} with {n} elements")
+
+
+def test_scalar_names_follow_the_ufunc_rule_on_every_path():
+    # a * 2 of Python scalars is np.multiply's NumPy scalar (float64, strong) on every path
+    for n in (SMALL, LARGE):
+        x = np.linspace(0, 1, n, dtype=np.float32)
+        got = kernels.evaluate("x + a * 2", {"x": x, "a": 1.5})
+        want = np.add(x, np.multiply(1.5, 2))
+        assert got.dtype == want.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+        got = kernels.evaluate("x + a", {"x": x, "a": 1.5})
+        assert got.dtype == np.float32  # alone, a Python float is weak
