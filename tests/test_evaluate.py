@@ -202,3 +202,235 @@ def test_parse_tree_and_names():
     assert _expr.names(tree) == ["a", "b"]
     assert tree.args[2] == _expr.Node("const", value=-3)
     assert set(_expr.FUNCTIONS) >= {"where", "abs", "sqrt", "arctan2", "minimum", "maximum"}
+
+
+# --- one promotion rule on every path (NumPy's, NEP 50 for Python scalars) -------------------
+
+SMALL, LARGE = 1_000, 70_001  # either side of the size where the compiled path takes over
+
+
+def test_python_scalar_base_of_a_power_stays_weak():
+    for n in (SMALL, LARGE):
+        a = np.full(n, 0.5, dtype=np.float32)
+        got = kernels.evaluate("1e-300 ** a", {"a": a})
+        want = 1e-300 ** a  # NumPy: the Python float is weak, so the power is float32: 0.0
+        assert got.dtype == want.dtype == np.float32, n
+        np.testing.assert_array_equal(got, want)
+
+
+_NAMES = {"x": np.float32, "y": np.float64, "i": np.int32, "j": np.int64, "b": np.bool_}
+_LITERALS = ["2", "3", "0.5", "1e-300", "1e300", "-1.5", "True", "7", "2 ** 40"]
+_BINARY = ["+", "-", "*", "/", "&", "|", "<", "<=", ">", ">=", "==", "!="]
+_NUMPY_NAMES = {"where": np.where, "abs": np.absolute, "sqrt": np.sqrt, "floor": np.floor,
+                "minimum": np.minimum, "maximum": np.maximum}
+
+
+def _random_expr(rng, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.25:
+        if rng.random() < 0.8:
+            return str(rng.choice(list(_NAMES)))
+        return str(rng.choice(_LITERALS))
+    kind = rng.integers(0, 6)
+
+    def sub() -> str:
+        return _random_expr(rng, depth - 1)
+
+    if kind <= 1:
+        return f"({sub()} {rng.choice(_BINARY)} {sub()})"
+    if kind == 2:
+        return f"({sub()} ** {rng.choice(['2', '3', '0.5', '2.0'])})"
+    if kind == 3:
+        return f"{rng.choice(['-', '~'])}{sub()}"
+    if kind == 4:
+        fn = str(rng.choice(["abs", "sqrt", "floor", "minimum", "maximum"]))
+        return f"{fn}({sub()})" if fn in ("abs", "sqrt", "floor") else f"{fn}({sub()}, {sub()})"
+    return f"where({sub()}, {sub()}, {sub()})"
+
+
+def _values(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dt in _NAMES.items():
+        if dt is np.bool_:
+            out[name] = rng.random(n) < 0.5
+        elif np.dtype(dt).kind == "i":
+            out[name] = rng.integers(-5, 6, n).astype(dt)
+        else:
+            out[name] = (rng.random(n) * 6 - 3).astype(dt)
+    return out
+
+
+def _outcome(fn):
+    """(result, None) or (None, exception type) of fn(), floating-point warnings silenced."""
+    import warnings
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return np.asarray(fn()), None
+        except (TypeError, ValueError, OverflowError) as exc:
+            return None, type(exc)
+
+
+def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
+    rng = np.random.default_rng(2024)
+    checked = 0
+    for case in range(300):
+        expr = _random_expr(rng, 4)
+        try:
+            tree = _expr.parse(expr)
+        except (ValueError, TypeError) as exc:  # literals out of bounds (1e300 ** 2), ~1.5
+            with pytest.raises(type(exc), match="constant|operand type"):
+                kernels.evaluate(expr, _values(SMALL, case))
+            continue
+        if not _expr.names(tree):
+            continue
+        for n in (SMALL, LARGE):
+            names = _values(n, case)
+            want, want_exc = _outcome(lambda e=expr, v=names: eval(e, {**_NUMPY_NAMES, **v}))
+            got, got_exc = _outcome(lambda e=expr, v=names: kernels.evaluate(e, v))
+            where = f"{expr} with {n} elements"
+            assert got_exc == want_exc, where
+            if want_exc is not None:
+                continue
+            assert got.dtype == want.dtype, where
+            assert got.shape == want.shape, where
+            if want.dtype.kind == "f":
+                rtol = 1e-5 if want.dtype.itemsize <= 4 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, equal_nan=True,
+                                           err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=where)
+            checked += 1
+    assert checked > 300  # most cases are valid expressions, each checked at both sizes
+
+
+# --- bounded constants and expressions: ValueError, never a hang, RecursionError or crash ----
+
+
+@pytest.mark.parametrize("expr,match", [
+    ("x + 10 ** 10 ** 10", "constant power is larger than 1024 bits"),
+    ("x * 7 ** 100000", "constant power is larger than 1024 bits"),
+    ("x + 2 ** 1024", "integer constant has 1025 bits"),
+    ("x + 0x" + "f" * 300, "integer constant has 1200 bits"),
+    ("x + 1 / 0", "division by zero"),
+    ("x + 0 ** -1", "division by zero"),
+    ("x + 1e300 ** 2", "overflows"),
+    ("x + (-8) ** 0.5", "complex"),
+])
+def test_constant_folding_is_bounded(expr, match):
+    with pytest.raises(ValueError, match=match):
+        kernels.evaluate(expr, {"x": np.ones(3)})
+
+
+def test_folded_constants_within_bounds_are_pythons():
+    x = np.arange(N, dtype=np.float32)
+    got = kernels.evaluate("x + 2 ** 10 - 3 * 2 ** 1000 / 2 ** 999", {"x": x})
+    want = x + (2 ** 10 - 3 * 2 ** 1000 / 2 ** 999)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    assert _expr.parse("x + 2 ** 3").args[1] == _expr.Node("const", value=8)
+
+
+@pytest.mark.parametrize("expr,match", [
+    ("x+" * 100_000 + "x", "too long"),                          # 100k terms
+    ("(" * 10_000 + "x" + ")" * 10_000, "too long"),              # 10k nested parentheses
+    ("(" * 5_000 + "x" + ")" * 5_000, "nested too deeply"),       # within the length bound
+    ("x+" * 3_000 + "x", "nested too deeply"),                    # deep through operators
+    ("-" * 10_000 + "x", "nested too deeply"),                    # CPython's parser stack
+    ("sin(" * 300 + "x" + ")" * 300, "nested too deeply"),
+    ("x + " + "1" * 5_000, "integer string conversion"),         # CPython's int-digit limit
+])
+def test_long_and_deep_expressions_raise_valueerror(expr, match):
+    with pytest.raises(ValueError, match=match) as info:
+        kernels.evaluate(expr, {"x": np.ones(3)})
+    assert len(str(info.value)) < 400  # the message quotes the start of the expression only
+
+
+def test_depth_limit_holds_deep_in_the_callers_recursion():
+    import sys
+
+    expr = "+".join(["x"] * 150)  # within the bounds
+    x = np.ones(3)
+
+    def nested(k):
+        return nested(k - 1) if k else kernels.evaluate(expr + " + 0.5", {"x": x})
+
+    def nested2(k):
+        return nested2(k - 1) if k else kernels.evaluate(expr + " * 2", {"x": x})
+
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(400)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            nested(300)
+        kernels._tree_of(expr + " * 2")  # parsed and cached: planning is what recurses then
+        with pytest.raises(ValueError, match="nested too deeply"):
+            nested2(300)
+    finally:
+        sys.setrecursionlimit(limit)
+    np.testing.assert_array_equal(kernels.evaluate(expr, {"x": x}), x * 150)
+
+
+def test_gpu_code_generator_shares_the_bounds():
+    _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
+    for expr in ("x+" * 100_000 + "x", "(" * 5_000 + "x" + ")" * 5_000, "x+" * 3_000 + "x"):
+        with pytest.raises(ValueError, match="too long|nested too deeply"):
+            _gpu_kernels.generate_source(expr, False)
+    with pytest.raises(ValueError, match="out of the float64 range"):
+        _gpu_kernels.generate_source("x + " + str(2 ** 1100), False)
+
+
+def test_gpu_compute_type_follows_numpy_promotion():
+    gk = pytest.importorskip("fastprof._gpu_kernels")
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    cases = [
+        ([f32], [2.5], True),                          # a Python float is weak
+        ([f32, np.dtype(bool)], [], True),             # bool with float32: float32, as NumPy
+        ([f32, np.dtype(np.int8)], [], True),
+        ([f32, np.dtype(np.int32)], [], False),
+        ([f32], [np.float64(0.5)], False),             # a NumPy float64 scalar is strong
+        ([f32], [np.array(0.5)], False),               # so is a 0-d float64 array
+        ([f32], [np.float32(0.5), 7], True),
+        ([f64], [], False),
+        ([], [1.0], False),
+    ]
+    for dtypes, scalars, want in cases:
+        assert gk.compute_in_float32(dtypes, scalars) is want, (dtypes, scalars)
+        if dtypes:
+            probe = [np.empty(0, d) for d in dtypes]
+            assert (np.result_type(*probe, *scalars) == np.float32) is want
+
+
+def test_depth_bound_is_exact():
+    # brackets make no level of their own; each unary minus does, the name is the last
+    ok = "(" * 50 + "-" * (_expr.MAX_DEPTH - 1) + "x" + ")" * 50
+    deep = "(" * 50 + "-" * _expr.MAX_DEPTH + "x" + ")" * 50
+    assert _expr.names(_expr.parse(ok)) == ["x"]
+    with pytest.raises(ValueError, match="more than 200 levels of operators"):
+        _expr.parse_ast(deep)
+    chain = "x+" * 3_000 + "x"  # CPython 3.9 and 3.13 parse it: the walk of the tree refuses
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _expr.parse_ast(chain)
+
+
+def test_where_with_a_non_bool_condition_on_every_path():
+    for n in (SMALL, LARGE):
+        v = _values(n, 3)
+        for expr in ("where(y * j, y, i)", "where(x, 1.5, x)", "where(i, j, 2)"):
+            got = kernels.evaluate(expr, v)
+            want = eval(expr, {"where": np.where, **v})  # noqa: S307
+            assert got.dtype == want.dtype, (expr, n)
+            np.testing.assert_array_equal(got, want, err_msg=f"{expr} with {n} elements")
+
+
+def test_scalar_names_follow_the_ufunc_rule_on_every_path():
+    # a * 2 of Python scalars is np.multiply's NumPy scalar (float64, strong) on every path
+    for n in (SMALL, LARGE):
+        x = np.linspace(0, 1, n, dtype=np.float32)
+        got = kernels.evaluate("x + a * 2", {"x": x, "a": 1.5})
+        want = np.add(x, np.multiply(1.5, 2))
+        assert got.dtype == want.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+        got = kernels.evaluate("x + a", {"x": x, "a": 1.5})
+        assert got.dtype == np.float32  # alone, a Python float is weak

@@ -419,3 +419,104 @@ def test_long_boxes_keep_nan_and_inf_inside_their_windows():
     ok = np.isfinite(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-10, atol=1e-12)
     assert ok.sum() > 0.5 * ok.size
+
+
+# --- 0-d input: 0-d output, as scipy.ndimage gives -----------------------------------------
+
+
+def _gpu_front_end():
+    from fastprof import _fastprof
+
+    if not _fastprof._cuda_built():
+        pytest.skip("fastprof built without CUDA (the host emulation of the GPU passes)")
+    from fastprof import _gpu_kernels
+
+    return _gpu_kernels
+
+
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.uint8])
+def test_zero_d_input_gives_zero_d_output(func, dtype):
+    x = np.array(7, dtype=dtype)
+    for w in (np.array(2.5), 0.375, np.array(-1, dtype=np.int16)):
+        want = getattr(ndi, func)(x, w)
+        got = getattr(kernels, func)(x, w)
+        assert got.shape == want.shape == () and got.dtype == want.dtype, (w, got)
+        np.testing.assert_array_equal(got, want)
+        out = np.zeros((), dtype=np.float32)
+        assert getattr(kernels, func)(x, w, output=out) is out
+        np.testing.assert_array_equal(out, getattr(ndi, func)(x, w, output=np.float32))
+    with pytest.raises(ValueError, match="rank"):
+        getattr(kernels, func)(x, [1.0])
+
+
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+def test_zero_d_input_through_the_gpu_front_end(func):
+    gk = _gpu_front_end()
+    for x in (np.array(7.0), np.array(3, dtype=np.int32), np.array(2.5, dtype=np.float32)):
+        got = getattr(gk, func)(x, np.array(1.5), _emulate=True)
+        want = getattr(ndi, func)(x, np.array(1.5))
+        assert got.shape == want.shape == () and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    out = np.zeros((), dtype=np.float64)
+    assert getattr(gk, func)(np.array(4.0), np.array(0.5), output=out, _emulate=True) is out
+    assert out == 2.0
+    with pytest.raises(ValueError, match=r"one dimension per filtered axis \(0\), got 1"):
+        getattr(gk, func)(np.array(4.0), [1.0], _emulate=True)
+    with pytest.raises(ValueError, match=r"shape \(\)"):
+        getattr(gk, func)(np.array(4.0), np.array(0.5), output=np.zeros(1), _emulate=True)
+    got = gk.uniform_filter(np.array(4.0), 3, _emulate=True)
+    assert got.shape == () and got == 4.0
+
+
+# --- boxes far longer than the input: folded to the input's length, equal to scipy's ---------
+
+BASE_MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+@pytest.mark.parametrize("mode", BASE_MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_boxes_far_longer_than_the_input_match_scipy(mode, dtype):
+    rng = _rng(11)
+    for shape in ((8, 9), (5,), (1, 7), (2, 3, 4)):
+        x = (rng.standard_normal(shape) * 40).astype(dtype)
+        nd = len(shape)
+        for s in (1000, 1001, 10007):
+            for o in (0, -(s // 2), (s - 1) // 2, 7):
+                for size, origin in ((s, o), ([s] + [1] * (nd - 1), [o] + [0] * (nd - 1)),
+                                     ([3] + [s] * (nd - 1), [0] + [o] * (nd - 1))):
+                    got = kernels.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
+                    want = ndi.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
+                    assert got.dtype == want.dtype
+                    if want.dtype.kind == "f":
+                        np.testing.assert_allclose(got, want, **_tol(dtype),
+                                                   err_msg=f"{shape} {size} {origin}")
+                    else:  # scipy truncates its running sums after each axis: a mean
+                        # within rounding of an integer may land one apart per axis (as for
+                        # short boxes)
+                        assert np.max(np.abs(got.astype(np.int64) - want)) <= nd
+
+
+@pytest.mark.parametrize("mode", BASE_MODES)
+def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
+    real = kernels._fastprof._correlate_separable
+    longest = []
+
+    def spy(x, out, factors, *args):
+        longest.append(max(len(f) for f in factors))
+        if longest[-1] > 4 * max(x.shape):
+            raise AssertionError(f"a factor of {longest[-1]} taps for an input of {x.shape}")
+        return real(x, out, factors, *args)
+
+    monkeypatch.setattr(kernels._fastprof, "_correlate_separable", spy)
+    x = _rng(12).standard_normal((8, 9))
+    s = 100_000_001
+    got = kernels.uniform_filter(x, [s, 1], mode=mode, cval=0.7)
+    assert longest and max(longest) <= 32
+    # the mean over a window this long is, to 1e-6, the mean of the extended axis' pattern
+    limit = {"reflect": x.mean(axis=0, keepdims=True),
+             "wrap": x.mean(axis=0, keepdims=True),
+             "mirror": (2 * x.sum(axis=0, keepdims=True) - x[:1] - x[-1:]) / 14,
+             "constant": np.full((1, 9), 0.7),
+             "nearest": (x[:1] + x[-1:]) / 2}[mode]
+    np.testing.assert_allclose(got, np.broadcast_to(limit, x.shape), atol=1e-6)

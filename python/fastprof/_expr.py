@@ -10,11 +10,19 @@ The language (NumPy semantics and broadcasting for each):
 - binary operators ``+ - * / **``, comparisons ``< <= > >= == !=``, ``&  |`` (bitwise,
   logical on booleans); unary ``-``, ``+`` and ``~``;
 - the functions in :data:`FUNCTIONS` (``where(c, a, b)``, ``abs``, ``sqrt``, ``exp`` ...).
+
+Operators and functions are NumPy's ufuncs, with NumPy's promotion (NEP 50: Python scalars are
+weak). A subexpression made only of literals is folded once at parse time as Python computes
+it (``x + 2 ** 3`` reads ``x + 8``, as Python's own evaluation would), within bounds: an
+integer constant must fit in :data:`MAX_INT_BITS` bits. Expressions are bounded too
+(:data:`MAX_LENGTH` characters, :data:`MAX_DEPTH` levels of nesting); whatever breaks a bound
+raises ValueError naming the expression.
 """
 
 from __future__ import annotations
 
 import ast
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -75,6 +83,15 @@ FUNCTIONS: Dict[str, Tuple[int, Callable[..., Any]]] = {
 }
 
 
+#: The longest expression accepted, in characters.
+MAX_LENGTH = 20_000
+#: The deepest nesting accepted (operators, calls and parentheses, counted from the top).
+MAX_DEPTH = 200
+#: The widest integer constant, literal or folded: wider ones cannot meet an array (int64,
+#: uint64 and float64 all hold less), and computing them costs without bound.
+MAX_INT_BITS = 1024
+
+
 @dataclass(frozen=True)
 class Node:
     """One node of an expression tree.
@@ -90,8 +107,13 @@ class Node:
     args: Tuple["Node", ...] = field(default_factory=tuple)
 
 
+def _shown(expr: str) -> str:
+    """expr as error messages quote it: cut to its first 60 characters when longer."""
+    return repr(expr) if len(expr) <= 80 else repr(expr[:60]) + f"... ({len(expr)} characters)"
+
+
 def _bad(expr: str, what: str) -> ValueError:
-    return ValueError(f"expr {expr!r}: {what}")
+    return ValueError(f"expr {_shown(expr)}: {what}")
 
 
 def _convert(node: ast.AST, expr: str) -> Node:
@@ -105,30 +127,27 @@ def _convert(node: ast.AST, expr: str) -> Node:
     if isinstance(node, ast.Constant):
         v = node.value
         if isinstance(v, bool) or isinstance(v, (int, float)):
-            return Node("const", value=v)
+            return Node("const", value=_checked_constant(v, expr))
         raise _bad(expr, f"unsupported literal {v!r} (only int, float and bool)")
     if isinstance(node, ast.BinOp):
         name = type(node.op).__name__
         if name not in BINARY_OPS:
             raise _bad(expr, f"unsupported operator {name}")
-        return Node("binary", op=BINARY_OPS[name][0],
-                    args=(_convert(node.left, expr), _convert(node.right, expr)))
+        return _operation(BINARY_OPS[name][0], _convert(node.left, expr),
+                          _convert(node.right, expr), expr=expr)
     if isinstance(node, ast.UnaryOp):
         name = type(node.op).__name__
         if name not in UNARY_OPS:
             raise _bad(expr, "'not' is not supported; use ~")
-        inner = _convert(node.operand, expr)
-        if inner.kind == "const" and name == "USub" and not isinstance(inner.value, bool):
-            return Node("const", value=-inner.value)  # a negative literal, as Python reads it
-        return Node("unary", op=UNARY_OPS[name][0], args=(_convert(node.operand, expr),))
+        return _operation(UNARY_OPS[name][0], _convert(node.operand, expr), expr=expr)
     if isinstance(node, ast.Compare):
         if len(node.ops) != 1:
             raise _bad(expr, "chained comparisons are not supported; use (a < b) & (b < c)")
         name = type(node.ops[0]).__name__
         if name not in COMPARE_OPS:
             raise _bad(expr, f"unsupported comparison {name}")
-        return Node("binary", op=COMPARE_OPS[name][0],
-                    args=(_convert(node.left, expr), _convert(node.comparators[0], expr)))
+        return _operation(COMPARE_OPS[name][0], _convert(node.left, expr),
+                          _convert(node.comparators[0], expr), expr=expr)
     if isinstance(node, ast.BoolOp):
         raise _bad(expr, "'and'/'or' are not supported; use & and |")
     if isinstance(node, ast.Call):
@@ -146,16 +165,68 @@ def _convert(node: ast.AST, expr: str) -> Node:
     raise _bad(expr, f"unsupported syntax {type(node).__name__}")
 
 
-def parse(expr: str) -> Node:
-    """The tree of ``expr``; raises TypeError for a non-string and ValueError naming the problem
-    for a syntax error or anything outside the language."""
+def _depth(tree: ast.AST, limit: int) -> int:
+    """The nesting depth of an AST (a leaf is 1), measured without recursion and no further
+    than limit + 1."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > limit:
+            break
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node)
+                     if not isinstance(child, ast.expr_context))
+    return deepest
+
+
+def _paren_depth(expr: str) -> int:
+    """The deepest nesting of brackets in the text."""
+    deepest = level = 0
+    for ch in expr:
+        if ch in "([{":
+            level += 1
+            deepest = max(deepest, level)
+        elif ch in ")]}":
+            level -= 1
+    return deepest
+
+
+def parse_ast(expr: str) -> ast.Expression:
+    """The Python AST of ``expr`` within the bounds (MAX_LENGTH characters, MAX_DEPTH levels),
+    checked before and after CPython's parser so that neither it nor a walk of the tree can
+    overflow a stack; raises TypeError for a non-string, ValueError naming the problem
+    otherwise (syntax errors, parser-stack overflow, RecursionError and integer-string limits
+    included)."""
     if not isinstance(expr, str):
         raise TypeError(f"expr must be a str, got {type(expr).__name__}")
+    if len(expr) > MAX_LENGTH:
+        raise _bad(expr, f"too long ({len(expr)} characters; at most {MAX_LENGTH})")
+    if _paren_depth(expr) > MAX_DEPTH:
+        raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels of brackets)")
     try:
         tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
+    except SyntaxError as exc:  # integer literals over sys.get_int_max_str_digits() too
         raise _bad(expr, f"syntax error: {exc.msg}") from None
-    return _convert(tree, expr)
+    except (RecursionError, MemoryError):
+        # CPython's parser stack or AST construction gave up: nesting far beyond MAX_DEPTH
+        raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # e.g. a null byte
+        raise _bad(expr, str(exc)) from None
+    if _depth(tree.body, MAX_DEPTH) > MAX_DEPTH:
+        raise _bad(expr, f"nested too deeply (more than {MAX_DEPTH} levels of operators)")
+    return tree
+
+
+def parse(expr: str) -> Node:
+    """The tree of ``expr``, literal-only subexpressions folded; raises TypeError for a
+    non-string and ValueError naming the problem for a syntax error, anything outside the
+    language, an expression beyond MAX_LENGTH or MAX_DEPTH, or a constant out of bounds."""
+    tree = parse_ast(expr)
+    try:
+        return _convert(tree, expr)
+    except RecursionError:  # the caller was already deep in recursion
+        raise _bad(expr, "nested too deeply for the remaining recursion depth") from None
 
 
 def names(tree: Node) -> List[str]:
@@ -190,33 +261,74 @@ def numpy_function(node: Node) -> Callable[..., Any]:
 
 
 _PY_OPS: Dict[str, Callable[..., Any]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b, "**": lambda a, b: a ** b, "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "**": operator.pow, "&": operator.and_, "|": operator.or_, "<": operator.lt,
+    "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+    "!=": operator.ne,
 }
+_PY_UNARY: Dict[str, Callable[..., Any]] = {"-": operator.neg, "+": operator.pos,
+                                            "~": operator.invert}
 
 
-def fold_constant(op: str, args: List[Any]) -> Any:
+def _checked_constant(v: Any, expr: str) -> Any:
+    """v when it is a bool, an int of at most MAX_INT_BITS bits or a float; ValueError
+    naming expr otherwise."""
+    if isinstance(v, bool) or isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        if v.bit_length() > MAX_INT_BITS:
+            raise _bad(expr, f"an integer constant has {v.bit_length()} bits; at most"
+                             f" {MAX_INT_BITS} are allowed")
+        return v
+    if isinstance(v, complex):
+        raise _bad(expr, "a constant subexpression has a complex value")
+    raise _bad(expr, f"a constant subexpression has a {type(v).__name__} value")
+
+
+def fold_constant(op: str, args: List[Any], expr: str = "") -> Any:
     """An operator applied to Python literals, as Python computes it (the value NumPy then sees
-    as a weakly typed scalar)."""
-    if len(args) == 1:
-        return {"-": lambda a: -a, "+": lambda a: +a, "~": lambda a: ~a}[op](args[0])
-    return _PY_OPS[op](*args)
+    as a weakly typed scalar).  Integer powers whose result would exceed MAX_INT_BITS are
+    refused before they are computed.  Raises ValueError naming expr for a result out of
+    bounds, a division by zero or an overflow, TypeError for an operator the operands lack."""
+    try:
+        if len(args) == 1:
+            return _checked_constant(_PY_UNARY[op](args[0]), expr)
+        a, b = args
+        if (op == "**" and isinstance(a, int) and isinstance(b, int) and b > 0
+                and abs(a) > 1 and (abs(a).bit_length() - 1) * b > MAX_INT_BITS):
+            raise _bad(expr, f"a constant power is larger than {MAX_INT_BITS} bits")
+        return _checked_constant(_PY_OPS[op](a, b), expr)
+    except ZeroDivisionError:
+        raise _bad(expr, "division by zero in a constant subexpression") from None
+    except OverflowError:
+        raise _bad(expr, "a constant subexpression overflows") from None
+    except TypeError as exc:
+        raise TypeError(f"expr {_shown(expr)}: {exc}") from None
+
+
+def _operation(op: str, *args: Node, expr: str) -> Node:
+    """The node applying an operator to args: a folded constant when every arg is one."""
+    if all(a.kind == "const" for a in args):
+        return Node("const", value=fold_constant(op, [a.value for a in args], expr))
+    return Node("unary" if len(args) == 1 else "binary", op=op, args=tuple(args))
 
 
 def evaluate_numpy(tree: Node, values: Dict[str, Any]) -> Any:
-    """The tree's value computed by plain NumPy calls, one temporary per operation (the
-    reference semantics: ``x ** y`` is NumPy's ``x ** y``)."""
+    """The tree's value computed by plain NumPy calls, one temporary per operation: every
+    operator and function is its NumPy ufunc, ``**`` NumPy's operator (the reference
+    semantics)."""
     if tree.kind == "name":
         return values[tree.value]
     if tree.kind == "const":
         return tree.value
     args = [evaluate_numpy(a, values) for a in tree.args]
-    if tree.kind != "call" and all(a.kind == "const" for a in tree.args):
-        return fold_constant(tree.op, args)
     if tree.kind == "binary" and tree.op == "**":
-        a = args[0]
-        return (a if isinstance(a, np.ndarray) else np.asarray(a)) ** args[1]
+        return power(*args)
     return numpy_function(tree)(*args)
+
+
+def power(a: Any, b: Any) -> Any:
+    """NumPy's ``a ** b``: the ndarray operator for an array base (with its fast paths, e.g.
+    ``bool_array ** 2`` is ``np.square``, int8), ``np.power`` otherwise (a Python scalar base
+    stays weak)."""
+    return a ** b if isinstance(a, np.ndarray) else np.power(a, b)

@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from . import _expr
 from . import _fastprof as _C
 from . import cuda as _cuda
 from .trace import library_candidates
@@ -383,9 +384,44 @@ def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
     return out
 
 
+def _as_zero_d(result: Any, output: Any) -> Any:
+    """The result of a filter run on a 0-d input reshaped to (1,), back in 0-d form: output when
+    one was given, else result reshaped (timings kept)."""
+    if isinstance(output, np.ndarray):
+        return output
+    timings = getattr(result, "timings", None)
+    out = result.reshape(())
+    if timings is not None:
+        out.timings = timings
+    return out
+
+
+def _zero_d_output(output: Any) -> Any:
+    """output for the (1,)-shaped run of a 0-d input: a 0-d array as a (1,) view; ValueError for
+    an array of another shape."""
+    if isinstance(output, np.ndarray):
+        if output.shape != ():
+            raise ValueError(f"output must be a NumPy array of shape (), got {output.shape}")
+        return output.reshape(1)
+    return output
+
+
 def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin: Any,
                            axes: Any, device: Any, stream: Any, flip: bool, emulate: Any) -> Any:
     inp = _Operand(input, "input")
+    if inp.host is not None and inp.host.ndim == 0:
+        # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
+        _check_real_dtype(inp.host.dtype, "input")
+        w = np.asarray(weights) if not _cuda.is_device_array(weights) else None
+        if w is None or w.ndim != 0:
+            raise ValueError("weights must have one dimension per filtered axis (0), got "
+                             f"{'a device array' if w is None else w.ndim}")
+        if axes not in (None, (), []):
+            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
+        _check_origins(origin, 0)
+        res = _correlate_or_convolve(inp.host.reshape(1), w.reshape(1), _zero_d_output(output),
+                                     mode, cval, 0, None, device, stream, flip, emulate)
+        return _as_zero_d(res, output)
     modecode = _check_mode(mode)
     cval = _check_cval(cval)
     if _cuda.is_device_array(weights):
@@ -467,6 +503,13 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
                    stream: Any = None, _emulate: bool = False) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
     inp = _Operand(input, "input")
+    if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
+        _check_real_dtype(inp.host.dtype, "input")
+        if axes not in (None, (), []):
+            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
+        res = uniform_filter(inp.host.reshape(1), 1, _zero_d_output(output), mode, cval, 0,
+                             device=device, stream=stream, _emulate=_emulate)
+        return _as_zero_d(res, output)
     cval = _check_cval(cval)
 
     def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:
@@ -556,7 +599,11 @@ class _Gen:
             if isinstance(v, bool):
                 return ("true" if v else "false"), "b"
             if isinstance(v, (int, float)):
-                return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
+                try:
+                    return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
+                except OverflowError:  # only an int can overflow float()
+                    raise ValueError(f"integer constant of {int(v).bit_length()} bits in"
+                                     " expression is out of the float64 range") from None
             raise ValueError(f"unsupported constant {v!r} in expression")
         if isinstance(node, ast.Name):
             if node.id not in self.names:
@@ -616,12 +663,9 @@ class _Gen:
 
 
 def _parse(expr: Any) -> ast.Expression:
-    if not isinstance(expr, str):
-        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
-    try:
-        return ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"expr is not a valid expression: {exc.msg}") from None
+    """The AST of expr within the shared bounds (fastprof._expr.parse_ast): ValueError naming
+    the problem for syntax errors, expressions too long or too deep."""
+    return _expr.parse_ast(expr)
 
 
 def generate_source(expr: str, f32: bool, scalar_names: Sequence[str] = ()) -> tuple[str, list[str], str]:
@@ -676,13 +720,28 @@ def compile_source(source: str, arch: str, cubin: bool = True) -> bytes:
                                                               "--std=c++17"), cubin, _nvrtc_paths())
 
 
+def compute_in_float32(array_dtypes: Sequence[np.dtype], scalars: Sequence[Any]) -> bool:
+    """Whether a generated kernel computes in float32: when NumPy's promotion of the arrays'
+    dtypes and the scalars (Python scalars weak, NumPy scalars and 0-d arrays strong, NEP 50)
+    is float32, as the CPU gives (a bool or int8 array with a float32 one stays float32; a
+    float64 NumPy scalar makes float64)."""
+    if not array_dtypes:
+        return False
+    try:
+        return bool(np.result_type(*[np.empty(0, d) for d in array_dtypes], *scalars)
+                    == np.float32)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
              global_dict: Optional[dict] = None, device: Any = "cuda", stream: Any = None,
              _frame_depth: int = 1) -> Any:
     """Evaluates an elementwise expression as one fused GPU kernel.
 
-    Arrays must share one shape (scalars broadcast); the computation is float32 when every
-    array is float32, else float64; comparisons at the top give bool. Names come from
+    Arrays must share one shape (scalars broadcast); the computation is float32 when NumPy's
+    promotion of the operands is float32 (compute_in_float32), else float64; comparisons at
+    the top give bool. Names come from
     local_dict (and global_dict), else from the caller's frame.
     """
     tree = _parse(expr)
@@ -702,14 +761,17 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
         values[n] = scope[n]
     operands: dict[str, _Operand] = {}
     scalars: dict[str, float] = {}
+    typed: list[Any] = []  # what NumPy's promotion sees of each scalar (Python ones are weak)
     for n, v in values.items():
         if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
             scalars[n] = float(v)
+            typed.append(v)
             continue
         op = _Operand(v, f"variable {n!r}")
         if op.host is not None and op.host.ndim == 0:
             _check_real_dtype(op.host.dtype, f"variable {n!r}")
             scalars[n] = float(op.host)
+            typed.append(op.host)
             continue
         if op.dtype is not None:
             _check_real_dtype(op.dtype, f"variable {n!r}")
@@ -718,7 +780,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
     dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
-    f32 = bool(dtypes) and all(d == np.float32 for d in dtypes)
+    f32 = compute_in_float32(dtypes, typed)
     source, order, kind = generate_source(expr, f32, tuple(scalars))
     on_device = any(op.on_device for op in operands.values())
     if out is not None and (on_device or not isinstance(out, np.ndarray)):

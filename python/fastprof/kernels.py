@@ -339,9 +339,8 @@ def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtyp
 def _correlate_cpu(a: ConvArgs) -> np.ndarray:
     x = a.input
     output = a.output
-    if x.ndim == 0:
-        res = np.asarray(x, dtype=np.float64) * (a.weights.reshape(()) if a.weights.ndim == 0
-                                                 else a.weights)
+    if x.ndim == 0:  # 0-d input, 0-d weights (ascontiguousarray made them (1,)): 0-d output
+        res = np.asarray(x, dtype=np.float64) * a.weights.reshape(())
         return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
@@ -391,7 +390,8 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         return _finish(res, output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
-    if a.out_dtype.type in _FLOAT_TYPES:
+    boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
+    if a.out_dtype.type in _FLOAT_TYPES and all(b is None for b in boxes):
         x = _float_input(x)
         if output is not None and _native_float(output):
             target = output
@@ -400,19 +400,84 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         factors = [np.full(s, 1.0 / s) for s in a.sizes]
         _fastprof._correlate_separable(x, target, factors, a.modes, a.cval, a.origins)
         return _finish(target, output, a.out_dtype)
-    # integer output: one axis at a time, cast in between (scipy's uniform_filter1d chain)
+    # one axis at a time (scipy's uniform_filter1d chain): integer outputs are cast after each
+    # axis as scipy casts them, and a box longer than its axis is folded to the axis' length
     cur = x
     for d, s in enumerate(a.sizes):
         if s == 1:
             continue
-        factors = [np.ones(1) for _ in a.sizes]
-        factors[d] = np.full(s, 1.0 / s)
-        origins = tuple(a.origins[d] if e == d else 0 for e in range(x.ndim))
-        tmp = np.empty(x.shape)
-        _fastprof._correlate_separable(_float_input(cur), tmp, factors, a.modes, a.cval,
-                                       origins)
-        cur = tmp.astype(a.out_dtype)
-    return _finish(cur, output, a.out_dtype)
+        cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])
+        if a.out_dtype.type not in _FLOAT_TYPES:
+            cur = cur.astype(a.out_dtype)
+    return _finish(np.asarray(cur), output, a.out_dtype)
+
+
+class _LongBox(NamedTuple):
+    """A box of size ``size`` on an axis of length n, folded: its mean is
+    ``(short * mean of the box of size short, origin origin) + extra) / size``, where extra is
+    ``periods`` times one period of the extended axis (reflect, mirror, wrap), or
+    ``left`` copies of the value beyond the start and ``right`` beyond the end (constant:
+    cval; nearest: the first and last element)."""
+
+    size: int
+    short: int
+    origin: int
+    periods: int
+    left: int
+    right: int
+
+
+def _long_box(n: int, size: int, origin: int, mode: int) -> Optional[_LongBox]:
+    """The folded form of a box far longer than its axis (cost then bounded by the axis, not the
+    box), or None when the box is short enough to run as it is."""
+    if size <= 1 or n == 0:
+        return None
+    center = size // 2 + origin  # output i reads extended indices i - center ... i - center + size - 1
+    if mode in (1, 2):  # constant, nearest: beyond one axis length out, every value is the same
+        left, right = min(center, n), min(size - 1 - center, n)
+        if left == center and right == size - 1 - center:
+            return None
+        short = left + right + 1
+        return _LongBox(size, short, left - short // 2, 0, center - left,
+                        size - 1 - center - right)
+    period = n if mode == 4 else 2 * n if mode == 0 else max(1, 2 * n - 2)  # wrap/reflect/mirror
+    if size < 2 * period:
+        return None
+    short = period + size % period  # a window of this size shifted by whole periods
+    c = center % period
+    return _LongBox(size, short, c - short // 2, (size - short) // period, 0, 0)
+
+
+def _box_along(x: np.ndarray, axis: int, size: int, origin: int, modes: Tuple[int, ...],
+               cval: float, box: Optional[_LongBox]) -> np.ndarray:
+    """The float64 mean over a box of size along one axis of the float array x."""
+    factors = [np.ones(1) for _ in range(x.ndim)]
+    origins = [0] * x.ndim
+    factors[axis] = np.full(size if box is None else box.short,
+                            1.0 / (size if box is None else box.short))
+    origins[axis] = origin if box is None else box.origin
+    out = np.empty(x.shape)
+    _fastprof._correlate_separable(x, out, factors, modes, cval, tuple(origins))
+    if box is None:
+        return out
+    out *= box.short / box.size
+    mode = modes[axis]
+    n = x.shape[axis]
+    if box.periods:
+        total = np.sum(x, axis=axis, keepdims=True, dtype=np.float64)
+        if mode == 0 or (mode == 3 and n > 1):  # reflect: each element twice per period
+            total = 2.0 * total
+        if mode == 3 and n > 1:  # mirror: the two ends once per period
+            total -= np.take(x, [0], axis=axis) + np.take(x, [n - 1], axis=axis)
+        out += total * (box.periods / box.size)
+    elif mode == 1:
+        out += cval * ((box.left + box.right) / box.size)
+    else:
+        if box.left:
+            out += np.take(x, [0], axis=axis).astype(np.float64) * (box.left / box.size)
+        if box.right:
+            out += np.take(x, [n - 1], axis=axis).astype(np.float64) * (box.right / box.size)
+    return out
 
 
 def matmul(a: Any, b: Any, *, device: Any = None) -> Any:
@@ -531,25 +596,22 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
             return ("v", n.value), probe[n.value]
         if n.kind == "const":
             return ("c", n.value), n.value
-        refs, samples = zip(*(visit(a) for a in n.args))
-        if n.kind != "call" and all(r[0] == "c" for r in refs):
-            v = _expr.fold_constant(n.op, [r[1] for r in refs])
-            return ("c", v), v
+        refs, samples = zip(*[visit(a) for a in n.args])  # literals are folded by parse
         if n.kind == "call" and n.op == "where":
             sample = np.where(*samples)
             steps.append(_Step("where", None, tuple(refs), np.asarray(sample).dtype))
             return ("r", len(steps) - 1), sample
         func = _expr.numpy_function(n)
         if n.kind == "binary" and n.op == "**":
-            sample = np.asarray(samples[0]) ** samples[1]
+            sample = _expr.power(*samples)  # a Python scalar base stays weak (NEP 50)
             base = np.asarray(samples[0]).dtype
-            if refs[1][0] == "c" and base.kind == "f" and np.asarray(sample).dtype == base:
-                if refs[1][1] == 2:
-                    func = np.square
-                elif refs[1][1] == 0.5:
-                    func = np.sqrt
-                if func is not np.power and func in (np.square, np.sqrt):
-                    refs = refs[:1]
+            dtype = np.asarray(sample).dtype
+            if refs[1][0] == "c" and isinstance(samples[0], np.ndarray):
+                # the ndarray operator's fast paths: x ** 2 is np.square (bool ** 2 is int8)
+                if refs[1][1] == 2 and np.square(samples[0]).dtype == dtype:
+                    func, refs = np.square, refs[:1]
+                elif refs[1][1] == 0.5 and base.kind == "f" and dtype == base:
+                    func, refs = np.sqrt, refs[:1]
         else:
             sample = func(*samples)
         steps.append(_Step("ufunc", func, tuple(refs), np.asarray(sample).dtype))
@@ -593,7 +655,10 @@ def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarra
             target = dest[start:stop] if i == last else regs[i][:size].reshape(shape)
             if st.kind == "where":
                 np.copyto(target, args[2], casting="unsafe")
-                np.copyto(target, args[1], casting="unsafe", where=args[0])
+                cond = args[0]
+                if np.asarray(cond).dtype != np.bool_:  # np.where reads any condition's truth
+                    cond = np.not_equal(cond, 0)
+                np.copyto(target, args[1], casting="unsafe", where=cond)
             else:
                 st.func(*args, out=target, casting="unsafe")
             cur[i] = target
@@ -792,7 +857,11 @@ def evaluate(expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = 
         frame_names = dict(frame.f_globals)
         frame_names.update(frame.f_locals)
         del frame
-    args = _check_evaluate_args(expr, local_dict, out, frame_names)
-    if _wants_gpu(device, out, *args.values.values()):
-        return _gpu("evaluate")(expr, args.values, out, device=device)
-    return _evaluate_cpu(args)
+    try:
+        args = _check_evaluate_args(expr, local_dict, out, frame_names)
+        if _wants_gpu(device, out, *args.values.values()):
+            return _gpu("evaluate")(expr, args.values, out, device=device)
+        return _evaluate_cpu(args)
+    except RecursionError:  # the tree is within MAX_DEPTH, but the caller was deep already
+        raise ValueError(f"expr {_expr._shown(expr)}: nested too deeply for the remaining"
+                         " recursion depth") from None
