@@ -14,7 +14,6 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 import fastprof
-from fastprof import _fastprof
 
 MONITORING = sys.version_info >= (3, 12)
 needs_monitoring = pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")

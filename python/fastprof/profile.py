@@ -69,12 +69,16 @@ def label(code: Union[CodeType, str]) -> FuncKey:
 
 class Profile(_fastprof.Profiler):
     """Exact call profiler: ``Profile(timer=None, timeunit=0.0, subcalls=True, builtins=True, *,
-    clock="wall", threads=True)``.
+    clock="wall", threads=True, prune_call_sites=False)``.
 
     Everything ``cProfile.Profile`` offers (enable, disable, runcall, runctx, run, create_stats
     and ``.stats``, print_stats, dump_stats, getstats, context manager), with output that
     ``pstats.Stats`` reads.  ``clock`` picks the default clock ("wall", "cpu" for the thread's
     CPU time, "process_cpu"); ``threads`` profiles threads started while enabled.
+    ``prune_call_sites=True`` (3.12+) is faster and loses builtins: a call site that once
+    called a Python function stops reporting, so builtins called there later are not counted
+    (``strict=False`` is its old name).  On 3.12+ any number of profilers may be enabled at
+    once.
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
