@@ -377,6 +377,19 @@ def test_decorated_function_keeps_what_a_function_has() -> None:
     assert Box.get.session.stats().row("get").ncalls == 3
 
 
+@fastprof.profile(report="never")
+def module_level_work(x: int) -> int:
+    return x + 1
+
+
+def test_decorated_function_pickles_by_reference() -> None:
+    import pickle
+
+    assert pickle.loads(pickle.dumps(module_level_work)) is module_level_work
+    assert module_level_work(1) == 2
+    assert "module_level_work" in repr(module_level_work)
+
+
 # -- 5. options checked early, no fastprof frames in reports ---------------------------------
 
 

@@ -420,6 +420,19 @@ fp_guarded_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+/* __reduce__(): pickled by reference, as a function is: its __qualname__.  Returns a str, or
+ * NULL with an exception set. */
+static PyObject *
+fp_guarded_reduce(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef fp_guarded_methods[] = {
+    {"__reduce__", fp_guarded_reduce, METH_NOARGS, "Pickled by its qualified name."},
+    {NULL, NULL, 0, NULL},
+};
+
 /* repr: names the function wrapped.  Returns a str or NULL. */
 static PyObject *
 fp_guarded_repr(PyObject *self)
@@ -448,6 +461,7 @@ static PyType_Slot fp_guarded_slots[] = {
     {Py_tp_traverse, fp_guarded_traverse},
     {Py_tp_clear, fp_guarded_clear},
     {Py_tp_members, fp_guarded_members},
+    {Py_tp_methods, fp_guarded_methods},
     {Py_tp_getset, fp_guarded_getset},
     {0, NULL},
 };
