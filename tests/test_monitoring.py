@@ -311,12 +311,18 @@ def test_recursive_decorated_function_exhausting_the_stack_disables() -> None:
     def down(n: int) -> int:
         return down(n + 1)
 
+    limit = sys.getrecursionlimit()
     for depth in range(0, 60, 7):
         with pytest.raises(RecursionError):
             at_depth(depth, lambda: down(0))
         assert not down.profiler.enabled
         assert monitoring_free()
     assert down.session._active == 0
+    # the headroom the exit path took is given back: the limit is where it was
+    assert sys.getrecursionlimit() == limit
+    with pytest.raises(RecursionError):
+        at_depth(limit - len_stack() + 20, lambda: None)
+    at_depth(limit - len_stack() - 20, lambda: None)
 
 
 def test_context_manager_ending_in_recursion_error_disables_at_every_depth() -> None:
