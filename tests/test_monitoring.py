@@ -191,6 +191,58 @@ def test_nested_decorated_sessions_8_deep() -> None:
 
 
 @needs_monitoring
+def test_profilers_with_different_options_share_the_id() -> None:
+    counter = iter(range(10**6))
+    a = fastprof.Profile(builtins=False)
+    b = fastprof.Profile(lambda: next(counter), 1.0)  # a user timer: the general path
+    c = fastprof.Profile(prune_call_sites=True)
+    a.enable()
+    b.enable()
+    c.enable()
+    mixed_sites(2)
+    c.disable()
+    mixed_sites(1)
+    b.disable()
+    mixed_sites(1)
+    a.disable()
+    assert monitoring_free()
+    truth = counts(cprofile_stats(lambda: mixed_sites(1)))
+    for p, runs, builtins in ((a, 4, False), (b, 3, True), (c, 2, True)):
+        p.create_stats()
+        got = counts(p.stats)
+        assert got["py_func"] == tuple(runs * v for v in truth["py_func"])
+        for name in ("<built-in method builtins.len>", "<built-in method builtins.hex>"):
+            # c prunes, but not while others share the id: exact too
+            want = tuple(runs * v for v in truth[name]) if builtins else None
+            assert got.get(name) == want, (p, name)
+
+
+@needs_monitoring
+def test_a_profiler_refused_while_joining_leaves_the_others_exact() -> None:
+    from profile_helpers import audit_refusing
+
+    a, b = fastprof.Profile(), fastprof.Profile()
+    a.enable()
+    try:
+        with audit_refusing("sys.monitoring.register_callback"):
+            with pytest.raises(RuntimeError, match="refused"):
+                b.enable()
+        assert not b.enabled and b.tool_id is None
+        leaf()
+        hex(7)
+    finally:
+        a.disable()
+    assert monitoring_free()
+    a.create_stats()
+    by_name = {k[2]: v[:2] for k, v in a.stats.items()}
+    assert by_name["leaf"] == (1, 1) and by_name["<built-in method builtins.hex>"] == (1, 1)
+    b.enable()  # usable afterwards
+    leaf()
+    b.disable()
+    assert monitoring_free()
+
+
+@needs_monitoring
 @pytest.mark.parametrize("held,expected", [((), 2), ((2,), 3), ((2, 3, 4), 5),
                                             ((2, 3, 4, 5), 0), ((0, 2, 3, 4, 5), 1)])
 def test_tool_id_order_keeps_debugger_and_coverage_ids_for_last(held: Tuple[int, ...],
