@@ -492,10 +492,10 @@ fp_mon_sync(PyObject *mon, fp_mon_tool *tool, PyTypeObject *hook_type)
     PyObject **callbacks = tool->profs[0]->callbacks;
     if (tool->n > 1) {
         for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
-            if (tool->shared[k] == NULL &&
-                (tool->shared[k] = fp_hook_new(hook_type, NULL, tool, fp_mon_each_funcs[k])) ==
-                    NULL)
-                return -1;
+            if (tool->shared[k] == NULL)
+                tool->shared[k] = fp_hook_new(hook_type, NULL, tool, fp_mon_each_funcs[k]);
+            if (tool->shared[k] == NULL)
+                goto error;
         }
         callbacks = tool->shared;
     }
@@ -503,23 +503,25 @@ fp_mon_sync(PyObject *mon, fp_mon_tool *tool, PyTypeObject *hook_type)
     for (int e = 0; e < FP_MON_NEVENTS; e++) {
         long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
         if (bit < 0)
-            return -1;
+            goto error;
         int on = !fp_mon_events[e].builtin || builtins;
         PyObject *cb = on ? callbacks[fp_mon_events[e].callback] : Py_None;
         if (fp_mon_do(mon, "register_callback", tool->id, 1, bit, cb) < 0)
-            return -1;
+            goto error;
         if (on)
             mask |= bit;
     }
     if (tool->pruned && !prune) {
         PyObject *r = fp_mon_invoke(mon, "restart_events", NULL, 0);
         if (r == NULL)
-            return -1;
+            goto error;
         Py_DECREF(r);
         tool->pruned = 0;
     }
     tool->pruned |= prune;
     return fp_mon_do(mon, "set_events", tool->id, 1, mask, NULL);
+error:
+    return -1;
 }
 
 /* Takes p off the tool's list (if there) and gives the id back once the list is empty,
@@ -651,17 +653,22 @@ fp_hooks_remove(fp_profiler *p)
 static PyObject *
 fp_mon_py_claim(FP_UNUSED PyObject *module, PyObject *name)
 {
+    PyObject *mon = NULL;
     if (!PyUnicode_Check(name)) {
         PyErr_Format(PyExc_TypeError, "name must be a str, not %.80s", Py_TYPE(name)->tp_name);
-        return NULL;
+        goto error;
     }
     const char *s = PyUnicode_AsUTF8(name);
-    PyObject *mon = s ? fp_mon_module() : NULL;
-    if (mon == NULL)
-        return NULL;
+    if (s == NULL || (mon = fp_mon_module()) == NULL)
+        goto error;
     int id = fp_mon_claim(mon, s);
+    if (id < 0)
+        goto error;
     Py_DECREF(mon);
-    return id < 0 ? NULL : PyLong_FromLong(id);
+    return PyLong_FromLong(id);
+error:
+    Py_XDECREF(mon);
+    return NULL;
 }
 
 /* _monitoring_release(tool_id, events): clears the tool's global events, unregisters its
@@ -670,26 +677,25 @@ fp_mon_py_claim(FP_UNUSED PyObject *module, PyObject *name)
 static PyObject *
 fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    PyObject *mon = NULL;
     if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_monitoring_release(tool_id, events) takes two ints");
-        return NULL;
+        PyErr_SetString(PyExc_TypeError, "_monitoring_release(tool_id, events) takes two ints");
+        goto error;
     }
     long id = PyLong_AsLong(args[0]), events = PyLong_AsLong(args[1]);
     if ((id == -1 || events == -1) && PyErr_Occurred())
-        return NULL;
+        goto error;
     if (id < 0 || id > 5) {
         PyErr_Format(PyExc_ValueError, "tool_id must be 0 to 5, not %ld", id);
-        return NULL;
+        goto error;
     }
-    PyObject *mon = fp_mon_module();
-    if (mon == NULL)
-        return NULL;
-    int rc = fp_mon_release(mon, (int)id, events);
+    if ((mon = fp_mon_module()) == NULL || fp_mon_release(mon, (int)id, events) < 0)
+        goto error;
     Py_DECREF(mon);
-    if (rc < 0)
-        return NULL;
     Py_RETURN_NONE;
+error:
+    Py_XDECREF(mon);
+    return NULL;
 }
 
 static PyMethodDef fp_mon_functions[] = {
@@ -725,18 +731,20 @@ int
 fp_mon_exec(PyObject *m)
 {
     fp_mon_tool *tool = PyMem_Calloc(1, sizeof(*tool));
+    PyObject *cap = NULL;
     if (tool == NULL) {
         PyErr_NoMemory();
-        return -1;
+        goto error;
     }
     tool->id = -1;
-    PyObject *cap = PyCapsule_New(tool, NULL, fp_mon_tool_free);
-    if (cap == NULL) {
-        PyMem_Free(tool);
-        return -1;
-    }
-    fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL] = cap;
+    cap = PyCapsule_New(tool, NULL, fp_mon_tool_free);
+    if (cap == NULL)
+        goto error;
+    fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL] = cap; /* the state owns it */
     return PyModule_AddFunctions(m, fp_mon_functions);
+error:
+    PyMem_Free(tool);
+    return -1;
 }
 
 #endif /* FP_PY312 */
