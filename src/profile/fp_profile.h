@@ -439,6 +439,10 @@ extern PyType_Spec fp_hook_spec;
 int fp_hooks_remove(fp_profiler *p);
 /* Adds _Session and _Guarded (session.c) to m.  Returns 0, or -1 with an exception set. */
 int fp_session_exec(PyObject *m);
+/* Returns 1 when ml is a method of fastprof's session that is called while the profiler is
+ * on (a with statement calls __exit__ through a CALL event on 3.12+), which no profile
+ * records; else 0. */
+int fp_session_is_own(const PyMethodDef *ml);
 
 #if !FP_PY312
 /* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */

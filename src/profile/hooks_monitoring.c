@@ -57,7 +57,8 @@ fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject 
         fp_leave(p, t, code, code, now);
         break;
     case FP_MON_C_ENTER:
-        if ((fi = fp_func_for_builtin(p, ml, callable, self_arg)) >= 0)
+        /* the session's own __exit__ is never added, so it always comes here */
+        if (!fp_session_is_own(ml) && (fi = fp_func_for_builtin(p, ml, callable, self_arg)) >= 0)
             fp_enter(p, t, fi, now, ml);
         break;
     default: /* FP_MON_C_LEAVE */

@@ -5,7 +5,7 @@
  * turns the profiler off on an exhausted stack too (a RecursionError): the profiler's
  * disable() is called with headroom on the recursion limit, a builtin one without the
  * interpreter's recursion check. */
-#include "common.h"
+#include "fp_profile.h"
 
 #include <pythread.h>
 #include <structmember.h>
@@ -289,6 +289,14 @@ static PyMethodDef fp_session_methods[] = {
     {"__exit__", fp_session_exit, METH_VARARGS, "_stop(); self._block_ended() at the last."},
     {NULL, NULL, 0, NULL},
 };
+
+/* See fp_profile.h. */
+int
+fp_session_is_own(const PyMethodDef *ml)
+{
+    /* __exit__ (a with statement calls it while on) and _stop (the async wrapper's) */
+    return ml->ml_meth == fp_session_exit || ml->ml_meth == fp_session_py_stop;
+}
 
 static PyMemberDef fp_session_members[] = {
     {"profiler", T_OBJECT, offsetof(fp_session, profiler), 0, "What the session enables."},
