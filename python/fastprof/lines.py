@@ -33,7 +33,6 @@ __all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resol
 
 _MONITORING = sys.version_info >= (3, 12)
 _TOOL_NAME = "fastprof-lines"
-_TOOL_PREFERENCE = (4, 3, 5)
 # Code objects of comprehensions and generator expressions are not registered on their own:
 # their time is charged to the line of the registered function that runs them, as 3.12+
 # does anyway where comprehensions are inlined.
@@ -445,14 +444,18 @@ class LineProfiler:
             self._tool, code,
             E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
 
+    @staticmethod
+    def _monitoring_events() -> int:
+        """Every event the line profiler registers a callback for."""
+        E = sys.monitoring.events
+        return (E.PY_START | E.PY_RESUME | E.PY_THROW | E.LINE | E.PY_RETURN | E.PY_YIELD
+                | E.PY_UNWIND)
+
     def _enable_monitoring(self) -> None:
         mon = sys.monitoring
         E = mon.events
-        candidates = list(_TOOL_PREFERENCE) + [i for i in range(6) if i not in _TOOL_PREFERENCE]
-        tool = next((i for i in candidates if mon.get_tool(i) is None), None)
-        if tool is None:
-            raise RuntimeError("LineProfiler.enable(): every sys.monitoring tool id is in use")
-        mon.use_tool_id(tool, _TOOL_NAME)
+        # the call profiler's claim: one order of ids, one error when every id is held
+        tool = _fastprof._monitoring_claim(_TOOL_NAME)
         self._tool = tool
         t = self._tracer
         try:
@@ -479,18 +482,14 @@ class LineProfiler:
         """Clear this profiler's events and callbacks and free its tool id.  Every step is
         tried even when one fails; the first failure is raised at the end."""
         mon = sys.monitoring
-        E = mon.events
         tool = self._tool
         if tool is None:
             return
         self._tool = None
-        steps: List[Callable[[], Any]] = [lambda: mon.set_events(tool, 0)]
-        steps += [functools.partial(mon.set_local_events, tool, code, 0)
-                  for code in self._tracer.codes()]
-        steps += [functools.partial(mon.register_callback, tool, ev, None)
-                  for ev in (E.PY_START, E.PY_RESUME, E.PY_THROW, E.LINE, E.PY_RETURN,
-                             E.PY_YIELD, E.PY_UNWIND)]
-        steps.append(lambda: mon.free_tool_id(tool))
+        steps: List[Callable[[], Any]] = [functools.partial(mon.set_local_events, tool, code, 0)
+                                          for code in self._tracer.codes()]
+        # the call profiler's release: global events, callbacks, the id
+        steps.append(lambda: _fastprof._monitoring_release(tool, self._monitoring_events()))
         first: Optional[BaseException] = None
         for step in steps:
             try:

@@ -12,7 +12,6 @@ import atexit
 import functools
 import inspect
 import sys
-import threading
 from types import CodeType, TracebackType
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
@@ -75,24 +74,32 @@ def label(code: Union[CodeType, str]) -> FuncKey:
 
 class Profile(_fastprof.Profiler):
     """Exact call profiler: ``Profile(timer=None, timeunit=0.0, subcalls=True, builtins=True, *,
-    clock="wall", threads=True)``.
+    clock="wall", threads=True, prune_call_sites=False)``.
 
     Everything ``cProfile.Profile`` offers (enable, disable, runcall, runctx, run, create_stats
     and ``.stats``, print_stats, dump_stats, getstats, context manager), with output that
     ``pstats.Stats`` reads.  ``clock`` picks the default clock ("wall", "cpu" for the thread's
     CPU time, "process_cpu"); ``threads`` profiles threads started while enabled.
+    ``prune_call_sites=True`` (3.12+) is faster and loses builtins: a call site that once
+    called a Python function stops reporting, so builtins called there later are not counted
+    (``strict=False`` is its old name).  On 3.12+ any number of profilers may be enabled at
+    once.
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+    _nests: bool = False
+    """True for a session's profiler: it may be enabled while other fastprof profilers are."""
 
     def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None:
         """Starts profiling (a no-op when already on).
 
         As ``cProfile.Profile`` on 3.12+: ValueError while another fastprof call profiler is
         enabled (one at a time; it still runs beside cProfile, debuggers and coverage, taking
-        another free sys.monitoring tool id when the profiler's is held).
+        another free sys.monitoring tool id when the profiler's is held).  The profilers of
+        ``@fastprof.profile`` sessions are the exception: sessions nest, and every enabled one
+        shares fastprof's one tool id.
         """
-        if _MONITORING and not self.enabled:
+        if _MONITORING and not self.enabled and not self._nests:
             mon: Any = sys.monitoring  # type: ignore[attr-defined]
             held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
             if held:
@@ -257,7 +264,7 @@ def runctx(
 _REPORT_WHEN = ("exit", "call", "never")
 
 
-class ProfileSession:
+class ProfileSession(_fastprof._Session):
     """What ``fastprof.profile(...)`` returns: a decorator and a context manager.
 
     Stats accumulate across calls (one profiler per session).  The report (a table of the
@@ -265,6 +272,11 @@ class ProfileSession:
     ``stream`` and, when ``output`` is set, the stats are written there:
     ``report="exit"`` when the program exits (decorator) or when the ``with`` block ends,
     ``report="call"`` after every call, ``report="never"`` only when asked (``.report()``).
+
+    The switch itself (``_start``/``_stop``, ``__enter__``/``__exit__`` and the wrapper of a
+    decorated function) is the C base class's: nested and concurrent calls keep the profiler
+    on, none of fastprof's own frames runs while it is on, and every exit turns it off, a
+    RecursionError on an exhausted stack included.
     """
 
     def __init__(
@@ -280,9 +292,7 @@ class ProfileSession:
         threads: bool = True,
         stream: Any = None,
     ) -> None:
-        if not isinstance(sort_by, (str, tuple)):
-            raise TypeError(f"sort_by must be a pstats sort key (str) or a tuple of them, "
-                            f"got {type(sort_by).__name__}")
+        _check_sort_by(sort_by)
         if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
                                   or top_n < 1):
             raise ValueError(f"top_n must be a positive int or None, got {top_n!r}")
@@ -296,32 +306,21 @@ class ProfileSession:
         self.output = output
         self.when = report
         self.stream = stream
-        self.profiler: Any
         if self.lines:
             self.profiler = _line_profiler()
         else:
             self.profiler = Profile(builtins=builtins, clock=clock, threads=threads)
-        self._lock = threading.Lock()
-        self._active = 0
+            self.profiler._nests = True  # sessions nest (one shared tool id on 3.12+)
         self._atexit = False
 
-    # -- enabling, counted so that nested and concurrent calls keep it on -------------------
+    # -- what the C base calls once the last open call or block has ended ------------------
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._active == 0:
-                self.profiler.enable()  # may raise (hook held elsewhere): then nothing changes
-            self._active += 1
+    def _call_ended(self) -> None:
+        if self.when == "call":
+            self.report()
 
-    def _stop(self) -> None:
-        with self._lock:
-            self._active -= 1
-            if self._active == 0:
-                self.profiler.disable()
-
-    def _after_call(self) -> None:
-        self._stop()
-        if self.when == "call" and self._active == 0:
+    def _block_ended(self) -> None:
+        if self.when != "never":
             self.report()
 
     def _register_exit_report(self) -> None:
@@ -337,6 +336,7 @@ class ProfileSession:
         if self.lines:
             self.profiler.add_function(func)
 
+        wrapper: Any
         if inspect.iscoroutinefunction(func):
             # Profiled from the first step to the last; other tasks that run while it awaits
             # are profiled too.
@@ -346,38 +346,16 @@ class ProfileSession:
                 try:
                     return await func(*args, **kwargs)
                 finally:
-                    self._after_call()
+                    self._stop()
+                    self._call_ended()
 
+            wrapper.session = self
         else:
-
-            @functools.wraps(func)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                self._start()
-                try:
-                    return func(*args, **kwargs)
-                finally:
-                    self._after_call()
-
-        wrapper.profiler = self.profiler  # type: ignore[attr-defined]
-        wrapper.session = self  # type: ignore[attr-defined]
+            # C: the switch runs no Python frame while the profiler is on
+            wrapper = functools.update_wrapper(_fastprof._Guarded(self, func), func)
+        wrapper.profiler = self.profiler
         self._register_exit_report()
-        return wrapper  # type: ignore[return-value]
-
-    # -- context manager --------------------------------------------------------------------
-
-    def __enter__(self) -> Any:
-        self._start()
-        return self.profiler
-
-    def __exit__(
-        self,
-        exc_type: Optional[type],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self._stop()
-        if self.when != "never" and self._active == 0:
-            self.report()
+        return wrapper  # type: ignore[no-any-return]
 
     # -- results ----------------------------------------------------------------------------
 
@@ -411,6 +389,21 @@ class ProfileSession:
             return
         sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
         st.sort(*sort).print(top=self.top_n, stream=stream)
+
+
+def _check_sort_by(sort_by: Any) -> None:
+    """Raises TypeError or ValueError (naming sort_by) unless it is a pstats sort key or a
+    non-empty tuple of them."""
+    from .stats import SORT_KEYS
+
+    keys = sort_by if isinstance(sort_by, tuple) else (sort_by,)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"sort_by must be a pstats sort key (str) or a tuple of them, "
+                        f"got {sort_by!r}")
+    bad = [k for k in keys if k not in SORT_KEYS]
+    if bad:
+        raise ValueError(f"sort_by: unknown key {bad[0]!r}; expected one of "
+                         f"{', '.join(SORT_KEYS)}")
 
 
 def _accepts_stream(fn: Callable[..., Any]) -> bool:

@@ -124,7 +124,8 @@ typedef struct fp_profiler {
     int subcalls;
     int builtins;
     int threads;
-    int strict;          /* 3.12+: keep every CALL site reporting (no DISABLE) */
+    int prune;           /* 3.12+ prune_call_sites: DISABLE a CALL site whose callee was a
+                          * Python function (loses builtins called there later) */
     int clock;           /* FP_CLOCK_* */
     int tsc;             /* the wall clock reads the TSC: fp_now's one test, and the copy of
                           * the hooks' fast paths that enable() installs */
@@ -159,7 +160,7 @@ typedef struct fp_profiler {
     PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
 
     /* 3.12+: sys.monitoring */
-    int tool_id;
+    int tool_id;       /* the shared tool id while enabled, else -1 */
     PyObject *missing; /* sys.monitoring.MISSING */
     PyObject *disable; /* sys.monitoring.DISABLE */
     PyObject *callbacks[FP_MON_NCALLBACKS];
@@ -439,6 +440,13 @@ int fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type);
 extern PyType_Spec fp_hook_spec;
 /* Removes the hooks.  Returns 0, or -1 with an exception set (still removes all it can). */
 int fp_hooks_remove(fp_profiler *p);
+/* Adds _Session and _Guarded (session.c) to m.  Returns 0, or -1 with an exception set. */
+int fp_session_exec(PyObject *m);
+/* Returns 1 when ml is a method of fastprof's session that is called while the profiler is
+ * on (a with statement calls __exit__ through a CALL event on 3.12+), which no profile
+ * records; else 0. */
+int fp_session_is_own(const PyMethodDef *ml);
+
 #if !FP_PY312
 /* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */
 int fp_hooks_exec(PyObject *m);
@@ -446,6 +454,18 @@ int fp_hooks_exec(PyObject *m);
  * profile hook of a thread p profiles, so that p records nothing there any more.  Returns 0,
  * or -1 with an exception set (the warning was turned into an error). */
 int fp_hooks_check(fp_profiler *p);
+#else
+/* Creates the tool id shared by the call profilers (in m's state) and adds
+ * _monitoring_claim / _monitoring_release to m.  Returns 0, or -1 with an exception set. */
+int fp_mon_exec(PyObject *m);
+/* Claims a free sys.monitoring tool id under name: 2, 3, 4, 5, then 0 (debuggers) and 1
+ * (coverage).  The one way fastprof's profilers claim an id.  Returns it, or -1 with a
+ * RuntimeError naming the tools holding every id. */
+int fp_mon_claim(PyObject *mon, const char *name);
+/* Gives tool id back: clears its global events, unregisters its callbacks of events (a
+ * mask) and frees it, without the interpreter's recursion check (it works on an exhausted
+ * stack).  Returns 0, or -1 with the first failure set (every step is tried). */
+int fp_mon_release(PyObject *mon, int id, long events);
 #endif
 
 /* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless

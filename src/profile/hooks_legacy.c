@@ -41,8 +41,8 @@ fp_legacy_slow(fp_profiler *p, int what, PyFrameObject *frame, PyObject *code, P
         Py_DECREF(c);
         break;
     }
-    case PyTrace_C_CALL:
-        if ((fi = fp_func_for_builtin(p, ml, arg, NULL)) >= 0)
+    case PyTrace_C_CALL: /* the session's own __exit__ is never added: it always comes here */
+        if (!fp_session_is_own(ml) && (fi = fp_func_for_builtin(p, ml, arg, NULL)) >= 0)
             fp_enter(p, t, fi, now, ml);
         break;
     default: /* PyTrace_C_RETURN, PyTrace_C_EXCEPTION */

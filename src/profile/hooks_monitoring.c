@@ -1,26 +1,38 @@
 /* hooks_monitoring.c - the call profiler's hooks on Python 3.12+: sys.monitoring callbacks
  * written in C (METH_FASTCALL).  PY_START/PY_RESUME/PY_THROW enter a frame, PY_RETURN/PY_YIELD/
  * PY_UNWIND leave it, CALL/C_RETURN/C_RAISE account builtins (registered only when builtins
- * are on).  The tool id is the profiler's (2) when free, else another free one, and is always
- * given back. */
+ * are on).  Every enabled call profiler shares one tool id (the profiler's, 2, when free),
+ * claimed by the first and given back by the last. */
 #include "fp_profile.h"
 
 #if FP_PY312
 
+#include <string.h>
 #include <structmember.h>
 
+struct fp_mon_tool;
+
 /* A callback given to sys.monitoring: a small object called through vectorcall, so an event
- * reaches the profiler without the argument handling of a builtin function. */
+ * reaches the profiler without the argument handling of a builtin function.  A profiler's own
+ * hooks (prof set) serve it alone, registered while it is the only one enabled; the shared
+ * tool's hooks (prof NULL) hand each event to every enabled profiler. */
 typedef struct fp_hook {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    fp_profiler *prof; /* strong */
+    fp_profiler *prof;        /* strong, or NULL in a hook of the shared tool */
+    struct fp_mon_tool *tool; /* the shared tool (prof NULL), NULL once it is gone */
 } fp_hook;
 
-#define FP_HOOK_PROLOGUE                                                                       \
-    fp_profiler *p = ((fp_hook *)self)->prof;                                                  \
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);                                             \
-    (void)kwnames
+/* The tool id that every fastprof call profiler shares, and the profilers enabled on it (one
+ * per interpreter: it lives in the module state).  Claimed when the first profiler is
+ * enabled, given back when the last is disabled. */
+typedef struct fp_mon_tool {
+    int id;               /* -1: not held */
+    int n, cap;
+    fp_profiler **profs;  /* strong: the enabled profilers, in the order they were enabled */
+    PyObject *shared[FP_MON_NCALLBACKS]; /* hooks calling every enabled profiler (n > 1) */
+    int pruned;           /* a pruning profiler was registered alone since the last restart */
+} fp_mon_tool;
 
 enum { FP_MON_ENTER, FP_MON_LEAVE, FP_MON_C_ENTER, FP_MON_C_LEAVE };
 
@@ -45,7 +57,8 @@ fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject 
         fp_leave(p, t, code, code, now);
         break;
     case FP_MON_C_ENTER:
-        if ((fi = fp_func_for_builtin(p, ml, callable, self_arg)) >= 0)
+        /* the session's own __exit__ is never added, so it always comes here */
+        if (!fp_session_is_own(ml) && (fi = fp_func_for_builtin(p, ml, callable, self_arg)) >= 0)
             fp_enter(p, t, fi, now, ml);
         break;
     default: /* FP_MON_C_LEAVE */
@@ -57,14 +70,14 @@ fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject 
 
 /* The callbacks below come in two copies, one per wall clock (tsc: 1 for the TSC, 0 for
  * CLOCK_MONOTONIC on a machine without an invariant TSC; a constant in each copy), so that
- * the TSC copy's common cases make no call.  enable() registers the copy of its clock. */
+ * the TSC copy's common cases make no call.  enable() registers the copy of its clock.  Each
+ * takes the profiler p and sys.monitoring's arguments. */
 
 /* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]); the common case makes no call but the
  * clock.  Returns None. */
 FP_INLINE PyObject *
-fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
+fp_mon_start(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 {
-    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
     if (fp_enter_cached(p, fp_func_cached(p, args[0]), args[0], tsc))
@@ -75,9 +88,8 @@ fp_mon_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 /* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value); the common case makes no call but
  * the clock.  Returns None. */
 FP_INLINE PyObject *
-fp_mon_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
+fp_mon_return(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 {
-    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
     if (fp_leave_cached(p, args[0], tsc))
@@ -103,19 +115,19 @@ fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
     return NULL;
 }
 
-/* CALL (code, offset, callable, arg0): enters a builtin.  Returns None, or DISABLE for a call
- * site whose callee is not a C function (a Python function, a class...) unless strict: such a
- * site then costs nothing more, at the price of missing a builtin called there later. */
+/* CALL (code, offset, callable, arg0): enters a builtin.  Returns None; with
+ * prune_call_sites (p->prune), DISABLE for a call site whose callee is not a C function (a
+ * Python function, a class...): such a site then costs nothing more, at the price of missing
+ * every builtin called there later (the default keeps every site reporting: exact). */
 FP_INLINE PyObject *
-fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames, int tsc)
+fp_mon_call(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 {
-    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
         Py_RETURN_NONE;
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
     if (ml == NULL) {
         /* PY_START accounts a Python callee */
-        if (!p->strict && p->disable != NULL)
+        if (FP_UNLIKELY(p->prune) && p->disable != NULL)
             return Py_NewRef(p->disable);
         Py_RETURN_NONE;
     }
@@ -127,10 +139,8 @@ fp_mon_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwna
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
 FP_INLINE PyObject *
-fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
-               int tsc)
+fp_mon_creturn(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 {
-    FP_HOOK_PROLOGUE;
     if (FP_UNLIKELY(nargs < 4))
         Py_RETURN_NONE;
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
@@ -141,12 +151,16 @@ fp_mon_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *k
     return fp_mon_slow(p, FP_MON_C_LEAVE, NULL, ml, NULL, NULL);
 }
 
-/* Defines the copy of callback name for the wall clock tsc, as name_<sfx>. */
+/* The index of each callback in a profiler's and in the shared tool's callbacks. */
+enum { FP_MON_CB_START, FP_MON_CB_RETURN, FP_MON_CB_CALL, FP_MON_CB_CRETURN };
+
+/* Defines the copy of callback name for the wall clock tsc, as name_<sfx>, the vectorcall of
+ * a profiler's own hook. */
 #define FP_MON_COPY(name, sfx, tsc)                                                            \
     static PyObject *name##_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,        \
-                                  PyObject *kwnames)                                           \
+                                  FP_UNUSED PyObject *kwnames)                                 \
     {                                                                                          \
-        return name(self, args, nargsf, kwnames, tsc);                                         \
+        return name(((fp_hook *)self)->prof, args, PyVectorcall_NARGS(nargsf), tsc);           \
     }
 FP_MON_COPY(fp_mon_start, tsc, 1)
 FP_MON_COPY(fp_mon_return, tsc, 1)
@@ -162,6 +176,57 @@ static const vectorcallfunc fp_mon_funcs[2][FP_MON_NCALLBACKS] = {
     {fp_mon_start_mono, fp_mon_return_mono, fp_mon_call_mono, fp_mon_creturn_mono},
     {fp_mon_start_tsc, fp_mon_return_tsc, fp_mon_call_tsc, fp_mon_creturn_tsc},
 };
+
+/* Hands one event (callback cb) to every profiler enabled on the shared tool, each through
+ * its own clock's copy; a profiler without builtins skips the builtin events.  What a
+ * profiler answers (DISABLE included) is dropped: a site stays on for the others.  Returns
+ * None. */
+static PyObject *
+fp_mon_each(PyObject *self, PyObject *const *args, size_t nargsf, int cb)
+{
+    fp_mon_tool *tool = ((fp_hook *)self)->tool;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    /* re-read n and profs each time: a user timer may enable or disable a profiler */
+    for (int i = 0; tool != NULL && i < tool->n; i++) {
+        fp_profiler *p = tool->profs[i];
+        if (cb >= FP_MON_CB_CALL && !p->builtins)
+            continue;
+        Py_INCREF(p);
+        PyObject *r;
+        switch (cb) {
+        case FP_MON_CB_START:
+            r = p->tsc ? fp_mon_start(p, args, nargs, 1) : fp_mon_start(p, args, nargs, 0);
+            break;
+        case FP_MON_CB_RETURN:
+            r = p->tsc ? fp_mon_return(p, args, nargs, 1) : fp_mon_return(p, args, nargs, 0);
+            break;
+        case FP_MON_CB_CALL:
+            r = p->tsc ? fp_mon_call(p, args, nargs, 1) : fp_mon_call(p, args, nargs, 0);
+            break;
+        default:
+            r = p->tsc ? fp_mon_creturn(p, args, nargs, 1) : fp_mon_creturn(p, args, nargs, 0);
+            break;
+        }
+        Py_XDECREF(r);
+        Py_DECREF(p);
+    }
+    Py_RETURN_NONE;
+}
+
+/* Defines the shared tool's vectorcall of callback cb, as fp_mon_each_<sfx>. */
+#define FP_MON_EACH(sfx, cb)                                                                   \
+    static PyObject *fp_mon_each_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,   \
+                                       FP_UNUSED PyObject *kwnames)                            \
+    {                                                                                          \
+        return fp_mon_each(self, args, nargsf, cb);                                            \
+    }
+FP_MON_EACH(start, FP_MON_CB_START)
+FP_MON_EACH(return, FP_MON_CB_RETURN)
+FP_MON_EACH(call, FP_MON_CB_CALL)
+FP_MON_EACH(creturn, FP_MON_CB_CRETURN)
+
+static const vectorcallfunc fp_mon_each_funcs[FP_MON_NCALLBACKS] = {
+    fp_mon_each_start, fp_mon_each_return, fp_mon_each_call, fp_mon_each_creturn};
 
 static void
 fp_hook_dealloc(PyObject *self)
@@ -192,15 +257,17 @@ PyType_Spec fp_hook_spec = {
     .slots = fp_hook_slots,
 };
 
-/* Returns a new hook calling func for p, or NULL with an exception set. */
+/* Returns a new hook calling func for p (NULL: a hook of the shared tool), or NULL with an
+ * exception set. */
 static PyObject *
-fp_hook_new(PyTypeObject *type, fp_profiler *p, vectorcallfunc func)
+fp_hook_new(PyTypeObject *type, fp_profiler *p, fp_mon_tool *tool, vectorcallfunc func)
 {
     fp_hook *h = PyObject_New(fp_hook, type);
     if (h == NULL)
         return NULL;
     h->vectorcall = func;
-    h->prof = (fp_profiler *)Py_NewRef(p);
+    h->prof = (fp_profiler *)Py_XNewRef(p);
+    h->tool = tool;
     return (PyObject *)h;
 }
 
@@ -244,30 +311,100 @@ fp_mon_event_bit(PyObject *mon, const char *name)
     return bit;
 }
 
-/* Claims a free tool id, preferring the profiler's.  Returns it, or -1 with a RuntimeError
- * that names the tools holding every id. */
-static int
-fp_mon_claim(PyObject *mon)
+/* Calls sys.monitoring.<name>(*args) (nargs of them).  A builtin is called through its C
+ * function directly, without the interpreter's recursion check: giving a tool id back must
+ * work on an exhausted stack too (an exit path of a RecursionError).  Returns a new
+ * reference to the result, or NULL with an exception set. */
+static PyObject *
+fp_mon_invoke(PyObject *mon, const char *name, PyObject *const *args, Py_ssize_t nargs)
 {
-    static const int order[] = {2, 3, 4, 0, 1, 5};
+    PyObject *r = NULL;
+    PyObject *f = PyObject_GetAttrString(mon, name);
+    if (f == NULL)
+        goto error;
+    if (PyCFunction_Check(f)) {
+        PyCFunction meth = PyCFunction_GetFunction(f);
+        PyObject *self = PyCFunction_GetSelf(f);
+        int flags = PyCFunction_GetFlags(f) & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
+        if (flags == METH_FASTCALL) {
+            r = ((PyObject * (*)(PyObject *, PyObject *const *, Py_ssize_t))(void (*)(void))
+                     meth)(self, args, nargs);
+            goto done;
+        }
+        if (flags == METH_O && nargs == 1) {
+            r = meth(self, args[0]);
+            goto done;
+        }
+        if (flags == METH_NOARGS && nargs == 0) {
+            r = meth(self, NULL);
+            goto done;
+        }
+    }
+    r = PyObject_Vectorcall(f, args, (size_t)nargs, NULL);
+done:
+    Py_DECREF(f);
+    return r;
+error:
+    return NULL;
+}
+
+/* Calls sys.monitoring.<name>(id[, a][, obj]): a (an int) when has_a, obj when not NULL.
+ * Returns 0, or -1 with an exception set. */
+static int
+fp_mon_do(PyObject *mon, const char *name, int id, int has_a, long a, PyObject *obj)
+{
+    int rc = -1;
+    Py_ssize_t nargs = 1;
+    PyObject *args[3] = {PyLong_FromLong(id), NULL, NULL};
+    if (args[0] == NULL)
+        goto done;
+    if (has_a && (args[nargs++] = PyLong_FromLong(a)) == NULL)
+        goto done;
+    if (obj != NULL)
+        args[nargs++] = obj;
+    PyObject *r = fp_mon_invoke(mon, name, args, nargs);
+    if (r == NULL)
+        goto done;
+    Py_DECREF(r);
+    rc = 0;
+done:
+    Py_XDECREF(args[0]);
+    if (has_a)
+        Py_XDECREF(args[1]);
+    return rc;
+}
+
+/* See fp_profile.h.  The order keeps the ids that PEP 669 reserves for debuggers (0) and
+ * coverage (1) for last. */
+int
+fp_mon_claim(PyObject *mon, const char *name)
+{
+    static const int order[] = {2, 3, 4, 5, 0, 1};
+    PyObject *names = NULL;
+    PyObject *uname = PyUnicode_FromString(name);
+    if (uname == NULL)
+        goto error;
     for (int i = 0; i < 6; i++) {
-        PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i", order[i]);
+        PyObject *id = PyLong_FromLong(order[i]);
+        PyObject *holder = id ? fp_mon_invoke(mon, "get_tool", &id, 1) : NULL;
+        Py_XDECREF(id);
         if (holder == NULL)
-            return -1;
+            goto error;
         int free_id = holder == Py_None;
         Py_DECREF(holder);
         if (!free_id)
             continue;
-        PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", order[i], "fastprof");
-        if (r != NULL) {
-            Py_DECREF(r);
+        if (fp_mon_do(mon, "use_tool_id", order[i], 0, 0, uname) == 0) {
+            Py_DECREF(uname);
             return order[i];
         }
         PyErr_Clear(); /* taken meanwhile: try the next */
     }
-    PyObject *names = PyList_New(0);
+    names = PyList_New(0);
     for (int i = 0; names != NULL && i < 6; i++) {
-        PyObject *holder = PyObject_CallMethod(mon, "get_tool", "i", i);
+        PyObject *id = PyLong_FromLong(i);
+        PyObject *holder = id ? fp_mon_invoke(mon, "get_tool", &id, 1) : NULL;
+        Py_XDECREF(id);
         PyObject *item = holder ? PyUnicode_FromFormat("%d: %R", i, holder) : NULL;
         Py_XDECREF(holder);
         if (item == NULL || PyList_Append(names, item) < 0)
@@ -275,26 +412,184 @@ fp_mon_claim(PyObject *mon)
         Py_XDECREF(item);
     }
     if (names == NULL)
-        return -1;
+        goto error;
     PyErr_Format(PyExc_RuntimeError,
                  "fastprof cannot profile: every sys.monitoring tool id is held (%S); "
                  "disable one of those tools first",
                  names);
-    Py_DECREF(names);
+error:
+    Py_XDECREF(names);
+    Py_XDECREF(uname);
     return -1;
 }
 
 /* See fp_profile.h. */
 int
+fp_mon_release(PyObject *mon, int id, long events)
+{
+    PyObject *exc = NULL; /* the first failure, raised at the end */
+    if (fp_mon_do(mon, "set_events", id, 1, 0, NULL) < 0)
+        exc = PyErr_GetRaisedException();
+    for (long bit = 1; bit > 0 && bit <= events; bit <<= 1) {
+        if (!(events & bit))
+            continue;
+        if (fp_mon_do(mon, "register_callback", id, 1, bit, Py_None) < 0 && exc == NULL)
+            exc = PyErr_GetRaisedException();
+        PyErr_Clear();
+    }
+    if (fp_mon_do(mon, "free_tool_id", id, 0, 0, NULL) < 0 && exc == NULL)
+        exc = PyErr_GetRaisedException();
+    PyErr_Clear();
+    if (exc != NULL) {
+        PyErr_SetRaisedException(exc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns the events of the call profiler for a profiler with builtins or not (every one when
+ * builtins < 0), or -1 with an exception set. */
+static long
+fp_mon_mask(PyObject *mon, int builtins)
+{
+    long mask = 0;
+    for (int e = 0; e < FP_MON_NEVENTS; e++) {
+        if (fp_mon_events[e].builtin && builtins == 0)
+            continue;
+        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
+        if (bit < 0)
+            return -1;
+        mask |= bit;
+    }
+    return mask;
+}
+
+#define FP_SLOT_MON_TOOL 2 /* the module state's row of the profile part: see profiler.c */
+
+/* Returns the shared tool of p's module, or NULL (no exception set) when the module or its
+ * state is gone (at interpreter exit). */
+static fp_mon_tool *
+fp_mon_tool_of(fp_profiler *p)
+{
+    PyObject *m = PyType_GetModuleByDef(Py_TYPE(p), &fp_module_def);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *cap = fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL];
+    return cap == NULL ? NULL : (fp_mon_tool *)PyCapsule_GetPointer(cap, NULL);
+}
+
+/* Registers the callbacks and events that the tool's enabled profilers need: a lone
+ * profiler's own hooks (its fast path, as if it held the id alone), else the shared hooks of
+ * hook_type calling each.  Sites a lone pruning profiler switched off are switched back on
+ * when others join.  Returns 0, or -1 with an exception set. */
+static int
+fp_mon_sync(PyObject *mon, fp_mon_tool *tool, PyTypeObject *hook_type)
+{
+    int builtins = 0, prune = tool->n == 1 && tool->profs[0]->prune;
+    for (int i = 0; i < tool->n; i++)
+        builtins |= tool->profs[i]->builtins;
+    PyObject **callbacks = tool->profs[0]->callbacks;
+    if (tool->n > 1) {
+        for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
+            if (tool->shared[k] == NULL)
+                tool->shared[k] = fp_hook_new(hook_type, NULL, tool, fp_mon_each_funcs[k]);
+            if (tool->shared[k] == NULL)
+                goto error;
+        }
+        callbacks = tool->shared;
+    }
+    long mask = 0;
+    for (int e = 0; e < FP_MON_NEVENTS; e++) {
+        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
+        if (bit < 0)
+            goto error;
+        int on = !fp_mon_events[e].builtin || builtins;
+        PyObject *cb = on ? callbacks[fp_mon_events[e].callback] : Py_None;
+        if (fp_mon_do(mon, "register_callback", tool->id, 1, bit, cb) < 0)
+            goto error;
+        if (on)
+            mask |= bit;
+    }
+    if (tool->pruned && !prune) {
+        PyObject *r = fp_mon_invoke(mon, "restart_events", NULL, 0);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+        tool->pruned = 0;
+    }
+    tool->pruned |= prune;
+    return fp_mon_do(mon, "set_events", tool->id, 1, mask, NULL);
+error:
+    return -1;
+}
+
+/* Takes p off the tool's list (if there) and gives the id back once the list is empty,
+ * switching pruned sites back on.  Returns 0, or -1 with an exception set (all is undone
+ * anyway). */
+static int
+fp_mon_leave(PyObject *mon, fp_mon_tool *tool, fp_profiler *p, PyTypeObject *hook_type)
+{
+    int i = 0;
+    while (i < tool->n && tool->profs[i] != p)
+        i++;
+    if (i == tool->n)
+        return 0;
+    memmove(&tool->profs[i], &tool->profs[i + 1], (size_t)(tool->n - i - 1) * sizeof(p));
+    tool->n--;
+    int rc = 0;
+    if (tool->n > 0) {
+        rc = fp_mon_sync(mon, tool, hook_type);
+    }
+    else if (tool->id >= 0) {
+        long mask = fp_mon_mask(mon, -1);
+        rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask);
+        tool->id = -1;
+        if (tool->pruned) {
+            PyObject *exc = rc < 0 ? PyErr_GetRaisedException() : NULL;
+            PyObject *r = fp_mon_invoke(mon, "restart_events", NULL, 0);
+            Py_XDECREF(r);
+            if (r == NULL) {
+                rc = -1;
+                if (exc != NULL)
+                    PyErr_Clear();
+            }
+            if (exc != NULL)
+                PyErr_SetRaisedException(exc);
+            tool->pruned = 0;
+        }
+        for (int k = 0; k < FP_MON_NCALLBACKS; k++)
+            Py_CLEAR(tool->shared[k]);
+    }
+    Py_DECREF(p);
+    return rc;
+}
+
+/* Drops p's references to its hooks and to sys.monitoring's sentinels.  Returns nothing. */
+static void
+fp_mon_forget(fp_profiler *p)
+{
+    p->tool_id = -1;
+    for (int k = 0; k < FP_MON_NCALLBACKS; k++)
+        Py_CLEAR(p->callbacks[k]);
+    Py_CLEAR(p->missing);
+    Py_CLEAR(p->disable);
+}
+
+/* See fp_profile.h.  The first profiler enabled claims the shared tool id; the others join
+ * it. */
+int
 fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
 {
+    fp_mon_tool *tool = fp_mon_tool_of(p);
     PyObject *mon = fp_mon_module();
     if (mon == NULL)
         return -1;
-    int id = fp_mon_claim(mon);
-    if (id < 0)
+    if (tool == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastprof's module state is gone");
         goto error;
-    p->tool_id = id;
+    }
     p->missing = PyObject_GetAttrString(mon, "MISSING");
     if (p->missing == NULL)
         goto error;
@@ -302,42 +597,36 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
     if (p->disable == NULL)
         goto error;
     for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
-        p->callbacks[k] = fp_hook_new(hook_type, p, fp_mon_funcs[p->tsc ? 1 : 0][k]);
+        p->callbacks[k] = fp_hook_new(hook_type, p, NULL, fp_mon_funcs[p->tsc ? 1 : 0][k]);
         if (p->callbacks[k] == NULL)
             goto error;
     }
-    long mask = 0;
-    for (int e = 0; e < FP_MON_NEVENTS; e++) {
-        if (fp_mon_events[e].builtin && !p->builtins)
-            continue;
-        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
-        if (bit < 0)
+    if (tool->n == tool->cap) {
+        int cap = tool->cap ? 2 * tool->cap : 4;
+        fp_profiler **grown = PyMem_Realloc(tool->profs, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) {
+            PyErr_NoMemory();
             goto error;
-        PyObject *r = PyObject_CallMethod(mon, "register_callback", "ilO", id, bit,
-                                          p->callbacks[fp_mon_events[e].callback]);
-        if (r == NULL)
-            goto error;
-        Py_DECREF(r);
-        mask |= bit;
+        }
+        tool->profs = grown;
+        tool->cap = cap;
     }
-    PyObject *r = PyObject_CallMethod(mon, "set_events", "il", id, mask);
-    if (r == NULL)
+    if (tool->id < 0 && (tool->id = fp_mon_claim(mon, "fastprof")) < 0)
         goto error;
-    Py_DECREF(r);
+    tool->profs[tool->n++] = (fp_profiler *)Py_NewRef(p);
+    p->tool_id = tool->id;
+    if (fp_mon_sync(mon, tool, hook_type) < 0) {
+        PyObject *exc = PyErr_GetRaisedException();
+        fp_mon_leave(mon, tool, p, hook_type);
+        PyErr_Clear();
+        PyErr_SetRaisedException(exc);
+        goto error;
+    }
     Py_DECREF(mon);
     return 0;
 error:
     Py_DECREF(mon);
-    if (p->tool_id >= 0) {
-        PyObject *exc = PyErr_GetRaisedException();
-        fp_hooks_remove(p);
-        PyErr_Clear();
-        PyErr_SetRaisedException(exc);
-    }
-    for (int k = 0; k < FP_MON_NCALLBACKS; k++)
-        Py_CLEAR(p->callbacks[k]);
-    Py_CLEAR(p->missing);
-    Py_CLEAR(p->disable);
+    fp_mon_forget(p);
     return -1;
 }
 
@@ -345,51 +634,118 @@ error:
 int
 fp_hooks_remove(fp_profiler *p)
 {
-    int id = p->tool_id;
-    if (id < 0)
+    int rc = 0;
+    if (p->tool_id < 0)
         return 0;
-    PyObject *exc = NULL; /* the first failure, raised at the end */
+    fp_mon_tool *tool = fp_mon_tool_of(p);
     PyObject *mon = fp_mon_module();
     if (mon == NULL)
-        goto done;
-    PyObject *r = PyObject_CallMethod(mon, "set_events", "ii", id, 0);
-    if (r == NULL && exc == NULL)
-        exc = PyErr_GetRaisedException();
-    Py_XDECREF(r);
-    for (int e = 0; e < FP_MON_NEVENTS; e++) {
-        long bit = fp_mon_event_bit(mon, fp_mon_events[e].event);
-        r = bit < 0 ? NULL : PyObject_CallMethod(mon, "register_callback", "ilO", id, bit, Py_None);
-        if (r == NULL && exc == NULL)
-            exc = PyErr_GetRaisedException();
-        PyErr_Clear();
-        Py_XDECREF(r);
+        rc = -1;
+    else if (tool != NULL && p->callbacks[0] != NULL)
+        rc = fp_mon_leave(mon, tool, p, Py_TYPE(p->callbacks[0]));
+    Py_XDECREF(mon);
+    fp_mon_forget(p);
+    return rc;
+}
+
+/* _monitoring_claim(name) -> int: claims a free sys.monitoring tool id under name, in
+ * fastprof's order (what the line profiler uses).  Returns it, or NULL with RuntimeError when
+ * every id is held. */
+static PyObject *
+fp_mon_py_claim(FP_UNUSED PyObject *module, PyObject *name)
+{
+    PyObject *mon = NULL;
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "name must be a str, not %.80s", Py_TYPE(name)->tp_name);
+        goto error;
     }
-    r = PyObject_CallMethod(mon, "free_tool_id", "i", id);
-    if (r == NULL && exc == NULL)
-        exc = PyErr_GetRaisedException();
-    PyErr_Clear();
-    Py_XDECREF(r);
-    /* Call sites switched off with DISABLE stay off for the tool id's next user (cProfile
-     * too) unless restarted. */
-    r = PyObject_CallMethod(mon, "restart_events", NULL);
-    if (r == NULL && exc == NULL)
-        exc = PyErr_GetRaisedException();
-    PyErr_Clear();
-    Py_XDECREF(r);
+    const char *s = PyUnicode_AsUTF8(name);
+    if (s == NULL || (mon = fp_mon_module()) == NULL)
+        goto error;
+    int id = fp_mon_claim(mon, s);
+    if (id < 0)
+        goto error;
     Py_DECREF(mon);
-done:
-    if (mon == NULL)
-        exc = PyErr_GetRaisedException();
-    p->tool_id = -1;
-    for (int k = 0; k < FP_MON_NCALLBACKS; k++)
-        Py_CLEAR(p->callbacks[k]);
-    Py_CLEAR(p->missing);
-    Py_CLEAR(p->disable);
-    if (exc != NULL) {
-        PyErr_SetRaisedException(exc);
-        return -1;
+    return PyLong_FromLong(id);
+error:
+    Py_XDECREF(mon);
+    return NULL;
+}
+
+/* _monitoring_release(tool_id, events): clears the tool's global events, unregisters its
+ * callbacks of those events and frees the id, each step tried even when one fails (local
+ * events are the caller's to clear first).  Returns None, or NULL with the first failure. */
+static PyObject *
+fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *mon = NULL;
+    if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_monitoring_release(tool_id, events) takes two ints");
+        goto error;
     }
-    return 0;
+    long id = PyLong_AsLong(args[0]), events = PyLong_AsLong(args[1]);
+    if ((id == -1 || events == -1) && PyErr_Occurred())
+        goto error;
+    if (id < 0 || id > 5) {
+        PyErr_Format(PyExc_ValueError, "tool_id must be 0 to 5, not %ld", id);
+        goto error;
+    }
+    if ((mon = fp_mon_module()) == NULL || fp_mon_release(mon, (int)id, events) < 0)
+        goto error;
+    Py_DECREF(mon);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(mon);
+    return NULL;
+}
+
+static PyMethodDef fp_mon_functions[] = {
+    {"_monitoring_claim", fp_mon_py_claim, METH_O,
+     "_monitoring_claim(name) -> int: claim a free sys.monitoring tool id (2, 3, 4, 5, then 0 "
+     "and 1)."},
+    {"_monitoring_release", (PyCFunction)(void (*)(void))fp_mon_py_release, METH_FASTCALL,
+     "_monitoring_release(tool_id, events): clear a tool's events and callbacks, free it."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The capsule's destructor: frees the shared tool (the profilers still on it, at interpreter
+ * exit, are let go).  Returns nothing. */
+static void
+fp_mon_tool_free(PyObject *cap)
+{
+    fp_mon_tool *tool = PyCapsule_GetPointer(cap, NULL);
+    if (tool == NULL)
+        return;
+    for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
+        if (tool->shared[k] != NULL)
+            ((fp_hook *)tool->shared[k])->tool = NULL;
+        Py_CLEAR(tool->shared[k]);
+    }
+    for (int i = 0; i < tool->n; i++)
+        Py_DECREF(tool->profs[i]);
+    PyMem_Free(tool->profs);
+    PyMem_Free(tool);
+}
+
+/* See fp_profile.h. */
+int
+fp_mon_exec(PyObject *m)
+{
+    fp_mon_tool *tool = PyMem_Calloc(1, sizeof(*tool));
+    PyObject *cap = NULL;
+    if (tool == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    tool->id = -1;
+    cap = PyCapsule_New(tool, NULL, fp_mon_tool_free);
+    if (cap == NULL)
+        goto error;
+    fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL] = cap; /* the state owns it */
+    return PyModule_AddFunctions(m, fp_mon_functions);
+error:
+    PyMem_Free(tool);
+    return -1;
 }
 
 #endif /* FP_PY312 */

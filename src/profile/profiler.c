@@ -77,19 +77,44 @@ fp_arg_flag(PyObject *value, const char *name, int *out)
     return 0;
 }
 
+/* Reads prune_call_sites and its old, inverted name strict (either may be NULL or None) into
+ * *prune.  Returns 0, or -1 with a TypeError or a ValueError (the two contradict). */
+static int
+fp_arg_prune(PyObject *prune_call_sites, PyObject *strict, int *prune)
+{
+    int pr = 0, st = 1;
+    if (fp_arg_flag(prune_call_sites, "prune_call_sites", &pr) < 0 ||
+        fp_arg_flag(strict, "strict", &st) < 0)
+        return -1;
+    int given = prune_call_sites != NULL && prune_call_sites != Py_None;
+    if (strict != NULL && strict != Py_None) {
+        if (given && pr == st) {
+            PyErr_SetString(PyExc_ValueError,
+                            "strict contradicts prune_call_sites (strict=False is the old name "
+                            "of prune_call_sites=True): give prune_call_sites alone");
+            return -1;
+        }
+        pr = !st;
+    }
+    *prune = pr;
+    return 0;
+}
+
 /* Profiler.__init__(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, clock="wall",
- * threads=True).  Returns 0, or -1 with an exception set. */
+ * threads=True, strict=None, prune_call_sites=False).  Returns 0, or -1 with an exception
+ * set. */
 static int
 fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)self;
-    static char *kwlist[] = {"timer", "timeunit", "subcalls", "builtins", "clock", "threads",
-                             "strict", NULL};
+    static char *kwlist[] = {"timer",   "timeunit", "subcalls",         "builtins", "clock",
+                             "threads", "strict",   "prune_call_sites", NULL};
     PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
-    PyObject *threads = NULL, *strict = NULL;
+    PyObject *threads = NULL, *strict = NULL, *prune = NULL;
     const char *clock = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOO:Profiler", kwlist, &timer, &timeunit,
-                                     &subcalls, &builtins, &clock, &threads, &strict))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOO:Profiler", kwlist, &timer,
+                                     &timeunit, &subcalls, &builtins, &clock, &threads, &strict,
+                                     &prune))
         return -1;
     if (p->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
@@ -97,9 +122,9 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     }
     if (fp_profiler_check_idle(p, "re-initialise") < 0)
         return -1;
-    int sub = 1, bi = 1, th = 1, st = 0;
+    int sub = 1, bi = 1, th = 1, pr = 0;
     if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
-        fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_flag(strict, "strict", &st) < 0)
+        fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_prune(prune, strict, &pr) < 0)
         return -1;
     double unit = 0.0;
     if (timeunit != NULL && timeunit != Py_None) {
@@ -150,7 +175,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     p->subcalls = sub;
     p->builtins = bi;
     p->threads = th;
-    p->strict = st;
+    p->prune = pr;
     p->last_user = 0;
     return 0;
 }
@@ -471,7 +496,7 @@ static PyMemberDef fp_profiler_members[] = {
 
 static PyType_Slot fp_profiler_slots[] = {
     {Py_tp_doc, "Profiler(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, "
-                "clock='wall', threads=True, strict=False)\n--\n\n"
+                "clock='wall', threads=True, strict=None, prune_call_sites=False)\n--\n\n"
                 "The call profiler's collector (fastprof.Profile builds on it)."},
     {Py_tp_new, fp_profiler_new},
     {Py_tp_init, fp_profiler_init},
@@ -504,8 +529,12 @@ fp_profile_exec(PyObject *m)
     }
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
         return -1;
+    if (fp_session_exec(m) < 0) /* state slots 3 and 4 */
+        return -1;
 #if FP_PY312
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_HOOK_TYPE, &fp_hook_spec, NULL) == NULL)
+        return -1;
+    if (fp_mon_exec(m) < 0) /* state slot 2: the shared tool id */
         return -1;
 #else
     if (fp_hooks_exec(m) < 0)
