@@ -29,9 +29,6 @@ fp_map_slot(const fp_map *m, uint64_t key)
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
 }
 
-/* The edge map's key of caller -> callee. */
-#define FP_EDGE_KEY(caller, callee)                                                            \
-    (((uint64_t)(uint32_t)((caller) + 1) << 32) | (uint32_t)((callee) + 1))
 
 /* Returns the value stored under key, or -1. */
 FP_INLINE int32_t
@@ -50,20 +47,46 @@ fp_map_get(const fp_map *m, uint64_t key)
     }
 }
 
-/* Returns the value stored under key when it sits in its first slot (most keys do: the map
- * is at most half full), else -1: one probe, no loop. */
-FP_INLINE int32_t
-fp_map_get_first(const fp_map *m, uint64_t key)
-{
-    uint32_t i = fp_map_slot(m, key);
-    return m->keys != NULL && m->keys[i] == key ? m->vals[i] : -1;
-}
-
 /* Stores val under key (key != 0), growing the map.  Returns 0, or -1 when out of memory
  * (no exception set). */
 int fp_map_put(fp_map *m, uint64_t key, int32_t val);
 /* Frees the map's memory and empties it. */
 void fp_map_free(fp_map *m);
+
+/* ---- an open-addressing set of record indices, keyed by what each record holds ---------- */
+
+/* The edge map and the code map hold only a record's index (4 bytes a slot): the key is read
+ * back from the record itself (an edge's caller and callee, a function's code object), which
+ * the hot path reads next anyway, so a probe touches no more cache lines than a map of keys
+ * and values would, at a third of its memory. */
+typedef struct fp_index_map {
+    int32_t *slots; /* index + 1 of a record, 0 marks an empty slot */
+    uint32_t mask;  /* capacity - 1 (capacity a power of two), 0 when never allocated */
+    uint32_t used;
+    uint32_t shift; /* 64 - log2(capacity) */
+} fp_index_map;
+
+/* Returns key's home slot in m (see fp_map_slot). */
+FP_INLINE uint32_t
+fp_index_slot(const fp_index_map *m, uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+
+/* The edge map's key of caller -> callee. */
+#define FP_EDGE_KEY(caller, callee)                                                            \
+    (((uint64_t)(uint32_t)((caller) + 1) << 32) | (uint32_t)((callee) + 1))
+
+struct fp_profiler;
+/* Returns the key of record idx of p (what fp_index_put hashes when the map grows). */
+typedef uint64_t (*fp_index_key_fn)(const struct fp_profiler *p, int32_t idx);
+
+/* Stores idx under key in m (key not in m yet), growing the map and re-hashing each record
+ * by key_of.  Returns 0, or -1 when out of memory (no exception set; m unchanged). */
+int fp_index_put(const struct fp_profiler *p, fp_index_map *m, uint64_t key, int32_t idx,
+                 fp_index_key_fn key_of);
+/* Frees the map's memory and empties it. */
+void fp_index_free(fp_index_map *m);
 
 /* ---- records ---------------------------------------------------------------------------- */
 
@@ -75,15 +98,16 @@ typedef struct fp_counts {
     fp_tick it;     /* own time */
 } fp_counts;
 
+/* A function's record: 48 bytes, what cProfile's entry holds less its tree links (a program
+ * that makes code objects without end keeps one per code object, as cProfile does). */
 typedef struct fp_func {
-    PyObject *key;      /* strong: the code object, or the label str of a builtin */
-    const void *ident;  /* the code object or the PyMethodDef: what a leave event names */
+    PyObject *key;       /* strong: the code object, or the label str of a builtin (whose
+                          * frames are keyed by its PyMethodDef, see fp_frame) */
     fp_counts c;
     int32_t last_caller; /* cache: the caller this function was last entered from (-1: none) */
     int32_t last_edge;   /* ... and that edge */
-    int64_t unused_;     /* pads the record to 64 bytes: indexing is a shift */
 } fp_func;
-_Static_assert(sizeof(fp_func) == 64, "fp_func is 64 bytes");
+_Static_assert(sizeof(fp_func) == 48, "fp_func is 48 bytes");
 
 typedef struct fp_edge {
     int32_t caller, callee;
@@ -138,10 +162,9 @@ typedef struct fp_profiler {
     int32_t nfuncs, capfuncs;
     fp_edge *edges;
     int32_t nedges, capedges;
-    fp_map edge_map;     /* (caller+1) << 32 | (callee+1) -> edge */
-    fp_map builtin_map;  /* PyMethodDef* -> func */
-    int32_t *code_map;   /* code id -> func + 1 (0: not seen) */
-    int32_t ncode_map;
+    fp_index_map edge_map; /* edges, keyed by FP_EDGE_KEY(caller, callee) */
+    fp_index_map code_map; /* functions of code objects, keyed by the code object's address */
+    fp_map builtin_map;    /* PyMethodDef* -> func */
     /* A two-way set-associative cache in front of code_map, the most recent way first: the
      * code objects are held by funcs, so a cached pointer stays that code object's until
      * clear() empties the cache. */
@@ -170,9 +193,6 @@ typedef struct fp_profiler {
     int taken_warned;      /* a warning said another tool took the hook (once per enable) */
     PyObject *weakreflist;
 } fp_profiler;
-
-/* Code-object extra index of the call profiler (set at module exec). */
-extern Py_ssize_t fp_code_extra_index;
 
 /* Returns the thread record of the running thread for p, creating it, or NULL when this thread
  * is not profiled (threads=False) or out of memory (sticky error set).  Slow path: fills the
@@ -288,6 +308,29 @@ fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
     f->key = key;
 }
 
+/* Returns the edge caller -> callee when the edge map holds it, else -1: probing only the
+ * key's home slot unless full (a constant), where most edges sit (the map is at most half
+ * full). */
+FP_INLINE int32_t
+fp_edge_probe(const fp_profiler *p, int32_t caller, int32_t callee, int full)
+{
+    const fp_index_map *m = &p->edge_map;
+    if (FP_UNLIKELY(m->slots == NULL))
+        return -1;
+    uint32_t i = fp_index_slot(m, FP_EDGE_KEY(caller, callee));
+    for (;;) {
+        int32_t s = m->slots[i];
+        if (s == 0)
+            return -1;
+        const fp_edge *e = &p->edges[s - 1];
+        if (e->caller == caller && e->callee == callee)
+            return s - 1;
+        if (!full)
+            return -1;
+        i = (i + 1) & m->mask;
+    }
+}
+
 /* Returns the edge caller -> fi when the callee's cache or the edge map holds it (probing the
  * map's first slot only unless full, a constant), caching it in the callee; else -1. */
 FP_INLINE int32_t
@@ -296,8 +339,7 @@ fp_edge_find(fp_profiler *p, int32_t caller, int32_t fi, int full)
     fp_func *callee = &p->funcs[fi];
     if (FP_LIKELY(callee->last_caller == caller))
         return callee->last_edge;
-    uint64_t key = FP_EDGE_KEY(caller, fi);
-    int32_t ei = full ? fp_map_get(&p->edge_map, key) : fp_map_get_first(&p->edge_map, key);
+    int32_t ei = fp_edge_probe(p, caller, fi, full);
     if (ei >= 0) {
         callee->last_caller = caller;
         callee->last_edge = ei;
@@ -413,8 +455,9 @@ fp_leave_cached(fp_profiler *p, const void *key, int tsc)
     return 0;
 }
 
-/* fp_leave's rare path: pops frames down to and including the nearest one of ident; does
- * nothing when no open frame has that ident (a frame entered before profiling began). */
+/* fp_leave's rare path: pops frames down to and including the nearest one of ident (a code
+ * object, the key of its function's record, or a builtin's PyMethodDef, its frames' key);
+ * does nothing when no open frame has that ident (a frame entered before profiling began). */
 void fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now);
 
 /* Pops the frame that a leave event naming key (see fp_frame) or ident (the function's code

@@ -10,8 +10,6 @@
 #define FP_SLOT_PROFILER_TYPE 0
 #define FP_SLOT_HOOK_TYPE 1
 
-void fp_code_extra_free(void *extra);
-
 /* Frees every thread record and empties the thread cache.  Returns nothing. */
 static void
 fp_threads_free(fp_profiler *p)
@@ -38,12 +36,11 @@ fp_tables_clear(fp_profiler *p)
         Py_CLEAR(p->funcs[i].key);
     free(p->funcs);
     free(p->edges);
-    free(p->code_map);
     p->funcs = NULL;
     p->edges = NULL;
-    p->code_map = NULL;
-    p->nfuncs = p->capfuncs = p->nedges = p->capedges = p->ncode_map = 0;
-    fp_map_free(&p->edge_map);
+    p->nfuncs = p->capfuncs = p->nedges = p->capedges = 0;
+    fp_index_free(&p->code_map);
+    fp_index_free(&p->edge_map);
     fp_map_free(&p->builtin_map);
     memset(p->code_cache, 0, sizeof(p->code_cache));
 }
@@ -520,13 +517,6 @@ static PyType_Spec fp_profiler_spec = {
 int
 fp_profile_exec(PyObject *m)
 {
-    if (fp_code_extra_index < 0) {
-        fp_code_extra_index = FP_REQUEST_CODE_EXTRA(fp_code_extra_free);
-        if (fp_code_extra_index < 0) {
-            PyErr_SetString(PyExc_RuntimeError, "no code-object extra slot left for fastprof");
-            return -1;
-        }
-    }
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
         return -1;
     if (fp_session_exec(m) < 0) /* state slots 3 and 4 */

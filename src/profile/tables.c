@@ -1,12 +1,10 @@
 /* tables.c - the call profiler's tables and the slow paths of its hot path: the map, function
- * and edge records, per-thread records, code ids, the non-wall clocks and the sticky error. */
+ * and edge records, per-thread records, the non-wall clocks and the sticky error. */
 #include "fp_profile.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-Py_ssize_t fp_code_extra_index = -1;
 
 /* ---- map ------------------------------------------------------------------------------- */
 
@@ -57,6 +55,65 @@ fp_map_free(fp_map *m)
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof(*m));
+}
+
+/* ---- index map -------------------------------------------------------------------------- */
+
+/* Puts idx + 1 in the first empty slot from key's home; the map has one.  Returns nothing. */
+static void
+fp_index_insert(fp_index_map *m, uint64_t key, int32_t idx)
+{
+    uint32_t i = fp_index_slot(m, key);
+    while (m->slots[i] != 0)
+        i = (i + 1) & m->mask;
+    m->slots[i] = idx + 1;
+    m->used++;
+}
+
+/* See fp_profile.h. */
+int
+fp_index_put(const fp_profiler *p, fp_index_map *m, uint64_t key, int32_t idx,
+             fp_index_key_fn key_of)
+{
+    uint32_t cap = m->slots ? m->mask + 1 : 0;
+    if ((m->used + 1) * 2 > cap) {
+        uint32_t ncap = cap ? cap * 2 : 256;
+        fp_index_map grown = {0};
+        grown.slots = calloc(ncap, sizeof(int32_t));
+        if (grown.slots == NULL)
+            return -1;
+        grown.mask = ncap - 1;
+        grown.shift = 64 - (uint32_t)__builtin_ctz(ncap);
+        for (uint32_t i = 0; i < cap; i++)
+            if (m->slots[i] != 0)
+                fp_index_insert(&grown, key_of(p, m->slots[i] - 1), m->slots[i] - 1);
+        fp_index_free(m);
+        *m = grown;
+    }
+    fp_index_insert(m, key, idx);
+    return 0;
+}
+
+/* See fp_profile.h. */
+void
+fp_index_free(fp_index_map *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
+}
+
+/* The edge map's key of edge ei.  Returns it. */
+static uint64_t
+fp_edge_key_of(const fp_profiler *p, int32_t ei)
+{
+    return FP_EDGE_KEY(p->edges[ei].caller, p->edges[ei].callee);
+}
+
+/* The code map's key of function fi (a code object's).  Returns it. */
+static uint64_t
+fp_code_key_of(const fp_profiler *p, int32_t fi)
+{
+    return (uint64_t)(uintptr_t)p->funcs[fi].key;
 }
 
 /* ---- sticky error ---------------------------------------------------------------------- */
@@ -143,7 +200,7 @@ error:
 
 /* Appends a function record owning key.  Returns its index, or -1 (sticky set; key released). */
 static int32_t
-fp_func_new(fp_profiler *p, PyObject *key, const void *ident)
+fp_func_new(fp_profiler *p, PyObject *key)
 {
     if (p->nfuncs == p->capfuncs) {
         int32_t ncap = p->capfuncs ? p->capfuncs * 2 : 256;
@@ -159,76 +216,28 @@ fp_func_new(fp_profiler *p, PyObject *key, const void *ident)
     fp_func *f = &p->funcs[p->nfuncs];
     memset(f, 0, sizeof(*f));
     f->key = key;
-    f->ident = ident;
     f->last_caller = -1;
     return p->nfuncs++;
-}
-
-/* Process-wide code ids: the value kept in each code object's extra slot (id + 1), recycled
- * when the code object dies.  A profiler maps an id only while it holds the code object, so a
- * recycled id never meets a stale mapping. */
-static int32_t *fp_code_free_ids;
-static int32_t fp_code_nfree, fp_code_capfree, fp_code_next;
-
-/* The extra slot's free function: recycles the id.  Returns nothing. */
-void
-fp_code_extra_free(void *extra)
-{
-    int32_t id = (int32_t)(intptr_t)extra - 1;
-    if (id < 0)
-        return;
-    if (fp_code_nfree == fp_code_capfree) {
-        int32_t ncap = fp_code_capfree ? fp_code_capfree * 2 : 256;
-        int32_t *grown = realloc(fp_code_free_ids, (size_t)ncap * sizeof(int32_t));
-        if (grown == NULL)
-            return; /* the id is not reused: harmless */
-        fp_code_free_ids = grown;
-        fp_code_capfree = ncap;
-    }
-    fp_code_free_ids[fp_code_nfree++] = id;
-}
-
-/* Returns the code id of code, giving it one on first sight; -1 on failure (exception set). */
-static int32_t
-fp_code_id(PyObject *code)
-{
-    void *extra = NULL;
-    if (FP_CODE_GET_EXTRA(code, fp_code_extra_index, &extra) < 0)
-        return -1;
-    if (FP_LIKELY(extra != NULL))
-        return (int32_t)(intptr_t)extra - 1;
-    int32_t id = fp_code_nfree > 0 ? fp_code_free_ids[--fp_code_nfree] : fp_code_next++;
-    if (FP_CODE_SET_EXTRA(code, fp_code_extra_index, (void *)(intptr_t)(id + 1)) < 0) {
-        fp_code_extra_free((void *)(intptr_t)(id + 1));
-        return -1;
-    }
-    return id;
 }
 
 /* See fp_profile.h. */
 int32_t
 fp_func_for_code_slow(fp_profiler *p, PyObject *code)
 {
-    int32_t id = fp_code_id(code);
-    if (FP_UNLIKELY(id < 0))
-        goto error;
-    if (FP_LIKELY(id < p->ncode_map && p->code_map[id] != 0))
-        return p->code_map[id] - 1;
-    if (id >= p->ncode_map) {
-        int32_t ncap = p->ncode_map ? p->ncode_map : 1024;
-        while (ncap <= id)
-            ncap *= 2;
-        int32_t *grown = realloc(p->code_map, (size_t)ncap * sizeof(int32_t));
-        if (grown == NULL)
-            goto error;
-        memset(grown + p->ncode_map, 0, (size_t)(ncap - p->ncode_map) * sizeof(int32_t));
-        p->code_map = grown;
-        p->ncode_map = ncap;
+    /* The code map's records hold their code objects, so an address found there is still
+     * that code object's. */
+    const fp_index_map *m = &p->code_map;
+    if (m->slots != NULL) {
+        for (uint32_t i = fp_index_slot(m, (uint64_t)(uintptr_t)code); m->slots[i] != 0;
+             i = (i + 1) & m->mask)
+            if (p->funcs[m->slots[i] - 1].key == code)
+                return m->slots[i] - 1;
     }
-    int32_t fi = fp_func_new(p, Py_NewRef(code), code);
+    int32_t fi = fp_func_new(p, Py_NewRef(code));
     if (fi < 0)
         return -1;
-    p->code_map[id] = fi + 1;
+    if (fp_index_put(p, &p->code_map, (uint64_t)(uintptr_t)code, fi, fp_code_key_of) < 0)
+        goto error;
     return fi;
 error:
     fp_set_sticky(p);
@@ -246,7 +255,7 @@ fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable,
     p->busy--;
     if (label == NULL)
         goto error;
-    fi = fp_func_new(p, label, ml);
+    fi = fp_func_new(p, label);
     if (fi < 0)
         return -1;
     if (fp_map_put(&p->builtin_map, (uint64_t)(uintptr_t)ml, fi) < 0)
@@ -271,12 +280,14 @@ fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee)
         p->capedges = ncap;
     }
     ei = p->nedges;
-    if (fp_map_put(&p->edge_map, FP_EDGE_KEY(caller, callee), ei) < 0)
-        goto error;
-    fp_edge *e = &p->edges[p->nedges++];
+    fp_edge *e = &p->edges[ei];
     memset(e, 0, sizeof(*e));
     e->caller = caller;
     e->callee = callee;
+    /* the map reads the key back from the record, so the record is written first */
+    if (fp_index_put(p, &p->edge_map, FP_EDGE_KEY(caller, callee), ei, fp_edge_key_of) < 0)
+        goto error;
+    p->nedges++;
     return ei;
 error:
     fp_set_sticky(p);
@@ -380,7 +391,7 @@ void
 fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
 {
     int32_t d = t->depth - 1;
-    while (d >= 0 && p->funcs[t->stack[d].func].ident != ident)
+    while (d >= 0 && t->stack[d].key != ident && p->funcs[t->stack[d].func].key != ident)
         d--;
     if (d < 0)
         return;
