@@ -1,0 +1,140 @@
+"""The HTML report: the data it inlines, and the page in a real browser (headless Chromium):
+the top functions are on the page, zoom and search work, the console shows no error, and a
+100,000-node profile loads (its time is printed; tests assert no wall-clock time)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict
+
+import pytest
+
+from fastprof.report.html import render_html, report_data
+from fastprof.stats import Stats
+
+from browser import chromium, probe
+from view_helpers import KEYS, big_tree, sample_stats, sample_tree
+
+
+def _data(page: str) -> Dict[str, Any]:
+    m = re.search(r'<script type="application/json" id="fastprof-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    return json.loads(m.group(1))
+
+
+def test_page_is_self_contained_and_inlines_the_data() -> None:
+    page = render_html(Stats(sample_stats()), sample_tree(), title="t <b>&")
+    assert "<title>t &lt;b&gt;&amp;</title>" in page
+    # no network: nothing loaded from elsewhere
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "url(" not in page
+    data = _data(page)
+    assert [t["ident"] for t in data["threads"]] == [1001, 2002]
+    t0 = data["threads"][0]
+    assert len(t0["parent"]) == 12 and sum(t0["calls"]) == 1 + 1 + 1 + 2 + 4 + 100 + 100 + 100 + 10 + 5 + 5 + 1000
+    labels = {tuple(k[:3]): k[4] for k in data["keys"]}
+    assert labels[KEYS[5]] == "{method 'reduce' of 'numpy.ufunc' objects}"
+    locs = {tuple(k[:3]): k[5] for k in data["keys"]}
+    assert locs[KEYS[6]] == "a/__init__.py:1" and locs[KEYS[7]] == "b/__init__.py:1"
+    assert data["funcs"] and data["edges"]
+
+
+def test_script_end_tags_in_names_cannot_break_out_of_the_data() -> None:
+    from fastprof.tree import CallTree
+
+    key = ("</script><script>alert(1)</script>.py", 1, "f\u2028")
+    tree = CallTree.from_raw(1.0, [key], [(-1, 0, 0, 1, 1, 1)], [1])
+    page = render_html(None, tree)
+    assert page.count("</script>") == 2  # the data's and the page script's
+    assert _data(page)["keys"][0][0] == key[0]
+
+
+def test_line_timings_are_inlined_with_their_source(tmp_path: Any) -> None:
+    from fastprof.lines import LineStats
+
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    x = 1\n    return x\n")
+    ls = LineStats({(str(src), 1, "f"): [(2, 3, 30), (3, 3, 10)]}, 1e-6)
+    data = report_data(None, None, ls)
+    assert data["lines"] == [{"file": str(src), "line": 1, "name": "f",
+                              "rows": [[2, 3, 30 * 1e-6, "    x = 1"], [3, 3, 10 * 1e-6, "    return x"]]}]
+
+
+_browser, _why = chromium()
+needs_browser = pytest.mark.skipif(_browser is None, reason=f"no headless Chromium: {_why}")
+
+
+@needs_browser
+def test_page_in_a_browser_zoom_search_and_no_console_error(tmp_path: Any) -> None:
+    page = render_html(Stats(sample_stats()), sample_tree(), title="sample")
+    out = probe(_browser, page, """
+        var s = {};
+        s.options = Array.from(document.querySelectorAll('#thread option')).map(o => o.textContent);
+        s.rows = Array.from(document.querySelectorAll('#funcs tbody tr')).map(
+            tr => tr.children[0].textContent + ' ' + tr.children[1].textContent);
+        var V = window.fastprof.view();
+        s.before = window.fastprofState.focus;
+        // a real click on the frame of main: merged view, depth 2 (root, <module>, main)
+        var c = document.getElementById('flame'), r = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('click', {clientX: r.left + 5, clientY: r.top + 2 * 18 + 9, bubbles: true}));
+        var f = window.fastprofState.focus;
+        s.zoomed = f > 0 ? document.getElementById('zoom-info').textContent : null;
+        s.zoomTotal = V.total[f];
+        document.getElementById('reset').click();
+        s.reset = window.fastprofState.focus;
+        var box = document.getElementById('search');
+        box.value = 'helper'; box.dispatchEvent(new Event('input'));
+        s.search = document.getElementById('search-info').textContent;
+        window.fastprof.selectThread('1');
+        s.thread1 = window.fastprof.view().label;
+        s.search1 = document.getElementById('search-info').textContent;
+        var fl = document.getElementById('filter');
+        fl.value = '__init__'; fl.dispatchEvent(new Event('input'));
+        s.filtered = document.querySelectorAll('#funcs tbody tr').length;
+        document.querySelector('#funcs tbody tr').click();
+        s.detail = document.getElementById('detail').textContent;
+        document.querySelectorAll('#funcs thead th')[2].click();  // sort by calls
+        s.sortedFirst = document.querySelector('#funcs tbody tr td').textContent;
+        return s;
+    """, str(tmp_path))
+    assert out["errors"] == []
+    s = out["result"]
+    assert s["options"][0] == "all threads (summed by path)" and len(s["options"]) == 3
+    # the top functions by own time are the table's first rows
+    assert s["rows"][:3] == ["helper a/__init__.py:1", "fib app.py:20",
+                             "{method 'reduce' of 'numpy.ufunc' objects} "]
+    assert s["before"] == 0
+    assert s["zoomed"] == "zoomed on main (70.7% of the thread)"
+    assert s["zoomTotal"] == pytest.approx(0.99)
+    assert s["reset"] == 0
+    # helper under main twice, under worker once; the time of the matches is 0.1+0.06+0.3 of 1.4
+    assert s["search"] == "3 frames match, 32.9% of the thread"
+    assert s["thread1"].startswith("thread 2") and s["search1"] == "1 frames match, 75.0% of the thread"
+    assert s["filtered"] == 2
+    assert "callers" in s["detail"] and "main  app.py:10" in s["detail"]
+    assert s["sortedFirst"] in ("helper",) or s["sortedFirst"].startswith("{built-in method builtins.len}")
+
+
+@needs_browser
+def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> None:
+    tree = big_tree(100_000, seed=7)
+    page = render_html(None, tree, title="big")
+    out = probe(_browser, page, """
+        var s = {drawn: window.fastprofState.drawn, n: window.fastprof.view().n};
+        var t = performance.now();
+        window.fastprof.zoomTo(5);
+        s.zoom_ms = performance.now() - t;
+        t = performance.now();
+        s.matches = window.fastprof.search('func_12');
+        s.search_ms = performance.now() - t;
+        return s;
+    """, str(tmp_path))
+    assert out["errors"] == []
+    s = out["result"]
+    assert s["n"] == 100_001 and s["drawn"] > 100
+    assert s["matches"] > 0
+    with capsys.disabled():
+        print(f"\n100,000-node report ({len(page) / 1e6:.1f} MB): loaded and drawn "
+              f"{out['load_ms']:.0f} ms after navigation; zoom {s['zoom_ms']:.0f} ms, "
+              f"search {s['search_ms']:.0f} ms")
