@@ -32,11 +32,11 @@ KEYS: List[FuncKey] = [
 # (parent, func, thread, ncalls, tt, it) in ticks, as Profile._raw_tree() gives them
 NODES: List[Tuple[int, int, int, int, int, int]] = [
     (-1, 0, 0, 1, 1000, 10),   # 0 <module>
-    (0, 1, 0, 1, 990, 20),     # 1   main
+    (0, 1, 0, 1, 990, 25),     # 1   main
     (1, 2, 0, 1, 300, 10),     # 2     fib
     (2, 2, 0, 2, 290, 20),     # 3       fib
     (3, 2, 0, 4, 270, 270),    # 4         fib
-    (1, 3, 0, 100, 500, 40),   # 5     mean (numpy)
+    (1, 3, 0, 100, 500, 50),   # 5     mean (numpy)
     (5, 4, 0, 100, 450, 190),  # 6       _mean (numpy)
     (6, 5, 0, 100, 250, 250),  # 7         reduce (builtin)
     (6, 10, 0, 10, 10, 10),    # 8         callback (user code called back)
