@@ -30,7 +30,8 @@ def function_changes(a: Dict[FuncKey, Figures], b: Dict[FuncKey, Figures]
 
 def _size(c: Change) -> float:
     (_, ta, ca), (_, tb, cb) = c
-    return max(abs(tb - ta), abs(cb - ca))
+    # to the nanosecond, so that equal changes tie whatever their rounding
+    return round(max(abs(tb - ta), abs(cb - ca)), 9)
 
 
 def paths_of(root: Node) -> Dict[Tuple[FuncKey, ...], Figures]:

@@ -65,11 +65,13 @@ def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream:
     and prints the default view when nothing else was asked.  Returns a line for stderr
     saying what was written (empty when it printed)."""
     notes = []
+    wrote = False
     fmt = opts.format
     if fmt in ("speedscope", "collapsed") and tree is None:
         raise ValueError(f"--format {fmt} needs the call tree, and this profile has none "
                          f"(a pstats file without FILE.tree.json beside it)")
     if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
+        wrote = True
         if fmt == "pstats":
             stats.dump(outfile)
         else:
@@ -98,7 +100,8 @@ def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream:
 
         write_html(opts.html, stats, tree, title=title)
         notes.append(f"HTML report written to {opts.html}")
-    if notes and fmt != "text":
+        wrote = True
+    if wrote and fmt != "text":
         return "; ".join(notes)
     if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
         from .source import totals_of
