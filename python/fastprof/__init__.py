@@ -31,3 +31,11 @@ __all__ = [
     "cuda_trace",
     "__version__",
 ]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext fastprof``: the magics %fastprof, %%fastprof and %flprun (IPython is
+    imported only here)."""
+    from .ipython import load_ipython_extension as load
+
+    load(ipython)
