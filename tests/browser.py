@@ -46,7 +46,8 @@ def probe(browser: str, page: str, script: str, tmpdir: str,
     run after the page's own, and returns {"result": ..., "errors": [...], "load_ms": ...,
     "dom": the page's final HTML}."""
     tail = ("<script>(function () { var out = {}; try { out.result = (function () {\n"
-            + script + "\n})(); } catch (e) { window.__errors.push('probe: ' + e + ' ' + e.stack); }"
+            + script + "\n})(); } catch (e) {"
+            " window.__errors.push('probe: ' + e + ' ' + e.stack); }"
             "out.errors = window.__errors; out.load_ms = window.__load_ms;"
             "var pre = document.createElement('pre'); pre.id = '__probe';"
             "pre.textContent = JSON.stringify(out); document.body.appendChild(pre); })();"

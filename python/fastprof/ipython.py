@@ -16,7 +16,7 @@ import html as _html
 import io
 from typing import Any, Optional
 
-__all__ = ["ProfileResult", "LineResult", "FastprofMagics", "load_ipython_extension"]
+__all__ = ["ProfileResult", "LineResult", "load_ipython_extension"]
 
 _FRAME_HEIGHT = 720
 
@@ -111,14 +111,14 @@ class LineResult:
 
 
 def _magics_class() -> Any:
-    from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-    from IPython.core.error import UsageError
+    from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+    from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class  # type: ignore[import-not-found, unused-ignore]
 
     @magics_class
-    class FastprofMagics(Magics):  # type: ignore[misc]
+    class FastprofMagics(Magics):  # type: ignore[misc, unused-ignore]
         """The magics ``%fastprof``, ``%%fastprof`` and ``%flprun``."""
 
-        @line_cell_magic  # type: ignore[misc]
+        @line_cell_magic  # type: ignore[misc, unused-ignore]
         def fastprof(self, line: str, cell: Optional[str] = None) -> ProfileResult:
             """Profile a statement (``%fastprof stmt``) or a cell (``%%fastprof``) with
             fastprof's call profiler; shows the call tree and the top functions (or, in a
@@ -140,7 +140,7 @@ def _magics_class() -> Any:
                                  f"{', '.join(SORT_KEYS)}")
             top = _number(opts.get("top"), "--top", int, 1, None)
             minp = _number(opts.get("min-percent"), "--min-percent", float, 0, 100)
-            ns = self.shell.user_ns
+            ns = _user_ns(self.shell)
             compiled = compile(code, "<fastprof>", "exec")
             prof = Profile()
             prof.enable()
@@ -156,7 +156,7 @@ def _magics_class() -> Any:
                 result.save_html(opts["html"])
             return result
 
-        @line_magic  # type: ignore[misc]
+        @line_magic  # type: ignore[misc, unused-ignore]
         def flprun(self, line: str) -> LineResult:
             """Line timings, as line_profiler's ``%lprun``: ``%flprun -f func [-f func2]
             statement`` times each line of the functions while the statement runs."""
@@ -169,7 +169,7 @@ def _magics_class() -> Any:
                 raise UsageError("%flprun: give at least one function with -f func")
             if not stmt.strip():
                 raise UsageError("%flprun: give a statement to run")
-            ns = self.shell.user_ns
+            ns = _user_ns(self.shell)
             lp = LineProfiler()
             for name in funcs:
                 try:
@@ -192,8 +192,17 @@ def _magics_class() -> Any:
     return FastprofMagics
 
 
+def _user_ns(shell: Any) -> Any:
+    """The namespace the user's code runs in (a magic is always registered on a shell)."""
+    if shell is None:
+        from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+
+        raise UsageError("fastprof's magics need an IPython shell")
+    return shell.user_ns
+
+
 def _number(text: Any, name: str, kind: Any, low: float, high: Optional[float]) -> Any:
-    from IPython.core.error import UsageError
+    from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
 
     if text is None:
         return None

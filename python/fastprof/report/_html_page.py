@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the page's script and styles: long lines are the JavaScript's own)
 """The page template of ``fastprof.report.html``: styles and script, no external resource.
 ``__TITLE__`` and ``__DATA__`` (the inlined JSON) are filled in by ``render_html``."""
 

@@ -141,6 +141,7 @@ def format_tree(
             shown += 1
             continue
         r: Row = item
+        assert r.key is not None
         share = r.cumtime / total if total > 0 else 0.0
         name = key_label(r.key)
         if r.levels > 1:
@@ -213,7 +214,8 @@ def format_tree_report(
     """The whole report: a header, each thread's call tree (``threads="each"``, busiest first)
     or one tree of all threads summed by path (``"merged"``), then the top functions
     (from ``totals``, {key: (ncalls, tottime, cumtime)}, when given: the pstats records, which
-    hold the calls merged past the node cap too; else derived from the tree).  Returns the text, ending with a newline."""
+    hold the calls merged past the node cap too; else derived from the tree).  Returns the
+    text, ending with a newline."""
     if not 0 <= min_percent <= 100:
         raise ValueError(f"min_percent must be between 0 and 100; got {min_percent!r}")
     if threads not in ("each", "merged"):
