@@ -288,3 +288,20 @@ def test_diff_per_function_and_per_path(saved: str, tmp_path: Any, capsys: Any) 
     assert '"diff":true' in text
     assert cli.main(["diff", saved, str(tmp_path / "missing.prof")]) == 2
     assert "missing.prof" in capsys.readouterr().err
+
+
+def test_run_export_errors_are_reported_after_the_run(prog: str, tmp_path: Any,
+                                                      monkeypatch: Any, capsys: Any) -> None:
+    monkeypatch.setattr(source, "tree_of", lambda prof: None)
+    assert cli.main(["run", "--format", "speedscope", prog]) == 0
+    assert "--format speedscope needs the call tree" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # found before the script runs
+        cli.main(["run", "--format", "pstats", prog])
+    assert e.value.code == 2 and "give -o FILE" in capsys.readouterr().err
+
+
+def test_text_format_to_a_file(saved: str, tmp_path: Any, capsys: Any) -> None:
+    out = tmp_path / "tree.txt"
+    assert cli.main(["view", saved, "--format", "text", "-o", str(out)]) == 0
+    assert _out(capsys) == ""
+    assert "fib (recursion, 3 levels)" in out.read_text()

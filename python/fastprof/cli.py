@@ -206,6 +206,11 @@ def _run(argv: Sequence[str]) -> int:
     head, tail = _split_run_argv(argv)
     parser = _run_parser()
     opts = parser.parse_args(head)
+    from .report.outputs import check_view_options
+
+    bad = check_view_options(opts)
+    if bad:
+        parser.error(bad)
     # The options end where the target starts, so the target and its arguments are in tail.
     if opts.module is None:
         if not tail:
@@ -348,8 +353,12 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
             write_html(opts.html, st, tree, title="fastprof: " + _title(opts))
             print_note(f"HTML report written to {opts.html}")
         return
-    note = emit(st, tree, opts, out.stream(), title="fastprof: " + _title(opts),
-                outfile=opts.outfile, top=_rows(opts, tree))
+    try:
+        note = emit(st, tree, opts, out.stream(), title="fastprof: " + _title(opts),
+                    outfile=opts.outfile, top=_rows(opts, tree))
+    except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
+        print(f"fastprof: {e}", file=sys.stderr)
+        return
     print_note(note)
 
 

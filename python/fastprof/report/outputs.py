@@ -103,6 +103,19 @@ def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream:
         wrote = True
     if wrote and fmt != "text":
         return "; ".join(notes)
+    if fmt == "text" and outfile:
+        with open(outfile, "w", encoding="utf-8") as f:
+            _print_view(stats, tree, opts, f, title, default_sort, top, strip_dirs)
+        notes.append(f"text written to {outfile}")
+        return "; ".join(notes)
+    _print_view(stats, tree, opts, stream, title, default_sort, top, strip_dirs)
+    return "; ".join(notes)
+
+
+def _print_view(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream: TextIO,
+                title: str, default_sort: str, top: Optional[int], strip_dirs: bool) -> None:
+    """Prints the call tree (when there is one and neither -s nor --filter was given) or the
+    flat table."""
     if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
         from .source import totals_of
 
@@ -115,7 +128,6 @@ def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream:
     else:
         stats.sort(opts.sort or default_sort)
         stats.print(top=top, title=title, stream=stream, strip_dirs=strip_dirs)
-    return "; ".join(notes)
 
 
 def check_view_options(opts: argparse.Namespace) -> Optional[str]:
