@@ -142,3 +142,44 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
         print(f"\n100,000-node report ({len(page) / 1e6:.1f} MB): loaded and drawn "
               f"{out['load_ms']:.0f} ms after navigation; zoom {s['zoom_ms']:.0f} ms, "
               f"search {s['search_ms']:.0f} ms")
+
+
+@needs_browser
+def test_page_without_a_tree_shows_the_table_and_no_error(tmp_path: Any) -> None:
+    page = render_html(Stats(sample_stats()), None, title="flat")
+    out = probe(_browser, page, """
+        window.fastprof.search('x');  // no tree: nothing to highlight, and no error
+        return {rows: document.querySelectorAll('#funcs tbody tr').length,
+                note: document.getElementById('legend').textContent};
+    """, str(tmp_path))
+    assert out["errors"] == []
+    assert out["result"]["rows"] == 11
+    assert out["result"]["note"].startswith("No call tree in this profile")
+
+
+@needs_browser
+def test_differential_page_and_line_timings_page(tmp_path: Any) -> None:
+    from fastprof.diff import paths_of
+    from fastprof.lines import LineStats
+
+    tree = sample_tree()
+    before = {p: (v[2] / 2, v[1] / 2, v[0]) for p, v in paths_of(tree.merged_threads()).items()}
+    page = render_html(Stats(sample_stats()), tree, title="diff", before=before,
+                       before_funcs={k: (1, 0.0, 0.0) for k in KEYS})
+    out = probe(_browser, page, """
+        var th = Array.from(document.querySelectorAll('#funcs thead th')).map(t => t.textContent);
+        return {th: th, summary: document.getElementById('summary').textContent};
+    """, str(tmp_path))
+    assert out["errors"] == []
+    assert out["result"]["th"][3] == "\u0394 calls"
+    assert "differential" in out["result"]["summary"]
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    x = 1\n    return x\n")
+    ls = LineStats({(str(src), 1, "f"): [(2, 3, 30), (3, 3, 10)]}, 1e-6)
+    out = probe(_browser, render_html(None, None, ls), """
+        return Array.from(document.querySelectorAll('.lines tbody tr')).map(
+            tr => Array.from(tr.children).map(td => td.textContent));
+    """, str(tmp_path))
+    assert out["errors"] == []
+    assert out["result"] == [["2", "3", "30.0 \u00b5s", "10.0 \u00b5s", "75.0%", "    x = 1"],
+                             ["3", "3", "10.0 \u00b5s", "3.3 \u00b5s", "25.0%", "    return x"]]

@@ -312,9 +312,10 @@ $("search").addEventListener("input", (ev) => search(ev.target.value));
 sel.addEventListener("change", () => { V = viewFor(sel.value); focus = 0; search($("search").value); });
 window.addEventListener("resize", draw);
 if (!views.length) {
-  $("flame-section").innerHTML = '<p class="muted">No call tree in this profile (a pstats file ' +
-    'without FILE.tree.json beside it, or line timings only): the function table below is ' +
-    'what there is.</p>';
+  document.querySelector("#flame-section .bar").style.display = "none";
+  $("flame-wrap").style.display = "none";
+  $("legend").textContent = "No call tree in this profile (a pstats file without " +
+    "FILE.tree.json beside it, or line timings only): the tables below are what there is.";
 }
 if (D.merged) $("legend").textContent = D.merged + " calls merged (node cap " + D.node_cap +
   "): counted in the functions' totals, not in the graph.";
