@@ -126,6 +126,11 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
     page = render_html(None, tree, title="big")
     out = probe(_browser, page, """
         var s = {drawn: window.fastprofState.drawn, n: window.fastprof.view().n};
+        // the canvas is the visible box's size, whatever the graph's height; scrolling repaints
+        var wrap = document.getElementById('flame-wrap'), c = document.getElementById('flame');
+        s.graph = document.getElementById('flame-space').offsetHeight;
+        wrap.scrollTop = 3000; wrap.dispatchEvent(new Event('scroll'));
+        s.canvasTop = parseInt(c.style.top); s.canvasH = c.offsetHeight; s.boxH = wrap.clientHeight;
         var t = performance.now();
         window.fastprof.zoomTo(5);
         s.zoom_ms = performance.now() - t;
@@ -137,6 +142,7 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
     assert out["errors"] == []
     s = out["result"]
     assert s["n"] == 100_001 and s["drawn"] > 100
+    assert s["graph"] > 3000 + s["boxH"] and s["canvasTop"] == 3000 and s["canvasH"] == s["boxH"]
     assert s["matches"] > 0
     with capsys.disabled():
         print(f"\n100,000-node report ({len(page) / 1e6:.1f} MB): loaded and drawn "

@@ -18,8 +18,8 @@ section { padding: 8px 14px; }
 .bar { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin-bottom: 6px; }
 .bar input[type=search] { width: 260px; padding: 3px 6px; }
 #flame-wrap { position: relative; border: 1px solid #ccc; background: #fff; overflow: auto;
-              max-height: 70vh; }
-#flame { display: block; width: 100%; }
+              height: 200px; }
+#flame { position: absolute; left: 0; top: 0; display: block; }
 #tip { position: fixed; pointer-events: none; background: #fffde7; border: 1px solid #999;
        padding: 5px 8px; font-size: 12px; display: none; max-width: 520px; z-index: 10;
        white-space: pre-wrap; font-family: ui-monospace, Menlo, Consolas, monospace; }
@@ -52,7 +52,7 @@ button { font-size: 12px; }
     <button id="reset">reset zoom</button>
     <span id="zoom-info" class="muted"></span>
   </div>
-  <div id="flame-wrap"><canvas id="flame" height="40"></canvas></div>
+  <div id="flame-wrap"><div id="flame-space"></div><canvas id="flame" height="40"></canvas></div>
   <div class="muted" id="legend"></div>
 </section>
 <section id="funcs-section">
@@ -210,14 +210,16 @@ function color(i) {
   return c;
 }
 function nameOf(i) { return i === 0 ? V.label + " (root)" : K[V.key[i]][4]; }
-function draw() {
+// layout() picks the frames to draw (down to half a pixel wide); paint() draws those in the
+// scrolled-to part of the graph on a canvas the size of the visible box.
+let list = [], graphH = 0;
+function layout() {
   if (!V) return;
-  const dpr = window.devicePixelRatio || 1;
-  const W = canvas.clientWidth || 1000;
+  const wrap = $("flame-wrap");
+  const W = wrap.clientWidth || 1000;
   const fx = V.x0[focus], fw = V.total[focus] || 1e-300, scale = W / fw;
   const fd = V.depth[focus];
-  // ancestors of the focus, full width, then the focus' subtree down to half a pixel
-  const list = [];
+  list = [];
   for (let a = V.parent[focus], d = fd - 1; a >= 0; a = V.parent[a], d--) list.push([a, 0, W, d]);
   let maxD = fd;
   const stack = [focus];
@@ -226,41 +228,57 @@ function draw() {
     const px = (V.x0[i] - fx) * scale, pw = V.total[i] * scale;
     if (pw < 0.5) continue;
     const d = V.depth[i];
-    if (d - fd > 1500) continue;
     if (d > maxD) maxD = d;
     list.push([i, px, pw, d]);
     for (let j = V.start[i]; j < V.start[i + 1]; j++) stack.push(V.kids[j]);
   }
-  const H = (Math.min(maxD, fd + 1500) + 1) * ROW;
-  canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
-  canvas.style.height = H + "px";
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, W, H);
-  ctx.font = "11px ui-monospace, Menlo, Consolas, monospace";
-  ctx.textBaseline = "middle";
   drawn = [];
-  for (const [i, px, pw, d] of list) {
-    const y = d * ROW;
-    const m = matches && matches[i];
-    let fill = color(i);
-    if (matches && !m) fill = "#eeeeee";
-    if (m) fill = "#e040fb";
-    ctx.fillStyle = fill;
-    ctx.fillRect(px, y, Math.max(pw - 0.5, 0.5), ROW - 1);
-    if (pw > 30) {
-      ctx.fillStyle = "#111";
-      const label = nameOf(i), maxc = Math.floor((pw - 6) / 6.6);
-      ctx.fillText(label.length > maxc ? label.slice(0, Math.max(maxc - 1, 1)) + "\u2026" : label, px + 3, y + ROW / 2);
-    }
-    (drawn[d] || (drawn[d] = [])).push([px, pw, i]);
-  }
+  for (const item of list) (drawn[item[3]] || (drawn[item[3]] = [])).push([item[1], item[2], item[0]]);
+  graphH = (maxD + 1) * ROW;
+  $("flame-space").style.height = graphH + "px";
+  wrap.style.height = Math.min(graphH + 2, Math.max(200, Math.floor(window.innerHeight * 0.7))) + "px";
   $("zoom-info").textContent = focus === 0 ? "click a frame to zoom" :
     "zoomed on " + nameOf(focus) + " (" + pct(V.total[focus], V.total[0]) + " of the thread)";
   window.fastprofState = {focus: focus, drawn: list.length, depth: maxD};
 }
+function paint() {
+  if (!V) return;
+  const wrap = $("flame-wrap");
+  const dpr = window.devicePixelRatio || 1;
+  const W = wrap.clientWidth || 1000, H = Math.max(wrap.clientHeight, 1);
+  const top = wrap.scrollTop;
+  canvas.style.top = top + "px";
+  canvas.style.width = W + "px"; canvas.style.height = H + "px";
+  canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+  ctx.setTransform(dpr, 0, 0, dpr, 0, -top * dpr);
+  ctx.clearRect(0, top, W, H);
+  ctx.font = "11px ui-monospace, Menlo, Consolas, monospace";
+  ctx.textBaseline = "middle";
+  const d0 = Math.floor(top / ROW), d1 = Math.ceil((top + H) / ROW);
+  for (let d = d0; d <= d1; d++) {
+    const row = drawn[d];
+    if (!row) continue;
+    const y = d * ROW;
+    for (const [px, pw, i] of row) {
+      const m = matches && matches[i];
+      let fill = color(i);
+      if (matches && !m) fill = "#eeeeee";
+      if (m) fill = "#e040fb";
+      ctx.fillStyle = fill;
+      ctx.fillRect(px, y, Math.max(pw - 0.5, 0.5), ROW - 1);
+      if (pw > 30) {
+        ctx.fillStyle = "#111";
+        const label = nameOf(i), maxc = Math.floor((pw - 6) / 6.6);
+        ctx.fillText(label.length > maxc ? label.slice(0, Math.max(maxc - 1, 1)) + "\u2026" : label, px + 3, y + ROW / 2);
+      }
+    }
+  }
+}
+function draw() { layout(); paint(); }
+$("flame-wrap").addEventListener("scroll", paint);
 function hit(ev) {
   const r = canvas.getBoundingClientRect();
-  const x = ev.clientX - r.left, d = Math.floor((ev.clientY - r.top) / ROW);
+  const x = ev.clientX - r.left, d = Math.floor((ev.clientY - r.top + $("flame-wrap").scrollTop) / ROW);
   const row = drawn[d];
   if (!row) return -1;
   for (const [px, pw, i] of row) if (x >= px && x < px + pw) return i;
