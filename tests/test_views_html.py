@@ -31,7 +31,7 @@ def test_page_is_self_contained_and_inlines_the_data() -> None:
     data = _data(page)
     assert [t["ident"] for t in data["threads"]] == [1001, 2002]
     t0 = data["threads"][0]
-    assert len(t0["parent"]) == 12
+    assert len(t0["parent"]) == 12 - 2  # fib's two inner levels fold into the outer one
     assert sum(t0["calls"]) == 1 + 1 + 1 + 2 + 4 + 100 + 100 + 100 + 10 + 5 + 5 + 1000
     labels = {tuple(k[:3]): k[4] for k in data["keys"]}
     assert labels[KEYS[5]] == "{method 'reduce' of 'numpy.ufunc' objects}"
@@ -141,7 +141,9 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
     """, str(tmp_path))
     assert out["errors"] == []
     s = out["result"]
-    assert s["n"] == 100_001 and s["drawn"] > 100
+    # every node is a frame, less the direct recursions folded into their outer call
+    rows = len(report_data(None, tree)["threads"][0]["parent"])
+    assert s["n"] == rows + 1 and 99_000 < rows <= 100_000 and s["drawn"] > 100
     assert s["graph"] > 3000 + s["boxH"] and s["canvasTop"] == 3000 and s["canvasH"] == s["boxH"]
     assert s["matches"] > 0
     with capsys.disabled():
@@ -189,3 +191,21 @@ def test_differential_page_and_line_timings_page(tmp_path: Any) -> None:
     assert out["errors"] == []
     assert out["result"] == [["2", "3", "30.0 \u00b5s", "10.0 \u00b5s", "75.0%", "    x = 1"],
                              ["3", "3", "10.0 \u00b5s", "3.3 \u00b5s", "25.0%", "    return x"]]
+
+
+def test_direct_recursion_is_one_frame_with_its_depth() -> None:
+    from fastprof.tree import CallTree
+
+    keys = [("/p/m.py", 1, "f"), ("/p/m.py", 9, "g")]
+    depth = 20_000
+    nodes = [(i - 1, 0, 0, 1, depth - i, 1) for i in range(depth)] + [(depth - 1, 1, 0, 1, 1, 1)]
+    data = report_data(None, CallTree.from_raw(1e-6, keys, nodes, [5]))
+    (t,) = data["threads"]
+    assert t["parent"] == [-1, 0] and t["levels"] == [depth, 1]
+    assert t["calls"] == [depth, 1] and t["self"][0] == pytest.approx(depth * 1e-6)
+    assert t["total"][0] == pytest.approx(depth * 1e-6)
+    # the sample: fib -> fib -> fib under main is one frame of 3 levels and 7 calls
+    t0 = report_data(None, sample_tree())["threads"][0]
+    names = report_data(None, sample_tree())["keys"]
+    fib = [i for i, k in enumerate(t0["key"]) if names[k][2] == "fib"]
+    assert len(fib) == 1 and t0["levels"][fib[0]] == 3 and t0["calls"][fib[0]] == 7

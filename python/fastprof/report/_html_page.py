@@ -96,13 +96,15 @@ function makeView(t) {
   const diff = !!t.btotal;
   const btotal = diff ? new Float64Array(n) : null, bself = diff ? new Float64Array(n) : null;
   const bcalls = diff ? new Float64Array(n) : null;
+  const levels = new Int32Array(n).fill(1);
+  if (t.levels) for (let i = 1; i < n; i++) levels[i] = t.levels[i - 1];
   parent[0] = -1; key[0] = -1;
   for (let i = 1; i < n; i++) {
     parent[i] = t.parent[i - 1] + 1; key[i] = t.key[i - 1];
     calls[i] = t.calls[i - 1]; self[i] = t.self[i - 1]; total[i] = t.total[i - 1];
     if (diff) { btotal[i] = t.btotal[i - 1]; bself[i] = t.bself[i - 1]; bcalls[i] = t.bcalls[i - 1]; }
   }
-  return finish({label: t.label, n, parent, key, depth, calls, self, total, btotal, bself, bcalls});
+  return finish({label: t.label, n, parent, key, depth, calls, self, total, btotal, bself, bcalls, levels});
 }
 function finish(v) {
   const n = v.n, cnt = new Int32Array(n + 1);
@@ -141,7 +143,7 @@ function finish(v) {
 function mergeViews(views) {
   const parent = [-1], key = [-1], calls = [0], self = [0], total = [0];
   const diff = views.length && !!views[0].btotal;
-  const bt = [0], bs = [0], bc = [0];
+  const bt = [0], bs = [0], bc = [0], levels = [1];
   const index = new Map();
   for (const v of views) {
     const map = new Int32Array(v.n); map[0] = 0;
@@ -151,9 +153,10 @@ function mergeViews(views) {
       if (m === undefined) {
         m = parent.length; index.set(id, m);
         parent.push(p); key.push(v.key[i]); calls.push(0); self.push(0); total.push(0);
-        bt.push(0); bs.push(0); bc.push(0);
+        bt.push(0); bs.push(0); bc.push(0); levels.push(1);
       }
       map[i] = m; calls[m] += v.calls[i]; self[m] += v.self[i]; total[m] += v.total[i];
+      levels[m] = Math.max(levels[m], v.levels[i]);
       if (diff) { bt[m] += v.btotal[i]; bs[m] += v.bself[i]; bc[m] += v.bcalls[i]; }
     }
   }
@@ -162,7 +165,7 @@ function mergeViews(views) {
     key: Int32Array.from(key), depth: new Int32Array(n), calls: Float64Array.from(calls),
     self: Float64Array.from(self), total: Float64Array.from(total),
     btotal: diff ? Float64Array.from(bt) : null, bself: diff ? Float64Array.from(bs) : null,
-    bcalls: diff ? Float64Array.from(bc) : null});
+    bcalls: diff ? Float64Array.from(bc) : null, levels: Int32Array.from(levels)});
 }
 
 const views = D.threads.map(makeView);
@@ -209,7 +212,10 @@ function color(i) {
   colorCache.set(k, c);
   return c;
 }
-function nameOf(i) { return i === 0 ? V.label + " (root)" : K[V.key[i]][4]; }
+function nameOf(i) {
+  if (i === 0) return V.label + " (root)";
+  return K[V.key[i]][4] + (V.levels[i] > 1 ? " (recursion, " + V.levels[i] + " levels)" : "");
+}
 // layout() picks the frames to draw (down to half a pixel wide); paint() draws those in the
 // scrolled-to part of the graph on a canvas the size of the visible box.
 let list = [], graphH = 0;

@@ -47,8 +47,9 @@ def _tree_threads(tree: CallTree, keys: _Keys,
                   before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None
                   ) -> List[Dict[str, Any]]:
     """Each thread as columns: parent (index into the thread's nodes, -1 for top level),
-    key, calls, own and total time; with ``before`` (a diff), the earlier profile's total,
-    own time and calls of the same path."""
+    key, calls, own and total time, and the levels of direct recursion folded into the node
+    (a chain f -> f -> f is drawn as one frame, as the terminal view shows it); with
+    ``before`` (a diff), the earlier profile's total, own time and calls of the same path."""
     out = []
     for ti, (ident, root) in enumerate(tree.threads.items()):
         parent: List[int] = []
@@ -56,31 +57,50 @@ def _tree_threads(tree: CallTree, keys: _Keys,
         calls: List[int] = []
         own: List[float] = []
         total: List[float] = []
+        levels: List[int] = []
         btotal: List[float] = []
         bown: List[float] = []
         bcalls: List[int] = []
-        index = {id(root): -1}
+        # a node's row, and how deep in a chain of direct recursion it is
+        index: Dict[int, Tuple[int, int]] = {id(root): (-1, 0)}
         paths: Dict[int, Tuple[FuncKey, ...]] = {id(root): ()}
         for n in root.walk():
             if n.key is None:
                 continue
-            if n.parent is root and is_runner_frame(n.key) and not n.children:
+            up = n.parent
+            assert up is not None
+            if up is root and is_runner_frame(n.key) and not n.children:
                 continue
-            assert n.parent is not None
-            index[id(n)] = len(parent)
-            parent.append(index[id(n.parent)])
+            row, level = index[id(up)]
+            b = (0.0, 0.0, 0)
+            if before is not None:
+                p = paths[id(n)] = paths[id(up)] + (n.key,)
+                b = before.get(p, b)
+            if up.key == n.key and row >= 0:
+                # direct recursion: folded into the outermost call's row
+                index[id(n)] = (row, level + 1)
+                levels[row] = max(levels[row], level + 1)
+                calls[row] += n.ncalls
+                own[row] += n.tottime
+                if before is not None:
+                    bown[row] += b[1]
+                    bcalls[row] += b[2]
+                continue
+            index[id(n)] = (len(parent), 1)
+            parent.append(row)
             key.append(keys(n.key))
             calls.append(n.ncalls)
             own.append(n.tottime)
             total.append(n.cumtime)
+            levels.append(1)
             if before is not None:
-                p = paths[id(n)] = paths[id(n.parent)] + (n.key,)
-                b = before.get(p, (0.0, 0.0, 0))
                 btotal.append(b[0])
                 bown.append(b[1])
                 bcalls.append(b[2])
         t: Dict[str, Any] = {"ident": ident, "label": thread_label(ident, ti), "parent": parent,
                              "key": key, "calls": calls, "self": own, "total": total}
+        if any(x > 1 for x in levels):
+            t["levels"] = levels
         if before is not None:
             t.update(btotal=btotal, bself=bown, bcalls=bcalls)
         out.append(t)
