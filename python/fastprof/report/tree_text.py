@@ -241,12 +241,7 @@ def format_tree_report(
     files = [n.key[0] for _, _, r in roots for n in r.walk() if n.key is not None]
     paths = short_paths(files)
     if threads == "merged" and nthreads > 1:
-        merged = Node(None)
-        from ..tree import _merge_into
-
-        for _, _, r in roots:
-            _merge_into(merged, r)
-        merged.cumtime = total
+        merged = CallTree({ident: r for ident, _, r in roots}).merged_threads()
         groups: Sequence[Tuple[str, Node]] = [("all threads, summed by path", merged)]
     else:
         order = sorted(roots, key=lambda t: -t[2].cumtime)
