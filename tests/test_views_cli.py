@@ -184,7 +184,7 @@ def test_run_prints_the_call_tree_when_there_is_one(prog: str, monkeypatch: Any,
     assert out.startswith(f"fastprof: {prog} (wall clock)\n1.400s profiled in 2 threads")
     assert "fib (recursion, 3 levels)" in out
     # the table under the tree is the profile's own (pstats) numbers: the script's work()
-    assert "work  prog.py:2" in out
+    assert "prog.py:2(work)" in out
     # -s keeps cProfile's meaning: the flat table
     assert cli.main(["run", "-s", "cumulative", prog]) == 0
     out = _out(capsys)

@@ -91,16 +91,16 @@ def test_report_text_exactly() -> None:
         "",
         "top functions by own time",
         "self% self total calls function",
-        "28.6% 400.00ms 400.00ms 8 helper a/__init__.py:1",
-        "21.4% 300.00ms 300.00ms 7 fib app.py:20",
+        "28.6% 400.00ms 400.00ms 8 a/__init__.py:1(helper)",
+        "21.4% 300.00ms 300.00ms 7 app.py:20(fib)",
         "17.9% 250.00ms 250.00ms 100 {method 'reduce' of 'numpy.ufunc' objects}",
-        "13.6% 190.00ms 450.00ms 100 _mean _methods.py:115",
-        "7.1% 100.00ms 400.00ms 1 worker app.py:40",
-        "4.3% 60.00ms 60.00ms 5 helper b/__init__.py:1",
-        "3.6% 50.00ms 500.00ms 100 mean fromnumeric.py:3500",
-        "1.8% 25.00ms 990.00ms 1 main app.py:10",
-        "0.7% 10.00ms 1.000s 1 <module> app.py:1",
-        "0.7% 10.00ms 10.00ms 10 callback app.py:50",
+        "13.6% 190.00ms 450.00ms 100 _methods.py:115(_mean)",
+        "7.1% 100.00ms 400.00ms 1 app.py:40(worker)",
+        "4.3% 60.00ms 60.00ms 5 b/__init__.py:1(helper)",
+        "3.6% 50.00ms 500.00ms 100 fromnumeric.py:3500(mean)",
+        "1.8% 25.00ms 990.00ms 1 app.py:10(main)",
+        "0.7% 10.00ms 1.000s 1 app.py:1(<module>)",
+        "0.7% 10.00ms 10.00ms 10 app.py:50(callback)",
         "0.4% 5.00ms 5.00ms 1000 {built-in method builtins.len}",
     ]
 
@@ -112,8 +112,8 @@ def test_threshold_and_merged_threads() -> None:
     assert "0.4% 5.00ms 5.00ms 1000 │ └─ {built-in method builtins.len} [builtins]" in lines
     assert "0.7% 10.00ms 10.00ms 10 │ │ └─ callback app.py:50" in lines
     assert lines[-3:] == ["self% self total calls function",
-                          "28.6% 400.00ms 400.00ms 8 helper a/__init__.py:1",
-                          "21.4% 300.00ms 300.00ms 7 fib app.py:20"]
+                          "28.6% 400.00ms 400.00ms 8 a/__init__.py:1(helper)",
+                          "21.4% 300.00ms 300.00ms 7 app.py:20(fib)"]
     high = format_tree_report(sample_tree(), min_percent=50)
     tree_part = _tree_lines(high.split("top functions")[0])
     assert "70.7% 990.00ms 25.00ms 1 └─ main app.py:10" in tree_part

@@ -180,9 +180,9 @@ def format_top(
     rows = sorted(totals.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))[:top]
     out = [f"{'self%':>7} {'self':>9} {'total':>9} {'calls':>8}  function"]
     for key, (nc, tt, ct) in rows:
+        # pstats' file:line(name), with the file's path as long as it takes to be unique
         loc = _location(key, paths)
-        name = key_label(key)
-        text = f"{name}  {paint(loc, _GREEN)}" if loc else name
+        text = f"{paint(loc, _GREEN)}({key[2]})" if loc else key_label(key)
         out.append(f"{paint(_pct(tt, total).rjust(7), *_heat(tt / total if total else 0))} "
                    f"{_secs(tt):>9} {_secs(ct):>9} {nc:>8}  {text}")
     return out
