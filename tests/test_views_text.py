@@ -70,8 +70,8 @@ def test_report_text_exactly() -> None:
     text = format_tree_report(sample_tree(), title="T", color=False)
     assert _tree_lines(text) == [
         "T",
-        "1.400s profiled in 2 threads, 1333 calls; the call tree of the paths above 1% of the "
-        "run, library internals folded (--expand-libs shows them)",
+        "1333 function calls in 1.400000 seconds (2 threads); the call tree of the paths above "
+        "1% of the run, library internals folded (--expand-libs shows them)",
         "",
         "thread 1 (id 1001): 71.4% of the run",
         "total% total self calls call tree",
@@ -89,7 +89,7 @@ def test_report_text_exactly() -> None:
         "28.6% 400.00ms 100.00ms 1 └─ worker app.py:40",
         "21.4% 300.00ms 300.00ms 3 └─ helper a/__init__.py:1",
         "",
-        "top functions by own time",
+        "top functions by own time (11 of 11 functions)",
         "self% self total calls function",
         "28.6% 400.00ms 400.00ms 8 a/__init__.py:1(helper)",
         "21.4% 300.00ms 300.00ms 7 app.py:20(fib)",

@@ -224,13 +224,17 @@ def format_tree_report(
     roots = [(ident, i, _drop_runner_frames(r)) for i, (ident, r) in
              enumerate(tree.threads.items())]
     total = sum(r.cumtime for _, _, r in roots)
-    calls = sum(c.ncalls for _, _, r in roots for c in r.walk() if c.key is not None)
+    if totals is None:
+        totals = _totals(tree, roots)
+    calls = sum(v[0] for v in totals.values())
     head = []
     if title:
         head.append(paint(title, _BOLD))
     nthreads = len(roots)
-    head.append(f"{_secs(total)} profiled in {nthreads} thread{'s' if nthreads != 1 else ''}, "
-                f"{calls} calls; the call tree of the paths above {min_percent:g}% of the run"
+    # the first words as cProfile's header says them
+    head.append(f"{calls} function calls in {total:.6f} seconds ({nthreads} "
+                f"thread{'s' if nthreads != 1 else ''}); the call tree of the paths above "
+                f"{min_percent:g}% of the run"
                 + ("" if expand_libs else ", library internals folded (--expand-libs shows "
                                           "them)"))
     if tree.merged:
@@ -257,9 +261,8 @@ def format_tree_report(
         out.extend(format_tree(r, total=total, min_percent=min_percent,
                                expand_libs=expand_libs, color=color, paths=paths))
         out.append("")
-    if totals is None:
-        totals = _totals(tree, roots)
-    out.append(paint("top functions by own time", _BOLD))
+    shown = min(top, len(totals))
+    out.append(paint(f"top functions by own time ({shown} of {len(totals)} functions)", _BOLD))
     out.extend(format_top(totals, total=total, top=top, color=color))
     return "\n".join(out) + "\n"
 
