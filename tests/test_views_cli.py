@@ -308,3 +308,20 @@ def test_text_format_to_a_file(saved: str, tmp_path: Any, capsys: Any) -> None:
     assert cli.main(["view", saved, "--format", "text", "-o", str(out)]) == 0
     assert _out(capsys) == ""
     assert "fib (recursion, 3 levels)" in out.read_text()
+
+
+def test_parsing_run_loads_none_of_the_views(tmp_path: Any) -> None:
+    """The views load when they print, after the script ran: a script's own imports of json
+    or sysconfig show in its profile, as under cProfile."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fastprof.cli as c; c._run_parser().parse_args(['--html', 'x', 'p.py']);"
+            "print(sorted(m for m in ('json', 'sysconfig', 'fastprof.tree', "
+            "'fastprof.report.tree_text', 'fastprof.report.display', 'fastprof.report.html') "
+            "if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Optional, TextIO
 
-from ..tree import CallTree
-from .tree_text import COLOR_CHOICES, DEFAULT_MIN_PERCENT, format_tree_report, use_color
+if TYPE_CHECKING:
+    from ..tree import CallTree
 
 __all__ = ["FORMATS", "add_view_options", "emit", "check_view_options"]
 
+# Only what the parsers need is here: the views load when they print, after the script ran,
+# so a script's own imports (json, sysconfig, ...) show in its profile.
 FORMATS = ("text", "pstats", "speedscope", "collapsed", "callgrind")
+COLOR_CHOICES = ("auto", "always", "never")
+DEFAULT_MIN_PERCENT = 1.0
 
 
 def _percent(text: str) -> float:
@@ -58,7 +62,7 @@ def _open_out(path: Optional[str], stream: TextIO) -> Any:
     return open(path, "w", encoding="utf-8")
 
 
-def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream: TextIO, *,
+def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO, *,
          title: str, outfile: Optional[str] = None, default_sort: str = "tottime",
          top: Optional[int] = None, strip_dirs: bool = True) -> str:
     """Writes what ``opts`` asks for (``outfile`` is where --format writes; None: ``stream``)
@@ -112,12 +116,13 @@ def emit(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream:
     return "; ".join(notes)
 
 
-def _print_view(stats: Any, tree: Optional[CallTree], opts: argparse.Namespace, stream: TextIO,
+def _print_view(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO,
                 title: str, default_sort: str, top: Optional[int], strip_dirs: bool) -> None:
     """Prints the call tree (when there is one and neither -s nor --filter was given) or the
     flat table."""
     if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
         from .source import totals_of
+        from .tree_text import format_tree_report, use_color
 
         totals = totals_of(stats)
         text = format_tree_report(

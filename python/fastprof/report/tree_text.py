@@ -15,11 +15,10 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
 from .display import Row, display_tree, is_runner_frame, key_label, short_paths, thread_label
+from .outputs import COLOR_CHOICES, DEFAULT_MIN_PERCENT
 
 __all__ = ["format_tree_report", "format_tree", "format_top", "use_color", "COLOR_CHOICES"]
 
-COLOR_CHOICES = ("auto", "always", "never")
-DEFAULT_MIN_PERCENT = 1.0
 DEFAULT_TOP = 15
 
 _RESET = "\x1b[0m"
