@@ -166,3 +166,27 @@ def test_a_deep_chain_and_a_100000_node_tree() -> None:
     big = big_tree(100_000, seed=3)
     text = format_tree_report(big)
     assert text.count("\n") < 600
+
+
+def test_control_characters_in_names_are_escaped() -> None:
+    """A function or file name with an ANSI escape or a newline can neither drive the
+    terminal nor break the layout of the tree, the table, callers/callees or a diff."""
+    from fastprof.diff import format_diff
+    from fastprof.report.callers_text import format_callers
+    from fastprof.stats import Stats
+
+    evil = ("/p/\x1b[31mred\n.py", 3, "f\x1b[2Jclear\rx")
+    keys = [evil, ("~", 0, "<built-in method \x1b]0;title\x07>")]
+    t = CallTree.from_raw(1e-3, keys, [(-1, 0, 0, 1, 10, 5), (0, 1, 0, 2, 5, 5)], [1])
+    text = format_tree_report(t, title="t\x1b[0m", color=False, min_percent=0)
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "f\\x1b[2Jclear\\rx  \\x1b[31mred\\n.py:3" in text
+    assert "{built-in method \\x1b]0;title\\x07}" in text
+    assert all(len(line) < 200 for line in text.splitlines())
+    st = Stats({evil: (1, 1, 0.005, 0.01, {}),
+                keys[1]: (2, 2, 0.005, 0.005, {evil: (2, 2, 0.005, 0.005)})})
+    for which in ("callers", "callees"):
+        out = format_callers(st, "clear|title", which)
+        assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    d = format_diff({evil: (1, 0.1, 0.2)}, {evil: (2, 0.2, 0.3)}, t, t, names=("a\x1b", "b"))
+    assert "\x1b" not in d and "\r" not in d

@@ -65,10 +65,11 @@ def _secs(x: float, sign: bool = False) -> str:
 
 def _name(key: FuncKey, paths: Dict[str, str]) -> str:
     from .report.display import key_label
+    from .report.escape import printable
 
     if key[0] == "~":
-        return key_label(key)
-    return f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})"
+        return printable(key_label(key))
+    return printable(f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})")
 
 
 def _path_text(p: Tuple[FuncKey, ...], paths: Dict[str, str], keep: int = 4) -> str:
@@ -99,9 +100,12 @@ def format_diff(a_stats: Dict[FuncKey, Figures], b_stats: Dict[FuncKey, Figures]
     paths = short_paths(files)
     ta = sum(v[1] for v in a_stats.values())
     tb = sum(v[1] for v in b_stats.values())
-    out = [f"fastprof diff: {names[0]} -> {names[1]}",
+    from .report.escape import printable
+
+    out = [f"fastprof diff: {printable(names[0])} -> {printable(names[1])}",
            f"profiled time {ta:.6f} s -> {tb:.6f} s ({tb - ta:+.6f} s"
            + (f", {100.0 * (tb - ta) / ta:+.1f}%)" if ta > 0 else ")"), ""]
+    names = (printable(names[0]), printable(names[1]))
     head = (f"{'calls':>9} {'d calls':>9} {'tottime':>10} {'d tottime':>10} {'cumtime':>10} "
             f"{'d cumtime':>10}  ")
 

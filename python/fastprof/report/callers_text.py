@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 from ..tree import FuncKey
 from .display import key_label, short_paths
+from .escape import printable
 
 __all__ = ["format_callers"]
 
@@ -19,8 +20,8 @@ def _secs(x: float) -> str:
 
 def _where(key: FuncKey, paths: Dict[str, str]) -> str:
     if key[0] == "~":
-        return key_label(key)
-    return f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})"
+        return printable(key_label(key))
+    return printable(f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})")
 
 
 def format_callers(stats: Any, pattern: str, which: str, *, strip_dirs: bool = True) -> str:
@@ -45,7 +46,7 @@ def format_callers(stats: Any, pattern: str, which: str, *, strip_dirs: bool = T
     matched = [r for r in rows if rx.search(r.location) or rx.search(f"{r.file}:{r.line}"
                                                                       f"({r.name})")]
     if not matched:
-        return f"no function matches {pattern!r}\n"
+        return f"no function matches {printable(repr(pattern))}\n"
     out: List[str] = []
     for r in sorted(matched, key=lambda r: -r.cumtime):
         nc = str(r.ncalls) if r.ncalls == r.primcalls else f"{r.ncalls}/{r.primcalls}"

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
 from .display import Row, display_tree, is_runner_frame, key_label, short_paths, thread_label
+from .escape import printable
 from .outputs import COLOR_CHOICES, DEFAULT_MIN_PERCENT
 
 __all__ = ["format_tree_report", "format_tree", "format_top", "use_color", "COLOR_CHOICES"]
@@ -82,7 +83,7 @@ def _heat(share: float) -> Tuple[str, ...]:
 def _location(key: FuncKey, paths: Dict[str, str]) -> str:
     if key[0] == "~":
         return ""
-    return f"{paths.get(key[0], key[0])}:{key[1]}"
+    return printable(f"{paths.get(key[0], key[0])}:{key[1]}")
 
 
 def _pruned_note(kept: int, dropped: int, dropped_time: float, whole: float) -> str:
@@ -142,12 +143,12 @@ def format_tree(
         r: Row = item
         assert r.key is not None
         share = r.cumtime / total if total > 0 else 0.0
-        name = key_label(r.key)
+        name = printable(key_label(r.key))
         if r.levels > 1:
             name += f" (recursion, {r.levels} levels)"
         loc = _location(r.key, paths)
         if r.library is not None:
-            tag = f"[{r.library}]"
+            tag = f"[{printable(r.library)}]"
             if r.hidden:
                 tag += f" +{r.hidden} frames"
             text = f"{paint(name, _CYAN)}  {paint(tag, _DIM)}"
@@ -181,7 +182,8 @@ def format_top(
     for key, (nc, tt, ct) in rows:
         # pstats' file:line(name), with the file's path as long as it takes to be unique
         loc = _location(key, paths)
-        text = f"{paint(loc, _GREEN)}({key[2]})" if loc else key_label(key)
+        text = (f"{paint(loc, _GREEN)}({printable(key[2])})" if loc
+                else printable(key_label(key)))
         out.append(f"{paint(_pct(tt, total).rjust(7), *_heat(tt / total if total else 0))} "
                    f"{_secs(tt):>9} {_secs(ct):>9} {nc:>8}  {text}")
     return out
@@ -228,7 +230,7 @@ def format_tree_report(
     calls = sum(v[0] for v in totals.values())
     head = []
     if title:
-        head.append(paint(title, _BOLD))
+        head.append(paint(printable(title), _BOLD))
     nthreads = len(roots)
     # the first words as cProfile's header says them
     head.append(f"{calls} function calls in {total:.6f} seconds ({nthreads} "
