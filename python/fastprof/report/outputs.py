@@ -9,16 +9,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 
+# The views load when they print, after the script ran, so a script's own imports (json,
+# sysconfig, ...) show in its profile.
+from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT, FORMATS
+
 if TYPE_CHECKING:
     from ..tree import CallTree
 
 __all__ = ["FORMATS", "add_view_options", "emit", "check_view_options"]
-
-# Only what the parsers need is here: the views load when they print, after the script ran,
-# so a script's own imports (json, sysconfig, ...) show in its profile.
-FORMATS = ("text", "pstats", "speedscope", "collapsed", "callgrind")
-COLOR_CHOICES = ("auto", "always", "never")
-DEFAULT_MIN_PERCENT = 1.0
 
 
 def _percent(text: str) -> float:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 from ..tree import CallTree, FuncKey, Node
 from .display import Row, display_tree, is_runner_frame, key_label, short_paths, thread_label
 from .escape import printable
-from .outputs import COLOR_CHOICES, DEFAULT_MIN_PERCENT
+from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT
 
 __all__ = ["format_tree_report", "format_tree", "format_top", "use_color", "COLOR_CHOICES"]
 
