@@ -94,6 +94,10 @@ def test_view_exports(saved: str, tmp_path: Any, capsys: Any) -> None:
     cg = str(tmp_path / "cg.out")
     assert cli.main(["view", saved, "--format", "callgrind", "-o", cg]) == 0
     assert open(cg).read().startswith("# callgrind format")
+    copy = str(tmp_path / "copy.prof")
+    assert cli.main(["view", saved, "--format", "pstats", "-o", copy]) == 0
+    assert Stats.load(copy).to_dict() == Stats.load(saved).to_dict()
+    assert CallTree.load(copy + ".tree.json").to_dict() == sample_tree().to_dict()
     html = str(tmp_path / "r.html")
     assert cli.main(["view", saved, "--html", html]) == 0
     assert "fastprof-data" in open(html).read()

@@ -75,7 +75,10 @@ def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, strea
     if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
         wrote = True
         if fmt == "pstats":
+            from .source import save_tree
+
             stats.dump(outfile)
+            save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
         else:
             out = _open_out(outfile, stream)
             try:
