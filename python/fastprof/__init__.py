@@ -85,3 +85,10 @@ if not TYPE_CHECKING:
 def __dir__() -> List[str]:
     """The module's names, the lazy ones included before their first use."""
     return sorted(set(globals()) | set(_LAZY))
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext fastprof``: the magics %fastprof, %%fastprof and %flprun (IPython is
+    imported only here)."""
+    from .ipython import load_ipython_extension as load
+
+    load(ipython)

@@ -1,10 +1,17 @@
 """The command line: ``python -m fastprof`` and the ``fastprof`` console script.
 
     fastprof [run] [-o FILE] [-s SORT] [--top N] [--no-builtins] [--clock C]
-                   [--lines] [--lines-of MODULE:FUNC] (script.py | -m module) [args ...]
-    fastprof view FILE.prof [-s SORT] [--top N] [--filter REGEX]
+                   [--lines] [--lines-of MODULE:FUNC] [view options] (script.py | -m module)
+                   [args ...]
+    fastprof view FILE.prof [-s SORT] [--top N] [--filter REGEX] [--callers F] [--callees F]
+                   [view options]
     fastprof view FILE.lprof [--unit SECONDS]
+    fastprof diff A.prof B.prof [--top N] [--html OUT]
     fastprof compare A.prof B.prof | A.json B.json   (see fastprof.compare)
+
+view options: --format {text,pstats,speedscope,collapsed,callgrind}, --html FILE,
+--min-percent P, --expand-libs, --merge-threads, --color {auto,always,never}.  Without -s the
+call tree is printed when the profile has one; with -s, cProfile's flat table as before.
 
 ``run`` accepts cProfile's options (-o, -s, -m); the script sees its own ``sys.argv`` and the
 exit status it asks for is kept.
@@ -58,8 +65,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--sort", default=None, metavar="SORT",
                    help=f"sort key of the table (default {_DEFAULT_SORT}): "
                         + ", ".join(SORT_KEYS))
-    p.add_argument("--top", type=_positive_int, default=_DEFAULT_TOP, metavar="N",
-                   help=f"show the first N rows (default {_DEFAULT_TOP})")
+    p.add_argument("--top", type=_positive_int, default=None, metavar="N",
+                   help=f"show the first N rows (default {_DEFAULT_TOP} in the flat table, "
+                        f"15 in the call tree's table of top functions)")
     p.add_argument("--all", action="store_true", help="show every row")
     p.add_argument("--no-builtins", action="store_true",
                    help="do not account builtins and C methods separately")
@@ -72,13 +80,17 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="line-by-line timing of this function (repeatable)")
     p.add_argument("-m", dest="module", metavar="MODULE",
                    help="run a library module as a script (as python -m)")
+    from .report.outputs import add_view_options
+
+    add_view_options(p)
     p.add_argument("target", nargs="?", help="the script to run")
     p.add_argument("args", nargs="*", help="its arguments")
     return p
 
 
 # Options of `run` that take a value: the command line is split where the target starts.
-_VALUE_OPTS = {"-o", "--outfile", "-s", "--sort", "--top", "--clock", "--lines-of"}
+_VALUE_OPTS = {"-o", "--outfile", "-s", "--sort", "--top", "--clock", "--lines-of",
+               "--format", "--html", "--min-percent", "--color"}
 
 
 def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -305,6 +317,11 @@ def _run(argv: Sequence[str]) -> int:
     if opts.outfile:
         # As cProfile: relative to where fastprof started, whatever the script does to its cwd.
         opts.outfile = os.path.abspath(opts.outfile)
+    from .report.outputs import check_view_options
+
+    bad = check_view_options(opts)
+    if bad:
+        parser.error(bad)
     # The options end where the target starts, so the target and its arguments are in tail.
     if opts.module is None:
         if not tail:
@@ -403,11 +420,22 @@ class _ReportOutput:
 
 
 def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput) -> None:
-    """Writes -o (an absolute path by now) or prints the table."""
+    """Writes -o (and the call tree beside it), --format and --html, or prints the default
+    view: the call tree when the profiler recorded one and no -s was given, else the table."""
+    from .report.outputs import emit, print_note
+
     if line_mode:
+        if opts.html:
+            from .report.html import write_html
+
+            write_html(opts.html, None, None, prof.get_stats(),
+                       title=f"fastprof: {opts.title} ({opts.clock} clock, line timings)")
+            print_note(f"HTML report written to {opts.html}")
         if opts.outfile:
             prof.dump_stats(opts.outfile)
             print(f"fastprof: line timings written to {opts.outfile}", file=sys.stderr)
+            return
+        if opts.html:
             return
         stream = out.stream()
         from .profile import _accepts_stream
@@ -421,20 +449,49 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
             finally:
                 sys.stdout = saved
         return
+    from .report.source import save_tree, tree_of
+    from .stats import Stats
+
+    tree = tree_of(prof)
     stats = _own_stats(prof)
-    if opts.outfile:
+    st = Stats(stats)
+    title = f"fastprof: {opts.title} ({opts.clock} clock)"
+    if opts.outfile and opts.format in (None, "pstats"):
         import marshal
 
         with open(opts.outfile, "wb") as f:
             marshal.dump(stats, f)
-        print(f"fastprof: profile written to {opts.outfile} "
-              f"(see it with: python -m fastprof view {opts.outfile})", file=sys.stderr)
-        return
-    from .stats import Stats
+        save_tree(opts.outfile, tree)
+        print(f"fastprof: profile written to {opts.outfile}"
+              + (f" (its call tree to {opts.outfile}.tree.json)" if tree is not None else "")
+              + f" (see it with: python -m fastprof view {opts.outfile})", file=sys.stderr)
+        if opts.html:
+            from .report.html import write_html
 
-    st = Stats(stats).sort(opts.sort or _DEFAULT_SORT)
-    st.print(top=None if opts.all else opts.top,
-             title=f"fastprof: {opts.title} ({opts.clock} clock)", stream=out.stream())
+            write_html(opts.html, st, tree, title=title)
+            print_note(f"HTML report written to {opts.html}")
+        return
+    try:
+        note = emit(st, tree, opts, out.stream(), title=title, outfile=opts.outfile,
+                    top=_rows(opts, tree))
+    except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
+        print(f"fastprof: {e}", file=sys.stderr)
+        return
+    print_note(note)
+
+
+def _rows(opts: argparse.Namespace, tree: Any) -> Optional[int]:
+    """How many rows a table shows: all with --all, else --top, else the default of the view
+    (the flat table's, or the shorter table under the call tree)."""
+    if opts.all:
+        return None
+    if opts.top is not None:
+        return int(opts.top)
+    if tree is not None:
+        from .report.tree_text import DEFAULT_TOP
+
+        return DEFAULT_TOP
+    return _DEFAULT_TOP
 
 
 def _fail(command: str, message: object) -> int:
@@ -489,26 +546,37 @@ def _positive_float(text: str) -> float:
 
 
 def _view(argv: Sequence[str]) -> int:
-    """``fastprof view FILE``: prints the table of a saved profile (or the line timings of
+    """``fastprof view FILE``: prints the call tree (when FILE.tree.json is beside FILE and no
+    -s is given) or the table of a saved profile, or writes an export (or the line timings of
     a .lprof file); returns 0, or 2 with one line on stderr when the file is unreadable or
     malformed."""
+    from .report.outputs import add_view_options, check_view_options, emit, print_note
+
     p = argparse.ArgumentParser(prog="fastprof view",
-                                description="Print the table of a saved profile "
-                                            "(written by fastprof -o, cProfile or dump_stats), "
-                                            "or the line timings of a .lprof file (written by "
-                                            "fastprof run --lines -o, LineProfiler.dump_stats "
-                                            "or kernprof).")
+                                description="Print the call tree or the table of a saved "
+                                            "profile (written by fastprof -o, cProfile or "
+                                            "dump_stats), or export it; or the line timings "
+                                            "of a .lprof file.")
     p.add_argument("file", help="the profile file (pstats), or line timings (.lprof)")
-    p.add_argument("-s", "--sort", type=_sort_key, default=_DEFAULT_SORT, metavar="SORT",
-                   help=f"sort key (default {_DEFAULT_SORT}): " + ", ".join(SORT_KEYS))
-    p.add_argument("--top", type=_positive_int, default=_DEFAULT_TOP, metavar="N",
+    p.add_argument("-s", "--sort", type=_sort_key, default=None, metavar="SORT",
+                   help=f"print the flat table sorted by SORT (default {_DEFAULT_SORT} when "
+                        f"there is no call tree): " + ", ".join(SORT_KEYS))
+    p.add_argument("--top", type=_positive_int, default=None, metavar="N",
                    help=f"show the first N rows (default {_DEFAULT_TOP})")
     p.add_argument("--all", action="store_true", help="show every row")
     p.add_argument("--filter", metavar="REGEX",
-                   help="only functions whose file:line(name) matches this regular expression")
+                   help="flat table of the functions whose file:line(name) matches this "
+                        "regular expression")
     p.add_argument("--full-paths", action="store_true", help="do not strip directories")
     p.add_argument("--callgrind", metavar="OUT",
                    help="write a callgrind file (for KCachegrind) to OUT instead of printing")
+    p.add_argument("--callers", metavar="F",
+                   help="the callers of the functions whose file:line(name) matches the "
+                        "regular expression F")
+    p.add_argument("--callees", metavar="F",
+                   help="the functions called by those matching F")
+    p.add_argument("-o", "--outfile", metavar="OUT", help="where --format writes")
+    add_view_options(p)
     p.add_argument("--unit", type=_positive_float, default=1e-6, metavar="SECONDS",
                    help="line timings: the unit of the Time columns (default 1e-6)")
     p.add_argument("--stripzeros", action="store_true",
@@ -516,30 +584,48 @@ def _view(argv: Sequence[str]) -> int:
     p.add_argument("--summarize", action="store_true",
                    help="line timings: end with one line of total time per function")
     opts = p.parse_args(argv)
+    bad = check_view_options(opts)
+    if bad:
+        p.error(bad)
     if _is_line_stats_file(opts.file):
         return _view_lines(opts)
-    from .stats import Stats
+    from .report.source import load_profile
 
     try:
-        st = Stats.load(opts.file)
+        st, tree = load_profile(opts.file)
         if opts.filter:
             st = st.filter(opts.filter)
     except (OSError, ValueError) as e:
         return _fail("view", e)
-    if opts.callgrind:
-        try:
-            st.to_callgrind(opts.callgrind)
-        except OSError as e:
-            return _fail("view", e)
-        print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
-        return 0
-    st.sort(opts.sort)
     try:
-        st.print(top=None if opts.all else opts.top, strip_dirs=not opts.full_paths,
-                 title=f"fastprof: {opts.file}")
+        if opts.callers or opts.callees:
+            from .report.callers_text import format_callers
+
+            for pattern, which in ((opts.callers, "callers"), (opts.callees, "callees")):
+                if pattern:
+                    sys.stdout.write(format_callers(st, pattern, which,
+                                                    strip_dirs=not opts.full_paths))
+            return 0
+        if opts.callgrind:
+            st.to_callgrind(opts.callgrind)
+            print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
+            return 0
+        note = emit(st, tree, opts, sys.stdout, title=f"fastprof: {opts.file}",
+                    outfile=opts.outfile, top=_rows(opts, tree), strip_dirs=not opts.full_paths)
+        print_note(note)
     except BrokenPipeError:
         sys.stderr.close()
+    except (OSError, ValueError) as e:
+        print(f"fastprof view: {e}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _diff(argv: Sequence[str]) -> int:
+    """``fastprof diff A B``: handed to fastprof.diff.main."""
+    from . import diff
+
+    return diff.main(list(argv))
 
 
 def _compare(argv: Sequence[str]) -> int:
@@ -555,7 +641,8 @@ def _compare(argv: Sequence[str]) -> int:
 
 _TOP_HELP = """\
 usage: fastprof [run] [options] (script.py | -m module) [args ...]
-       fastprof view FILE [-s SORT] [--top N] [--filter REGEX]
+       fastprof view FILE [-s SORT] [--top N] [--filter REGEX] [--callers F] [--callees F]
+       fastprof diff A.prof B.prof [--html OUT]
        fastprof compare A.prof B.prof | A.json B.json
 
 Exact, low-overhead profiling of Python programs.
@@ -563,7 +650,9 @@ Exact, low-overhead profiling of Python programs.
 commands:
   run       profile a script or module and print where the time goes (the default command;
             cProfile's options -o, -s, -m are accepted)
-  view      print the table of a saved profile (pstats), or saved line timings (.lprof)
+  view      print the call tree or the table of a saved profile (pstats), or export it;
+            or saved line timings (.lprof)
+  diff      what changed between two saved profiles, per function and per call path
   compare   compare two saved profiles (pstats) or two saved benchmark runs (JSON)
 
 `fastprof COMMAND -h` describes each command's options; `fastprof --version` prints the
@@ -588,6 +677,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _view(args[1:])
     if cmd == "compare":
         return _compare(args[1:])
+    if cmd == "diff":
+        return _diff(args[1:])
     if cmd == "run":
         args = args[1:]
     return _run(args)

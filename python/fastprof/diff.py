@@ -1,0 +1,188 @@
+"""``fastprof diff A.prof B.prof``: what changed between two saved profiles, per function and
+(when both have their call tree saved beside them) per call path: the change in calls, own
+time and total time, sorted by what changed most.  ``--html OUT`` writes a differential flame
+graph: B's call tree, each path coloured by how its total time changed from A (red: slower,
+blue: faster)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .tree import CallTree, FuncKey, Node
+
+__all__ = ["function_changes", "path_changes", "format_diff", "main"]
+
+Figures = Tuple[int, float, float]  # calls, own time, total time
+Change = Tuple[Figures, Figures]  # before, after
+
+
+def function_changes(a: Dict[FuncKey, Figures], b: Dict[FuncKey, Figures]
+                     ) -> List[Tuple[FuncKey, Change]]:
+    """Every function of either profile with its figures before and after (zeros where it is
+    missing), the largest change in own or total time first."""
+    zero: Figures = (0, 0.0, 0.0)
+    out = [(k, (a.get(k, zero), b.get(k, zero))) for k in set(a) | set(b)]
+    out.sort(key=lambda kv: (-_size(kv[1]), kv[0]))
+    return out
+
+
+def _size(c: Change) -> float:
+    (_, ta, ca), (_, tb, cb) = c
+    # to the nanosecond, so that equal changes tie whatever their rounding
+    return round(max(abs(tb - ta), abs(cb - ca)), 9)
+
+
+def paths_of(root: Node) -> Dict[Tuple[FuncKey, ...], Figures]:
+    """{path: (calls, own, total)} of every node below ``root``."""
+    out: Dict[Tuple[FuncKey, ...], Figures] = {}
+    stack: List[Tuple[Node, Tuple[FuncKey, ...]]] = [(c, ()) for c in root.children]
+    while stack:
+        n, up = stack.pop()
+        assert n.key is not None
+        p = up + (n.key,)
+        prev = out.get(p, (0, 0.0, 0.0))
+        out[p] = (prev[0] + n.ncalls, prev[1] + n.tottime, prev[2] + n.cumtime)
+        stack.extend((c, p) for c in n.children)
+    return out
+
+
+def path_changes(a: CallTree, b: CallTree) -> List[Tuple[Tuple[FuncKey, ...], Change]]:
+    """Every call path of either tree (threads summed by path) with its figures before and
+    after, the largest change in total or own time first."""
+    pa, pb = paths_of(a.merged_threads()), paths_of(b.merged_threads())
+    zero: Figures = (0, 0.0, 0.0)
+    out = [(p, (pa.get(p, zero), pb.get(p, zero))) for p in set(pa) | set(pb)]
+    out.sort(key=lambda kv: (-_size(kv[1]), len(kv[0]), kv[0]))
+    return out
+
+
+def _secs(x: float, sign: bool = False) -> str:
+    s = f"{x:+.6f}" if sign else f"{x:.6f}"
+    return s
+
+
+def _name(key: FuncKey, paths: Dict[str, str]) -> str:
+    from .report.display import key_label
+    from .report.escape import printable
+
+    if key[0] == "~":
+        return printable(key_label(key))
+    return printable(f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})")
+
+
+def _path_text(p: Tuple[FuncKey, ...], paths: Dict[str, str], keep: int = 4) -> str:
+    # direct recursion shown once with its depth
+    parts: List[str] = []
+    last: Optional[FuncKey] = None
+    count = 0
+    for k in p:
+        if k == last:
+            count += 1
+            parts[-1] = f"{_name(k, paths)} x{count}"
+            continue
+        last, count = k, 1
+        parts.append(_name(k, paths))
+    if len(parts) > keep:
+        parts = ["..."] + parts[-keep:]
+    return " > ".join(parts)
+
+
+def format_diff(a_stats: Dict[FuncKey, Figures], b_stats: Dict[FuncKey, Figures],
+                a_tree: Optional[CallTree], b_tree: Optional[CallTree], *, top: int = 20,
+                names: Tuple[str, str] = ("A", "B")) -> str:
+    """The text of ``fastprof diff``: the totals, the ``top`` functions and (with both trees)
+    the ``top`` call paths that changed most."""
+    from .report.display import short_paths
+
+    files = [k[0] for k in a_stats] + [k[0] for k in b_stats]
+    paths = short_paths(files)
+    ta = sum(v[1] for v in a_stats.values())
+    tb = sum(v[1] for v in b_stats.values())
+    from .report.escape import printable
+
+    out = [f"fastprof diff: {printable(names[0])} -> {printable(names[1])}",
+           f"profiled time {ta:.6f} s -> {tb:.6f} s ({tb - ta:+.6f} s"
+           + (f", {100.0 * (tb - ta) / ta:+.1f}%)" if ta > 0 else ")"), ""]
+    names = (printable(names[0]), printable(names[1]))
+    head = (f"{'calls':>9} {'d calls':>9} {'tottime':>10} {'d tottime':>10} {'cumtime':>10} "
+            f"{'d cumtime':>10}  ")
+
+    def line(c: Change, what: str) -> str:
+        (na, ta_, ca), (nb, tb_, cb) = c
+        return (f"{nb:>9} {nb - na:>+9} {_secs(tb_):>10} {_secs(tb_ - ta_, True):>10} "
+                f"{_secs(cb):>10} {_secs(cb - ca, True):>10}  {what}")
+
+    fc = [x for x in function_changes(a_stats, b_stats) if x[1][0] != x[1][1]]
+    out.append(f"functions that changed most ({min(top, len(fc))} of {len(fc)} that changed; "
+               f"figures of {names[1]}, d: change from {names[0]})")
+    out.append(head + "function")
+    for k, c in fc[:top]:
+        tag = " (new)" if c[0] == (0, 0.0, 0.0) else " (gone)" if c[1] == (0, 0.0, 0.0) else ""
+        out.append(line(c, _name(k, paths) + tag))
+    if a_tree is not None and b_tree is not None:
+        pc = [x for x in path_changes(a_tree, b_tree) if x[1][0] != x[1][1]]
+        out.append("")
+        out.append(f"call paths that changed most ({min(top, len(pc))} of {len(pc)})")
+        out.append(head + "path")
+        for p, c in pc[:top]:
+            out.append(line(c, _path_text(p, paths)))
+    else:
+        out.append("")
+        out.append("(per-path changes need both call trees: save the profiles with fastprof "
+                   "run -o, which writes FILE.tree.json beside FILE)")
+    return "\n".join(out) + "\n"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def main(argv: Sequence[str]) -> int:
+    """``fastprof diff``: returns 0, or 2 when a file cannot be read."""
+    p = argparse.ArgumentParser(prog="fastprof diff",
+                                description="What changed between two saved profiles (A "
+                                            "before, B after), per function and per call path.")
+    p.add_argument("before", help="profile A (pstats file; FILE.tree.json beside it is used)")
+    p.add_argument("after", help="profile B")
+    p.add_argument("--top", type=_positive_int, default=20, metavar="N",
+                   help="show the N functions and paths that changed most (default 20)")
+    p.add_argument("--html", metavar="OUT",
+                   help="write a differential flame graph (B's tree coloured by the change "
+                        "from A) and the function table with its changes to OUT")
+    opts = p.parse_args(list(argv))
+    from .report.source import load_profile, totals_of
+
+    try:
+        sa, ta = load_profile(opts.before)
+        sb, tb = load_profile(opts.after)
+    except (OSError, ValueError) as e:
+        print(f"fastprof diff: {e}", file=sys.stderr)
+        return 2
+    fa, fb = totals_of(sa), totals_of(sb)
+    try:
+        if opts.html:
+            from .report.html import write_html
+
+            before = None
+            if ta is not None and tb is not None:
+                before = {k: (v[2], v[1], v[0]) for k, v in paths_of(ta.merged_threads()).items()}
+            write_html(opts.html, sb, tb, title=f"fastprof diff: {opts.before} -> {opts.after}",
+                       before=before, before_funcs=fa)
+            print(f"fastprof: differential HTML report written to {opts.html}", file=sys.stderr)
+            return 0
+        sys.stdout.write(format_diff(fa, fb, ta, tb, top=opts.top,
+                                     names=(opts.before, opts.after)))
+    except BrokenPipeError:
+        sys.stderr.close()
+    except OSError as e:
+        print(f"fastprof diff: {e}", file=sys.stderr)
+        return 2
+    return 0

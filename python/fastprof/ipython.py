@@ -1,0 +1,227 @@
+"""IPython and Jupyter: ``%load_ext fastprof`` gives
+
+    %fastprof [options] statement      profile one statement (as %prun)
+    %%fastprof [options]               profile the cell
+    %flprun -f func [-f func ...] statement    line timings of func (as %lprun)
+
+Options of %fastprof: ``-s SORT`` (cProfile's flat table sorted by SORT instead of the call
+tree), ``--top N``, ``--min-percent P``, ``--expand-libs``, ``--html FILE`` (also save the HTML
+report).  Each magic returns a result object: a terminal shows its text (the call tree and the
+top functions, or the line timings); a notebook shows the HTML report inline.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import io
+from typing import Any, Optional
+
+__all__ = ["ProfileResult", "LineResult", "load_ipython_extension"]
+
+_FRAME_HEIGHT = 720
+
+
+def _iframe(page: str) -> str:
+    """``page`` in an iframe of its own (its script and styles stay apart from the
+    notebook's)."""
+    return (f'<iframe srcdoc="{_html.escape(page, quote=True)}" style="width: 100%; '
+            f'height: {_FRAME_HEIGHT}px; border: 1px solid #ccc" '
+            f'sandbox="allow-scripts"></iframe>')
+
+
+class ProfileResult:
+    """What ``%fastprof`` returns: ``stats`` (``fastprof.Stats``), ``tree`` (the call tree,
+    or None when the core records none), ``text()`` and ``html()``."""
+
+    def __init__(self, stats: Any, tree: Any, title: str, *, sort: Optional[str] = None,
+                 top: Optional[int] = None, min_percent: float = 1.0,
+                 expand_libs: bool = False) -> None:
+        self.stats = stats
+        self.tree = tree
+        self.title = title
+        self._sort = sort
+        self._top = top
+        self._min_percent = min_percent
+        self._expand_libs = expand_libs
+
+    def text(self) -> str:
+        """The call tree and the top functions (or the flat table with a sort key, or when
+        there is no tree)."""
+        import argparse
+
+        from .report.outputs import emit
+
+        opts = argparse.Namespace(format=None, html=None, sort=self._sort, filter=None,
+                                  min_percent=self._min_percent, expand_libs=self._expand_libs,
+                                  merge_threads=False, color="never")
+        out = io.StringIO()
+        top = self._top if self._top is not None else (15 if self.tree is not None else 40)
+        emit(self.stats, self.tree, opts, out, title=self.title, top=top)
+        return out.getvalue()
+
+    def html(self) -> str:
+        """The self-contained HTML report."""
+        from .report.html import render_html
+
+        return render_html(self.stats, self.tree, title=self.title)
+
+    def save_html(self, path: str) -> None:
+        """Writes the HTML report to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.html())
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_html_(self) -> str:
+        return _iframe(self.html())
+
+
+class LineResult:
+    """What ``%flprun`` returns: ``stats`` (``fastprof.lines.LineStats``), ``text()`` (as
+    line_profiler prints it) and ``html()``."""
+
+    def __init__(self, stats: Any, title: str) -> None:
+        self.stats = stats
+        self.title = title
+
+    def text(self) -> str:
+        from .report.lines_text import show_text
+
+        out = io.StringIO()
+        show_text(self.stats.timings, self.stats.unit, None, out, False, False)
+        return out.getvalue()
+
+    def html(self) -> str:
+        from .report.html import render_html
+
+        return render_html(None, None, self.stats, title=self.title)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_html_(self) -> str:
+        return _iframe(self.html())
+
+
+def _magics_class() -> Any:
+    from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+    from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class  # type: ignore[import-not-found, unused-ignore]
+
+    @magics_class
+    class FastprofMagics(Magics):  # type: ignore[misc, unused-ignore]
+        """The magics ``%fastprof``, ``%%fastprof`` and ``%flprun``."""
+
+        @line_cell_magic  # type: ignore[misc, unused-ignore]
+        def fastprof(self, line: str, cell: Optional[str] = None) -> ProfileResult:
+            """Profile a statement (``%fastprof stmt``) or a cell (``%%fastprof``) with
+            fastprof's call profiler; shows the call tree and the top functions (or, in a
+            notebook, the HTML report).  Options: -s SORT, --top N, --min-percent P,
+            --expand-libs, --html FILE."""
+            from .profile import Profile
+            from .report.source import tree_of
+            from .stats import SORT_KEYS, Stats
+
+            opts, stmt = self.parse_options(line, "s:", "top=", "min-percent=", "expand-libs",
+                                            "html=", posix=False, strict=True)
+            code = cell if cell is not None else stmt
+            if not code.strip():
+                raise UsageError("%fastprof: give a statement to profile (or use %%fastprof "
+                                 "on a cell)")
+            sort = opts.get("s")
+            if sort is not None and sort not in SORT_KEYS:
+                raise UsageError(f"%fastprof -s: unknown sort key {sort!r}; expected one of "
+                                 f"{', '.join(SORT_KEYS)}")
+            top = _number(opts.get("top"), "--top", int, 1, None)
+            minp = _number(opts.get("min-percent"), "--min-percent", float, 0, 100)
+            ns = _user_ns(self.shell)
+            compiled = compile(code, "<fastprof>", "exec")
+            prof = Profile()
+            prof.enable()
+            try:
+                exec(compiled, ns, ns)
+            finally:
+                prof.disable()
+            what = (cell if cell is not None else stmt).strip().splitlines()[0]
+            result = ProfileResult(Stats(prof), tree_of(prof), f"%fastprof {what}", sort=sort,
+                                   top=top, min_percent=1.0 if minp is None else minp,
+                                   expand_libs="expand-libs" in opts)
+            if opts.get("html"):
+                result.save_html(opts["html"])
+            return result
+
+        @line_magic  # type: ignore[misc, unused-ignore]
+        def flprun(self, line: str) -> LineResult:
+            """Line timings, as line_profiler's ``%lprun``: ``%flprun -f func [-f func2]
+            statement`` times each line of the functions while the statement runs."""
+            from .lines import LineProfiler
+
+            opts, stmt = self.parse_options(line, "f:", list_all=True, posix=False,
+                                            strict=True)
+            funcs = opts.get("f", [])
+            if not funcs:
+                raise UsageError("%flprun: give at least one function with -f func")
+            if not stmt.strip():
+                raise UsageError("%flprun: give a statement to run")
+            ns = _user_ns(self.shell)
+            lp = LineProfiler()
+            for name in funcs:
+                try:
+                    f = eval(name, ns, ns)
+                except Exception as e:
+                    raise UsageError(f"%flprun -f {name}: could not evaluate it: "
+                                     f"{type(e).__name__}: {e}") from None
+                try:
+                    lp.add_function(f)
+                except (TypeError, ValueError) as e:
+                    raise UsageError(f"%flprun -f {name}: {e}") from None
+            compiled = compile(stmt, "<flprun>", "exec")
+            lp.enable()
+            try:
+                exec(compiled, ns, ns)
+            finally:
+                lp.disable()
+            return LineResult(lp.get_stats(), f"%flprun {stmt.strip()}")
+
+    return FastprofMagics
+
+
+def _user_ns(shell: Any) -> Any:
+    """The namespace the user's code runs in (a magic is always registered on a shell)."""
+    if shell is None:
+        from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+
+        raise UsageError("fastprof's magics need an IPython shell")
+    return shell.user_ns
+
+
+def _number(text: Any, name: str, kind: Any, low: float, high: Optional[float]) -> Any:
+    from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+
+    if text is None:
+        return None
+    try:
+        x = kind(text)
+    except ValueError:
+        raise UsageError(f"%fastprof {name}: expected a number, got {text!r}") from None
+    if x < low or (high is not None and x > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        raise UsageError(f"%fastprof {name}: expected a number {bound}, got {text!r}")
+    return x
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FastprofMagics":
+        return _magics_class()
+    raise AttributeError(name)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Registers the magics (``%load_ext fastprof``)."""
+    ipython.register_magics(_magics_class())

@@ -1,0 +1,48 @@
+"""Folded stacks, the text format of flamegraph.pl, inferno and speedscope: one line per call
+path, ``frame;frame;frame <own time>``, the value in integer microseconds."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, TextIO, Tuple
+
+from ..tree import CallTree, FuncKey, Node
+
+__all__ = ["frame_name", "collapsed_lines", "write_collapsed"]
+
+
+def frame_name(key: FuncKey) -> str:
+    """A frame's name in folded stacks: ``name (file:line)``, or a builtin's label; the
+    separators of the format (";" and line ends) are replaced."""
+    text = key[2] if key[0] == "~" else f"{key[2]} ({key[0]}:{key[1]})"
+    return text.replace(";", ",").replace("\n", " ").replace("\r", " ")
+
+
+def collapsed_lines(tree: CallTree, *, merge_threads: bool = True) -> Iterator[str]:
+    """The lines (without line ends): every path with own time of at least half a
+    microsecond, rounded to whole microseconds.  With ``merge_threads`` False each thread's
+    paths start with a ``thread <ident>`` frame."""
+    roots: List[Tuple[str, Node]]
+    if merge_threads:
+        roots = [("", tree.merged_threads())]
+    else:
+        roots = [(f"thread {ident};", r) for ident, r in tree.threads.items()]
+    names: Dict[FuncKey, str] = {}
+    for prefix, root in roots:
+        stack: List[Tuple[Node, str]] = [(c, prefix) for c in reversed(root.children)]
+        while stack:
+            n, up = stack.pop()
+            assert n.key is not None
+            name = names.get(n.key)
+            if name is None:
+                name = names[n.key] = frame_name(n.key)
+            path = up + name
+            us = int(round(n.tottime * 1e6))
+            if us > 0:
+                yield f"{path} {us}"
+            stack.extend((c, path + ";") for c in reversed(n.children))
+
+
+def write_collapsed(tree: CallTree, out: TextIO, *, merge_threads: bool = True) -> None:
+    """Writes the folded stacks of ``tree`` to ``out``."""
+    for line in collapsed_lines(tree, merge_threads=merge_threads):
+        out.write(line + "\n")

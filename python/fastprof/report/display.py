@@ -1,0 +1,192 @@
+"""What the views draw: a call tree folded for reading.
+
+``display_tree`` turns a thread's ``fastprof.tree.Node`` into ``Row`` records: a chain of
+direct recursion (f -> f -> f) becomes one row with its depth, and unless libraries are
+expanded, the frames of a library (the standard library, a package in site-packages, builtins)
+below its entry point are folded into that entry's row (user code a library calls back shows
+again below it).  ``library_of`` says which library a function belongs to, ``short_paths``
+gives each file the shortest path suffix that tells it apart from the others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from ..tree import FuncKey, Node
+
+__all__ = ["Row", "display_tree", "library_of", "short_paths", "key_label"]
+
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([^/\\]+)")
+_STDLIB_PATH = re.compile(r"[/\\]lib[/\\](?:pypy|python)\d+(?:\.\d+)?t?[/\\]")
+
+
+def _stdlib_dirs() -> Tuple[str, ...]:
+    out = set()
+    for name in ("stdlib", "platstdlib"):
+        try:
+            p = sysconfig.get_paths().get(name)
+        except Exception:  # a broken sysconfig never stops a report
+            p = None
+        if p:
+            out.add(os.path.normcase(os.path.abspath(p)) + os.sep)
+    return tuple(out)
+
+
+_STDLIB_DIRS = _stdlib_dirs()
+
+
+def library_of(key: Optional[FuncKey]) -> Optional[str]:
+    """The library a function belongs to: "builtins" for builtins and C methods, the
+    package's top-level name for site-packages, "stdlib" for the standard library (and
+    frozen modules), "fastprof" for this package; None for the user's own code."""
+    if key is None:
+        return None
+    file = key[0]
+    if file == "~":
+        return "builtins"
+    if file.startswith("<frozen "):
+        return "stdlib"
+    m = _SITE.search(file)
+    if m is not None:
+        name = m.group(1)
+        for suffix in (".py", ".pyc"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+        return name
+    norm = os.path.normcase(file)
+    if norm.startswith(_STDLIB_DIRS) or _STDLIB_PATH.search(file):
+        return "stdlib"
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    if os.path.normcase(file).startswith(os.path.normcase(here)):
+        return "fastprof"
+    return None
+
+
+def key_label(key: FuncKey) -> str:
+    """A function's name as the views print it: the builtin's label, or its name."""
+    if key[0] == "~":
+        n = key[2]
+        return "{%s}" % n[1:-1] if n.startswith("<") and n.endswith(">") else n
+    return key[2]
+
+
+def short_paths(files: Iterable[str]) -> Dict[str, str]:
+    """For each file, the shortest suffix of its path (whole components) that no other file
+    shares; a package's ``__init__.py`` or ``__main__.py`` keeps at least its folder."""
+    uniq = sorted(set(files))
+    parts = {f: re.split(r"[/\\]", f) for f in uniq}
+    out: Dict[str, str] = {}
+    for f in uniq:
+        p = parts[f]
+        if f == "~" or f.startswith("<"):
+            out[f] = f
+            continue
+        k = 2 if p[-1] in ("__init__.py", "__main__.py") and len(p) > 1 else 1
+        while k < len(p):
+            tail = p[-k:]
+            if not any(q is not p and q[-k:] == tail for q in parts.values()):
+                break
+            k += 1
+        out[f] = "/".join(p[-k:]) if k < len(p) else f
+    return out
+
+
+class Row:
+    """One row of a folded tree: the function (``key``), whose library it is (None: user
+    code), the calls, own and total time summed over the paths folded into it, the levels of
+    direct recursion folded (1: none), and how many library frames were folded into it."""
+
+    __slots__ = ("key", "library", "ncalls", "tottime", "cumtime", "levels", "hidden",
+                 "children", "parent", "_index")
+
+    def __init__(self, key: Optional[FuncKey], library: Optional[str],
+                 parent: Optional["Row"] = None) -> None:
+        self.key = key
+        self.library = library
+        self.ncalls = 0
+        self.tottime = 0.0
+        self.cumtime = 0.0
+        self.levels = 1
+        self.hidden = 0
+        self.children: List[Row] = []
+        self.parent = parent
+        self._index: Dict[Tuple[Optional[FuncKey], bool], Row] = {}
+
+    def child(self, key: FuncKey, library: Optional[str]) -> "Row":
+        """The child row of ``key`` (made when there is none)."""
+        ident = (key, library is None)
+        r = self._index.get(ident)
+        if r is None:
+            r = Row(key, library, self)
+            self.children.append(r)
+            self._index[ident] = r
+        return r
+
+    def walk(self) -> List["Row"]:
+        """This row and all below it, parents first (iterative)."""
+        out: List[Row] = []
+        stack = [self]
+        while stack:
+            r = stack.pop()
+            out.append(r)
+            stack.extend(reversed(r.children))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Row({self.key!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
+                f"cumtime={self.cumtime:.6g}, levels={self.levels}, hidden={self.hidden})")
+
+
+def display_tree(root: Node, *, expand_libs: bool = False, fold_recursion: bool = True) -> Row:
+    """The folded rows of the tree below ``root`` (a thread's root, or any node: its
+    children become the result's children).  Returns a root ``Row`` (key None) whose
+    ``cumtime`` is root's; children are sorted by total time, largest first."""
+    top = Row(None, None)
+    top.cumtime = root.cumtime
+    top.ncalls = root.ncalls
+    # (source node, the row it folds into or hangs below, recursion level of the row's chain)
+    work: List[Tuple[Node, Row, int]] = [(c, top, 1) for c in reversed(root.children)]
+    lib_cache: Dict[FuncKey, Optional[str]] = {}
+    while work:
+        n, up, level = work.pop()
+        key = n.key
+        assert key is not None
+        lib = lib_cache.get(key, "?")
+        if lib == "?":
+            lib = lib_cache[key] = library_of(key)
+        if fold_recursion and up.key == key and up.parent is not None:
+            row, level = up, level + 1
+            row.levels = max(row.levels, level)
+            row.ncalls += n.ncalls
+            row.tottime += n.tottime
+        elif (not expand_libs and lib is not None and up.library is not None
+              and up.parent is not None):
+            row = up
+            row.hidden += 1
+            row.tottime += n.tottime
+            level = 1
+        else:
+            row = up.child(key, lib)
+            level = 1
+            row.ncalls += n.ncalls
+            row.tottime += n.tottime
+            row.cumtime += n.cumtime
+        work.extend((c, row, level) for c in reversed(n.children))
+    for r in top.walk():
+        r.children.sort(key=lambda c: -c.cumtime)
+        r._index = {}
+    return top
+
+
+def is_runner_frame(key: FuncKey) -> bool:
+    """The profiler's own ``disable`` call, which a run records as a top-level frame."""
+    return key[0] == "~" and key[2].startswith("<method 'disable' of '") and (
+        "fastprof" in key[2] or "Profiler" in key[2])
+
+
+def thread_label(ident: int, index: int) -> str:
+    """How the views name a thread: its first-seen order and its ident."""
+    return f"thread {index + 1} (id {ident})"

@@ -1,0 +1,185 @@
+"""One self-contained HTML file to explore a profile: an icicle graph of the call tree on a
+canvas (click to zoom, search that highlights, hover for exact figures), a sortable, filterable
+function table with callers and callees, a thread selector, and the line timings when line
+profiling ran.  No network: the script, the styles and the data (JSON) are inlined.
+
+``render_html`` makes the page from a ``fastprof.Stats`` (the functions and their callers), a
+``fastprof.tree.CallTree`` (the graph; None: the table alone) and ``LineStats``; ``diff`` pages
+(made by ``fastprof.diff``) colour each path by how its time changed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import linecache
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ..tree import CallTree, FuncKey
+from .display import is_runner_frame, key_label, library_of, short_paths, thread_label
+
+__all__ = ["render_html", "write_html", "report_data"]
+
+
+def _key_table(keys: Sequence[FuncKey]) -> List[List[Any]]:
+    paths = short_paths(k[0] for k in keys)
+    out = []
+    for k in keys:
+        loc = "" if k[0] == "~" else f"{paths.get(k[0], k[0])}:{k[1]}"
+        out.append([k[0], k[1], k[2], library_of(k) or "", key_label(k), loc])
+    return out
+
+
+class _Keys:
+    def __init__(self) -> None:
+        self.index: Dict[FuncKey, int] = {}
+        self.keys: List[FuncKey] = []
+
+    def __call__(self, key: FuncKey) -> int:
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.keys)
+            self.keys.append(key)
+        return i
+
+
+def _tree_threads(tree: CallTree, keys: _Keys,
+                  before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None
+                  ) -> List[Dict[str, Any]]:
+    """Each thread as columns: parent (index into the thread's nodes, -1 for top level),
+    key, calls, own and total time, and the levels of direct recursion folded into the node
+    (a chain f -> f -> f is drawn as one frame, as the terminal view shows it); with
+    ``before`` (a diff), the earlier profile's total, own time and calls of the same path."""
+    out = []
+    for ti, (ident, root) in enumerate(tree.threads.items()):
+        parent: List[int] = []
+        key: List[int] = []
+        calls: List[int] = []
+        own: List[float] = []
+        total: List[float] = []
+        levels: List[int] = []
+        btotal: List[float] = []
+        bown: List[float] = []
+        bcalls: List[int] = []
+        # a node's row, and how deep in a chain of direct recursion it is
+        index: Dict[int, Tuple[int, int]] = {id(root): (-1, 0)}
+        paths: Dict[int, Tuple[FuncKey, ...]] = {id(root): ()}
+        for n in root.walk():
+            if n.key is None:
+                continue
+            up = n.parent
+            assert up is not None
+            if up is root and is_runner_frame(n.key) and not n.children:
+                continue
+            row, level = index[id(up)]
+            b = (0.0, 0.0, 0)
+            if before is not None:
+                p = paths[id(n)] = paths[id(up)] + (n.key,)
+                b = before.get(p, b)
+            if up.key == n.key and row >= 0:
+                # direct recursion: folded into the outermost call's row
+                index[id(n)] = (row, level + 1)
+                levels[row] = max(levels[row], level + 1)
+                calls[row] += n.ncalls
+                own[row] += n.tottime
+                if before is not None:
+                    bown[row] += b[1]
+                    bcalls[row] += b[2]
+                continue
+            index[id(n)] = (len(parent), 1)
+            parent.append(row)
+            key.append(keys(n.key))
+            calls.append(n.ncalls)
+            own.append(n.tottime)
+            total.append(n.cumtime)
+            levels.append(1)
+            if before is not None:
+                btotal.append(b[0])
+                bown.append(b[1])
+                bcalls.append(b[2])
+        t: Dict[str, Any] = {"ident": ident, "label": thread_label(ident, ti), "parent": parent,
+                             "key": key, "calls": calls, "self": own, "total": total}
+        if any(x > 1 for x in levels):
+            t["levels"] = levels
+        if before is not None:
+            t.update(btotal=btotal, bself=bown, bcalls=bcalls)
+        out.append(t)
+    return out
+
+
+def _functions(stats: Any, keys: _Keys) -> Tuple[List[List[Any]], List[List[Any]]]:
+    """The function rows (key, calls, primitive calls, own, total) and the caller edges
+    (caller, callee, calls, own, total) of a ``fastprof.Stats``."""
+    funcs = []
+    edges = []
+    for r in stats.rows:
+        if is_runner_frame(r.key) and not r.callers:
+            continue
+        k = keys(r.key)
+        funcs.append([k, r.ncalls, r.primcalls, r.tottime, r.cumtime])
+        for c in r.callers:
+            edges.append([keys((c.file, c.line, c.name)), k, c.ncalls, c.tottime, c.cumtime])
+    return funcs, edges
+
+
+def _lines(line_stats: Any) -> List[Dict[str, Any]]:
+    out = []
+    for (file, first, name), rows in sorted(line_stats.timings.items()):
+        linecache.checkcache(file)
+        rs = [[ln, hits, t * line_stats.unit, linecache.getline(file, ln).rstrip("\n")]
+              for ln, hits, t in sorted(rows)]
+        out.append({"file": file, "line": first, "name": name, "rows": rs})
+    return out
+
+
+def report_data(
+    stats: Any = None,
+    tree: Optional[CallTree] = None,
+    line_stats: Any = None,
+    *,
+    title: str = "fastprof profile",
+    before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None,
+    before_funcs: Optional[Dict[FuncKey, Tuple[int, float, float]]] = None,
+) -> Dict[str, Any]:
+    """The JSON the page reads (see the module docstring)."""
+    keys = _Keys()
+    threads = _tree_threads(tree, keys, before) if tree is not None else []
+    funcs, edges = _functions(stats, keys) if stats is not None else ([], [])
+    data: Dict[str, Any] = {
+        "title": title,
+        "threads": threads,
+        "funcs": funcs,
+        "edges": edges,
+        "lines": _lines(line_stats) if line_stats is not None else [],
+        "merged": tree.merged if tree is not None else 0,
+        "node_cap": tree.node_cap if tree is not None else None,
+        "diff": before is not None,
+    }
+    if before_funcs is not None:
+        data["bfuncs"] = [[keys(k), v[0], v[1], v[2]] for k, v in before_funcs.items()]
+    data["keys"] = _key_table(keys.keys)
+    return data
+
+
+def _inline_json(data: Dict[str, Any]) -> str:
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def render_html(stats: Any = None, tree: Optional[CallTree] = None, line_stats: Any = None, *,
+                title: str = "fastprof profile", **kw: Any) -> str:
+    """The page, as one string."""
+    from ._html_page import PAGE
+
+    data = report_data(stats, tree, line_stats, title=title, **kw)
+    head, tail = PAGE.split("__DATA__")
+    return head.replace("__TITLE__", html.escape(title)) + _inline_json(data) + tail
+
+
+def write_html(path: Union[str, Any], stats: Any = None, tree: Optional[CallTree] = None,
+               line_stats: Any = None, **kw: Any) -> None:
+    """Writes ``render_html(...)`` to ``path``."""
+    text = render_html(stats, tree, line_stats, **kw)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

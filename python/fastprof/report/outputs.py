@@ -1,0 +1,148 @@
+"""What ``run`` and ``view`` write or print for a call profile: the options they share
+(``add_view_options``) and ``emit``, which writes the exports asked for (``--format``,
+``--html``) and prints the default view: the call tree when there is one and no ``-s`` was
+given, else cProfile's flat table exactly as before."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any, Optional, TextIO
+
+# The views load when they print, after the script ran, so a script's own imports (json,
+# sysconfig, ...) show in its profile.
+from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT, FORMATS
+
+if TYPE_CHECKING:
+    from ..tree import CallTree
+
+__all__ = ["FORMATS", "add_view_options", "emit", "check_view_options"]
+
+
+def _percent(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a percentage between 0 and 100, got {text!r}") from None
+    if not 0 <= x <= 100:
+        raise argparse.ArgumentTypeError(
+            f"expected a percentage between 0 and 100, got {text!r}")
+    return x
+
+
+def add_view_options(p: argparse.ArgumentParser) -> None:
+    """The options of the views, shared by ``run`` and ``view``."""
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="what to write: text (the call tree, the default view), pstats "
+                        "(with -o; the default there), speedscope (JSON), collapsed (folded "
+                        "stacks: flamegraph.pl, inferno, speedscope), callgrind (KCachegrind); "
+                        "to -o FILE, or to the standard output")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained HTML report to FILE (flame graph, "
+                        "function table, callers and callees, threads, line timings)")
+    p.add_argument("--min-percent", type=_percent, default=DEFAULT_MIN_PERCENT, metavar="P",
+                   help=f"call tree: leave out paths below P%% of the run "
+                        f"(default {DEFAULT_MIN_PERCENT:g})")
+    p.add_argument("--expand-libs", action="store_true",
+                   help="call tree: show the frames inside libraries (stdlib, site-packages, "
+                        "builtins) instead of one row per library call")
+    p.add_argument("--merge-threads", action="store_true",
+                   help="call tree: one tree of all threads, summed by path")
+    p.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                   help="colour the call tree: auto (on a terminal, unless NO_COLOR is set), "
+                        "always, never")
+
+
+def _open_out(path: Optional[str], stream: TextIO) -> Any:
+    if path is None:
+        return None
+    return open(path, "w", encoding="utf-8")
+
+
+def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO, *,
+         title: str, outfile: Optional[str] = None, default_sort: str = "tottime",
+         top: Optional[int] = None, strip_dirs: bool = True) -> str:
+    """Writes what ``opts`` asks for (``outfile`` is where --format writes; None: ``stream``)
+    and prints the default view when nothing else was asked.  Returns a line for stderr
+    saying what was written (empty when it printed)."""
+    notes = []
+    wrote = False
+    fmt = opts.format
+    if fmt in ("speedscope", "collapsed") and tree is None:
+        raise ValueError(f"--format {fmt} needs the call tree, and this profile has none "
+                         f"(a pstats file without FILE.tree.json beside it)")
+    if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
+        wrote = True
+        if fmt == "pstats":
+            from .source import save_tree
+
+            stats.dump(outfile)
+            save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
+        else:
+            out = _open_out(outfile, stream)
+            try:
+                dest = out if out is not None else stream
+                if fmt == "speedscope":
+                    from .speedscope import write_speedscope
+
+                    write_speedscope(tree, dest, name=title)  # type: ignore[arg-type]
+                elif fmt == "collapsed":
+                    from .collapsed import write_collapsed
+
+                    write_collapsed(tree, dest)  # type: ignore[arg-type]
+                else:
+                    stats.to_callgrind(dest)
+            finally:
+                if out is not None:
+                    out.close()
+        if outfile:
+            notes.append(f"{fmt} written to {outfile}")
+    elif fmt == "pstats":
+        raise ValueError("--format pstats writes a binary file: give -o FILE")
+    if opts.html:
+        from .html import write_html
+
+        write_html(opts.html, stats, tree, title=title)
+        notes.append(f"HTML report written to {opts.html}")
+        wrote = True
+    if wrote and fmt != "text":
+        return "; ".join(notes)
+    if fmt == "text" and outfile:
+        with open(outfile, "w", encoding="utf-8") as f:
+            _print_view(stats, tree, opts, f, title, default_sort, top, strip_dirs)
+        notes.append(f"text written to {outfile}")
+        return "; ".join(notes)
+    _print_view(stats, tree, opts, stream, title, default_sort, top, strip_dirs)
+    return "; ".join(notes)
+
+
+def _print_view(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO,
+                title: str, default_sort: str, top: Optional[int], strip_dirs: bool) -> None:
+    """Prints the call tree (when there is one and neither -s nor --filter was given) or the
+    flat table."""
+    if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
+        from .source import totals_of
+        from .tree_text import format_tree_report, use_color
+
+        totals = totals_of(stats)
+        text = format_tree_report(
+            tree, title=title, min_percent=opts.min_percent, expand_libs=opts.expand_libs,
+            color=use_color(opts.color, stream), top=len(totals) if top is None else top,
+            threads="merged" if opts.merge_threads else "each", totals=totals)
+        stream.write(text)
+    else:
+        stats.sort(opts.sort or default_sort)
+        stats.print(top=top, title=title, stream=stream, strip_dirs=strip_dirs)
+
+
+def check_view_options(opts: argparse.Namespace) -> Optional[str]:
+    """A usage error in the view options, or None."""
+    if opts.format == "pstats" and not getattr(opts, "outfile", None):
+        return "--format pstats writes a binary file: give -o FILE"
+    return None
+
+
+def print_note(note: str) -> None:
+    if note:
+        print(f"fastprof: {note}", file=sys.stderr)

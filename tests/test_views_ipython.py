@@ -1,0 +1,102 @@
+"""The notebook magics through IPython's own shell: %load_ext fastprof, %fastprof,
+%%fastprof and %flprun, with exact counts; the result shows as text in a terminal and as the
+HTML report in a notebook."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+IPython = pytest.importorskip("IPython", reason="IPython is not installed (the test extra has it)")
+
+from view_helpers import sample_tree  # noqa: E402
+
+from fastprof.report import source  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ip() -> Iterator[Any]:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "fastprof")
+    shell.run_cell("def fprof_work(n):\n"
+                   "    total = 0\n"
+                   "    for i in range(n):\n"
+                   "        total += i\n"
+                   "    return total\n")
+    yield shell
+
+
+def _row(result: Any, name: str) -> Any:
+    (row,) = [r for r in result.stats.rows if r.name == name]
+    return row
+
+
+def test_line_magic_profiles_one_statement(ip: Any) -> None:
+    r = ip.run_line_magic("fastprof", "[fprof_work(10) for _ in range(3)]")
+    assert _row(r, "fprof_work").ncalls == 3
+    text = repr(r)
+    assert "fprof_work" in text
+    import html
+    import re
+
+    m = re.match(r'<iframe srcdoc="([^"]*)"', r._repr_html_())
+    assert m is not None and html.unescape(m.group(1)) == r.html()  # the report, inline
+    assert "fastprof-data" in r.html()
+
+
+def test_cell_magic_profiles_the_cell_with_its_options(ip: Any, tmp_path: Any) -> None:
+    out = tmp_path / "cell.html"
+    r = ip.run_cell_magic("fastprof", f"-s cumulative --top 5 --html {out}",
+                          "fprof_work(5)\nfprof_work(6)\nx_from_cell = 1\n")
+    assert _row(r, "fprof_work").ncalls == 2
+    assert ip.user_ns["x_from_cell"] == 1  # the cell ran in the user's namespace
+    text = r.text()
+    assert "sorted by cumulative" in text  # -s: cProfile's flat table
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_call_tree_shown_when_the_core_records_one(ip: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(source, "tree_of", lambda prof: sample_tree())
+    r = ip.run_line_magic("fastprof", "--min-percent 0 --expand-libs fprof_work(3)")
+    text = r.text()
+    assert "fib (recursion, 3 levels)" in text and "_mean  [numpy]" in text
+    assert "fprof_work" in text.split("top functions by own time")[1]
+
+
+def test_bad_options_are_usage_errors(ip: Any) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="unknown sort key 'bogus'"):
+        ip.run_line_magic("fastprof", "-s bogus fprof_work(1)")
+    with pytest.raises(UsageError, match="--min-percent: expected a number between 0 and 100"):
+        ip.run_line_magic("fastprof", "--min-percent 200 fprof_work(1)")
+    with pytest.raises(UsageError, match="give a statement"):
+        ip.run_line_magic("fastprof", "")
+    with pytest.raises(UsageError, match="at least one function"):
+        ip.run_line_magic("flprun", "fprof_work(1)")
+    with pytest.raises(UsageError, match="-f no_such_function: could not evaluate"):
+        ip.run_line_magic("flprun", "-f no_such_function fprof_work(1)")
+
+
+def test_an_error_in_the_statement_leaves_no_profiler_on(ip: Any) -> None:
+    import sys
+
+    before = sys.getprofile()
+    with pytest.raises(ZeroDivisionError):
+        ip.run_line_magic("fastprof", "1 / 0")
+    assert sys.getprofile() is before
+    if hasattr(sys, "monitoring"):
+        assert sys.monitoring.get_tool(2) is None  # the profiler tool id is given back
+
+
+def test_flprun_times_each_line(ip: Any) -> None:
+    r = ip.run_line_magic("flprun", "-f fprof_work fprof_work(4)")
+    ((key, rows),) = r.stats.timings.items()
+    assert key[2] == "fprof_work"
+    hits = {ln - key[1]: h for ln, h, _ in rows}
+    assert hits == {1: 1, 2: 5, 3: 4, 4: 1}
+    assert "total += i" in r.text()
+    assert "fastprof-data" in r.html() and r._repr_html_().startswith("<iframe")
