@@ -16,6 +16,7 @@ first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which c
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _fastprof  # noqa: F401  (the compiled core loads first)
+from ._version import __version__
 from .lines import LineProfiler
 from .profile import Profile, profile, run, runctx
 from .stats import Stats
@@ -24,8 +25,6 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from . import cuda, kernels, nvtx
     from .cuda import cuda_timer
     from .trace import cuda_trace
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Profile",

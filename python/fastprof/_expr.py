@@ -1,7 +1,9 @@
 """The expression language of ``fastprof.kernels.evaluate``, parsed once into a small tree.
 
 ``parse(expr)`` checks an expression string against the language and returns its tree of
-:class:`Node`; the CPU evaluator and the CUDA code generator both walk that tree.
+:class:`Node`, which the CPU evaluator walks; ``fastprof.kernels.evaluate`` checks every
+expression with it, on either device.  The CUDA code generator reads the Python AST that
+``parse_ast(expr)`` returns within the same bounds.
 
 The language (NumPy semantics and broadcasting for each):
 

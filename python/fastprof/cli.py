@@ -11,7 +11,7 @@
 
 view options: --format {text,pstats,speedscope,collapsed,callgrind}, --html FILE,
 --min-percent P, --expand-libs, --merge-threads, --color {auto,always,never}.  Without -s the
-call tree is printed when the profile has one; with -s, cProfile's flat table as before.
+call tree is printed when the profile has one; with -s, the flat table with pstats' columns.
 
 ``run`` accepts cProfile's options (-o, -s, -m); the script sees its own ``sys.argv`` and the
 exit status it asks for is kept.

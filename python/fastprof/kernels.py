@@ -9,7 +9,9 @@
 
 Each takes ``device=None``: ``"cuda"`` (or ``"gpu"``, ``"cuda:N"``) or a device array as
 input runs the CUDA version from ``fastprof._gpu_kernels`` with the same arguments.  The
-``_check_*`` functions validate and normalise arguments for both paths.
+``_check_*`` functions check the arguments before either device runs, so a bad argument gets
+the same error on both; the CPU path runs on what they normalise, the GPU path is handed the
+arguments as given.
 """
 
 from __future__ import annotations

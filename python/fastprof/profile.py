@@ -82,8 +82,8 @@ class Profile(_fastprof.Profiler):
     CPU time, "process_cpu"); ``threads`` profiles threads started while enabled.
     ``prune_call_sites=True`` (3.12+) is faster and loses builtins: a call site that once
     called a Python function stops reporting, so builtins called there later are not counted
-    (``strict=False`` is its old name).  On 3.12+ any number of profilers may be enabled at
-    once.
+    (``strict=False`` is its old name).  One ``Profile`` is enabled at a time, as with
+    cProfile (see :meth:`enable`); the profilers of ``@fastprof.profile`` sessions nest.
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]

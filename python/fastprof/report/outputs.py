@@ -1,7 +1,7 @@
 """What ``run`` and ``view`` write or print for a call profile: the options they share
 (``add_view_options``) and ``emit``, which writes the exports asked for (``--format``,
-``--html``) and prints the default view: the call tree when there is one and no ``-s`` was
-given, else cProfile's flat table exactly as before."""
+``--html``) and prints the default view: the call tree when there is one and neither ``-s``
+nor ``--filter`` was given, else the flat table (pstats' columns, sorted by ``-s``)."""
 
 from __future__ import annotations
 
