@@ -5,6 +5,9 @@ misses, so they are no substitute for overhead.py's times on a quiet machine.
 
     python benchmarks/instructions.py [--reps 3] [workload ...]
 
+On 3.12+ a "floor" column gives what an empty C callback for the same events adds (the
+interpreter's delivery of the events, benchmarks/floors.py).
+
 Each profiler runs in its own valgrind process.  callgrind collects only inside
 itertools.starmap's next (which none of the workloads use), through which the script runs each
 workload reps times, and dumps after each run; added instructions per call are (profiled -
@@ -29,12 +32,31 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fastprof
 import overhead
 
-PROFILERS = ("bare", "cProfile", "fastprof")
+PROFILERS: tuple[str, ...] = ("bare", "cProfile", "fastprof")
+if sys.version_info >= (3, 12):  # the interpreter's cost of delivering fastprof's events
+    PROFILERS += ("floor",)
+
+
+class _Floor:
+    """An empty C callback for the events of fastprof's exact default (benchmarks/floors.py),
+    with a profiler's enable/disable."""
+
+    def __init__(self) -> None:
+        import floors
+
+        self._cm = floors.monitoring_floor(exact=True)
+
+    def enable(self) -> None:
+        self._cm.__enter__()
+
+    def disable(self) -> None:
+        self._cm.__exit__(None, None, None)
 
 
 def child(profiler: str, reps: int, names: list[str]) -> None:
     """Runs each workload reps times through starmap under profiler (in valgrind)."""
-    make = {"bare": None, "cProfile": cProfile.Profile, "fastprof": fastprof.Profile}[profiler]
+    make = {"bare": None, "cProfile": cProfile.Profile, "fastprof": fastprof.Profile,
+            "floor": _Floor}[profiler]
     for name in names:
         fn = overhead.WORKLOADS[name]
         fn()
@@ -85,14 +107,18 @@ def main(argv: list[str] | None = None) -> int:
         t = {p: totals(out, p, args.reps) for p in PROFILERS}
     print(f"# Python {sys.version.split()[0]}; instructions added per call under callgrind, "
           f"{args.reps} runs")
-    print(f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'fastprof/cProfile':>18}")
+    floor = "floor" in PROFILERS
+    print(f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'fastprof/cProfile':>18}"
+          + (f" {'floor':>6} {'floor/cProfile':>15}" if floor else ""))
     for i, name in enumerate(names):
         fn = overhead.WORKLOADS[name]
         calls = overhead.count_calls(fn) + 1
         base = t["bare"][i]
-        added = {p: (t[p][i] - base) / args.reps / calls for p in ("cProfile", "fastprof")}
+        added = {p: (t[p][i] - base) / args.reps / calls for p in PROFILERS if p != "bare"}
         print(f"{name:<30} {calls:>7} {added['cProfile']:>9.0f} {added['fastprof']:>9.0f} "
-              f"{added['fastprof'] / added['cProfile']:>18.2f}")
+              f"{added['fastprof'] / added['cProfile']:>18.2f}"
+              + (f" {added['floor']:>6.0f} {added['floor'] / added['cProfile']:>15.2f}"
+                 if floor else ""))
     return 0
 
 
