@@ -17,7 +17,6 @@ from fastprof import compare as compare_cmd
 from fastprof.bench import compare, runner, stats, storage
 from fastprof.bench.runner import Options
 
-
 # --- statistics -------------------------------------------------------------------------------
 
 def _ref_quartiles(data):

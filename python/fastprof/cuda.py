@@ -16,10 +16,9 @@ reason (built without CUDA, no driver, driver too old, no device) when it cannot
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
