@@ -424,9 +424,9 @@ class LineProfiler:
                         gen.close()
                         raise
                     except BaseException as exc:
-                        item = self._step(lambda: gen.throw(exc))
+                        item = self._step(functools.partial(gen.throw, exc))
                     else:
-                        item = self._step(lambda: gen.send(sent))
+                        item = self._step(functools.partial(gen.send, sent))
             except StopIteration as stop:
                 return stop.value
         return wrapper
