@@ -152,9 +152,9 @@ class Profile(_fastprof.Profiler):
             entry = (nc, nc - nrec, it * spt, tt * spt)
             prev_e = callers.get(ck)
             if prev_e is not None:
-                entry = tuple(a + b for a, b in zip(prev_e, entry))  # type: ignore[assignment]
+                entry = tuple(a + b for a, b in zip(prev_e, entry))
             callers[ck] = entry
-        self.stats = {k: tuple(v) for k, v in stats.items()}  # type: ignore[misc]
+        self.stats = {k: tuple(v) for k, v in stats.items()}
 
     def create_stats(self) -> None:
         """Disables the profiler and sets ``self.stats`` (pstats' dictionary)."""
@@ -355,7 +355,7 @@ class ProfileSession(_fastprof._Session):
             wrapper = functools.update_wrapper(_fastprof._Guarded(self, func), func)
         wrapper.profiler = self.profiler
         self._register_exit_report()
-        return wrapper  # type: ignore[no-any-return]
+        return wrapper
 
     # -- results ----------------------------------------------------------------------------
 
