@@ -99,8 +99,8 @@ class Profile(_fastprof.Profiler):
         ``@fastprof.profile`` sessions are the exception: sessions nest, and every enabled one
         shares fastprof's one tool id.
         """
-        if _MONITORING and not self.enabled and not self._nests:
-            mon: Any = sys.monitoring  # type: ignore[attr-defined]
+        if sys.version_info >= (3, 12) and not self.enabled and not self._nests:
+            mon = sys.monitoring
             held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
             if held:
                 raise ValueError(f"Another profiling tool is already active: a fastprof "
