@@ -460,7 +460,7 @@ def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional
     finally:
         _events.put(e0)
         _events.put(e1)
-    return BenchmarkResult(name or getattr(fn, "__name__", "fn"), np.array(gpu), np.array(cpu),
+    return BenchmarkResult(name or str(getattr(fn, "__name__", "fn")), np.array(gpu), np.array(cpu),
                            n_warmup, bool(flush_l2))
 
 

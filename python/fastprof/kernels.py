@@ -631,11 +631,10 @@ def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo:
 
 def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int,
                       hi: int, block: int, flat: bool) -> None:
-    regs: List[Optional[np.ndarray]] = [None] * len(steps)
+    # a register for each step but the last, which writes into dest
+    regs = [np.empty(block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))),
+                     dtype=st.dtype) for st in steps[:-1]]
     last = len(steps) - 1
-    for i, st in enumerate(steps[:-1]):
-        regs[i] = np.empty(block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))),
-                           dtype=st.dtype)
     start = lo
     while start < hi:
         stop = min(hi, start + block)
@@ -708,7 +707,7 @@ def _vm_program(steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
         if st.dtype not in _VM_TYPES:
             return None
         if st.kind == "where":
-            op = _VM_WHERE
+            op: Optional[int] = _VM_WHERE
             values = st.args[1:]
         else:
             op = _VM_OPS.get(st.func)
