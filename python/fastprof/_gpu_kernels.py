@@ -909,7 +909,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
             timing.mark(1)
         if m and n:
             if k == 0:
-                _C._cuda_memcpy_htod(c.ptr, memoryview(np.zeros((m, n), cdt)).cast("B"), handle)
+                _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
             else:
                 _C._cuda_gemm(0 if cdt == np.float32 else 1, m, n, k, va.ptr, vb.ptr, c.ptr, handle,
                               library_candidates("cublas", ("libcublas.so", "libcublas.so.13",
