@@ -216,7 +216,7 @@ def _separable(w: np.ndarray) -> Optional[list[np.ndarray]]:
         return None
     factors = []
     for d in range(w.ndim):
-        idx = list(p)
+        idx: list[Any] = list(p)
         idx[d] = slice(None)
         factors.append(np.array(w[tuple(idx)], dtype=np.float64))
     factors[0] = factors[0] / pivot ** (w.ndim - 1)
@@ -468,7 +468,7 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
         if factors is None:
             return [(w, w.shape, shift, modecode, 0.0)]
-        out = []
+        out: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]] = []
         for d, f in enumerate(factors):
             if f.size == 1 and f[0] == 1.0:
                 continue
@@ -645,11 +645,11 @@ class _Gen:
         if isinstance(node, ast.Compare):
             terms = []
             left, kl = self.visit(node.left)
-            for op, right in zip(node.ops, node.comparators):
-                if type(op) not in _CMPOPS:
-                    raise ValueError(f"unsupported comparison {type(op).__name__}")
+            for cmp, right in zip(node.ops, node.comparators):
+                if type(cmp) not in _CMPOPS:
+                    raise ValueError(f"unsupported comparison {type(cmp).__name__}")
                 r, kr = self.visit(right)
-                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(op)]} {self.num(r, kr)})")
+                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(cmp)]} {self.num(r, kr)})")
                 left, kl = r, kr
             return "(" + " && ".join(terms) + ")", "b"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -292,7 +292,7 @@ def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
         return [np.zeros(s) for s in w.shape]
     factors = []
     for d in range(w.ndim):
-        index = list(peak_at)
+        index: List[Any] = list(peak_at)
         index[d] = slice(None)
         factors.append(np.array(w[tuple(index)], dtype=np.float64))
     factors[0] = factors[0] / peak ** (w.ndim - 1)
@@ -622,7 +622,7 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
 
 
 def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int, hi: int,
-                block: int, flat: bool, errstate: Dict[str, str]) -> None:
+                block: int, flat: bool, errstate: Mapping[str, Any]) -> None:
     """Computes rows/elements [lo, hi) of the result into dest, block by block, with private
     registers, under the caller's floating-point error settings."""
     with np.errstate(**errstate):

@@ -13,7 +13,7 @@ import functools
 import inspect
 import sys
 from types import CodeType, TracebackType
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from . import _fastprof
 
@@ -288,7 +288,7 @@ class ProfileSession(_fastprof._Session):
         lines: bool = False,
         output: Optional[str] = None,
         report: str = "exit",
-        clock: str = "wall",
+        clock: Literal["wall", "cpu", "process_cpu"] = "wall",
         threads: bool = True,
         stream: Any = None,
     ) -> None:
