@@ -169,7 +169,7 @@ def measure(repeats: int) -> List[Dict[str, Any]]:
 def print_table(rows: List[Dict[str, Any]], repeats: int) -> None:
     has_lp = line_profiler is not None
     has_other = True
-    head = f"| workload | bare ms |"
+    head = "| workload | bare ms |"
     sep = "|---|---:|"
     if has_lp:
         head += " line_profiler ms (x bare) |"

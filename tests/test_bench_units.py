@@ -17,7 +17,6 @@ from fastprof import compare as compare_cmd
 from fastprof.bench import compare, runner, stats, storage
 from fastprof.bench.runner import Options
 
-
 # --- statistics -------------------------------------------------------------------------------
 
 def _ref_quartiles(data):
@@ -329,7 +328,7 @@ def test_quiet_restores_everything_when_the_timed_code_raises():
     try:
         with pytest.raises(ZeroDivisionError):
             with runner.quiet(True, "here"):
-                1 / 0
+                _ = 1 / 0
         assert sys.getprofile() is hook and gc.isenabled()
     finally:
         sys.setprofile(old)

@@ -194,7 +194,10 @@ def test_default_mode_counts_match_cprofile_on_the_zoo() -> None:
     cp = cProfile.Profile(Counter(), 1.0)
     run_under(fp, zoo)
     run_under(cp, zoo)
-    counts = lambda t: {k: tuple(v[:2]) for k, v in t.items() if "able" not in k[2]}
+
+    def counts(t):
+        return {k: tuple(v[:2]) for k, v in t.items() if "able" not in k[2]}
+
     assert counts(table(fp)) == counts(cprofile_table(cp))
 
 
@@ -574,7 +577,10 @@ def test_generator_closed_and_thrown_into_matches_cprofile() -> None:
     cp = cProfile.Profile(Counter(), 1.0)
     run_under(fp, work)
     run_under(cp, work)
-    pick = lambda t: {k[2]: v[:4] for k, v in t.items() if k[2] in ("gen", "work")}
+
+    def pick(t):
+        return {k[2]: v[:4] for k, v in t.items() if k[2] in ("gen", "work")}
+
     assert pick(table(fp)) == pick(cprofile_table(cp))
 
 

@@ -157,6 +157,7 @@ def test_bad_counter_3_12_text_on_every_version() -> None:
 def _profilee_stats(profilerclass: Any) -> Any:
     """pstats.Stats of CPython's profilee workload run under its fake timer."""
     import pstats
+
     from test.profilee import testfunc, timer
 
     prof = profilerclass(timer, 0.001)

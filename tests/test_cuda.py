@@ -256,7 +256,7 @@ def test_timer_rejects_nesting_and_empty_reads(fake) -> None:
     fake([1.0])
     t = cuda.cuda_timer()
     with pytest.raises(RuntimeError):
-        t.elapsed_ms
+        _ = t.elapsed_ms
     with t:
         with pytest.raises(RuntimeError):
             t.__enter__()

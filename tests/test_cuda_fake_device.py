@@ -11,10 +11,8 @@ DeviceArray, __cuda_array_interface__ and DLPack.
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest

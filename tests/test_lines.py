@@ -87,7 +87,7 @@ def test_exceptions_hits():
 def test_exception_escaping_registered_frames_keeps_stack_sane():
     lp = fake_profiler(T.raiser, T.timed)
     with lp:
-        for i in range(50):
+        for _ in range(50):
             with pytest.raises(ValueError):
                 T.raiser(1)
         T.timed(2)
@@ -282,8 +282,8 @@ def test_methods_classmethods_staticmethods_properties():
         s = T.Shape.unit()
         s.area()
         T.Shape.double(3)
-        s.perimeter
-        s.perimeter
+        _ = s.perimeter
+        _ = s.perimeter
     st = lp.get_stats()
     assert lines_of(st, T.Shape.__init__) == {L("init_body"): 1}
     assert lines_of(st, T.Shape.area) == {L("area"): 1}
@@ -665,6 +665,30 @@ def test_decorator_on_generator_function_profiles_each_step():
     g = wrapped(5)
     next(g)
     g.close()
+    assert not lp.enabled
+
+
+def test_decorated_generator_passes_sent_values_and_thrown_exceptions_through():
+    lp = fake_profiler()
+    wrapped = lp(T.catching_gen)
+    g = wrapped()
+    assert next(g) == 0
+    assert g.throw(KeyError()) == 1
+    with pytest.raises(StopIteration) as stop:
+        g.throw(KeyError())
+    assert stop.value.value == 2 and not lp.enabled
+    hits = lines_of(lp.get_stats(), T.catching_gen)
+    assert hits[L("cg_init")] == 1 and hits[L("cg_caught")] == 2 and hits[L("cg_ret")] == 1
+
+    def doubler():
+        got = yield 0
+        while True:
+            got = yield 2 * got
+
+    d = lp(doubler)()
+    assert next(d) == 0 and d.send(3) == 6 and d.send(-4) == -8
+    with pytest.raises(ValueError):
+        d.throw(ValueError("into the generator"))
     assert not lp.enabled
 
 

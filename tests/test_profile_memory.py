@@ -17,8 +17,9 @@ import types
 import weakref
 from typing import Any, Callable
 
-import fastprof
 import pytest
+
+import fastprof
 from profile_helpers import comparable
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/statm"),

@@ -12,12 +12,12 @@ import textwrap
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from view_helpers import KEYS, sample_stats, sample_tree
 
 from fastprof import cli
 from fastprof.report import source
 from fastprof.stats import Stats
 from fastprof.tree import CallTree
+from view_helpers import KEYS, sample_stats, sample_tree
 
 
 @pytest.fixture
@@ -141,9 +141,8 @@ def check_speedscope(doc: Dict[str, Any]) -> None:
 
 
 def test_speedscope_document_follows_the_schema() -> None:
-    from view_helpers import big_tree
-
     from fastprof.report.speedscope import to_speedscope
+    from view_helpers import big_tree
 
     doc = to_speedscope(sample_tree())
     check_speedscope(doc)

@@ -9,11 +9,11 @@ import re
 from typing import Any, Dict
 
 import pytest
-from browser import chromium, probe
-from view_helpers import KEYS, big_tree, sample_stats, sample_tree
 
+from browser import chromium, probe
 from fastprof.report.html import render_html, report_data
 from fastprof.stats import Stats
+from view_helpers import KEYS, big_tree, sample_stats, sample_tree
 
 
 def _data(page: str) -> Dict[str, Any]:

@@ -10,9 +10,8 @@ import pytest
 
 IPython = pytest.importorskip("IPython", reason="IPython is not installed (the test extra has it)")
 
-from view_helpers import sample_tree  # noqa: E402
-
 from fastprof.report import source  # noqa: E402
+from view_helpers import sample_tree  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import re
 from typing import Any, List
 
 import pytest
-from view_helpers import KEYS, big_tree, sample_tree
 
 from fastprof.report.display import display_tree, library_of, short_paths
 from fastprof.report.tree_text import format_tree_report, use_color
 from fastprof.tree import CallTree
+from view_helpers import KEYS, big_tree, sample_tree
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

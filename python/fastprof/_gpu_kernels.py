@@ -216,7 +216,7 @@ def _separable(w: np.ndarray) -> Optional[list[np.ndarray]]:
         return None
     factors = []
     for d in range(w.ndim):
-        idx = list(p)
+        idx: list[Any] = list(p)
         idx[d] = slice(None)
         factors.append(np.array(w[tuple(idx)], dtype=np.float64))
     factors[0] = factors[0] / pivot ** (w.ndim - 1)
@@ -313,13 +313,17 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
     if output is not None and inp.on_device:
         raise ValueError("output= is only supported for NumPy input on the GPU; device input "
                          "returns a new DeviceArray")
-    host_out = _check_host_output(output, inp.shape, False) if output is not None else None
+    host_out = None
+    if output is not None:
+        assert inp.shape is not None  # NumPy input: device input with output= raised above
+        host_out = _check_host_output(output, inp.shape, False)
     if emulate:
         if inp.on_device:
             raise TypeError("host emulation takes NumPy input")
         if not _C._cuda_built():
             raise _cuda.CudaUnavailableError(_cuda.status())
         host = inp.host
+        assert host is not None  # NumPy input (checked above)
         cdt = _compute_dtype(host.dtype)
         res = _emulate_passes(host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0) \
             if host.size else \
@@ -452,7 +456,7 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
             _check_origin_range(n, o, d)
         return np.ascontiguousarray(w), tuple(n // 2 + o for n, o in zip(w.shape, origins))
 
-    if inp.shape is not None:
+    if inp.shape is not None and inp.dtype is not None:  # set together
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
         prepare(len(inp.shape))  # bad weights, axes or origin raise here, before any CUDA call
@@ -464,7 +468,7 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
         if factors is None:
             return [(w, w.shape, shift, modecode, 0.0)]
-        out = []
+        out: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]] = []
         for d, f in enumerate(factors):
             if f.size == 1 and f[0] == 1.0:
                 continue
@@ -545,7 +549,7 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
                 return [(None, wshape, shift, out[0][3], float(np.prod([p[4] for p in out])))]
         return out
 
-    if inp.shape is not None:
+    if inp.shape is not None and inp.dtype is not None:  # set together
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
         plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
@@ -641,11 +645,11 @@ class _Gen:
         if isinstance(node, ast.Compare):
             terms = []
             left, kl = self.visit(node.left)
-            for op, right in zip(node.ops, node.comparators):
-                if type(op) not in _CMPOPS:
-                    raise ValueError(f"unsupported comparison {type(op).__name__}")
+            for cmp, right in zip(node.ops, node.comparators):
+                if type(cmp) not in _CMPOPS:
+                    raise ValueError(f"unsupported comparison {type(cmp).__name__}")
                 r, kr = self.visit(right)
-                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(op)]} {self.num(r, kr)})")
+                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(cmp)]} {self.num(r, kr)})")
                 left, kl = r, kr
             return "(" + " && ".join(terms) + ")", "b"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
@@ -821,6 +825,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
                 if stream is None and v.stream:
                     handle = v.stream
             else:
+                assert op.host is not None  # not on the device
                 v = _cuda.DeviceArray.from_numpy(op.host.astype(cdt, copy=False), stream=handle)
                 keep.append(v)
             views[n] = v
@@ -847,6 +852,7 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
             _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
         if on_device:
             return result
+        assert timing is not None  # host input
         timing.mark(2)
         host = result.to_numpy(stream=handle)
         timing.mark(3)
@@ -893,6 +899,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 else np.dtype(np.float64)
             timing = _Timing(handle)
             timing.mark(0)
+            assert pa.host is not None and pb.host is not None  # neither is on the device
             va = _cuda.DeviceArray.from_numpy(pa.host.astype(cdt, copy=False), stream=handle)
             vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
         m, k = va.shape
@@ -902,7 +909,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
             timing.mark(1)
         if m and n:
             if k == 0:
-                _C._cuda_memcpy_htod(c.ptr, memoryview(np.zeros((m, n), cdt)).cast("B"), handle)
+                _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
             else:
                 _C._cuda_gemm(0 if cdt == np.float32 else 1, m, n, k, va.ptr, vb.ptr, c.ptr, handle,
                               library_candidates("cublas", ("libcublas.so", "libcublas.so.13",

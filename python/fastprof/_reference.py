@@ -7,7 +7,7 @@ extended copy of the input, so the boundary rules are written out once, readably
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -631,7 +631,7 @@ def _diff(argv: Sequence[str]) -> int:
 def _compare(argv: Sequence[str]) -> int:
     """``fastprof compare``: handed to fastprof.compare.main."""
     try:
-        from . import compare  # type: ignore[attr-defined]
+        from . import compare
     except ImportError:
         print("fastprof compare: not available in this version", file=sys.stderr)
         return 2

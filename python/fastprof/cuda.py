@@ -16,10 +16,9 @@ reason (built without CUDA, no driver, driver too old, no device) when it cannot
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -461,7 +460,7 @@ def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional
     finally:
         _events.put(e0)
         _events.put(e1)
-    return BenchmarkResult(name or getattr(fn, "__name__", "fn"), np.array(gpu), np.array(cpu),
+    return BenchmarkResult(name or str(getattr(fn, "__name__", "fn")), np.array(gpu), np.array(cpu),
                            n_warmup, bool(flush_l2))
 
 
@@ -571,7 +570,7 @@ class DeviceArray:
         out = cls.empty(host.shape, host.dtype, device, handle)
         if host.nbytes:
             with _on_device(out.device if device is not None else None):
-                _C._cuda_memcpy_htod(out.ptr, memoryview(host).cast("B"), handle)
+                _C._cuda_memcpy_htod(out.ptr, host.data.cast("B"), handle)
         return out
 
     # properties
@@ -614,13 +613,13 @@ class DeviceArray:
             return out
         with _on_device(self.device):
             if self.is_c_contiguous:
-                _C._cuda_memcpy_dtoh(memoryview(out).cast("B"), self.ptr, handle)
+                _C._cuda_memcpy_dtoh(out.data.cast("B"), self.ptr, handle)
                 return out
             # a strided view: bring back its whole extent, then view it on the host
             lo = sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0)
             hi = sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0) + self.itemsize
             raw = np.empty(hi - lo, dtype=np.uint8)
-            _C._cuda_memcpy_dtoh(memoryview(raw), self.ptr + lo, handle)
+            _C._cuda_memcpy_dtoh(raw.data, self.ptr + lo, handle)
         base = np.ndarray(self.shape, dtype=self.dtype, buffer=raw, offset=-lo, strides=self.strides)
         out[...] = base
         return out

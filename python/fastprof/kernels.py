@@ -20,7 +20,7 @@ import sys
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -294,7 +294,7 @@ def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
         return [np.zeros(s) for s in w.shape]
     factors = []
     for d in range(w.ndim):
-        index = list(peak_at)
+        index: List[Any] = list(peak_at)
         index[d] = slice(None)
         factors.append(np.array(w[tuple(index)], dtype=np.float64))
     factors[0] = factors[0] / peak ** (w.ndim - 1)
@@ -624,7 +624,7 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
 
 
 def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int, hi: int,
-                block: int, flat: bool, errstate: Dict[str, str]) -> None:
+                block: int, flat: bool, errstate: Mapping[str, Any]) -> None:
     """Computes rows/elements [lo, hi) of the result into dest, block by block, with private
     registers, under the caller's floating-point error settings."""
     with np.errstate(**errstate):
@@ -633,11 +633,10 @@ def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo:
 
 def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int,
                       hi: int, block: int, flat: bool) -> None:
-    regs: List[Optional[np.ndarray]] = [None] * len(steps)
+    # a register for each step but the last, which writes into dest
+    regs = [np.empty(block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))),
+                     dtype=st.dtype) for st in steps[:-1]]
     last = len(steps) - 1
-    for i, st in enumerate(steps[:-1]):
-        regs[i] = np.empty(block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))),
-                           dtype=st.dtype)
     start = lo
     while start < hi:
         stop = min(hi, start + block)
@@ -710,7 +709,7 @@ def _vm_program(steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
         if st.dtype not in _VM_TYPES:
             return None
         if st.kind == "where":
-            op = _VM_WHERE
+            op: Optional[int] = _VM_WHERE
             values = st.args[1:]
         else:
             op = _VM_OPS.get(st.func)

@@ -424,9 +424,9 @@ class LineProfiler:
                         gen.close()
                         raise
                     except BaseException as exc:
-                        item = self._step(lambda: gen.throw(exc))
+                        item = self._step(functools.partial(gen.throw, exc))
                     else:
-                        item = self._step(lambda: gen.send(sent))
+                        item = self._step(functools.partial(gen.send, sent))
             except StopIteration as stop:
                 return stop.value
         return wrapper
@@ -439,6 +439,9 @@ class LineProfiler:
         return bool(self._tracer.enabled)
 
     def _set_local_events(self, code: types.CodeType) -> None:
+        if sys.version_info < (3, 12):  # the type checker reads this check too
+            raise RuntimeError("sys.monitoring needs Python 3.12+")
+        assert self._tool is not None  # called only while the tool id is held
         E = sys.monitoring.events
         sys.monitoring.set_local_events(
             self._tool, code,
@@ -447,11 +450,15 @@ class LineProfiler:
     @staticmethod
     def _monitoring_events() -> int:
         """Every event the line profiler registers a callback for."""
+        if sys.version_info < (3, 12):  # the type checker reads this check too
+            raise RuntimeError("sys.monitoring needs Python 3.12+")
         E = sys.monitoring.events
         return (E.PY_START | E.PY_RESUME | E.PY_THROW | E.LINE | E.PY_RETURN | E.PY_YIELD
                 | E.PY_UNWIND)
 
     def _enable_monitoring(self) -> None:
+        if sys.version_info < (3, 12):  # the type checker reads this check too
+            raise RuntimeError("sys.monitoring needs Python 3.12+")
         mon = sys.monitoring
         E = mon.events
         # the call profiler's claim: one order of ids, one error when every id is held
@@ -481,6 +488,8 @@ class LineProfiler:
     def _disable_monitoring(self) -> None:
         """Clear this profiler's events and callbacks and free its tool id.  Every step is
         tried even when one fails; the first failure is raised at the end."""
+        if sys.version_info < (3, 12):  # the type checker reads this check too
+            raise RuntimeError("sys.monitoring needs Python 3.12+")
         mon = sys.monitoring
         tool = self._tool
         if tool is None:

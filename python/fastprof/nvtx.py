@@ -14,7 +14,7 @@ ranges can stay in production code. In a build without CUDA they do nothing.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar, cast
 
 from . import _fastprof as _C
 
@@ -85,7 +85,7 @@ class range:  # noqa: N801  (mirrors nvtx.annotate / torch.cuda.nvtx.range)
                 if _BUILT:
                     _C._cuda_nvtx_pop()
 
-        return wrapper  # type: ignore[return-value]
+        return cast(F, wrapper)  # functools.wraps keeps fn's signature
 
     def __repr__(self) -> str:
         return f"nvtx.range({self.name!r})"

@@ -13,7 +13,7 @@ import functools
 import inspect
 import sys
 from types import CodeType, TracebackType
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from . import _fastprof
 
@@ -99,8 +99,8 @@ class Profile(_fastprof.Profiler):
         ``@fastprof.profile`` sessions are the exception: sessions nest, and every enabled one
         shares fastprof's one tool id.
         """
-        if _MONITORING and not self.enabled and not self._nests:
-            mon: Any = sys.monitoring  # type: ignore[attr-defined]
+        if sys.version_info >= (3, 12) and not self.enabled and not self._nests:
+            mon = sys.monitoring
             held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
             if held:
                 raise ValueError(f"Another profiling tool is already active: a fastprof "
@@ -152,9 +152,9 @@ class Profile(_fastprof.Profiler):
             entry = (nc, nc - nrec, it * spt, tt * spt)
             prev_e = callers.get(ck)
             if prev_e is not None:
-                entry = tuple(a + b for a, b in zip(prev_e, entry))  # type: ignore[assignment]
+                entry = tuple(a + b for a, b in zip(prev_e, entry))
             callers[ck] = entry
-        self.stats = {k: tuple(v) for k, v in stats.items()}  # type: ignore[misc]
+        self.stats = {k: tuple(v) for k, v in stats.items()}
 
     def create_stats(self) -> None:
         """Disables the profiler and sets ``self.stats`` (pstats' dictionary)."""
@@ -288,7 +288,7 @@ class ProfileSession(_fastprof._Session):
         lines: bool = False,
         output: Optional[str] = None,
         report: str = "exit",
-        clock: str = "wall",
+        clock: Literal["wall", "cpu", "process_cpu"] = "wall",
         threads: bool = True,
         stream: Any = None,
     ) -> None:
@@ -355,7 +355,7 @@ class ProfileSession(_fastprof._Session):
             wrapper = functools.update_wrapper(_fastprof._Guarded(self, func), func)
         wrapper.profiler = self.profiler
         self._register_exit_report()
-        return wrapper  # type: ignore[no-any-return]
+        return wrapper
 
     # -- results ----------------------------------------------------------------------------
 

@@ -246,7 +246,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None or state.worker or not state.results:
         return
     from . import __version__
-    from .bench import compare, profiling, storage
+    from .bench import storage
 
     doc = storage.make_document(state.results, str(session.config.rootpath),
                                 _device_info(state), __version__)

@@ -467,7 +467,9 @@ class Stats:
         """A ``pstats.Stats`` holding these numbers."""
         import pstats
 
-        return pstats.Stats(_Holder(self.to_dict()))
+        # typeshed names str | Profile only; pstats takes any object with create_stats() and
+        # .stats (pstats.Stats.load_stats)
+        return pstats.Stats(_Holder(self.to_dict()))  # type: ignore[arg-type]
 
     def to_callgrind(self, dest: Union[str, "os.PathLike[str]", TextIO]) -> None:
         """Writes a callgrind file (KCachegrind, QCachegrind) to a path or text stream."""

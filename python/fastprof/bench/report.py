@@ -56,7 +56,10 @@ def results_table(benchmarks: List[Dict[str, Any]], sort: str = "min") -> List[s
         for b in rows:
             s = b["stats"]
             ci = b.get("fastprof", {}).get("median_ci") or s.get("median_ci")
-            v = lambda k: f"{s[k] / scale:.4f}"  # noqa: E731
+
+            def v(k: str, s: Dict[str, Any] = s, scale: float = scale) -> str:
+                return f"{s[k] / scale:.4f}"
+
             body.append([
                 b["name"], v("min"), v("max"), v("mean"), v("stddev"), v("median"),
                 f"[{ci[0] / scale:.4f}, {ci[1] / scale:.4f}]" if ci else "-",

@@ -75,8 +75,8 @@ def write_callgrind(pstats_dict: Dict[FuncKey, Any],
     if not hasattr(dest, "write") and not isinstance(dest, (str, os.PathLike)):
         raise TypeError(f"dest must be a path or a text stream, got {type(dest).__name__}")
     text = format_callgrind(pstats_dict)
-    if hasattr(dest, "write"):
-        dest.write(text)  # type: ignore[union-attr]
-        return
-    with open(dest, "w", encoding="utf-8") as f:  # type: ignore[arg-type]
-        f.write(text)
+    if isinstance(dest, (str, os.PathLike)):
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        dest.write(text)

@@ -77,6 +77,7 @@ def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, strea
         if fmt == "pstats":
             from .source import save_tree
 
+            assert outfile is not None  # the condition above
             stats.dump(outfile)
             save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
         else:
@@ -86,11 +87,13 @@ def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, strea
                 if fmt == "speedscope":
                     from .speedscope import write_speedscope
 
-                    write_speedscope(tree, dest, name=title)  # type: ignore[arg-type]
+                    assert tree is not None  # checked above
+                    write_speedscope(tree, dest, name=title)
                 elif fmt == "collapsed":
                     from .collapsed import write_collapsed
 
-                    write_collapsed(tree, dest)  # type: ignore[arg-type]
+                    assert tree is not None  # checked above
+                    write_collapsed(tree, dest)
                 else:
                     stats.to_callgrind(dest)
             finally:
