@@ -5,6 +5,7 @@ registration methods' return values, enable_count, C callables as no-ops."""
 import asyncio
 import functools
 import inspect
+import io
 import types
 import warnings
 
@@ -234,3 +235,119 @@ def test_enable_count():
             assert lp.enable_count == 1
             raise RuntimeError
     assert lp.enable_count == 0 and not lp.enabled
+
+
+# --- point 2: results and the explicit profile object ---------------------------------------
+
+def test_print_stats_options():
+    import test_lines_targets as T
+    from test_lines import fake_profiler
+    lp = fake_profiler()
+    lp(T.timed)(2)  # 3 + 2 * 5 ticks, and defined before fib
+    lp(T.fib)(4)  # no ticks
+    totals = {key[2]: sum(r[2] for r in rows) for key, rows in lp.get_stats().timings.items()}
+    assert totals == {"timed": 13, "fib": 0}
+
+    def text(**kw):
+        out = io.StringIO()
+        lp.print_stats(out, **kw)
+        return out.getvalue()
+
+    full = text()
+    assert full.count("Function: ") == 2
+    assert full.index("Function: timed") < full.index("Function: fib")  # file order
+    assert text(details=False).count("Function: ") == 0
+    summary = [ln for ln in text(details=False, summarize=True).splitlines()
+               if " seconds - " in ln]
+    assert [ln.rsplit(" - ", 1)[1] for ln in summary] == ["fib", "timed"]  # by time
+    assert [ln.rsplit(" - ", 1)[1] for ln in text(details=False, summarize=True,
+                                                   stripzeros=True).splitlines()
+            if " seconds - " in ln] == ["timed"]
+    ordered = text(sort=True)
+    assert ordered.index("Function: fib") < ordered.index("Function: timed")  # by time
+    assert text(rich=True, config=None) == full
+
+
+def test_line_stats_add_and_files(tmp_path):
+    from fastprof.lines import LineStats
+    a = LineStats({("spam.py", 1, "foo"): [(2, 10, 300)],
+                   ("spam.py", 10, "bar"): [(11, 2, 1000), (12, 1, 500)]}, 1e-6)
+    b = LineStats({("spam.py", 10, "bar"): [(11, 10, 20000), (12, 5, 1000)],
+                   ("eggs.py", 5, "baz"): [(5, 2, 5000)]}, 1e-7)
+    total = LineStats({("spam.py", 1, "foo"): [(2, 10, 300)],
+                       ("spam.py", 10, "bar"): [(11, 12, 3000), (12, 6, 600)],
+                       ("eggs.py", 5, "baz"): [(5, 2, 500)]}, 1e-6)
+    assert a + b == b + a == total
+    a.to_file(tmp_path / "a.lprof")
+    b.to_file(tmp_path / "b.lprof")
+    assert LineStats.from_files(tmp_path / "a.lprof", tmp_path / "b.lprof") == total
+    c = LineStats(dict(a.timings), a.unit)
+    c += b
+    assert c == total
+    with pytest.raises(TypeError, match=r"stats\[1\] must be a LineStats"):
+        LineStats.from_stats_objects(a, {})
+
+
+def test_add_module_counts_members():
+    import test_lines_targets as T
+    lp = LineProfiler()
+    n = lp.add_module(T)
+    own = [v for v in vars(T).values()
+           if getattr(v, "__module__", None) == T.__name__ and callable(v)]
+    assert n == len(own)  # one per member of the module's own (a class counts once)
+    assert lp.add_module(T) == n  # nothing is a wrapper: added again, same count
+
+
+SCRIPT = """
+from fastprof.lines import profile
+
+@profile
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+print("decorated:", work.__name__, hasattr(work, "__wrapped__"))
+work(5)
+"""
+
+
+@pytest.mark.parametrize("how", ["off", "FASTPROF_LINE_PROFILE", "LINE_PROFILE", "argv"])
+def test_explicit_profile_switches_on_from_the_environment(tmp_path, how):
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "script.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("LINE_PROFILE",
+                                                             "FASTPROF_LINE_PROFILE")}
+    package_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root,
+                                                    env.get("PYTHONPATH")] if p)
+    if how in ("FASTPROF_LINE_PROFILE", "LINE_PROFILE"):
+        env[how] = "1"
+    args = [sys.executable, "script.py"] + (["--line-profile"] if how == "argv" else [])
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    on = how != "off"
+    assert f"decorated: work {on}" in proc.stdout
+    assert (tmp_path / "profile_output.lprof").exists() == on
+    assert (tmp_path / "profile_output.txt").exists() == on
+    if on:
+        from fastprof.lines import load_stats
+        (rows,) = load_stats(tmp_path / "profile_output.lprof").timings.values()
+        assert [r[1] for r in rows] == [1, 6, 5, 1]
+        assert " seconds - " in proc.stdout and "work" in proc.stdout
+        assert "Function: work" in (tmp_path / "profile_output.txt").read_text()
+
+
+def test_explicit_profile_off_is_a_no_op():
+    from fastprof._lines_explicit import ExplicitProfiler
+    from fastprof.lines import profile
+    p = ExplicitProfiler(LineProfiler)
+    p.disable()
+    assert p(gen) is gen
+    assert profile.__class__ is ExplicitProfiler
+    with pytest.raises(TypeError, match="output_prefix must be a str"):
+        p.enable(output_prefix=3)

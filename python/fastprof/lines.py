@@ -28,10 +28,12 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _fastprof
 from ._files import read_regular_file
+from ._lines_explicit import ExplicitProfiler
 from ._lines_wrap import Wrapping, is_c_callable, same_module, underlying
 from .report.lines_text import show_text
 
-__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function"]
+__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function",
+           "profile"]
 
 _MONITORING = sys.version_info >= (3, 12)
 _TOOL_NAME = "fastprof-lines"
@@ -62,6 +64,62 @@ class LineStats:
     def total_time(self, key: Key) -> float:
         """Seconds charged to the lines of one function."""
         return sum(t[2] for t in self.timings.get(key, ())) * self.unit
+
+    def __add__(self, other: "LineStats") -> "LineStats":
+        """The two added up (line_profiler's ``+``): hits add, times too, in the coarser of
+        the two units."""
+        if not isinstance(other, LineStats):
+            return NotImplemented
+        return LineStats.from_stats_objects(self, other)
+
+    def __iadd__(self, other: "LineStats") -> "LineStats":
+        if not isinstance(other, LineStats):
+            return NotImplemented
+        total = LineStats.from_stats_objects(self, other)
+        self.timings, self.unit = total.timings, total.unit
+        return self
+
+    @classmethod
+    def from_stats_objects(cls, stats: "LineStats", *more: "LineStats") -> "LineStats":
+        """One LineStats adding up several: per (function, line), hits summed and times
+        summed in the largest unit among them (line_profiler's aggregation)."""
+        every = [stats, *more]
+        for i, one in enumerate(every):
+            if not isinstance(one, LineStats):
+                raise TypeError(f"stats[{i}] must be a LineStats, not {type(one).__name__}")
+        unit = max(one.unit for one in every)
+        merged: Dict[Key, Dict[int, List[Any]]] = {}
+        for one in every:
+            scale = one.unit / unit
+            for key, rows in one.timings.items():
+                lines = merged.setdefault(key, {})
+                for lineno, nhits, time in rows:
+                    acc = lines.setdefault(lineno, [0, 0])
+                    acc[0] += nhits
+                    acc[1] += time * scale if scale != 1 else time
+        timings = {key: [(ln, h, t) for ln, (h, t) in sorted(lines.items())]
+                   for key, lines in merged.items()}
+        return cls(timings, unit)
+
+    @classmethod
+    def from_files(cls, path: "str | os.PathLike[str]",
+                   *paths: "str | os.PathLike[str]") -> "LineStats":
+        """The stats of one or more .lprof files added up (read as ``load_stats`` does:
+        no code of the file runs)."""
+        return cls.from_stats_objects(*(load_stats(p) for p in (path, *paths)))
+
+    def to_file(self, path: "str | os.PathLike[str]") -> None:
+        """Write these stats as a .lprof file (a pickled LineStats)."""
+        with open(path, "wb") as f:
+            pickle.dump(self, f, protocol=4)
+
+    def print(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
+              stripzeros: bool = False, details: bool = True, summarize: bool = False,
+              sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
+        """Print kernprof's table (line_profiler's options; rich and config are accepted
+        and the output stays plain text)."""
+        show_text(self.timings, self.unit, output_unit, stream, stripzeros, summarize,
+                  details=details, sort=sort)
 
 
 # The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
@@ -666,24 +724,27 @@ class LineProfiler(Wrapping):
         self._tracer.reset()
 
     def print_stats(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
-                    stripzeros: bool = False, summarize: bool = False) -> None:
+                    stripzeros: bool = False, details: bool = True, summarize: bool = False,
+                    sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
         """Print kernprof -l -v's table of every registered function (in microseconds
-        unless output_unit, in seconds, says otherwise)."""
+        unless output_unit, in seconds, says otherwise), with line_profiler's options:
+        details (the per-line blocks), summarize (one line per function), sort (by total
+        time), stripzeros (leave out functions that never ran); rich and config are accepted
+        and the output stays plain text."""
         stats = self.get_stats()
         if output_unit is None:
             output_unit = 1e-6
         for f in self.functions:  # functions never run still get their (empty) block
             c = f.__code__
             stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
-        show_text(stats.timings, stats.unit, output_unit, stream, stripzeros, summarize)
+        stats.print(stream, output_unit, stripzeros, details, summarize, sort, rich,
+                    config=config)
 
     def dump_stats(self, path: "str | os.PathLike[str]") -> None:
         """Write the timings to path as a pickled LineStats, like line_profiler's .lprof
         files: fastprof.lines.load_stats reads it back, and so do line_profiler's readers
         (``python -m line_profiler path``) where fastprof is importable."""
-        stats = self.get_stats()
-        with open(path, "wb") as f:
-            pickle.dump(stats, f, protocol=4)
+        self.get_stats().to_file(path)
 
 
 class _KernprofBuiltin:
@@ -747,3 +808,7 @@ def resolve_function(spec: str) -> Any:
             raise AttributeError(f"{spec!r}: {where!r} has no {qualname!r}") from None
     return obj
 
+
+# line_profiler's ``profile``: ``from fastprof.lines import profile``; off (a no-op decorator)
+# unless FASTPROF_LINE_PROFILE / LINE_PROFILE or --line-profile switches it on.
+profile = ExplicitProfiler(LineProfiler)
