@@ -269,7 +269,7 @@ def test_print_stats_options():
 
 
 def test_line_stats_add_and_files(tmp_path):
-    from fastprof.lines import LineStats
+    from fastprof.lines import LineStats, load_stats
     a = LineStats({("spam.py", 1, "foo"): [(2, 10, 300)],
                    ("spam.py", 10, "bar"): [(11, 2, 1000), (12, 1, 500)]}, 1e-6)
     b = LineStats({("spam.py", 10, "bar"): [(11, 10, 20000), (12, 5, 1000)],
@@ -281,6 +281,8 @@ def test_line_stats_add_and_files(tmp_path):
     a.to_file(tmp_path / "a.lprof")
     b.to_file(tmp_path / "b.lprof")
     assert LineStats.from_files(tmp_path / "a.lprof", tmp_path / "b.lprof") == total
+    assert load_stats(tmp_path / "a.lprof", tmp_path / "b.lprof") == total
+    assert load_stats(tmp_path / "b.lprof") == b
     c = LineStats(dict(a.timings), a.unit)
     c += b
     assert c == total

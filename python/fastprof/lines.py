@@ -106,7 +106,7 @@ class LineStats:
                    *paths: "str | os.PathLike[str]") -> "LineStats":
         """The stats of one or more .lprof files added up (read as ``load_stats`` does:
         no code of the file runs)."""
-        return cls.from_stats_objects(*(load_stats(p) for p in (path, *paths)))
+        return cls.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
 
     def to_file(self, path: "str | os.PathLike[str]") -> None:
         """Write these stats as a .lprof file (a pickled LineStats)."""
@@ -208,13 +208,22 @@ def _short(value: Any) -> str:
     return _REPR.repr(value)
 
 
-def load_stats(path: "str | os.PathLike[str]") -> LineStats:
-    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``).
+def load_stats(path: "str | os.PathLike[str]", *paths: "str | os.PathLike[str]") -> LineStats:
+    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``);
+    several files are added up (``LineStats.from_stats_objects``), as line_profiler's
+    ``load_stats`` does.
 
     The file is a pickle, but it is read without running code: only a LineStats object
     (fastprof's or line_profiler's class name) or a {"timings", "unit"} dict of plain data is
     accepted.  Raises OSError when the file cannot be read, ValueError naming the file when it
     does not hold line timings."""
+    if paths:
+        return LineStats.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
+    return _load_one(path)
+
+
+def _load_one(path: "str | os.PathLike[str]") -> LineStats:
+    """load_stats of one file."""
     name = os.fspath(path)
     with io.BytesIO(read_regular_file(name)) as f:
         try:
