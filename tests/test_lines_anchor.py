@@ -59,13 +59,15 @@ def _download() -> bytes:
 
 
 @pytest.fixture(scope="session")
-def anchor_tests(request: Any) -> Path:
+def anchor_tests(request: Any, tmp_path_factory: Any) -> Path:
     """The path of line_profiler 5.1's test_line_profiler.py (cached), with its conftest."""
     pytest.importorskip("line_profiler", reason="line_profiler (the test extra) is not installed")
     import line_profiler
     if not line_profiler.__version__.startswith("5.1"):
         pytest.skip(f"line_profiler {line_profiler.__version__} is installed, the anchor is 5.1")
-    cache = Path(request.config.cache.mkdir("line_profiler-5.1.0"))
+    store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = Path(store.mkdir("line_profiler-5.1.0") if store is not None
+                 else tmp_path_factory.mktemp("line_profiler-5.1.0"))
     target = cache / "test_line_profiler.py"
     if not target.exists():
         try:
