@@ -23,13 +23,17 @@ import reprlib
 import sys
 import threading
 import types
+import warnings
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _fastprof
 from ._files import read_regular_file
+from ._lines_explicit import ExplicitProfiler
+from ._lines_wrap import Wrapping, is_c_callable, same_module, underlying
 from .report.lines_text import show_text
 
-__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function"]
+__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function",
+           "profile"]
 
 _MONITORING = sys.version_info >= (3, 12)
 _TOOL_NAME = "fastprof-lines"
@@ -60,6 +64,62 @@ class LineStats:
     def total_time(self, key: Key) -> float:
         """Seconds charged to the lines of one function."""
         return sum(t[2] for t in self.timings.get(key, ())) * self.unit
+
+    def __add__(self, other: "LineStats") -> "LineStats":
+        """The two added up (line_profiler's ``+``): hits add, times too, in the coarser of
+        the two units."""
+        if not isinstance(other, LineStats):
+            return NotImplemented
+        return LineStats.from_stats_objects(self, other)
+
+    def __iadd__(self, other: "LineStats") -> "LineStats":
+        if not isinstance(other, LineStats):
+            return NotImplemented
+        total = LineStats.from_stats_objects(self, other)
+        self.timings, self.unit = total.timings, total.unit
+        return self
+
+    @classmethod
+    def from_stats_objects(cls, stats: "LineStats", *more: "LineStats") -> "LineStats":
+        """One LineStats adding up several: per (function, line), hits summed and times
+        summed in the largest unit among them (line_profiler's aggregation)."""
+        every = [stats, *more]
+        for i, one in enumerate(every):
+            if not isinstance(one, LineStats):
+                raise TypeError(f"stats[{i}] must be a LineStats, not {type(one).__name__}")
+        unit = max(one.unit for one in every)
+        merged: Dict[Key, Dict[int, List[Any]]] = {}
+        for one in every:
+            scale = one.unit / unit
+            for key, rows in one.timings.items():
+                lines = merged.setdefault(key, {})
+                for lineno, nhits, time in rows:
+                    acc = lines.setdefault(lineno, [0, 0])
+                    acc[0] += nhits
+                    acc[1] += time * scale if scale != 1 else time
+        timings = {key: [(ln, h, t) for ln, (h, t) in sorted(lines.items())]
+                   for key, lines in merged.items()}
+        return cls(timings, unit)
+
+    @classmethod
+    def from_files(cls, path: "str | os.PathLike[str]",
+                   *paths: "str | os.PathLike[str]") -> "LineStats":
+        """The stats of one or more .lprof files added up (read as ``load_stats`` does:
+        no code of the file runs)."""
+        return cls.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
+
+    def to_file(self, path: "str | os.PathLike[str]") -> None:
+        """Write these stats as a .lprof file (a pickled LineStats)."""
+        with open(path, "wb") as f:
+            pickle.dump(self, f, protocol=4)
+
+    def print(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
+              stripzeros: bool = False, details: bool = True, summarize: bool = False,
+              sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
+        """Print kernprof's table (line_profiler's options; rich and config are accepted
+        and the output stays plain text)."""
+        show_text(self.timings, self.unit, output_unit, stream, stripzeros, summarize,
+                  details=details, sort=sort)
 
 
 # The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
@@ -148,13 +208,22 @@ def _short(value: Any) -> str:
     return _REPR.repr(value)
 
 
-def load_stats(path: "str | os.PathLike[str]") -> LineStats:
-    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``).
+def load_stats(path: "str | os.PathLike[str]", *paths: "str | os.PathLike[str]") -> LineStats:
+    """Read stats written by ``LineProfiler.dump_stats`` (or line_profiler's ``.lprof``);
+    several files are added up (``LineStats.from_stats_objects``), as line_profiler's
+    ``load_stats`` does.
 
     The file is a pickle, but it is read without running code: only a LineStats object
     (fastprof's or line_profiler's class name) or a {"timings", "unit"} dict of plain data is
     accepted.  Raises OSError when the file cannot be read, ValueError naming the file when it
     does not hold line timings."""
+    if paths:
+        return LineStats.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
+    return _load_one(path)
+
+
+def _load_one(path: "str | os.PathLike[str]") -> LineStats:
+    """load_stats of one file."""
     name = os.fspath(path)
     with io.BytesIO(read_regular_file(name)) as f:
         try:
@@ -250,6 +319,13 @@ def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str
         yield from _code_qualname_walk(const, qual + (".<locals>." if is_function else "."))
 
 
+def _check_scoping(policy: Any) -> None:
+    """Raises ValueError unless policy is None (line_profiler's default scoping)."""
+    if policy is not None:
+        raise ValueError(f"scoping_policy must be None (the members of the class or module's "
+                         f"own module), not {_short(policy)}")
+
+
 class _LegacyState:
     """Below 3.12: the tracer whose C trace function is installed (it feeds the others enabled
     meanwhile) and the threading.settrace hook to put back when the last one is disabled.
@@ -288,7 +364,7 @@ def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]
 _LEGACY = _LegacyState()
 
 
-class LineProfiler:
+class LineProfiler(Wrapping):
     """Time each line of the registered functions.
 
     ``LineProfiler(*funcs)`` registers funcs; ``add_function`` and ``add_module`` add more.
@@ -327,40 +403,92 @@ class LineProfiler:
 
         Decorated functions are unwrapped to the function the user wrote; methods,
         classmethods, staticmethods, properties and classes (every function defined in the
-        class body) are accepted."""
+        class body) are accepted.  Each function is appended to ``functions`` (twice when
+        added twice, as line_profiler does)."""
         for f in _unwrap(func):
-            if self._add_code(f.__code__):
-                self.functions.append(f)
+            self._add_code(f.__code__)
+            self.functions.append(f)
             for nested in _nested_codes(f.__code__):
                 self._add_code(nested)
 
-    def add_module(self, module: types.ModuleType) -> int:
-        """Register every function defined in module (classes' methods too).  Returns how
-        many functions were added."""
+    def add_callable(self, func: Any, guard: Optional[Callable[[Any], bool]] = None,
+                     name: Optional[str] = None) -> int:
+        """Register the Python functions behind func (what ``prof(func)`` registers: a
+        function, method, classmethod, staticmethod, property, cached_property, partial,
+        partialmethod, class, callable object).  Functions for which guard returns true are
+        skipped (by default: this profiler's own wrappers).  Returns 1 when a function was
+        added, else 0; a C callable adds nothing, with a warning.  name is accepted for
+        line_profiler's signature.  Raises TypeError when func is not callable."""
+        if is_c_callable(func):
+            self._warn_c_callable(func)
+            return 0
+        return self._add_callable(func, guard)
+
+    def _add_callable(self, func: Any, guard: Optional[Callable[[Any], bool]] = None) -> int:
+        """add_callable without the warning for C callables."""
+        skip = self._own_wrapper if guard is None else guard
+        added = 0
+        for impl in underlying(func):
+            if skip(impl):
+                continue
+            self.add_function(impl)
+            added = 1
+        return added
+
+    def add_class(self, cls: type, *, scoping_policy: Any = None, wrap: bool = False) -> int:
+        """Register the functions of cls's body and of the classes nested in it (those of
+        cls's module).  With wrap, the members are replaced by profiling wrappers.
+        Returns how many members were added (line_profiler's count).  Only line_profiler's
+        default scoping_policy (None) is supported."""
+        if not isinstance(cls, type):
+            raise TypeError(f"cls must be a class, not {type(cls).__name__}")
+        _check_scoping(scoping_policy)
+        return self._add_namespace(cls, set(), wrap)
+
+    def add_module(self, module: types.ModuleType, *, scoping_policy: Any = None,
+                   wrap: bool = False) -> int:
+        """Register every function defined in module (classes' methods too; imported names
+        and submodules are left out).  With wrap, the module's members are replaced by
+        profiling wrappers.  Returns how many members were added (line_profiler's count).
+        Only line_profiler's default scoping_policy (None) is supported."""
         if not isinstance(module, types.ModuleType):
             raise TypeError(f"module must be a module, not {type(module).__name__}")
-        before = len(self.functions)
-        seen: set = set()
+        _check_scoping(scoping_policy)
+        return self._add_namespace(module, set(), wrap)
 
-        def visit(namespace: Dict[str, Any]) -> None:
-            for value in list(namespace.values()):
-                if id(value) in seen:
-                    continue
-                seen.add(id(value))
-                if isinstance(value, type):
-                    if value.__module__ == module.__name__:
-                        visit(dict(vars(value)))
-                    continue
-                try:
-                    funcs = _unwrap(value)
-                except TypeError:
-                    continue
-                for f in funcs:
-                    if f.__module__ == module.__name__:
-                        self.add_function(f)
+    def _add_namespace(self, namespace: Any, seen: set, wrap: bool) -> int:
+        """Register the members of a class or module defined in its module; returns how
+        many members added a function."""
+        count = 0
+        to_wrap: Dict[str, Any] = {}
 
-        visit(vars(module))
-        return len(self.functions) - before
+        def skip(f: Any) -> bool:
+            return self._own_wrapper(f) or not same_module(namespace, f)
+
+        for attr, value in list(vars(namespace).items()):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, types.ModuleType):
+                continue
+            if isinstance(value, type):
+                if same_module(namespace, value) and self._add_namespace(value, seen, wrap):
+                    count += 1
+                continue
+            try:
+                if not self._add_callable(value, skip):
+                    continue
+            except TypeError:  # not callable
+                continue
+            count += 1
+            if wrap:
+                to_wrap[attr] = value
+        for attr, value in to_wrap.items():
+            try:
+                setattr(namespace, attr, self.wrap_callable(value))
+            except (TypeError, AttributeError):
+                warnings.warn(f"cannot wrap {attr} of {_short(namespace)}", stacklevel=4)
+        return count
 
     def add_from_code(self, module_code: types.CodeType, qualname: str) -> int:
         """Register the functions called qualname among the code objects nested in
@@ -374,64 +502,36 @@ class LineProfiler:
                 found += 1
         return found
 
-    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: register func and profile while it runs (nested calls counted; for
-        a generator function, while the generator runs)."""
-        self.add_function(func)
-        if isinstance(func, (type, property, classmethod, staticmethod)):
-            return func  # registered; nothing to switch on around
-        if inspect.isgeneratorfunction(func):
-            return self._wrap_generator(func)
-        if inspect.iscoroutinefunction(func):
-            @functools.wraps(func)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                self.enable_by_count()
-                try:
-                    return await func(*args, **kwargs)
-                finally:
-                    self.disable_by_count()
-            return async_wrapper
+    def __call__(self, func: Any) -> Any:
+        """Decorator: register func and return a wrapper of the same kind (a generator
+        function stays one, a coroutine function, an async generator function, a
+        classmethod, staticmethod, property, cached_property, partial, partialmethod or bound
+        method too) that profiles while it runs.  A class is returned itself with the
+        functions of its own body wrapped; this profiler's own wrapper and a C callable
+        (with a warning) are returned unchanged."""
+        if is_c_callable(func):
+            self._warn_c_callable(func)
+            return func
+        self._add_callable(func)
+        return self.wrap_callable(func)
 
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.enable_by_count()
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self.disable_by_count()
-        return wrapper
-
-    def _step(self, advance: Callable[[], Any]) -> Any:
-        """advance() with profiling on (by count)."""
-        self.enable_by_count()
-        try:
-            return advance()
-        finally:
-            self.disable_by_count()
-
-    def _wrap_generator(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """A generator function that runs func's generator with profiling on for each step
-        (not while the consumer holds it)."""
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            gen = func(*args, **kwargs)
-            try:
-                item = self._step(lambda: next(gen))
-                while True:
-                    try:
-                        sent = yield item
-                    except GeneratorExit:
-                        gen.close()
-                        raise
-                    except BaseException as exc:
-                        item = self._step(functools.partial(gen.throw, exc))
-                    else:
-                        item = self._step(functools.partial(gen.send, sent))
-            except StopIteration as stop:
-                return stop.value
-        return wrapper
+    @staticmethod
+    def _warn_c_callable(func: Any) -> None:
+        warnings.warn(f"{_short(func)} is implemented in C: it has no lines to time",
+                      stacklevel=3)
 
     # --- switching on and off -----------------------------------------------------------
+
+    @property
+    def enable_count(self) -> int:
+        """How many enable_by_count() calls are not yet matched by disable_by_count()."""
+        return self._enable_count
+
+    @property
+    def code_hash_map(self) -> Dict[types.CodeType, List[int]]:
+        """The registered code objects (as keys; line_profiler's attribute of that name, for
+        the tools that walk it)."""
+        return {code: [] for code in self._tracer.codes()}
 
     @property
     def enabled(self) -> bool:
@@ -642,24 +742,27 @@ class LineProfiler:
         self._tracer.reset()
 
     def print_stats(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
-                    stripzeros: bool = False, summarize: bool = False) -> None:
+                    stripzeros: bool = False, details: bool = True, summarize: bool = False,
+                    sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
         """Print kernprof -l -v's table of every registered function (in microseconds
-        unless output_unit, in seconds, says otherwise)."""
+        unless output_unit, in seconds, says otherwise), with line_profiler's options:
+        details (the per-line blocks), summarize (one line per function), sort (by total
+        time), stripzeros (leave out functions that never ran); rich and config are accepted
+        and the output stays plain text."""
         stats = self.get_stats()
         if output_unit is None:
             output_unit = 1e-6
         for f in self.functions:  # functions never run still get their (empty) block
             c = f.__code__
             stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
-        show_text(stats.timings, stats.unit, output_unit, stream, stripzeros, summarize)
+        stats.print(stream, output_unit, stripzeros, details, summarize, sort, rich,
+                    config=config)
 
     def dump_stats(self, path: "str | os.PathLike[str]") -> None:
         """Write the timings to path as a pickled LineStats, like line_profiler's .lprof
         files: fastprof.lines.load_stats reads it back, and so do line_profiler's readers
         (``python -m line_profiler path``) where fastprof is importable."""
-        stats = self.get_stats()
-        with open(path, "wb") as f:
-            pickle.dump(stats, f, protocol=4)
+        self.get_stats().to_file(path)
 
 
 class _KernprofBuiltin:
@@ -723,3 +826,7 @@ def resolve_function(spec: str) -> Any:
             raise AttributeError(f"{spec!r}: {where!r} has no {qualname!r}") from None
     return obj
 
+
+# line_profiler's ``profile``: ``from fastprof.lines import profile``; off (a no-op decorator)
+# unless FASTPROF_LINE_PROFILE / LINE_PROFILE or --line-profile switches it on.
+profile = ExplicitProfiler(LineProfiler)

@@ -75,16 +75,24 @@ def show_func(filename: str, start_lineno: int, func_name: str,
 
 def show_text(timings: Mapping[Key, Sequence[LineTiming]], unit: float,
               output_unit: Optional[float] = None, stream: Optional[IO[str]] = None,
-              stripzeros: bool = False, summarize: bool = False) -> None:
-    """Print every function's block (in file and line order), as ``kernprof -l -v`` does."""
+              stripzeros: bool = False, summarize: bool = False, *, details: bool = True,
+              sort: bool = False) -> None:
+    """Print every function's block (in file and line order, or by ascending total time
+    with sort; none without details), then with summarize one line per function, as
+    ``kernprof -l -v`` and line_profiler's ``show_text`` do."""
     stream = sys.stdout if stream is None else stream
     shown = unit if output_unit is None else output_unit
     stream.write(f"Timer unit: {shown:g} s\n\n")
-    for (filename, start_lineno, name), lines in sorted(timings.items()):
-        show_func(filename, start_lineno, name, lines, unit, output_unit, stream, stripzeros)
+    order = sorted(timings.items())
+    if sort:
+        order.sort(key=lambda item: sum(t[2] for t in item[1]))
+    if details:
+        for (filename, start_lineno, name), lines in order:
+            show_func(filename, start_lineno, name, lines, unit, output_unit, stream,
+                      stripzeros)
     if summarize:
-        rows = [(sum(t[2] for t in lines) * unit, key) for key, lines in timings.items()]
-        for seconds, (filename, start_lineno, name) in sorted(rows):
+        rows = [(sum(t[2] for t in lines) * unit, key) for key, lines in order]
+        for seconds, (filename, start_lineno, name) in sorted(rows, key=lambda r: r[0]):
             if stripzeros and seconds == 0:
                 continue
             where = os.path.relpath(filename) if os.path.exists(filename) else filename
