@@ -1,7 +1,7 @@
-"""Floors for the call-profiler benchmarks on Python 3.12+: an empty C callback registered for
-the sys.monitoring events a profiler takes.  What it costs is the interpreter's delivery of
-those events, which no profiler built on sys.monitoring can avoid; what a profiler costs above
-it is its own.
+"""Floors for the call-profiler benchmarks on Python 3.12+: an empty C callback (called through
+its own vectorcall, as fastprof's hooks are) registered for the sys.monitoring events a
+profiler takes.  What it costs is the interpreter's delivery of those events, which no profiler
+built on sys.monitoring can avoid; what a profiler costs above it is its own.
 
     with monitoring_floor(exact=True): ...   # the events of fastprof's exact default
 """
@@ -22,18 +22,19 @@ _BUILTIN_EVENTS = ("CALL", "C_RETURN", "C_RAISE")
 
 @contextlib.contextmanager
 def monitoring_floor(exact: bool = True) -> Iterator[None]:
-    """Registers _fastprof._empty_callback for the call profiler's events (with builtins when
+    """Registers a _fastprof._EmptyCallback for the call profiler's events (with builtins when
     exact) on a tool id of its own for the block; gives everything back after it."""
     if sys.version_info < (3, 12):
         raise RuntimeError("the sys.monitoring floor needs Python 3.12+")
     mon = sys.monitoring  # type: ignore[attr-defined]
     names = _PYTHON_EVENTS + (_BUILTIN_EVENTS if exact else ())
+    callback = _fastprof._EmptyCallback()
     tool = _fastprof._monitoring_claim("fastprof-floor")
     mask = 0
     try:
         for name in names:
             bit = getattr(mon.events, name)
-            mon.register_callback(tool, bit, _fastprof._empty_callback)
+            mon.register_callback(tool, bit, callback)
             mask |= bit
         mon.set_events(tool, mask)
         yield

@@ -113,6 +113,6 @@ int fp_profile_exec(PyObject *m);
 int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
-int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback (floors.c) */
+int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback type (floors.c) */
 
 #endif

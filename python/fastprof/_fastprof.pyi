@@ -64,6 +64,9 @@ def clock_info() -> Tuple[str, float]: ...
 def _empty_profile_hook(on: bool) -> None: ...  # below 3.12 only: the benchmark floor
 def _stamp_profile_hook(on: bool) -> Tuple[int, int]: ...  # below 3.12 only: the timing floor
 
+class _EmptyCallback:  # a callback that does nothing: the benchmarks' sys.monitoring floor
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+
 class LineTracer:
     def __init__(self, timer: Optional[Callable[[], int]] = None) -> None: ...
     enabled: bool
