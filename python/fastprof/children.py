@@ -249,14 +249,16 @@ def _after_fork_child() -> None:
 
 
 def _install_hooks() -> None:
+    """The fork and exit hooks (each registered once per process; they do nothing while no
+    session is on) and the os._exit wrapper."""
     global _real_exit, _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    os.register_at_fork(after_in_child=_after_fork_child)
-    atexit.register(_on_exit)
-    _real_exit = os._exit
-    os._exit = _exit_wrapper  # type: ignore[assignment]
+    if not _hooks_installed:
+        _hooks_installed = True
+        os.register_at_fork(after_in_child=_after_fork_child)
+        atexit.register(_on_exit)
+    if os._exit is not _exit_wrapper:
+        _real_exit = os._exit
+        os._exit = _exit_wrapper  # type: ignore[assignment]
 
 
 def _machinery() -> Optional[str]:
@@ -323,7 +325,14 @@ def is_child_of_runner() -> bool:
 
 
 def stop_following(saved_env: Dict[str, Optional[str]]) -> None:
-    """Puts back the environment variables follow() changed (as saved_env holds them)."""
+    """In the runner, once the job is reported: the fork hook and exit hooks do nothing any
+    more, os._exit is the real one again, and the environment variables follow() changed are
+    put back (as saved_env holds them)."""
+    global _session
+    if _session is not None and _session.root:
+        _session = None
+    if _real_exit is not None and os._exit is _exit_wrapper:
+        os._exit = _real_exit  # type: ignore[assignment]
     for k, v in saved_env.items():
         if v is None:
             os.environ.pop(k, None)
