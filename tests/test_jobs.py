@@ -36,12 +36,20 @@ def _env(extra_path: Optional[str] = None) -> Dict[str, str]:
     return env
 
 
-def fastprof(args: List[str], cwd: Any, *, extra_path: Optional[str] = None
-             ) -> subprocess.CompletedProcess:
+def fastprof(
+    args: List[str], cwd: Any, *, extra_path: Optional[str] = None
+) -> subprocess.CompletedProcess:
     """Runs ``python -m fastprof ARGS``; fails the test on a hang."""
     cmd = [sys.executable, "-m", "fastprof", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(extra_path), cwd=str(cwd), start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(extra_path),
+        cwd=str(cwd),
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -65,8 +73,11 @@ def load(path: Any) -> Dict[Any, Any]:
 
 def calls(stats: Dict[Any, Any], script: Any, name: str) -> int:
     """The call count of function name defined in script (0 when absent)."""
-    return sum(v[1] for k, v in stats.items()
-               if k[2] == name and os.path.exists(k[0]) and os.path.samefile(k[0], script))
+    return sum(
+        v[1]
+        for k, v in stats.items()
+        if k[2] == name and os.path.exists(k[0]) and os.path.samefile(k[0], script)
+    )
 
 
 def records(run_dir: Any) -> Dict[int, Dict[str, Any]]:
@@ -103,12 +114,15 @@ POOL = """\
 
 # -- 1. the children are followed, with exact counts ---------------------------------------
 
+
 @pytest.mark.parametrize("method", START_METHODS)
 def test_pool_workers_exact_counts(tmp_path: Any, method: str) -> None:
     script = write(tmp_path, "pool.py", POOL)
     run_dir = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof",
-                  str(script), method], tmp_path)
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script), method],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "99000"
     assert "Error in sitecustomize" not in r.stderr
@@ -131,7 +145,10 @@ def test_pool_workers_exact_counts(tmp_path: Any, method: str) -> None:
 
 
 def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
-    script = write(tmp_path, "job.py", """\
+    script = write(
+        tmp_path,
+        "job.py",
+        """\
         import subprocess
         import sys
         from concurrent.futures import ProcessPoolExecutor
@@ -149,10 +166,13 @@ def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
             subprocess.run([sys.executable, __file__, "child"], check=True)
             with ProcessPoolExecutor(2) as ex:
                 print(sum(ex.map(work, [10] * 5)))
-        """)
+        """,
+    )
     run_dir = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), "-s", "calls", "--all",
-                  str(script)], tmp_path)
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-s", "calls", "--all", str(script)],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("666\n225\n")
     assert "4 process(es)" in r.stdout  # the parent, the subprocess, two pool workers
@@ -169,7 +189,10 @@ def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
 
 
 def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
-    script = write(tmp_path, "parent.py", """\
+    script = write(
+        tmp_path,
+        "parent.py",
+        """\
         import subprocess
         import sys
 
@@ -185,10 +208,13 @@ def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
                     work(n)
                 sys.exit(0)
             subprocess.run([sys.executable, __file__, "child"], check=True)
-        """)
+        """,
+    )
     run_dir = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof",
-                  str(script)], tmp_path)
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script)],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     (child,) = [pid for pid, m in records(run_dir).items() if not m["root"]]
     in_job = load(run_dir / f"{child}.prof")
@@ -197,8 +223,11 @@ def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
     alone = load(tmp_path / "alone.prof")
 
     def own(stats: Dict[Any, Any]) -> Dict[Any, Any]:
-        return {k[2]: v[:2] for k, v in stats.items()
-                if os.path.exists(k[0]) and os.path.samefile(k[0], script)}
+        return {
+            k[2]: v[:2]
+            for k, v in stats.items()
+            if os.path.exists(k[0]) and os.path.samefile(k[0], script)
+        }
 
     assert own(in_job) == own(alone)
     assert own(alone)["leaf"] == (190, 190)
@@ -249,8 +278,10 @@ ENDINGS = """\
 def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
     script = write(tmp_path, "ends.py", ENDINGS)
     run_dir = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof",
-                  str(script)], tmp_path)
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script)],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "os._exit 0"
@@ -260,8 +291,11 @@ def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
     recs = records(run_dir)
     assert not recs[killed]["complete"]
     assert not (run_dir / f"{killed}.prof").exists()
-    counts = sorted(calls(load(run_dir / f"{pid}.prof"), script, "leaf")
-                    for pid, m in recs.items() if not m["root"] and pid != killed)
+    counts = sorted(
+        calls(load(run_dir / f"{pid}.prof"), script, "leaf")
+        for pid, m in recs.items()
+        if not m["root"] and pid != killed
+    )
     assert counts == [3, 5, 13]
     assert calls(load(tmp_path / "all.prof"), script, "leaf") == 3 + 5 + 13
     assert "4 process(es), 1 missing" in r.stderr
@@ -270,12 +304,15 @@ def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
 
 # -- merge and view of a run directory ------------------------------------------------------
 
+
 @pytest.fixture
 def run_dir(tmp_path: Any) -> Any:
     script = write(tmp_path, "pool.py", POOL)
     d = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(d), "-o", "x.prof", str(script),
-                  "fork"], tmp_path)
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(d), "-o", "x.prof", str(script), "fork"],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     return d
 
@@ -297,8 +334,10 @@ def _fake_process(d: Any, pid: int, ppid: int, leaf_calls: int, *, tree: bool = 
 
     key = ("job.py", 3, "leaf")
     main = ("job.py", 1, "main")
-    stats = {main: (1, 1, 0.5, 1.0, {}),
-             key: (leaf_calls, leaf_calls, 0.5, 0.5, {main: (leaf_calls, leaf_calls, 0.5, 0.5)})}
+    stats = {
+        main: (1, 1, 0.5, 1.0, {}),
+        key: (leaf_calls, leaf_calls, 0.5, 0.5, {main: (leaf_calls, leaf_calls, 0.5, 0.5)}),
+    }
     (d / f"{pid}.prof").write_bytes(marshal.dumps(stats))
     if tree:
         root = Node(None, 0, 0.0, 1.0)
@@ -306,8 +345,18 @@ def _fake_process(d: Any, pid: int, ppid: int, leaf_calls: int, *, tree: bool = 
         root.children.append(m)
         m.children.append(Node(key, leaf_calls, 0.5, 0.5, m))
         CallTree({1: root}).save(str(d / f"{pid}.prof.tree.json"))
-    meta = {"format": FORMAT, "pid": pid, "ppid": ppid, "root": ppid == 1, "argv": ["job.py"],
-            "rank": None, "start": 0.0, "end": 2.0, "wall": 2.0, "complete": True}
+    meta = {
+        "format": FORMAT,
+        "pid": pid,
+        "ppid": ppid,
+        "root": ppid == 1,
+        "argv": ["job.py"],
+        "rank": None,
+        "start": 0.0,
+        "end": 2.0,
+        "wall": 2.0,
+        "complete": True,
+    }
     (d / f"{pid}.json").write_text(json.dumps(meta))
 
 
@@ -326,7 +375,8 @@ def test_read_run_sums_functions_and_trees(tmp_path: Any) -> None:
     table = format_processes(run)
     assert "2 process(es)" in table
     assert [ln.split()[:2] for ln in table.splitlines() if ln.split()[:1] == ["101"]] == [
-        ["101", "100"]]
+        ["101", "100"]
+    ]
     # a process without a tree file: the merged tree would leave it out, so there is none
     _fake_process(tmp_path, 102, 100, 1, tree=False)
     assert read_run(str(tmp_path)).tree is None
@@ -347,7 +397,8 @@ def test_view_dir_shows_merged_and_per_process(tmp_path: Any, run_dir: Any) -> N
 
 
 def test_truncated_and_other_version_files_are_named_and_the_rest_merges(
-        tmp_path: Any, run_dir: Any) -> None:
+    tmp_path: Any, run_dir: Any
+) -> None:
     recs = records(run_dir)
     workers = sorted(pid for pid, m in recs.items() if not m["root"])
     bad_prof = run_dir / f"{workers[0]}.prof"
@@ -377,6 +428,7 @@ def test_merge_errors(tmp_path: Any) -> None:
 
 # -- options, the environment, a user's own sitecustomize -----------------------------------
 
+
 def test_run_dir_needs_subprocesses_and_an_unused_folder(tmp_path: Any, run_dir: Any) -> None:
     script = write(tmp_path, "s.py", "print('ran')\n")
     r = fastprof(["run", "--run-dir", "d", str(script)], tmp_path)
@@ -391,7 +443,10 @@ def test_users_sitecustomize_still_runs_in_children(tmp_path: Any) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE = 42\n")
-    script = write(tmp_path, "s.py", """\
+    script = write(
+        tmp_path,
+        "s.py",
+        """\
         import subprocess
         import sys
 
@@ -405,17 +460,20 @@ def test_users_sitecustomize_still_runs_in_children(tmp_path: Any) -> None:
                 print(USER_SITE, sitecustomize.__file__.endswith("site/sitecustomize.py"))
                 sys.exit(0)
             subprocess.run([sys.executable, __file__, "child"], check=True)
-        """)
+        """,
+    )
     run_dir = tmp_path / "run"
-    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "a.prof",
-                  str(script)], tmp_path, extra_path=str(site))
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "a.prof", str(script)],
+        tmp_path,
+        extra_path=str(site),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "42 True\n"
     assert calls(load(tmp_path / "a.prof"), script, "leaf") == 1
 
 
-def test_in_process_run_leaves_nothing_behind(tmp_path: Any, monkeypatch: Any,
-                                              capsys: Any) -> None:
+def test_in_process_run_leaves_nothing_behind(tmp_path: Any, monkeypatch: Any, capsys: Any) -> None:
     import tempfile
 
     from fastprof import children, cli

@@ -31,8 +31,16 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-__all__ = ["ENV_DIR", "ENV_PYTHON", "FORMAT", "follow", "start_child", "write_now",
-           "own_stats", "process_rank"]
+__all__ = [
+    "ENV_DIR",
+    "ENV_PYTHON",
+    "FORMAT",
+    "follow",
+    "start_child",
+    "write_now",
+    "own_stats",
+    "process_rank",
+]
 
 ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
 ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
@@ -111,8 +119,9 @@ def _command_line() -> List[str]:
 class _Session:
     """This process's profile and where it goes."""
 
-    def __init__(self, run_dir: str, prof: Any, ppid: int, *, root: bool,
-                 quiet: bool = False) -> None:
+    def __init__(
+        self, run_dir: str, prof: Any, ppid: int, *, root: bool, quiet: bool = False
+    ) -> None:
         self.quiet = quiet  # multiprocessing's forkserver: not profiled, its fork children are
         self.run_dir = run_dir
         self.prof = prof
@@ -124,10 +133,18 @@ class _Session:
 
     def meta(self, complete: bool) -> Dict[str, Any]:
         end = time.time()
-        return {"format": FORMAT, "pid": self.pid, "ppid": self.ppid, "root": self.root,
-                "argv": _command_line(), "rank": process_rank(), "start": self.start,
-                "end": end if complete else None,
-                "wall": end - self.start if complete else None, "complete": complete}
+        return {
+            "format": FORMAT,
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "root": self.root,
+            "argv": _command_line(),
+            "rank": process_rank(),
+            "start": self.start,
+            "end": end if complete else None,
+            "wall": end - self.start if complete else None,
+            "complete": complete,
+        }
 
 
 _session: Optional[_Session] = None
@@ -144,8 +161,7 @@ def _atomic_write(path: str, data: bytes) -> None:
 
 
 def _write_meta(s: _Session, complete: bool) -> None:
-    _atomic_write(os.path.join(s.run_dir, f"{s.pid}.json"),
-                  json.dumps(s.meta(complete)).encode())
+    _atomic_write(os.path.join(s.run_dir, f"{s.pid}.json"), json.dumps(s.meta(complete)).encode())
 
 
 def write_now(s: Optional[_Session] = None) -> bool:
@@ -222,7 +238,8 @@ def _new_profile() -> Any:
     from .profile import Profile
 
     kw = json.loads(os.environ.get("FASTPROF_RUN_OPTIONS", "{}") or "{}")
-    return Profile(builtins=bool(kw.get("builtins", True)), clock=str(kw.get("clock", "wall")))
+    clock: Any = kw.get("clock", "wall")
+    return Profile(builtins=bool(kw.get("builtins", True)), clock=clock)
 
 
 def _after_fork_child() -> None:
@@ -292,8 +309,9 @@ def start_child() -> None:
     prof.enable()
 
 
-def follow(run_dir: str, prof: Any, boot_dir: str, *, clock: str = "wall",
-           builtins: bool = True) -> "_Session":
+def follow(
+    run_dir: str, prof: Any, boot_dir: str, *, clock: str = "wall", builtins: bool = True
+) -> "_Session":
     """In the process ``fastprof run`` started in: makes its Python children profile
     themselves into run_dir (the environment for new interpreters, with the bootstrap written
     to boot_dir; the fork hooks for fork children).  prof is the runner's own profile, which

@@ -57,8 +57,10 @@ def _read_meta(path: str) -> Dict[str, Any]:
     if not isinstance(meta, dict) or "pid" not in meta:
         raise ValueError("not a fastprof process record")
     if meta.get("format") != FORMAT:
-        raise ValueError(f"written by another version of fastprof (format {meta.get('format')!r}, "
-                         f"this version reads {FORMAT})")
+        raise ValueError(
+            f"written by another version of fastprof (format {meta.get('format')!r}, "
+            f"this version reads {FORMAT})"
+        )
     return meta
 
 
@@ -69,8 +71,9 @@ def read_run(run_dir: str) -> Run:
 
     if not os.path.isdir(run_dir):
         raise ValueError(f"{run_dir}: not a directory")
-    pids = sorted(int(n[:-5]) for n in os.listdir(run_dir)
-                  if n.endswith(".json") and n[:-5].isdigit())
+    pids = sorted(
+        int(n[:-5]) for n in os.listdir(run_dir) if n.endswith(".json") and n[:-5].isdigit()
+    )
     if not pids:
         raise ValueError(f"{run_dir}: no process profiles (files PID.json and PID.prof) in it")
     merged = Stats()
@@ -85,8 +88,14 @@ def read_run(run_dir: str) -> Run:
         except (OSError, ValueError) as e:
             problems.append(f"{base}.json: {e}")
             continue
-        proc = Proc(pid=pid, ppid=int(meta.get("ppid") or 0), argv=list(meta.get("argv") or []),
-                    wall=meta.get("wall"), rank=meta.get("rank"), root=bool(meta.get("root")))
+        proc = Proc(
+            pid=pid,
+            ppid=int(meta.get("ppid") or 0),
+            argv=list(meta.get("argv") or []),
+            wall=meta.get("wall"),
+            rank=meta.get("rank"),
+            root=bool(meta.get("root")),
+        )
         if not meta.get("complete") or not os.path.exists(base + ".prof"):
             missing.append(proc)
             continue
@@ -124,21 +133,26 @@ def _fn(key: Any) -> str:
 def format_processes(run: Run) -> str:
     """The per-process table: pid, parent, wall time, own time in functions, calls, the
     costliest function and the command line; then the missing and unreadable ones."""
-    lines = [f"{len(run.procs)} process(es)"
-             + (f", {len(run.missing)} missing" if run.missing else "")
-             + (f", {len(run.problems)} unreadable file(s)" if run.problems else ""),
-             f"{'pid':>8} {'parent':>8} {'rank':>5} {'wall s':>9} {'own s':>9} {'calls':>10}  "
-             "top function / command line"]
+    lines = [
+        f"{len(run.procs)} process(es)"
+        + (f", {len(run.missing)} missing" if run.missing else "")
+        + (f", {len(run.problems)} unreadable file(s)" if run.problems else ""),
+        f"{'pid':>8} {'parent':>8} {'rank':>5} {'wall s':>9} {'own s':>9} {'calls':>10}  "
+        "top function / command line",
+    ]
     for p in sorted(run.procs, key=lambda p: (not p.root, p.pid)):
         wall = f"{p.wall:9.3f}" if isinstance(p.wall, (int, float)) else f"{'?':>9}"
         rank = str(p.rank) if p.rank is not None else "-"
         top = _fn(p.top[0][0]) if p.top else "-"
-        lines.append(f"{p.pid:>8} {p.ppid:>8} {rank:>5} {wall} {p.tottime:9.3f} "
-                     f"{p.total_calls:>10}  {top}")
+        lines.append(
+            f"{p.pid:>8} {p.ppid:>8} {rank:>5} {wall} {p.tottime:9.3f} {p.total_calls:>10}  {top}"
+        )
         lines.append(f"{'':>55}{_label(p.argv)}")
     for p in run.missing:
-        lines.append(f"{p.pid:>8} {p.ppid:>8}  missing: started but wrote no profile "
-                     f"(killed?): {_label(p.argv)}")
+        lines.append(
+            f"{p.pid:>8} {p.ppid:>8}  missing: started but wrote no profile "
+            f"(killed?): {_label(p.argv)}"
+        )
     for msg in run.problems:
         from .report.escape import printable
 
@@ -159,13 +173,20 @@ def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
     import argparse
     import sys
 
-    p = argparse.ArgumentParser(prog="fastprof merge",
-                                description="Merge the per-process profiles of a run directory "
-                                            "(fastprof run --subprocesses --run-dir DIR) into "
-                                            "one pstats file, and print the per-process table.")
+    p = argparse.ArgumentParser(
+        prog="fastprof merge",
+        description="Merge the per-process profiles of a run directory "
+        "(fastprof run --subprocesses --run-dir DIR) into "
+        "one pstats file, and print the per-process table.",
+    )
     p.add_argument("dir", help="the run directory")
-    p.add_argument("-o", "--outfile", required=True, metavar="OUT",
-                   help="the merged profile (pstats; its call tree is written beside it)")
+    p.add_argument(
+        "-o",
+        "--outfile",
+        required=True,
+        metavar="OUT",
+        help="the merged profile (pstats; its call tree is written beside it)",
+    )
     opts = p.parse_args(list(argv))
     out = sys.stderr if stream is None else stream
     try:
@@ -177,6 +198,8 @@ def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
         print(f"fastprof merge: {printable(str(e))}", file=sys.stderr)
         return 2
     out.write(format_processes(run))
-    print(f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}",
-          file=sys.stderr)
+    print(
+        f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}",
+        file=sys.stderr,
+    )
     return 0
