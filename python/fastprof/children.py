@@ -257,8 +257,8 @@ def _after_fork_child() -> None:
         prof = _new_profile()
         ppid = parent.ppid if parent.quiet else parent.pid
         _session = _Session(parent.run_dir, prof, ppid, root=False)
-        _write_meta(_session, complete=False)
         _install_sigterm()
+        _write_meta(_session, complete=False)
         prof.enable()
     except Exception as e:
         _session = None
@@ -303,9 +303,9 @@ def start_child() -> None:
         return
     prof = _new_profile()
     _session = _Session(run_dir, prof, os.getppid(), root=False)
-    _write_meta(_session, complete=False)
     _install_hooks()
     _install_sigterm()
+    _write_meta(_session, complete=False)
     prof.enable()
 
 
