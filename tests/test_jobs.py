@@ -337,7 +337,16 @@ def test_merge_writes_one_pstats_file(tmp_path: Any, run_dir: Any) -> None:
     assert (tmp_path / "merged.prof.tree.json").exists() == all(trees)
 
 
-def _fake_process(d: Any, pid: int, ppid: int, leaf_calls: int, *, tree: bool = True) -> None:
+def _fake_process(
+    d: Any,
+    pid: int,
+    ppid: int,
+    leaf_calls: int,
+    *,
+    tree: bool = True,
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+) -> None:
     """Writes the files of one process as fastprof.children writes them."""
     from fastprof.children import FORMAT
     from fastprof.tree import CallTree, Node
@@ -348,26 +357,46 @@ def _fake_process(d: Any, pid: int, ppid: int, leaf_calls: int, *, tree: bool = 
         main: (1, 1, 0.5, 1.0, {}),
         key: (leaf_calls, leaf_calls, 0.5, 0.5, {main: (leaf_calls, leaf_calls, 0.5, 0.5)}),
     }
-    (d / f"{pid}.prof").write_bytes(marshal.dumps(stats))
+    name = str(pid) if rank is None else f"rank{rank}-{pid}"
+    (d / f"{name}.prof").write_bytes(marshal.dumps(stats))
     if tree:
         root = Node(None, 0, 0.0, 1.0)
         m = Node(main, 1, 0.5, 1.0, root)
         root.children.append(m)
         m.children.append(Node(key, leaf_calls, 0.5, 0.5, m))
-        CallTree({1: root}).save(str(d / f"{pid}.prof.tree.json"))
+        CallTree({1: root}).save(str(d / f"{name}.prof.tree.json"))
     meta = {
         "format": FORMAT,
         "pid": pid,
         "ppid": ppid,
         "root": ppid == 1,
         "argv": ["job.py"],
-        "rank": None,
+        "rank": rank,
+        "world_size": world_size,
         "start": 0.0,
         "end": 2.0,
         "wall": 2.0,
         "complete": True,
     }
-    (d / f"{pid}.json").write_text(json.dumps(meta))
+    (d / f"{name}.json").write_text(json.dumps(meta))
+
+
+def test_per_rank_table_shows_the_spread_and_missing_ranks(tmp_path: Any) -> None:
+    from fastprof.merge import format_processes, read_run
+
+    # the same pid on two nodes: both kept, named by rank
+    _fake_process(tmp_path, 100, 1, 4, rank=0, world_size=3)
+    _fake_process(tmp_path, 100, 1, 6, rank=1, world_size=3)
+    run = read_run(str(tmp_path))
+    assert len(run.procs) == 2 and len(run.tree.threads) == 2
+    assert run.stats.to_dict()[("job.py", 3, "leaf")][:2] == (10, 10)
+    assert run.missing_ranks == [2]
+    text = format_processes(run)
+    assert "per rank: 2 rank(s) with profiles; no profile from rank(s) 2" in text
+    (own,) = [ln.split() for ln in text.splitlines() if ln.split()[:1] == ["own"]]
+    assert own == ["own", "1.000", "1.000", "1.00"]  # 0.5 + 0.5 s on each rank: even
+    (leaf,) = [ln.split() for ln in text.splitlines() if ln.startswith("job.py:3(leaf)")]
+    assert leaf == ["job.py:3(leaf)", "0.500", "0.500", "0.500", "0.500", "1.00", "0"]
 
 
 def test_read_run_sums_functions_and_trees(tmp_path: Any) -> None:

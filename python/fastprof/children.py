@@ -48,6 +48,7 @@ FORMAT = 1  # the version of the per-process files' layout
 
 # Rank variables of the launchers, in the order they are looked at.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
 _BOOT = '''\
 """fastprof: starts profiling in a Python child of a `fastprof run --subprocesses` job, then
@@ -104,6 +105,15 @@ def process_rank() -> Optional[int]:
     return None
 
 
+def world_size() -> Optional[int]:
+    """The number of ranks the launcher started (with process_rank's variables), or None."""
+    for var in SIZE_VARS:
+        value = os.environ.get(var)
+        if value is not None and value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
 def own_stats(prof: Any) -> Dict[Any, Any]:
     """The pstats dictionary of prof, without the call of ``disable`` that ended it."""
     from .cli import _own_stats
@@ -130,6 +140,9 @@ class _Session:
         self.root = root  # the process `fastprof run` started in: the runner writes its file
         self.start = time.time()
         self.written = False
+        self.rank = process_rank()
+        # the files' name: PID, or rank<R>-PID under a launcher (pids repeat across nodes)
+        self.name = str(self.pid) if self.rank is None else f"rank{self.rank}-{self.pid}"
 
     def meta(self, complete: bool) -> Dict[str, Any]:
         end = time.time()
@@ -139,7 +152,8 @@ class _Session:
             "ppid": self.ppid,
             "root": self.root,
             "argv": _command_line(),
-            "rank": process_rank(),
+            "rank": self.rank,
+            "world_size": world_size() if self.rank is not None else None,
             "start": self.start,
             "end": end if complete else None,
             "wall": end - self.start if complete else None,
@@ -161,7 +175,29 @@ def _atomic_write(path: str, data: bytes) -> None:
 
 
 def _write_meta(s: _Session, complete: bool) -> None:
-    _atomic_write(os.path.join(s.run_dir, f"{s.pid}.json"), json.dumps(s.meta(complete)).encode())
+    _atomic_write(os.path.join(s.run_dir, f"{s.name}.json"), json.dumps(s.meta(complete)).encode())
+
+
+# A child's write that cannot finish (a lock left held by a thread of the parent at fork)
+# must not keep a pool's terminate waiting forever: SIGALRM's default action ends it.
+WRITE_LIMIT_S = 60
+
+
+def _guard_write() -> Optional[int]:
+    """Arms SIGALRM (when no handler and no alarm of the program's own are set, in the main
+    thread of a child) to end a stuck write; returns the seconds to re-arm afterwards (0 to
+    disarm), or None when nothing was armed."""
+    s = _session
+    try:
+        if s is None or s.root or signal.getsignal(signal.SIGALRM) != signal.SIG_DFL:
+            return None
+        before = signal.alarm(WRITE_LIMIT_S)
+        if before:  # the program's own alarm: put it back, arm nothing
+            signal.alarm(before)
+            return None
+        return 0
+    except (ValueError, OSError):
+        return None
 
 
 def write_now(s: Optional[_Session] = None) -> bool:
@@ -171,12 +207,13 @@ def write_now(s: Optional[_Session] = None) -> bool:
     if s is None or s.written or s.quiet or s.pid != os.getpid():
         return False
     s.written = True
+    alarm = _guard_write()
     try:
         s.prof.disable()
         import marshal
 
         stats = own_stats(s.prof)
-        base = os.path.join(s.run_dir, str(s.pid))
+        base = os.path.join(s.run_dir, s.name)
         try:
             from .report.source import tree_of
 
@@ -196,6 +233,9 @@ def write_now(s: Optional[_Session] = None) -> bool:
         except Exception:
             pass
         return False
+    finally:
+        if alarm is not None:
+            signal.alarm(alarm)
 
 
 def _on_exit() -> None:
@@ -309,6 +349,14 @@ def start_child() -> None:
     prof.enable()
 
 
+def runner_session(run_dir: str, prof: Any) -> "_Session":
+    """The session of the process ``fastprof run`` started in, when its children are not
+    followed: its profile goes to run_dir (write it with write_now)."""
+    s = _Session(os.path.abspath(run_dir), prof, os.getppid(), root=True)
+    _write_meta(s, complete=False)
+    return s
+
+
 def follow(
     run_dir: str, prof: Any, boot_dir: str, *, clock: str = "wall", builtins: bool = True
 ) -> "_Session":
@@ -319,7 +367,6 @@ def follow(
     global _session
     from . import __file__ as pkg_file
 
-    os.makedirs(run_dir, exist_ok=True)
     os.makedirs(boot_dir, exist_ok=True)
     root = os.path.dirname(os.path.dirname(os.path.abspath(pkg_file)))
     here = os.path.abspath(boot_dir)
@@ -330,8 +377,7 @@ def follow(
     os.environ[ENV_DIR] = os.path.abspath(run_dir)
     os.environ[ENV_PYTHON] = sys.executable + "|" + sys.version
     os.environ["FASTPROF_RUN_OPTIONS"] = json.dumps({"clock": clock, "builtins": builtins})
-    _session = _Session(os.path.abspath(run_dir), prof, os.getppid(), root=True)
-    _write_meta(_session, complete=False)
+    _session = runner_session(run_dir, prof)
     _install_hooks()
     return _session
 

@@ -85,8 +85,10 @@ def _run_parser() -> argparse.ArgumentParser:
                         "ProcessPoolExecutor, subprocess running this Python) and report the "
                         "profile merged over all processes, with a per-process table")
     p.add_argument("--run-dir", metavar="DIR",
-                   help="with --subprocesses: keep each process's profile in DIR (read it "
-                        "again with `fastprof view DIR` or `fastprof merge DIR -o FILE`)")
+                   help="keep each process's profile in DIR (read it again with `fastprof "
+                        "view DIR` or `fastprof merge DIR -o FILE`); under mpirun, torchrun or "
+                        "srun: the shared folder where each rank writes its profile named by "
+                        "its rank, and rank 0 reports the job")
     from .report.outputs import add_view_options
 
     add_view_options(p)
@@ -338,10 +340,8 @@ def _run(argv: Sequence[str]) -> int:
         opts.target, tail = tail[0], tail[1:]
     opts.args = list(tail)
     line_mode = opts.lines or bool(opts.lines_of)
-    if opts.run_dir is not None and not opts.subprocesses:
-        parser.error("--run-dir DIR goes with --subprocesses")
-    if opts.subprocesses and line_mode:
-        parser.error("--subprocesses does not yet combine with --lines or --lines-of")
+    if (opts.subprocesses or opts.run_dir is not None) and line_mode:
+        parser.error("--subprocesses and --run-dir do not yet combine with --lines or --lines-of")
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     saved_main = sys.modules.get("__main__")
@@ -363,7 +363,7 @@ def _run(argv: Sequence[str]) -> int:
 
             prof = Profile(builtins=not opts.no_builtins, clock=opts.clock)
         opts.title = target.title
-        if opts.subprocesses:
+        if opts.subprocesses or opts.run_dir is not None:
             job = _Job(opts, prof)
         try:
             _execute(prof, target.code, target.main.__dict__)
@@ -439,14 +439,17 @@ class _ReportOutput:
 
 
 class _Job:
-    """run --subprocesses: the run directory the processes write to, and the environment that
-    makes the Python children profile themselves (put back by close)."""
+    """run --subprocesses or --run-dir: the run directory the processes write to, and (with
+    --subprocesses) the environment that makes the Python children profile themselves (put
+    back by close).  Under a launcher (MPI, torchrun, Slurm) each rank's runner is one."""
 
     def __init__(self, opts: argparse.Namespace, prof: Any) -> None:
         import tempfile
 
         from . import children
 
+        self.rank = children.process_rank()
+        self.size = children.world_size()
         self.keep = opts.run_dir is not None
         if self.keep:
             self.run_dir = os.path.abspath(opts.run_dir)
@@ -454,17 +457,28 @@ class _Job:
                 os.makedirs(self.run_dir, exist_ok=True)
             except OSError as e:
                 raise _UsageError(f"--run-dir {opts.run_dir}: {e.strerror or e}") from None
-            stale = [n for n in os.listdir(self.run_dir) if n.split(".")[0].isdigit()]
+            from .merge import _record_names
+
+            mine = f"rank{self.rank}-" if self.rank is not None else ""
+            stale = [n for n in _record_names(self.run_dir) if n.startswith(mine)]
             if stale:
-                raise _UsageError(f"--run-dir {opts.run_dir}: it holds the profiles of an "
-                                  f"earlier run ({stale[0]}, ...): give an empty or new folder")
+                raise _UsageError(
+                    f"--run-dir {opts.run_dir}: it holds the profiles of an earlier run "
+                    f"({stale[0]}.json, ...): give an empty or new folder"
+                )
         else:
             self.run_dir = tempfile.mkdtemp(prefix="fastprof-run-")
-        self.boot_dir = tempfile.mkdtemp(prefix="fastprof-boot-")
-        self.saved_env = {k: os.environ.get(k) for k in children.ENV_NAMES}
         self.pid = os.getpid()
-        self.session = children.follow(self.run_dir, prof, self.boot_dir, clock=opts.clock,
-                                       builtins=not opts.no_builtins)
+        self.boot_dir: Optional[str] = None
+        self.saved_env: Dict[str, Optional[str]] = {}
+        if opts.subprocesses:
+            self.boot_dir = tempfile.mkdtemp(prefix="fastprof-boot-")
+            self.saved_env = {k: os.environ.get(k) for k in children.ENV_NAMES}
+            self.session = children.follow(
+                self.run_dir, prof, self.boot_dir, clock=opts.clock, builtins=not opts.no_builtins
+            )
+        else:
+            self.session = children.runner_session(self.run_dir, prof)
 
     def in_child(self) -> bool:
         """Whether this is a fork child of the script, still in the runner's code."""
@@ -476,6 +490,19 @@ class _Job:
 
         children.write_now(self.session)
 
+    def reports(self) -> bool:
+        """Whether this runner prints or writes the merged report: under a launcher only rank
+        0's does, once the other ranks' runners have written theirs (or a wait ran out)."""
+        if self.rank is None:
+            return True
+        if self.rank != 0:
+            return False
+        if self.size:
+            from .merge import wait_for_ranks
+
+            wait_for_ranks(self.run_dir, self.size, _rank_wait())
+        return True
+
     def close(self) -> None:
         import shutil
 
@@ -483,10 +510,20 @@ class _Job:
 
         if self.in_child():
             return
-        children.stop_following(self.saved_env)
-        shutil.rmtree(self.boot_dir, ignore_errors=True)
+        if self.boot_dir is not None:
+            children.stop_following(self.saved_env)
+            shutil.rmtree(self.boot_dir, ignore_errors=True)
         if not self.keep:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _rank_wait() -> float:
+    """How long rank 0 waits for the other ranks' profiles: FASTPROF_RANK_WAIT seconds
+    (default 300)."""
+    try:
+        return max(0.0, float(os.environ.get("FASTPROF_RANK_WAIT", "300")))
+    except ValueError:
+        return 300.0
 
 
 def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None:
@@ -497,6 +534,13 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     from .report.outputs import emit, print_note
 
     job.write_own()
+    if not job.reports():
+        print(
+            f"fastprof: rank {job.rank}'s profile written to {job.run_dir} (rank 0 reports "
+            f"the job; see it with: python -m fastprof view {job.run_dir})",
+            file=sys.stderr,
+        )
+        return
     run = read_run(job.run_dir)
     n = len(run.procs)
     title = f"fastprof: {opts.title} ({opts.clock} clock, {n} process{'es' if n != 1 else ''})"
