@@ -754,6 +754,7 @@ def _view(argv: Sequence[str]) -> int:
 
             run = read_run(opts.file)
             st, tree, table = run.stats, run.tree, format_processes(run)
+            opts.merge_threads = True  # one tree summed over the processes, as run reports it
             title += f" ({len(run.procs)} processes)"
         else:
             st, tree = load_profile(opts.file)
