@@ -469,10 +469,15 @@ def test_merge_errors(tmp_path: Any) -> None:
 # -- options, the environment, a user's own sitecustomize -----------------------------------
 
 
-def test_run_dir_needs_subprocesses_and_an_unused_folder(tmp_path: Any, run_dir: Any) -> None:
-    script = write(tmp_path, "s.py", "print('ran')\n")
-    r = fastprof(["run", "--run-dir", "d", str(script)], tmp_path)
-    assert r.returncode == 2 and "--run-dir DIR goes with --subprocesses" in r.stderr
+def test_run_dir_alone_and_an_unused_folder(tmp_path: Any, run_dir: Any) -> None:
+    script = write(tmp_path, "s.py", "def f():\n    return 1\n\nf()\nprint('ran')\n")
+    # --run-dir without --subprocesses: this process's profile alone goes to the folder
+    r = fastprof(["run", "--run-dir", "d", "-o", "a.prof", str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    (rec,) = records(tmp_path / "d").values()
+    assert rec["root"] and rec["complete"]
+    assert calls(load(tmp_path / "d" / f"{rec['pid']}.prof"), script, "f") == 1
+    assert load(tmp_path / "a.prof") == load(tmp_path / "d" / f"{rec['pid']}.prof")
     r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), str(script)], tmp_path)
     assert r.returncode == 2 and "earlier run" in r.stderr and "ran" not in r.stdout
     r = fastprof(["run", "--subprocesses", "--lines", str(script)], tmp_path)

@@ -116,9 +116,9 @@ def world_size() -> Optional[int]:
 
 def own_stats(prof: Any) -> Dict[Any, Any]:
     """The pstats dictionary of prof, without the call of ``disable`` that ended it."""
-    from .cli import _own_stats
+    from ._runstats import own_stats as stats_of
 
-    return _own_stats(prof)
+    return stats_of(prof)
 
 
 def _command_line() -> List[str]:

@@ -26,6 +26,7 @@ import sys
 import types
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ._runstats import own_stats as _own_stats
 from .stats import SORT_KEYS
 
 __all__ = ["main"]
@@ -293,25 +294,6 @@ def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any]) -> None:
         exec(code, globs)
     finally:
         prof.disable()
-
-
-def _is_disable(key: Any) -> bool:
-    return key[0] == "~" and key[2].startswith("<method 'disable' of 'fastprof.")
-
-
-def _own_stats(prof: Any) -> Dict[Any, Any]:
-    """The profile of the run as a pstats dictionary, without the runner's own call of
-    ``disable`` (a call with no recorded caller); calls of it from the script are kept."""
-    prof.create_stats()
-    stats = dict(prof.stats)
-    for key in [k for k in stats if _is_disable(k)]:
-        callers = stats[key][4]
-        if not callers:
-            del stats[key]
-            continue
-        sums = [sum(e[i] for e in callers.values()) for i in range(4)]
-        stats[key] = (sums[1], sums[0], sums[2], sums[3], callers)
-    return stats
 
 
 def _run(argv: Sequence[str]) -> int:
