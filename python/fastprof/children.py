@@ -122,8 +122,21 @@ def own_stats(prof: Any) -> Dict[Any, Any]:
 
 
 def _command_line() -> List[str]:
+    """This process's command line: sys.orig_argv (3.10+), else /proc/self/cmdline (which,
+    unlike sys.argv, keeps a ``-c`` command), else sys.executable and sys.argv."""
     argv = getattr(sys, "orig_argv", None)
-    return list(argv) if argv else [sys.executable, *sys.argv]
+    if argv:
+        return list(argv)
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        if words and not words[-1]:
+            words.pop()
+        if words:
+            return [os.fsdecode(w) for w in words]
+    except OSError:
+        pass
+    return [sys.executable, *sys.argv]
 
 
 class _Session:
