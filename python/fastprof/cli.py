@@ -26,6 +26,7 @@ import sys
 import types
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from ._runstats import own_stats as _own_stats
 from .stats import SORT_KEYS
 
 __all__ = ["main"]
@@ -80,6 +81,15 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="line-by-line timing of this function (repeatable)")
     p.add_argument("-m", dest="module", metavar="MODULE",
                    help="run a library module as a script (as python -m)")
+    p.add_argument("--subprocesses", action="store_true",
+                   help="profile the Python child processes too (fork, multiprocessing, "
+                        "ProcessPoolExecutor, subprocess running this Python) and report the "
+                        "profile merged over all processes, with a per-process table")
+    p.add_argument("--run-dir", metavar="DIR",
+                   help="keep each process's profile in DIR (read it again with `fastprof "
+                        "view DIR` or `fastprof merge DIR -o FILE`); under mpirun, torchrun or "
+                        "srun: the shared folder where each rank writes its profile named by "
+                        "its rank, and rank 0 reports the job")
     from .report.outputs import add_view_options
 
     add_view_options(p)
@@ -89,7 +99,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 # Options of `run` that take a value: the command line is split where the target starts.
-_VALUE_OPTS = {"-o", "--outfile", "-s", "--sort", "--top", "--clock", "--lines-of",
+_VALUE_OPTS = {"-o", "--outfile", "-s", "--sort", "--top", "--clock", "--lines-of", "--run-dir",
                "--format", "--html", "--min-percent", "--color"}
 
 
@@ -286,25 +296,6 @@ def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any]) -> None:
         prof.disable()
 
 
-def _is_disable(key: Any) -> bool:
-    return key[0] == "~" and key[2].startswith("<method 'disable' of 'fastprof.")
-
-
-def _own_stats(prof: Any) -> Dict[Any, Any]:
-    """The profile of the run as a pstats dictionary, without the runner's own call of
-    ``disable`` (a call with no recorded caller); calls of it from the script are kept."""
-    prof.create_stats()
-    stats = dict(prof.stats)
-    for key in [k for k in stats if _is_disable(k)]:
-        callers = stats[key][4]
-        if not callers:
-            del stats[key]
-            continue
-        sums = [sum(e[i] for e in callers.values()) for i in range(4)]
-        stats[key] = (sums[1], sums[0], sums[2], sums[3], callers)
-    return stats
-
-
 def _run(argv: Sequence[str]) -> int:
     """``fastprof run``: returns the script's exit status (2 for a usage error)."""
     head, tail = _split_run_argv(argv)
@@ -331,12 +322,15 @@ def _run(argv: Sequence[str]) -> int:
         opts.target, tail = tail[0], tail[1:]
     opts.args = list(tail)
     line_mode = opts.lines or bool(opts.lines_of)
+    if (opts.subprocesses or opts.run_dir is not None) and line_mode:
+        parser.error("--subprocesses and --run-dir do not yet combine with --lines or --lines-of")
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     saved_main = sys.modules.get("__main__")
     saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
     out = _ReportOutput()
+    job: Optional[_Job] = None
     try:
         opts.outfile = _outfile(opts.outfile)
         target = _module_target(opts.module) if opts.module else _script_target(opts.target)
@@ -351,18 +345,23 @@ def _run(argv: Sequence[str]) -> int:
 
             prof = Profile(builtins=not opts.no_builtins, clock=opts.clock)
         opts.title = target.title
+        if opts.subprocesses or opts.run_dir is not None:
+            job = _Job(opts, prof)
         try:
             _execute(prof, target.code, target.main.__dict__)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
+            if job is not None and job.in_child():
+                raise  # a fork child of the script: its own profile is written at its exit
             # Report what ran, then let Python print the traceback and exit with 1.
             try:
-                _report(prof, opts, line_mode, out)
+                _report(prof, opts, line_mode, out, job)
             except Exception as e:  # never hide the script's own error
                 print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
             raise
-        _report(prof, opts, line_mode, out)
+        if job is None or not job.in_child():
+            _report(prof, opts, line_mode, out, job)
     except _UsageError as e:
         print(f"fastprof run: error: {e}", file=sys.stderr)
         return 2
@@ -370,6 +369,8 @@ def _run(argv: Sequence[str]) -> int:
         # The table was piped into a command that stopped reading (fastprof ... | head).
         sys.stderr.close()
     finally:
+        if job is not None:
+            job.close()
         out.close()
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
@@ -419,10 +420,144 @@ class _ReportOutput:
             self._fd = None
 
 
-def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput) -> None:
-    """Writes -o (and the call tree beside it), --format and --html, or prints the default
-    view: the call tree when the profiler recorded one and no -s was given, else the table."""
+class _Job:
+    """run --subprocesses or --run-dir: the run directory the processes write to, and (with
+    --subprocesses) the environment that makes the Python children profile themselves (put
+    back by close).  Under a launcher (MPI, torchrun, Slurm) each rank's runner is one."""
+
+    def __init__(self, opts: argparse.Namespace, prof: Any) -> None:
+        import tempfile
+
+        from . import children
+
+        self.rank = children.process_rank()
+        self.size = children.world_size()
+        self.keep = opts.run_dir is not None
+        if self.keep:
+            self.run_dir = os.path.abspath(opts.run_dir)
+            try:
+                os.makedirs(self.run_dir, exist_ok=True)
+            except OSError as e:
+                raise _UsageError(f"--run-dir {opts.run_dir}: {e.strerror or e}") from None
+            from .merge import _record_names
+
+            mine = f"rank{self.rank}-" if self.rank is not None else ""
+            stale = [n for n in _record_names(self.run_dir) if n.startswith(mine)]
+            if stale:
+                raise _UsageError(
+                    f"--run-dir {opts.run_dir}: it holds the profiles of an earlier run "
+                    f"({stale[0]}.json, ...): give an empty or new folder"
+                )
+        else:
+            self.run_dir = tempfile.mkdtemp(prefix="fastprof-run-")
+        self.pid = os.getpid()
+        self.boot_dir: Optional[str] = None
+        self.saved_env: Dict[str, Optional[str]] = {}
+        if opts.subprocesses:
+            self.boot_dir = tempfile.mkdtemp(prefix="fastprof-boot-")
+            self.saved_env = {k: os.environ.get(k) for k in children.ENV_NAMES}
+            self.session = children.follow(
+                self.run_dir, prof, self.boot_dir, clock=opts.clock, builtins=not opts.no_builtins
+            )
+        else:
+            self.session = children.runner_session(self.run_dir, prof)
+
+    def in_child(self) -> bool:
+        """Whether this is a fork child of the script, still in the runner's code."""
+        return os.getpid() != self.pid
+
+    def write_own(self) -> None:
+        """Writes the runner's process profile into the run directory."""
+        from . import children
+
+        children.write_now(self.session)
+
+    def reports(self) -> bool:
+        """Whether this runner prints or writes the merged report: under a launcher only rank
+        0's does, once the other ranks' runners have written theirs (or a wait ran out)."""
+        if self.rank is None:
+            return True
+        if self.rank != 0:
+            return False
+        if self.size:
+            from .merge import wait_for_ranks
+
+            wait_for_ranks(self.run_dir, self.size, _rank_wait())
+        return True
+
+    def close(self) -> None:
+        import shutil
+
+        from . import children
+
+        if self.in_child():
+            return
+        if self.boot_dir is not None:
+            children.stop_following(self.saved_env)
+            shutil.rmtree(self.boot_dir, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _rank_wait() -> float:
+    """How long rank 0 waits for the other ranks' profiles: FASTPROF_RANK_WAIT seconds
+    (default 300)."""
+    try:
+        return max(0.0, float(os.environ.get("FASTPROF_RANK_WAIT", "300")))
+    except ValueError:
+        return 300.0
+
+
+def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None:
+    """The report of run --subprocesses: the profile merged over the processes (-o, --format,
+    --html or the printed view, one tree summed over processes by default), then the
+    per-process table."""
+    from .merge import format_processes, read_run, write_merged
     from .report.outputs import emit, print_note
+
+    job.write_own()
+    if not job.reports():
+        print(
+            f"fastprof: rank {job.rank}'s profile written to {job.run_dir} (rank 0 reports "
+            f"the job; see it with: python -m fastprof view {job.run_dir})",
+            file=sys.stderr,
+        )
+        return
+    run = read_run(job.run_dir)
+    n = len(run.procs)
+    title = f"fastprof: {opts.title} ({opts.clock} clock, {n} process{'es' if n != 1 else ''})"
+    if not opts.merge_threads and opts.format in (None, "text"):
+        opts.merge_threads = True  # the job's tree: every process summed by path
+    table = format_processes(run)
+    if opts.outfile and opts.format in (None, "pstats"):
+        write_merged(run, opts.outfile)
+        sys.stderr.write(table)
+        print(f"fastprof: merged profile of {n} process(es) written to {opts.outfile}"
+              + (f" (each process's in {job.run_dir})" if job.keep else ""), file=sys.stderr)
+        if opts.html:
+            from .report.html import write_html
+
+            write_html(opts.html, run.stats, run.tree, title=title)
+            print_note(f"HTML report written to {opts.html}")
+        return
+    stream = out.stream()
+    note = emit(run.stats, run.tree, opts, stream, title=title, outfile=opts.outfile,
+                top=_rows(opts, run.tree))
+    printed = not note
+    (stream if printed else sys.stderr).write("\n" + table)
+    print_note(note)
+
+
+def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput,
+            job: Optional[_Job] = None) -> None:
+    """Writes -o (and the call tree beside it), --format and --html, or prints the default
+    view: the call tree when the profiler recorded one and no -s was given, else the table.
+    With job (run --subprocesses), the profile merged over the job's processes."""
+    from .report.outputs import emit, print_note
+
+    if job is not None:
+        _report_job(opts, job, out)
+        return
 
     if line_mode:
         if opts.html:
@@ -557,7 +692,9 @@ def _view(argv: Sequence[str]) -> int:
                                             "profile (written by fastprof -o, cProfile or "
                                             "dump_stats), or export it; or the line timings "
                                             "of a .lprof file.")
-    p.add_argument("file", help="the profile file (pstats), or line timings (.lprof)")
+    p.add_argument("file", help="the profile file (pstats), line timings (.lprof), or the run "
+                                "directory of run --subprocesses (merged, with the per-process "
+                                "table)")
     p.add_argument("-s", "--sort", type=_sort_key, default=None, metavar="SORT",
                    help=f"print the flat table sorted by SORT (default {_DEFAULT_SORT} when "
                         f"there is no call tree): " + ", ".join(SORT_KEYS))
@@ -591,8 +728,18 @@ def _view(argv: Sequence[str]) -> int:
         return _view_lines(opts)
     from .report.source import load_profile
 
+    table = ""
+    title = f"fastprof: {opts.file}"
     try:
-        st, tree = load_profile(opts.file)
+        if os.path.isdir(opts.file):  # a run directory of run --subprocesses
+            from .merge import format_processes, read_run
+
+            run = read_run(opts.file)
+            st, tree, table = run.stats, run.tree, format_processes(run)
+            opts.merge_threads = True  # one tree summed over the processes, as run reports it
+            title += f" ({len(run.procs)} processes)"
+        else:
+            st, tree = load_profile(opts.file)
         if opts.filter:
             st = st.filter(opts.filter)
     except (OSError, ValueError) as e:
@@ -610,8 +757,10 @@ def _view(argv: Sequence[str]) -> int:
             st.to_callgrind(opts.callgrind)
             print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
             return 0
-        note = emit(st, tree, opts, sys.stdout, title=f"fastprof: {opts.file}",
+        note = emit(st, tree, opts, sys.stdout, title=title,
                     outfile=opts.outfile, top=_rows(opts, tree), strip_dirs=not opts.full_paths)
+        if table:
+            (sys.stderr if note else sys.stdout).write("\n" + table)
         print_note(note)
     except BrokenPipeError:
         sys.stderr.close()
@@ -643,6 +792,7 @@ _TOP_HELP = """\
 usage: fastprof [run] [options] (script.py | -m module) [args ...]
        fastprof view FILE [-s SORT] [--top N] [--filter REGEX] [--callers F] [--callees F]
        fastprof diff A.prof B.prof [--html OUT]
+       fastprof merge RUN_DIR -o OUT.prof
        fastprof compare A.prof B.prof | A.json B.json
 
 Exact, low-overhead profiling of Python programs.
@@ -653,6 +803,7 @@ commands:
   view      print the call tree or the table of a saved profile (pstats), or export it;
             or saved line timings (.lprof)
   diff      what changed between two saved profiles, per function and per call path
+  merge     one pstats file from the per-process profiles of run --subprocesses --run-dir DIR
   compare   compare two saved profiles (pstats) or two saved benchmark runs (JSON)
 
 `fastprof COMMAND -h` describes each command's options; `fastprof --version` prints the
@@ -679,6 +830,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _compare(args[1:])
     if cmd == "diff":
         return _diff(args[1:])
+    if cmd == "merge":
+        from . import merge
+
+        return merge.main(args[1:])
     if cmd == "run":
         args = args[1:]
     return _run(args)

@@ -1,0 +1,95 @@
+"""The cost of following children: a pool of 8 spawn workers under `fastprof run` and under
+`fastprof run --subprocesses`, side by side in one run.
+
+Each repeat starts the same script (a spawn Pool of 8 workers mapping a small task over 64
+items) three ways: plain `python`, `python -m fastprof run -o FILE`, and
+`python -m fastprof run --subprocesses -o FILE`; the order rotates each repeat, and the table
+shows the median wall time of each and the ratio of `--subprocesses` to `run` (the bar: at
+most 1.10).  Record the figures, with the command and the machine, in docs/performance.md.
+
+    python benchmarks/jobs.py [--repeats N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from typing import Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(HERE, "..", "python")
+
+SCRIPT = """\
+import multiprocessing as mp
+
+def task(n):
+    return sum(i * i for i in range(n))
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(8) as pool:
+        print(sum(pool.map(task, [2000] * 64)))
+"""
+
+MODES = ("python", "run", "run --subprocesses")
+
+
+def _command(mode: str, script: str, out: str) -> List[str]:
+    if mode == "python":
+        return [sys.executable, script]
+    extra = ["--subprocesses"] if mode.endswith("--subprocesses") else []
+    return [sys.executable, "-m", "fastprof", "run", *extra, "-o", out, script]
+
+
+def _time_once(cmd: List[str], env: Dict[str, str], cwd: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(
+        cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    return time.perf_counter() - t0
+
+
+def measure(repeats: int) -> Dict[str, List[float]]:
+    times: Dict[str, List[float]] = {m: [] for m in MODES}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PACKAGE) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    with tempfile.TemporaryDirectory(prefix="fastprof-bench-jobs-") as tmp:
+        script = os.path.join(tmp, "pool8.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent(SCRIPT))
+        out = os.path.join(tmp, "out.prof")
+        for r in range(repeats):
+            order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
+            for mode in order:
+                times[mode].append(_time_once(_command(mode, script, out), env, tmp))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--quick", action="store_true", help="2 repeats (a smoke run)")
+    opts = parser.parse_args()
+    repeats = 2 if opts.quick else max(1, opts.repeats)
+    times = measure(repeats)
+    print(
+        f"pool of 8 spawn workers, {repeats} repeats, medians; Python "
+        f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    print(f"{'mode':<22} {'median s':>9} {'min s':>9}")
+    for mode in MODES:
+        print(f"{mode:<22} {statistics.median(times[mode]):9.3f} {min(times[mode]):9.3f}")
+    ratio = statistics.median(times["run --subprocesses"]) / statistics.median(times["run"])
+    print(f"--subprocesses / run: {ratio:.3f} (the bar: at most 1.10)")
+
+
+if __name__ == "__main__":
+    main()

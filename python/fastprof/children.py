@@ -1,0 +1,420 @@
+"""Following a job's child processes: each Python process of a ``fastprof run --subprocesses``
+job profiles itself and writes its own profile into the run directory.
+
+How a child starts profiling:
+
+- a fork child (``os.fork``, multiprocessing's ``fork`` start method, and every process the
+  ``forkserver`` forks) is taken over by an ``os.register_at_fork`` hook: the profile it
+  inherited is switched off and a fresh one starts for the new process;
+- a new interpreter (multiprocessing's ``spawn``, the forkserver itself, ``subprocess`` running
+  ``sys.executable``) finds the bootstrap directory on its ``PYTHONPATH``: its
+  ``sitecustomize`` starts profiling when the job's environment variables name a run directory
+  and this same Python, then hands over to the ``sitecustomize`` that the path would otherwise
+  give (so a user's own one still runs).
+
+Each process writes ``<run dir>/<pid>.prof`` (pstats), its call tree beside it, and
+``<pid>.json`` (command line, parent pid, wall time, rank) when it ends: at normal exit, at
+``os._exit`` (wrapped), and on SIGTERM (a handler that writes, then dies of the signal as it
+would have; a pool's ``terminate`` sends it).  Every file is written to a temporary name and
+renamed, so a reader never sees half a file.  ``<pid>.json`` is first written when the process
+starts, marked incomplete: a process killed outright is reported as missing, never as an empty
+profile.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+__all__ = [
+    "ENV_DIR",
+    "ENV_PYTHON",
+    "FORMAT",
+    "follow",
+    "start_child",
+    "write_now",
+    "own_stats",
+    "process_rank",
+]
+
+ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
+ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
+FORMAT = 1  # the version of the per-process files' layout
+
+# Rank variables of the launchers, in the order they are looked at.
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+_BOOT = '''\
+"""fastprof: starts profiling in a Python child of a `fastprof run --subprocesses` job, then
+runs the sitecustomize the path would otherwise give."""
+import os as _os
+import sys as _sys
+
+_HERE = {here!r}
+_ROOT = {root!r}
+
+
+def _fastprof_start():
+    if _os.environ.get({env_python!r}) != _sys.executable + "|" + _sys.version:
+        return
+    try:
+        try:
+            from fastprof import children
+        except ImportError:
+            _sys.path.append(_ROOT)
+            try:
+                from fastprof import children
+            finally:
+                _sys.path.remove(_ROOT)
+        children.start_child()
+    except Exception as e:  # a child must run even when it cannot be profiled
+        _sys.stderr.write("fastprof: this process is not profiled: %r\\n" % (e,))
+
+
+def _fastprof_chain():
+    import importlib.machinery
+    import importlib.util
+
+    path = [p for p in _sys.path if _os.path.abspath(p or ".") != _HERE]
+    _sys.path[:] = path
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    _sys.modules["sitecustomize"] = mod  # what `import sitecustomize` then returns
+    spec.loader.exec_module(mod)
+
+
+_fastprof_start()
+_fastprof_chain()
+'''
+
+
+def process_rank() -> Optional[int]:
+    """The rank a launcher (torchrun, MPI, Slurm) gave this process, or None."""
+    for var in RANK_VARS:
+        value = os.environ.get(var)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def world_size() -> Optional[int]:
+    """The number of ranks the launcher started (with process_rank's variables), or None."""
+    for var in SIZE_VARS:
+        value = os.environ.get(var)
+        if value is not None and value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def own_stats(prof: Any) -> Dict[Any, Any]:
+    """The pstats dictionary of prof, without the call of ``disable`` that ended it."""
+    from ._runstats import own_stats as stats_of
+
+    return stats_of(prof)
+
+
+def _command_line() -> List[str]:
+    """This process's command line: sys.orig_argv (3.10+), else /proc/self/cmdline (which,
+    unlike sys.argv, keeps a ``-c`` command), else sys.executable and sys.argv."""
+    argv = getattr(sys, "orig_argv", None)
+    if argv:
+        return list(argv)
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        if words and not words[-1]:
+            words.pop()
+        if words:
+            return [os.fsdecode(w) for w in words]
+    except OSError:
+        pass
+    return [sys.executable, *sys.argv]
+
+
+class _Session:
+    """This process's profile and where it goes."""
+
+    def __init__(
+        self, run_dir: str, prof: Any, ppid: int, *, root: bool, quiet: bool = False
+    ) -> None:
+        self.quiet = quiet  # multiprocessing's forkserver: not profiled, its fork children are
+        self.run_dir = run_dir
+        self.prof = prof
+        self.pid = os.getpid()
+        self.ppid = ppid
+        self.root = root  # the process `fastprof run` started in: the runner writes its file
+        self.start = time.time()
+        self.written = False
+        self.rank = process_rank()
+        # the files' name: PID, or rank<R>-PID under a launcher (pids repeat across nodes)
+        self.name = str(self.pid) if self.rank is None else f"rank{self.rank}-{self.pid}"
+
+    def meta(self, complete: bool) -> Dict[str, Any]:
+        end = time.time()
+        return {
+            "format": FORMAT,
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "root": self.root,
+            "argv": _command_line(),
+            "rank": self.rank,
+            "world_size": world_size() if self.rank is not None else None,
+            "start": self.start,
+            "end": end if complete else None,
+            "wall": end - self.start if complete else None,
+            "complete": complete,
+        }
+
+
+_session: Optional[_Session] = None
+_real_exit: Optional[Callable[[int], Any]] = None
+_hooks_installed = False
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    """Writes data to path through a temporary file renamed over it; OSError on failure."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _write_meta(s: _Session, complete: bool) -> None:
+    _atomic_write(os.path.join(s.run_dir, f"{s.name}.json"), json.dumps(s.meta(complete)).encode())
+
+
+# A child's write that cannot finish (a lock left held by a thread of the parent at fork)
+# must not keep a pool's terminate waiting forever: SIGALRM's default action ends it.
+WRITE_LIMIT_S = 60
+
+
+def _guard_write() -> Optional[int]:
+    """Arms SIGALRM (when no handler and no alarm of the program's own are set, in the main
+    thread of a child) to end a stuck write; returns the seconds to re-arm afterwards (0 to
+    disarm), or None when nothing was armed."""
+    s = _session
+    try:
+        if s is None or s.root or signal.getsignal(signal.SIGALRM) != signal.SIG_DFL:
+            return None
+        before = signal.alarm(WRITE_LIMIT_S)
+        if before:  # the program's own alarm: put it back, arm nothing
+            signal.alarm(before)
+            return None
+        return 0
+    except (ValueError, OSError):
+        return None
+
+
+def write_now(s: Optional[_Session] = None) -> bool:
+    """Stops this process's profile and writes its files (once); returns whether it wrote.
+    Never raises: a process that ends must end, so a failure is one line on stderr."""
+    s = _session if s is None else s
+    if s is None or s.written or s.quiet or s.pid != os.getpid():
+        return False
+    s.written = True
+    alarm = _guard_write()
+    try:
+        s.prof.disable()
+        import marshal
+
+        stats = own_stats(s.prof)
+        base = os.path.join(s.run_dir, s.name)
+        try:
+            from .report.source import tree_of
+
+            tree = tree_of(s.prof)
+        except Exception:  # the flat profile is still worth having
+            tree = None
+        if tree is not None:
+            tmp = f"{base}.tree.json.{s.pid}.tmp"
+            tree.save(tmp)
+            os.replace(tmp, f"{base}.prof.tree.json")
+        _atomic_write(f"{base}.prof", marshal.dumps(stats))
+        _write_meta(s, complete=True)
+        return True
+    except Exception as e:
+        try:
+            sys.stderr.write(f"fastprof: could not write the profile of process {s.pid}: {e!r}\n")
+        except Exception:
+            pass
+        return False
+    finally:
+        if alarm is not None:
+            signal.alarm(alarm)
+
+
+def _on_exit() -> None:
+    s = _session
+    if s is not None and not s.root:
+        write_now(s)
+
+
+def _exit_wrapper(code: int) -> Any:
+    """os._exit that writes this process's profile first (multiprocessing's fork workers end
+    through it)."""
+    s = _session
+    if s is not None and not s.root:
+        write_now(s)
+    assert _real_exit is not None
+    return _real_exit(code)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Writes the profile, then ends the process by SIGTERM's default action.  A process
+    already writing its profile on its way out (a pool worker that got its sentinel, then
+    terminate's SIGTERM) finishes the write and ends as it was ending."""
+    s = _session
+    if s is not None and s.written and s.pid == os.getpid():
+        return
+    _on_exit()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: the runtime cannot catch the signal here
+        pass
+
+
+def _new_profile() -> Any:
+    from .profile import Profile
+
+    kw = json.loads(os.environ.get("FASTPROF_RUN_OPTIONS", "{}") or "{}")
+    clock: Any = kw.get("clock", "wall")
+    return Profile(builtins=bool(kw.get("builtins", True)), clock=clock)
+
+
+def _after_fork_child() -> None:
+    """In a fork child: the inherited profile stops, this process's own starts."""
+    global _session
+    parent = _session
+    if parent is None:
+        return
+    try:
+        if parent.prof is not None:
+            parent.prof.disable()
+    except Exception:
+        pass
+    try:
+        prof = _new_profile()
+        ppid = parent.ppid if parent.quiet else parent.pid
+        _session = _Session(parent.run_dir, prof, ppid, root=False)
+        _install_sigterm()
+        _write_meta(_session, complete=False)
+        prof.enable()
+    except Exception as e:
+        _session = None
+        sys.stderr.write(f"fastprof: this process is not profiled: {e!r}\n")
+
+
+def _install_hooks() -> None:
+    """The fork and exit hooks (each registered once per process; they do nothing while no
+    session is on) and the os._exit wrapper."""
+    global _real_exit, _hooks_installed
+    if not _hooks_installed:
+        _hooks_installed = True
+        os.register_at_fork(after_in_child=_after_fork_child)
+        atexit.register(_on_exit)
+    if os._exit is not _exit_wrapper:
+        _real_exit = os._exit
+        os._exit = _exit_wrapper  # type: ignore[assignment]
+
+
+def _machinery() -> Optional[str]:
+    """Which of multiprocessing's own processes this is ("resource_tracker", "forkserver"),
+    or None: they run no user code of their own."""
+    argv = " ".join(_command_line())
+    for name in ("resource_tracker", "forkserver"):
+        if f"multiprocessing.{name}" in argv:
+            return name
+    return None
+
+
+def start_child() -> None:
+    """Called by the bootstrap in a new interpreter of the job: starts its profile."""
+    global _session
+    run_dir = os.environ.get(ENV_DIR)
+    if not run_dir or _session is not None:
+        return
+    kind = _machinery()
+    if kind == "resource_tracker":
+        return
+    if kind == "forkserver":  # its fork children are the workers: follow them
+        _session = _Session(run_dir, None, os.getppid(), root=False, quiet=True)
+        _install_hooks()
+        return
+    prof = _new_profile()
+    _session = _Session(run_dir, prof, os.getppid(), root=False)
+    _install_hooks()
+    _install_sigterm()
+    _write_meta(_session, complete=False)
+    prof.enable()
+
+
+def runner_session(run_dir: str, prof: Any) -> "_Session":
+    """The session of the process ``fastprof run`` started in, when its children are not
+    followed: its profile goes to run_dir (write it with write_now)."""
+    s = _Session(os.path.abspath(run_dir), prof, os.getppid(), root=True)
+    _write_meta(s, complete=False)
+    return s
+
+
+def follow(
+    run_dir: str, prof: Any, boot_dir: str, *, clock: str = "wall", builtins: bool = True
+) -> "_Session":
+    """In the process ``fastprof run`` started in: makes its Python children profile
+    themselves into run_dir (the environment for new interpreters, with the bootstrap written
+    to boot_dir; the fork hooks for fork children).  prof is the runner's own profile, which
+    fork children switch off.  Returns the runner's session (write it with write_now)."""
+    global _session
+    from . import __file__ as pkg_file
+
+    os.makedirs(boot_dir, exist_ok=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pkg_file)))
+    here = os.path.abspath(boot_dir)
+    text = _BOOT.format(here=here, root=root, env_python=ENV_PYTHON)
+    _atomic_write(os.path.join(boot_dir, "sitecustomize.py"), text.encode())
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = here + (os.pathsep + old if old else "")
+    os.environ[ENV_DIR] = os.path.abspath(run_dir)
+    os.environ[ENV_PYTHON] = sys.executable + "|" + sys.version
+    os.environ["FASTPROF_RUN_OPTIONS"] = json.dumps({"clock": clock, "builtins": builtins})
+    _session = runner_session(run_dir, prof)
+    _install_hooks()
+    return _session
+
+
+def is_child_of_runner() -> bool:
+    """Whether this process is a fork child of the runner (it must not print the report)."""
+    s = _session
+    return s is not None and not s.root
+
+
+def stop_following(saved_env: Dict[str, Optional[str]]) -> None:
+    """In the runner, once the job is reported: the fork hook and exit hooks do nothing any
+    more, os._exit is the real one again, and the environment variables follow() changed are
+    put back (as saved_env holds them)."""
+    global _session
+    if _session is not None and _session.root:
+        _session = None
+    if _real_exit is not None and os._exit is _exit_wrapper:
+        os._exit = _real_exit  # type: ignore[assignment]
+    for k, v in saved_env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+ENV_NAMES = ("PYTHONPATH", ENV_DIR, ENV_PYTHON, "FASTPROF_RUN_OPTIONS")

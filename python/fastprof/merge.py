@@ -1,0 +1,318 @@
+"""Reading a run directory (one profile per process of a job, written by fastprof.children)
+into one merged profile that can still be told apart per process.
+
+``read_run(DIR)`` returns a ``Run``: ``stats`` (the pstats numbers summed over the processes),
+``tree`` (one root per process, named by its pid; ``--merge-threads`` sums them path by path),
+``procs`` (what each process was and spent), ``problems`` (files that could not be read: a
+truncated file or one of another version is named with the reason, and the rest still merges)
+and ``missing`` (processes that started but wrote no profile: killed outright).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, TextIO
+
+from .children import FORMAT
+
+__all__ = ["Proc", "Run", "read_run", "is_run_dir", "format_processes", "format_ranks", "main"]
+
+
+@dataclass
+class Proc:
+    """One process of the job."""
+
+    pid: int
+    ppid: int
+    argv: List[str]
+    wall: Optional[float]
+    rank: Optional[int]
+    root: bool
+    total_calls: int = 0
+    tottime: float = 0.0  # the summed own time of its functions, in seconds
+    top: List[Any] = field(default_factory=list)  # [(key, tottime)] of its costliest functions
+    own: Dict[Any, float] = field(default_factory=dict)  # {key: tottime} of each function
+
+
+@dataclass
+class Run:
+    stats: Any
+    tree: Any
+    procs: List[Proc]
+    problems: List[str]
+    missing: List[Proc]
+    missing_ranks: List[int] = field(default_factory=list)  # ranks that left no record at all
+
+
+def is_run_dir(path: str) -> bool:
+    """Whether path is a directory holding per-process files of a run."""
+    if not os.path.isdir(path):
+        return False
+    return bool(_record_names(path))
+
+
+def _read_meta(path: str) -> Dict[str, Any]:
+    with open(path, "rb") as f:
+        meta = json.loads(f.read().decode())
+    if not isinstance(meta, dict) or "pid" not in meta:
+        raise ValueError("not a fastprof process record")
+    if meta.get("format") != FORMAT:
+        raise ValueError(
+            f"written by another version of fastprof (format {meta.get('format')!r}, "
+            f"this version reads {FORMAT})"
+        )
+    return meta
+
+
+def read_run(run_dir: str) -> Run:
+    """The merged profile of run_dir.  ValueError when it holds no process record at all."""
+    from .stats import Stats
+    from .tree import CallTree, tree_path
+
+    if not os.path.isdir(run_dir):
+        raise ValueError(f"{run_dir}: not a directory")
+    names = sorted(_record_names(run_dir), key=_order)
+    if not names:
+        raise ValueError(f"{run_dir}: no process profiles (files PID.json and PID.prof) in it")
+    merged = Stats()
+    trees: Dict[int, Any] = {}
+    procs: List[Proc] = []
+    missing: List[Proc] = []
+    problems: List[str] = []
+    sizes: List[int] = []
+    for name in names:
+        pid = int(name.rpartition("-")[2])
+        base = os.path.join(run_dir, name)
+        try:
+            meta = _read_meta(base + ".json")
+        except (OSError, ValueError) as e:
+            problems.append(f"{base}.json: {e}")
+            continue
+        proc = Proc(
+            pid=pid,
+            ppid=int(meta.get("ppid") or 0),
+            argv=list(meta.get("argv") or []),
+            wall=meta.get("wall"),
+            rank=meta.get("rank"),
+            root=bool(meta.get("root")),
+        )
+        if isinstance(meta.get("world_size"), int):
+            sizes.append(meta["world_size"])
+        if not meta.get("complete") or not os.path.exists(base + ".prof"):
+            missing.append(proc)
+            continue
+        try:
+            st = Stats(base + ".prof")
+        except (OSError, ValueError, TypeError, EOFError) as e:
+            problems.append(f"{base}.prof: {e}")
+            continue
+        merged.add(st)
+        proc.total_calls = st.total_calls
+        proc.tottime = st.total_tt
+        proc.own = {r.key: r.tottime for r in st.rows}
+        proc.top = sorted(proc.own.items(), key=lambda kv: -kv[1])[:3]
+        procs.append(proc)
+        where = tree_path(base + ".prof")
+        if os.path.exists(where):
+            try:
+                # one root per process, named by its pid (pids of ranks on other nodes can
+                # repeat: those get a negative number of their own)
+                ident = pid if pid not in trees else -len(trees) - 1
+                trees[ident] = CallTree.load(where).merged_threads()
+            except (OSError, ValueError) as e:
+                problems.append(f"{where}: {e}")
+    tree = CallTree(trees) if trees and len(trees) == len(procs) else None
+    run = Run(merged, tree, procs, problems, missing)
+    if sizes:
+        have = {p.rank for p in procs + missing}
+        run.missing_ranks = [r for r in range(max(sizes)) if r not in have]
+    return run
+
+
+_RECORD = re.compile(r"^(?:rank(\d+)-)?(\d+)\.json$")
+
+
+def _record_names(run_dir: str) -> List[str]:
+    """The names (without .json) of the process records in run_dir: PID or rank<R>-PID."""
+    return [n[:-5] for n in os.listdir(run_dir) if _RECORD.match(n)]
+
+
+def _order(name: str) -> Any:
+    rank, _, pid = name.rpartition("-")
+    return (int(rank[4:]) if rank else -1, int(pid))
+
+
+def _rank_done(run_dir: str, rank: int) -> bool:
+    """Whether rank's runner has written its complete record into run_dir."""
+    for name in _record_names(run_dir):
+        if not name.startswith(f"rank{rank}-"):
+            continue
+        try:
+            meta = _read_meta(os.path.join(run_dir, name + ".json"))
+        except (OSError, ValueError):
+            continue
+        if meta.get("root") and meta.get("complete"):
+            return True
+    return False
+
+
+def wait_for_ranks(run_dir: str, size: int, timeout: float) -> List[int]:
+    """Waits (up to timeout seconds) until ranks 0..size-1 have each written their runner's
+    profile into run_dir; returns the ranks still without one."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    pending = list(range(size))
+    while True:
+        pending = [r for r in pending if not _rank_done(run_dir, r)]
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        time.sleep(0.05)
+
+
+def _label(argv: Sequence[str], width: int = 60) -> str:
+    from .report.escape import printable
+
+    text = printable(" ".join(argv))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _fn(key: Any) -> str:
+    return f"{os.path.basename(key[0])}:{key[1]}({key[2]})" if key[0] != "~" else key[2]
+
+
+def format_processes(run: Run) -> str:
+    """The per-process table: pid, parent, wall time, own time in functions, calls, the
+    costliest function and the command line; then the missing and unreadable ones."""
+    lines = [
+        f"{len(run.procs)} process(es)"
+        + (f", {len(run.missing)} missing" if run.missing else "")
+        + (f", {len(run.problems)} unreadable file(s)" if run.problems else ""),
+        f"{'pid':>8} {'parent':>8} {'rank':>5} {'wall s':>9} {'own s':>9} {'calls':>10}  "
+        "top function / command line",
+    ]
+    for p in sorted(run.procs, key=lambda p: (not p.root, p.pid)):
+        wall = f"{p.wall:9.3f}" if isinstance(p.wall, (int, float)) else f"{'?':>9}"
+        rank = str(p.rank) if p.rank is not None else "-"
+        top = _fn(p.top[0][0]) if p.top else "-"
+        lines.append(
+            f"{p.pid:>8} {p.ppid:>8} {rank:>5} {wall} {p.tottime:9.3f} {p.total_calls:>10}  {top}"
+        )
+        lines.append(f"{'':>55}{_label(p.argv)}")
+    for p in run.missing:
+        lines.append(
+            f"{p.pid:>8} {p.ppid:>8}  missing: started but wrote no profile "
+            f"(killed?): {_label(p.argv)}"
+        )
+    for msg in run.problems:
+        from .report.escape import printable
+
+        lines.append(f"  unreadable: {printable(msg)}")
+    text = "\n".join(lines) + "\n"
+    if any(p.rank is not None for p in run.procs + run.missing) or run.missing_ranks:
+        text += "\n" + format_ranks(run)
+    return text
+
+
+def _spread(values: Sequence[float]) -> str:
+    """min, max, max/mean of values (the load imbalance: 1.00 is even)."""
+    mean = sum(values) / len(values)
+    ratio = f"{max(values) / mean:8.2f}" if mean > 0 else f"{'-':>8}"
+    return f"{min(values):9.3f} {max(values):9.3f} {ratio}"
+
+
+def format_ranks(run: Run, top: int = 10, columns: int = 8) -> str:
+    """The per-rank table of a job under a launcher: each rank's processes, wall time and own
+    time, then the top functions' own time per rank (each rank's column up to ``columns``
+    ranks) with min, max and max/mean, the load imbalance."""
+    by_rank: Dict[int, List[Proc]] = {}
+    for p in run.procs:
+        if p.rank is not None:
+            by_rank.setdefault(int(p.rank), []).append(p)
+    ranks = sorted(by_rank)
+    lines = [f"per rank: {len(ranks)} rank(s) with profiles"]
+    if run.missing_ranks:
+        lines[0] += f"; no profile from rank(s) {', '.join(map(str, run.missing_ranks))}"
+    if not ranks:
+        return "\n".join(lines) + "\n"
+    lines.append(f"{'rank':>6} {'procs':>6} {'wall s':>9} {'own s':>9}")
+    walls, owns = [], []
+    for r in ranks:
+        procs = by_rank[r]
+        wall = max((p.wall or 0.0) for p in procs)
+        own = sum(p.tottime for p in procs)
+        walls.append(wall)
+        owns.append(own)
+        lines.append(f"{r:>6} {len(procs):>6} {wall:9.3f} {own:9.3f}")
+    lines.append(f"{'':>6} {'':>6} {'min':>9} {'max':>9} {'max/mean':>8}")
+    lines.append(f"{'wall':>13} {_spread(walls)}")
+    lines.append(f"{'own':>13} {_spread(owns)}")
+    per_rank: Dict[Any, Dict[int, float]] = {}
+    for r in ranks:
+        for p in by_rank[r]:
+            for key, tt in p.own.items():
+                cell = per_rank.setdefault(key, {})
+                cell[r] = cell.get(r, 0.0) + tt
+    keys = sorted(per_rank, key=lambda k: -sum(per_rank[k].values()))[:top]
+    shown = ranks[:columns]
+    head = "".join(f" {'rank ' + str(r):>9}" for r in shown)
+    lines.append("")
+    first = f" (the first {columns} ranks shown)" if len(ranks) > columns else ""
+    lines.append(f"top functions, own time per rank in seconds{first}:")
+    lines.append(f"{'function':<40}{head} {'min':>9} {'max':>9} {'max/mean':>8} {'slowest':>8}")
+    for key in keys:
+        cells = [per_rank[key].get(r, 0.0) for r in ranks]
+        slowest = ranks[max(range(len(ranks)), key=lambda i: cells[i])]
+        name = _fn(key)
+        name = name if len(name) <= 40 else "..." + name[-37:]
+        row = "".join(f" {per_rank[key].get(r, 0.0):9.3f}" for r in shown)
+        lines.append(f"{name:<40}{row} {_spread(cells)} {slowest:>8}")
+    return "\n".join(lines) + "\n"
+
+
+def write_merged(run: Run, outfile: str) -> None:
+    """Writes the merged pstats file to outfile, and its per-process tree beside it."""
+    from .report.source import save_tree
+
+    run.stats.dump(outfile)
+    save_tree(outfile, run.tree)
+
+
+def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
+    """``fastprof merge DIR -o OUT``: returns 0, or 2 with one line on stderr."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(
+        prog="fastprof merge",
+        description="Merge the per-process profiles of a run directory "
+        "(fastprof run --subprocesses --run-dir DIR) into "
+        "one pstats file, and print the per-process table.",
+    )
+    p.add_argument("dir", help="the run directory")
+    p.add_argument(
+        "-o",
+        "--outfile",
+        required=True,
+        metavar="OUT",
+        help="the merged profile (pstats; its call tree is written beside it)",
+    )
+    opts = p.parse_args(list(argv))
+    out = sys.stderr if stream is None else stream
+    try:
+        run = read_run(opts.dir)
+        write_merged(run, opts.outfile)
+    except (OSError, ValueError) as e:
+        from .report.escape import printable
+
+        print(f"fastprof merge: {printable(str(e))}", file=sys.stderr)
+        return 2
+    out.write(format_processes(run))
+    print(
+        f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,538 @@
+"""Profiles of whole jobs: `fastprof run --subprocesses` follows the Python children (os.fork,
+multiprocessing with fork, spawn and forkserver, ProcessPoolExecutor, subprocess of the same
+Python), each writes its own profile into the run directory, and `merge DIR` / `view DIR`
+read them back merged with a per-process table.
+
+The scripts call functions a known number of times; the tests check those exact counts in
+the merged profile, in each process's own file, and against profiling a child alone.  Each
+command runs in its own process group, killed whole on a timeout, so a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+TIMEOUT = 120
+START_METHODS = ["fork", "spawn", "forkserver"]
+
+
+def _env(extra_path: Optional[str] = None) -> Dict[str, str]:
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    if extra_path:
+        paths.insert(0, extra_path)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    for k in ("FASTPROF_RUN_DIR", "FASTPROF_RUN_PYTHON", "FASTPROF_RUN_OPTIONS"):
+        env.pop(k, None)
+    return env
+
+
+def fastprof(
+    args: List[str], cwd: Any, *, extra_path: Optional[str] = None
+) -> subprocess.CompletedProcess:
+    """Runs ``python -m fastprof ARGS``; fails the test on a hang."""
+    cmd = [sys.executable, "-m", "fastprof", *args]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(extra_path),
+        cwd=str(cwd),
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd} hung\nstdout:\n{out}\nstderr:\n{err}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def load(path: Any) -> Dict[Any, Any]:
+    with open(path, "rb") as f:
+        data = marshal.load(f)
+    assert isinstance(data, dict)
+    return data
+
+
+def calls(stats: Dict[Any, Any], script: Any, name: str) -> int:
+    """The call count of function name defined in script (0 when absent)."""
+    return sum(
+        v[1]
+        for k, v in stats.items()
+        if k[2] == name and os.path.exists(k[0]) and os.path.samefile(k[0], script)
+    )
+
+
+def records(run_dir: Any) -> Dict[int, Dict[str, Any]]:
+    out = {}
+    for n in os.listdir(run_dir):
+        if n.endswith(".json") and n[:-5].isdigit():
+            with open(os.path.join(run_dir, n)) as f:
+                out[int(n[:-5])] = json.load(f)
+    return out
+
+
+def write(tmp_path: Any, name: str, text: str) -> Any:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+POOL = """\
+    import multiprocessing as mp
+    import os
+    import sys
+
+    def leaf(i):
+        return i * 2
+
+    def work(n):
+        for i in range(n):
+            leaf(i)
+        return os.getpid()
+
+    if __name__ == "__main__":
+        ctx = mp.get_context(sys.argv[1])
+        with ctx.Pool(2) as pool:  # leaving the block terminates the workers (SIGTERM)
+            seen, tasks = set(), 0
+            while len(seen) < 2 and tasks < 4000:  # until both workers have run tasks
+                seen.update(pool.map(work, [100] * 4, chunksize=1))
+                tasks += 4
+            print(tasks)
+"""
+
+
+# -- 1. the children are followed, with exact counts ---------------------------------------
+
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_pool_workers_exact_counts(tmp_path: Any, method: str) -> None:
+    script = write(tmp_path, "pool.py", POOL)
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script), method],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    tasks = int(r.stdout)
+    assert "Error in sitecustomize" not in r.stderr
+    merged = load(tmp_path / "all.prof")
+    assert calls(merged, script, "leaf") == 100 * tasks
+    assert calls(merged, script, "work") == tasks
+    recs = records(run_dir)
+    workers = [pid for pid, m in recs.items() if not m["root"]]
+    root = [pid for pid, m in recs.items() if m["root"]]
+    assert len(root) == 1 and len(workers) == 2, recs
+    # every worker wrote its profile, also the ones pool.terminate() sent SIGTERM
+    assert all(m["complete"] for m in recs.values()), recs
+    per_worker = [calls(load(run_dir / f"{pid}.prof"), script, "leaf") for pid in workers]
+    assert sum(per_worker) == 100 * tasks and all(per_worker)
+    assert calls(load(run_dir / f"{root[0]}.prof"), script, "leaf") == 0
+    for pid in workers:
+        assert recs[pid]["ppid"] == root[0]
+        assert recs[pid]["wall"] > 0
+    assert "3 process(es)" in r.stderr
+
+
+def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
+    script = write(
+        tmp_path,
+        "job.py",
+        """\
+        import subprocess
+        import sys
+        from concurrent.futures import ProcessPoolExecutor
+
+        def leaf(i):
+            return i
+
+        def work(n):
+            return sum(leaf(i) for i in range(n))
+
+        if __name__ == "__main__":
+            if sys.argv[1:] == ["child"]:
+                print(work(37))
+                sys.exit(0)
+            subprocess.run([sys.executable, __file__, "child"], check=True)
+            with ProcessPoolExecutor(2) as ex:
+                print(sum(ex.map(work, [10] * 5)))
+        """,
+    )
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-s", "calls", "--all", str(script)],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("666\n225\n")
+    assert "4 process(es)" in r.stdout  # the parent, the subprocess, two pool workers
+    recs = records(run_dir)
+    merged: Dict[Any, Any] = {}
+    from fastprof import Stats
+
+    st = Stats(*(str(run_dir / f"{pid}.prof") for pid in recs))
+    merged = st.to_dict()
+    assert calls(merged, script, "leaf") == 37 + 50
+    assert calls(merged, script, "work") == 1 + 5
+    child = [m for m in recs.values() if m["argv"][-1] == "child"]
+    assert len(child) == 1 and child[0]["argv"][-2] == str(script)
+
+
+def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
+    script = write(
+        tmp_path,
+        "parent.py",
+        """\
+        import subprocess
+        import sys
+
+        def leaf(i):
+            return i % 3
+
+        def work(n):
+            return [leaf(i) for i in range(n)]
+
+        if __name__ == "__main__":
+            if sys.argv[1:] == ["child"]:
+                for n in range(20):
+                    work(n)
+                sys.exit(0)
+            subprocess.run([sys.executable, __file__, "child"], check=True)
+        """,
+    )
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script)],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    (child,) = [pid for pid, m in records(run_dir).items() if not m["root"]]
+    in_job = load(run_dir / f"{child}.prof")
+    r = fastprof(["run", "-o", "alone.prof", str(script), "child"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    alone = load(tmp_path / "alone.prof")
+
+    def own(stats: Dict[Any, Any]) -> Dict[Any, Any]:
+        return {
+            k[2]: v[:2]
+            for k, v in stats.items()
+            if os.path.exists(k[0]) and os.path.samefile(k[0], script)
+        }
+
+    assert own(in_job) == own(alone)
+    assert own(alone)["leaf"] == (190, 190)
+    assert own(alone)["work"] == (20, 20)
+
+
+# -- how processes end ----------------------------------------------------------------------
+
+ENDINGS = """\
+    import os
+    import signal
+    import sys
+    import time
+
+    def leaf():
+        return 1
+
+    def fork(n, end):
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(n):
+                leaf()
+            end()
+        return pid
+
+    def sleep_forever():
+        time.sleep(60)
+        os._exit(0)
+
+    if __name__ == "__main__":
+        a = fork(3, lambda: os._exit(0))
+        print("os._exit", os.waitpid(a, 0)[1])
+        b = fork(5, sleep_forever)
+        time.sleep(1.0)
+        os.kill(b, signal.SIGTERM)
+        st = os.waitpid(b, 0)[1]
+        print("sigterm", os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGTERM)
+        c = fork(11, sleep_forever)
+        time.sleep(1.0)
+        os.kill(c, signal.SIGKILL)
+        os.waitpid(c, 0)
+        print("killed", c)
+        d = fork(13, lambda: sys.exit(0))
+        print("sys.exit", os.waitpid(d, 0)[1])
+"""
+
+
+def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
+    script = write(tmp_path, "ends.py", ENDINGS)
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script)],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "os._exit 0"
+    assert lines[1] == "sigterm True"  # it still dies of the signal, once its profile is written
+    killed = int(lines[2].split()[1])
+    assert lines[3] == "sys.exit 0"
+    recs = records(run_dir)
+    assert not recs[killed]["complete"]
+    assert not (run_dir / f"{killed}.prof").exists()
+    counts = sorted(
+        calls(load(run_dir / f"{pid}.prof"), script, "leaf")
+        for pid, m in recs.items()
+        if not m["root"] and pid != killed
+    )
+    assert counts == [3, 5, 13]
+    assert calls(load(tmp_path / "all.prof"), script, "leaf") == 3 + 5 + 13
+    assert "4 process(es), 1 missing" in r.stderr
+    assert f"{killed}" in r.stderr and "wrote no profile" in r.stderr
+
+
+# -- merge and view of a run directory ------------------------------------------------------
+
+
+@pytest.fixture
+def run_dir(tmp_path: Any) -> Any:
+    script = write(tmp_path, "pool.py", POOL)
+    d = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(d), "-o", "x.prof", str(script), "fork"],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_merge_writes_one_pstats_file(tmp_path: Any, run_dir: Any) -> None:
+    r = fastprof(["merge", str(run_dir), "-o", "merged.prof"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    merged = load(tmp_path / "merged.prof")
+    assert merged == load(tmp_path / "x.prof")  # what run -o wrote
+    assert calls(merged, tmp_path / "pool.py", "leaf") == 100 * calls(
+        merged, tmp_path / "pool.py", "work"
+    )
+    assert "3 process(es)" in r.stderr
+    trees = [(run_dir / f"{pid}.prof.tree.json").exists() for pid in records(run_dir)]
+    assert (tmp_path / "merged.prof.tree.json").exists() == all(trees)
+
+
+def _fake_process(
+    d: Any,
+    pid: int,
+    ppid: int,
+    leaf_calls: int,
+    *,
+    tree: bool = True,
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+) -> None:
+    """Writes the files of one process as fastprof.children writes them."""
+    from fastprof.children import FORMAT
+    from fastprof.tree import CallTree, Node
+
+    key = ("job.py", 3, "leaf")
+    main = ("job.py", 1, "main")
+    stats = {
+        main: (1, 1, 0.5, 1.0, {}),
+        key: (leaf_calls, leaf_calls, 0.5, 0.5, {main: (leaf_calls, leaf_calls, 0.5, 0.5)}),
+    }
+    name = str(pid) if rank is None else f"rank{rank}-{pid}"
+    (d / f"{name}.prof").write_bytes(marshal.dumps(stats))
+    if tree:
+        root = Node(None, 0, 0.0, 1.0)
+        m = Node(main, 1, 0.5, 1.0, root)
+        root.children.append(m)
+        m.children.append(Node(key, leaf_calls, 0.5, 0.5, m))
+        CallTree({1: root}).save(str(d / f"{name}.prof.tree.json"))
+    meta = {
+        "format": FORMAT,
+        "pid": pid,
+        "ppid": ppid,
+        "root": ppid == 1,
+        "argv": ["job.py"],
+        "rank": rank,
+        "world_size": world_size,
+        "start": 0.0,
+        "end": 2.0,
+        "wall": 2.0,
+        "complete": True,
+    }
+    (d / f"{name}.json").write_text(json.dumps(meta))
+
+
+def test_per_rank_table_shows_the_spread_and_missing_ranks(tmp_path: Any) -> None:
+    from fastprof.merge import format_processes, read_run
+
+    # the same pid on two nodes: both kept, named by rank
+    _fake_process(tmp_path, 100, 1, 4, rank=0, world_size=3)
+    _fake_process(tmp_path, 100, 1, 6, rank=1, world_size=3)
+    run = read_run(str(tmp_path))
+    assert len(run.procs) == 2 and len(run.tree.threads) == 2
+    assert run.stats.to_dict()[("job.py", 3, "leaf")][:2] == (10, 10)
+    assert run.missing_ranks == [2]
+    text = format_processes(run)
+    assert "per rank: 2 rank(s) with profiles; no profile from rank(s) 2" in text
+    (own,) = [ln.split() for ln in text.splitlines() if ln.split()[:1] == ["own"]]
+    assert own == ["own", "1.000", "1.000", "1.00"]  # 0.5 + 0.5 s on each rank: even
+    (leaf,) = [ln.split() for ln in text.splitlines() if ln.startswith("job.py:3(leaf)")]
+    assert leaf == ["job.py:3(leaf)", "0.500", "0.500", "0.500", "0.500", "1.00", "0"]
+
+
+def test_read_run_sums_functions_and_trees(tmp_path: Any) -> None:
+    from fastprof.merge import format_processes, read_run
+
+    _fake_process(tmp_path, 100, 1, 4)
+    _fake_process(tmp_path, 101, 100, 6)
+    run = read_run(str(tmp_path))
+    assert run.stats.to_dict()[("job.py", 3, "leaf")][:2] == (10, 10)
+    assert sorted(run.tree.threads) == [100, 101]  # one root per process
+    merged = run.tree.merged_threads()
+    (m,) = merged.children
+    assert (m.key, m.ncalls) == (("job.py", 1, "main"), 2)
+    assert [(c.key[2], c.ncalls) for c in m.children] == [("leaf", 10)]
+    table = format_processes(run)
+    assert "2 process(es)" in table
+    assert [ln.split()[:2] for ln in table.splitlines() if ln.split()[:1] == ["101"]] == [
+        ["101", "100"]
+    ]
+    # a process without a tree file: the merged tree would leave it out, so there is none
+    _fake_process(tmp_path, 102, 100, 1, tree=False)
+    assert read_run(str(tmp_path)).tree is None
+
+
+def test_view_dir_shows_merged_and_per_process(tmp_path: Any, run_dir: Any) -> None:
+    r = fastprof(["view", str(run_dir), "-s", "calls", "--all"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "(3 processes)" in r.stdout
+    merged = load(tmp_path / "x.prof")
+    row = [ln for ln in r.stdout.splitlines() if ln.endswith("pool.py:5(leaf)")]
+    assert row and int(row[0].split()[0]) == calls(merged, tmp_path / "pool.py", "leaf")
+    assert "3 process(es)" in r.stdout
+    for pid in records(run_dir):
+        assert str(pid) in r.stdout
+    r = fastprof(["view", str(run_dir), "--color", "never"], tmp_path)  # the tree view
+    assert r.returncode == 0, r.stderr
+    assert "work" in r.stdout
+
+
+def test_truncated_and_other_version_files_are_named_and_the_rest_merges(
+    tmp_path: Any, run_dir: Any
+) -> None:
+    recs = records(run_dir)
+    workers = sorted(pid for pid, m in recs.items() if not m["root"])
+    bad_prof = run_dir / f"{workers[0]}.prof"
+    bad_prof.write_bytes(bad_prof.read_bytes()[:50])
+    meta = recs[workers[1]]
+    meta["format"] = 999
+    (run_dir / f"{workers[1]}.json").write_text(json.dumps(meta))
+    r = fastprof(["merge", str(run_dir), "-o", "merged.prof"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{workers[0]}.prof" in r.stderr
+    assert f"{workers[1]}.json" in r.stderr and "another version" in r.stderr
+    assert "1 process(es)" in r.stderr and "2 unreadable" in r.stderr
+    merged = load(tmp_path / "merged.prof")
+    root = [pid for pid, m in recs.items() if m["root"]][0]
+    assert merged == load(run_dir / f"{root}.prof")
+
+
+def test_merge_errors(tmp_path: Any) -> None:
+    r = fastprof(["merge", str(tmp_path / "nope"), "-o", "m.prof"], tmp_path)
+    assert r.returncode == 2 and "not a directory" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = fastprof(["merge", str(tmp_path / "empty"), "-o", "m.prof"], tmp_path)
+    assert r.returncode == 2 and "no process profiles" in r.stderr
+    r = fastprof(["view", str(tmp_path / "empty")], tmp_path)
+    assert r.returncode == 2 and "no process profiles" in r.stderr
+
+
+# -- options, the environment, a user's own sitecustomize -----------------------------------
+
+
+def test_run_dir_alone_and_an_unused_folder(tmp_path: Any, run_dir: Any) -> None:
+    script = write(tmp_path, "s.py", "def f():\n    return 1\n\nf()\nprint('ran')\n")
+    # --run-dir without --subprocesses: this process's profile alone goes to the folder
+    r = fastprof(["run", "--run-dir", "d", "-o", "a.prof", str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    (rec,) = records(tmp_path / "d").values()
+    assert rec["root"] and rec["complete"]
+    assert calls(load(tmp_path / "d" / f"{rec['pid']}.prof"), script, "f") == 1
+    assert load(tmp_path / "a.prof") == load(tmp_path / "d" / f"{rec['pid']}.prof")
+    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), str(script)], tmp_path)
+    assert r.returncode == 2 and "earlier run" in r.stderr and "ran" not in r.stdout
+    r = fastprof(["run", "--subprocesses", "--lines", str(script)], tmp_path)
+    assert r.returncode == 2 and "--lines" in r.stderr
+
+
+def test_users_sitecustomize_still_runs_in_children(tmp_path: Any) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE = 42\n")
+    script = write(
+        tmp_path,
+        "s.py",
+        """\
+        import subprocess
+        import sys
+
+        def leaf():
+            return 1
+
+        if __name__ == "__main__":
+            if sys.argv[1:] == ["child"]:
+                leaf()
+                import sitecustomize
+                print(USER_SITE, sitecustomize.__file__.endswith("site/sitecustomize.py"))
+                sys.exit(0)
+            subprocess.run([sys.executable, __file__, "child"], check=True)
+        """,
+    )
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "a.prof", str(script)],
+        tmp_path,
+        extra_path=str(site),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "42 True\n"
+    assert calls(load(tmp_path / "a.prof"), script, "leaf") == 1
+
+
+def test_in_process_run_leaves_nothing_behind(tmp_path: Any, monkeypatch: Any, capsys: Any) -> None:
+    import tempfile
+
+    from fastprof import children, cli
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    script = write(tmp_path, "s.py", "def f():\n    return 1\nf()\n")
+    before_env = dict(os.environ)
+    real_exit = os._exit
+    assert cli.main(["run", "--subprocesses", "-o", str(tmp_path / "a.prof"), str(script)]) == 0
+    assert dict(os.environ) == before_env
+    assert os._exit is real_exit
+    assert children._session is None
+    assert sys.getprofile() is None
+    assert calls(load(tmp_path / "a.prof"), script, "f") == 1
+    assert os.listdir(tmp) == []  # the temporary run and bootstrap folders are gone
