@@ -78,7 +78,8 @@ def test_import_fastprof_loads_only_the_profilers() -> None:
     loaded = _code("import sys, fastprof\n"
                    "print(sorted(m for m in sys.modules if m.startswith('fastprof')))")
     assert eval(loaded) == ["fastprof", "fastprof._fastprof", "fastprof._files",
-                            "fastprof._marshal_reader", "fastprof.lines", "fastprof.profile",
+                            "fastprof._marshal_reader", "fastprof.keys", "fastprof.lines",
+                            "fastprof.profile",
                             "fastprof.report", "fastprof.report.escape",
                             "fastprof.report.lines_text", "fastprof.stats"]
 
