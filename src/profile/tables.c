@@ -336,6 +336,11 @@ fp_node_enter(fp_profiler *p, fp_thread *t, int32_t fi)
         parent = t->stack[t->depth - 1].node;
     }
     else {
+        /* a thread that reuses a finished thread's ident shares its root: one node per path
+         * under each ident */
+        for (fp_thread *o = p->threads_list; t->root < 0 && o != NULL; o = o->next)
+            if (o != t && o->ident == t->ident)
+                t->root = o->root;
         if (t->root < 0) {
             if ((t->root = fp_node_new(p, -1, -1)) < 0)
                 return -2;
