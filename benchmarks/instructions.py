@@ -1,5 +1,6 @@
-"""Instructions a profiler adds per call, under callgrind: bare, cProfile and fastprof on the
-workloads of benchmarks/overhead.py.  Instruction counts do not move with the machine's load,
+"""Instructions a profiler adds per call, under callgrind: bare, cProfile, fastprof and fastprof
+without its calling-context tree (tree_nodes=0, the per-edge table) on the workloads of
+benchmarks/overhead.py.  Instruction counts do not move with the machine's load,
 so this runs where timings cannot be trusted (a shared machine); they do not weigh cache
 misses, so they are no substitute for overhead.py's times on a quiet machine.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import functools
 import gc
 import glob
 import itertools
@@ -32,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fastprof
 import overhead
 
-PROFILERS: tuple[str, ...] = ("bare", "cProfile", "fastprof")
+PROFILERS: tuple[str, ...] = ("bare", "cProfile", "fastprof", "no tree")
 if sys.version_info >= (3, 12):  # the interpreter's cost of delivering fastprof's events
     PROFILERS += ("floor",)
 
@@ -56,6 +58,7 @@ class _Floor:
 def child(profiler: str, reps: int, names: list[str]) -> None:
     """Runs each workload reps times through starmap under profiler (in valgrind)."""
     make = {"bare": None, "cProfile": cProfile.Profile, "fastprof": fastprof.Profile,
+            "no tree": functools.partial(fastprof.Profile, tree_nodes=0),
             "floor": _Floor}[profiler]
     for name in names:
         fn = overhead.WORKLOADS[name]
@@ -98,25 +101,28 @@ def main(argv: list[str] | None = None) -> int:
         procs = [subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--collect-atstart=no",
              "--toggle-collect=starmap_next", "--dump-after=starmap_next",
-             f"--callgrind-out-file={out}/{p}.%p", sys.executable, __file__, "--child", p,
+             f"--callgrind-out-file={out}/{p.replace(' ', '_')}.%p", sys.executable, __file__,
+             "--child", p,
              "--reps", str(args.reps), *names],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in PROFILERS]
         if any(proc.wait() != 0 for proc in procs):
             print("a valgrind run failed", file=sys.stderr)
             return 1
-        t = {p: totals(out, p, args.reps) for p in PROFILERS}
+        t = {p: totals(out, p.replace(" ", "_"), args.reps) for p in PROFILERS}
     print(f"# Python {sys.version.split()[0]}; instructions added per call under callgrind, "
           f"{args.reps} runs")
     floor = "floor" in PROFILERS
-    print(f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'fastprof/cProfile':>18}"
+    print(f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'no tree':>9} "
+          f"{'fastprof/cProfile':>18} {'tree/no tree':>13}"
           + (f" {'floor':>6} {'floor/cProfile':>15}" if floor else ""))
     for i, name in enumerate(names):
         fn = overhead.WORKLOADS[name]
         calls = overhead.count_calls(fn) + 1
         base = t["bare"][i]
-        added = {p: (t[p][i] - base) / args.reps / calls for p in PROFILERS if p != "bare"}
+        added = {p: (t[p][i] - base) / args.reps / calls for p in PROFILERS[1:]}
         print(f"{name:<30} {calls:>7} {added['cProfile']:>9.0f} {added['fastprof']:>9.0f} "
-              f"{added['fastprof'] / added['cProfile']:>18.2f}"
+              f"{added['no tree']:>9.0f} {added['fastprof'] / added['cProfile']:>18.2f} "
+              f"{added['fastprof'] / added['no tree']:>13.2f}"
               + (f" {added['floor']:>6.0f} {added['floor'] / added['cProfile']:>15.2f}"
                  if floor else ""))
     return 0

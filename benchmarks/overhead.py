@@ -1,13 +1,14 @@
-"""Call-profiler overhead: bare, cProfile, fastprof (and yappi when installed), side by side.
+"""Call-profiler overhead: bare, cProfile, fastprof, fastprof without its calling-context tree
+("no tree": tree_nodes=0, the per-edge table), and yappi when installed, side by side.
 
 Each workload runs under each profiler in turn, in a shuffled order each round (interleaved),
 for a number of rounds; the table gives the median time, the slowdown against bare and the
 added nanoseconds per profiled call (calls counted by fastprof, builtins included), and the
-ratio of fastprof's added time to cProfile's.  Below Python 3.12 two floors run too: an "empty
-hook" (a C profile function that does nothing: what the interpreter's profiling mode costs
-whatever the hook does) and a "stamp hook" (one that names each call and times it, keeping no
-records: the least any timing profiler does); the last columns give each as a fraction of
-cProfile's added time.
+ratio of fastprof's added time to cProfile's and to "no tree"'s (what the tree costs).  Below
+Python 3.12 two floors run too: an "empty hook" (a C profile function that does nothing: what
+the interpreter's profiling mode costs whatever the hook does) and a "stamp hook" (one that
+names each call and times it, keeping no records: the least any timing profiler does); the last
+columns give each as a fraction of cProfile's added time.
 
     python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json] [--processes N]
 
@@ -294,8 +295,8 @@ def run_cprofile(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t0
 
 
-def run_fastprof(fn: Callable[[], None]) -> float:
-    p = fastprof.Profile()
+def run_fastprof(fn: Callable[[], None], tree_nodes: int = 1_000_000) -> float:
+    p = fastprof.Profile(tree_nodes=tree_nodes)
     t0 = time.perf_counter()
     p.enable()
     fn()
@@ -389,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare": run_bare,
         "cProfile": run_cprofile,
         "fastprof": run_fastprof,
+        "no tree": functools.partial(run_fastprof, tree_nodes=0),  # the per-edge table only
     }
     if yappi is not None:
         runners["yappi"] = run_yappi
@@ -404,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{'workload':<28} {'calls':>8} {'bare ms':>8} "
               + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
               + " " + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
-              + f" {'fastprof/cProfile':>18}"
+              + f" {'fastprof/cProfile':>18} {'tree/no tree':>13}"
               + (f" {'empty hook/cProfile':>20} {'stamp hook/cProfile':>20}" if floor else ""))
     print(header)
     results: dict = {}
@@ -428,12 +430,14 @@ def main(argv: list[str] | None = None) -> int:
         med = {r: statistics.median(v) for r, v in samples.items()}
         added = {r: (med[r] - med["bare"]) / calls * 1e9 for r in runners if r != "bare"}
         ratio = added["fastprof"] / added["cProfile"] if added["cProfile"] > 0 else float("nan")
+        tree_ratio = (added["fastprof"] / added["no tree"] if added["no tree"] > 0
+                      else float("nan"))
         results[name] = {"calls": calls, "median_s": med, "added_ns_per_call": added,
-                         "fastprof_over_cprofile": ratio}
+                         "fastprof_over_cprofile": ratio, "tree_over_no_tree": tree_ratio}
         line = (f"{name:<28} {calls:>8} {med['bare'] * 1e3:>8.2f} "
                 + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
                 + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
-                + f" {ratio:>18.2f}")
+                + f" {ratio:>18.2f} {tree_ratio:>13.2f}")
         if floor:
             for runner in ("empty hook", "stamp hook"):
                 floor_ratio = added[runner] / added["cProfile"]

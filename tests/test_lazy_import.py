@@ -79,8 +79,9 @@ def test_import_fastprof_loads_only_the_profilers() -> None:
                    "print(sorted(m for m in sys.modules if m.startswith('fastprof')))")
     assert eval(loaded) == ["fastprof", "fastprof._fastprof", "fastprof._files",
                             "fastprof._lines_explicit", "fastprof._lines_wrap",
-                            "fastprof._marshal_reader", "fastprof._version", "fastprof.lines",
-                            "fastprof.profile", "fastprof.report", "fastprof.report.escape",
+                            "fastprof._marshal_reader", "fastprof._version", "fastprof.keys",
+                            "fastprof.lines", "fastprof.profile", "fastprof.report",
+                            "fastprof.report.escape",
                             "fastprof.report.lines_text", "fastprof.stats"]
 
 

@@ -13,9 +13,25 @@ import functools
 import inspect
 import sys
 from types import CodeType, TracebackType
-from typing import Any, Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from . import _fastprof
+from .keys import FuncKey, label
+
+if TYPE_CHECKING:
+    from .tree import CallTree
 
 __all__ = [
     "Profile",
@@ -28,8 +44,6 @@ __all__ = [
     "ProfileSession",
 ]
 
-FuncKey = Tuple[str, int, str]
-"""A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
 EdgeStats = Tuple[int, int, float, float]
 """A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
 
@@ -65,16 +79,9 @@ class ProfilerEntry(NamedTuple):
     calls: Optional[List[ProfilerSubEntry]]
 
 
-def label(code: Union[CodeType, str]) -> FuncKey:
-    """The pstats key of a code object or of a builtin's label string (as cProfile names it)."""
-    if isinstance(code, str):
-        return ("~", 0, code)
-    return (code.co_filename, code.co_firstlineno, code.co_name)
-
-
 class Profile(_fastprof.Profiler):
     """Exact call profiler: ``Profile(timer=None, timeunit=0.0, subcalls=True, builtins=True, *,
-    clock="wall", threads=True, prune_call_sites=False)``.
+    clock="wall", threads=True, prune_call_sites=False, tree_nodes=1_000_000)``.
 
     Everything ``cProfile.Profile`` offers (enable, disable, runcall, runctx, run, create_stats
     and ``.stats``, print_stats, dump_stats, getstats, context manager), with output that
@@ -84,6 +91,8 @@ class Profile(_fastprof.Profiler):
     called a Python function stops reporting, so builtins called there later are not counted
     (``strict=False`` is its old name).  One ``Profile`` is enabled at a time, as with
     cProfile (see :meth:`enable`); the profilers of ``@fastprof.profile`` sessions nest.
+    ``tree_nodes`` caps the calling-context tree (``tree()``), all threads together; calls
+    past the cap are merged (still exact in pstats' view), 0 keeps no tree.
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
@@ -109,6 +118,13 @@ class Profile(_fastprof.Profiler):
         super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
+
+    def tree(self) -> "CallTree":
+        """The calling-context tree recorded so far: one node per distinct path of functions
+        from each thread's root (see ``fastprof.tree.CallTree``)."""
+        from .tree import CallTree
+
+        return CallTree.from_profile(self)
 
     def getstats(self) -> List[ProfilerEntry]:
         """The records as ``_lsprof`` entries: times in seconds, one entry per function."""

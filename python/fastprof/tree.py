@@ -14,6 +14,8 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from .keys import label
+
 __all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT"]
 
 FuncKey = Tuple[str, int, str]
@@ -130,8 +132,6 @@ class CallTree:
     @classmethod
     def from_profile(cls, prof: Any) -> "CallTree":
         """The tree a ``fastprof.Profile`` (or its core) has recorded so far."""
-        from .profile import label
-
         spt, funcs, _ = prof._raw()
         tspt, nodes, threads, merged = prof._raw_tree()
         keys = [label(f[0]) for f in funcs]

@@ -104,8 +104,9 @@ typedef struct fp_func {
     PyObject *key;       /* strong: the code object, or the label str of a builtin (whose
                           * frames are keyed by its PyMethodDef, see fp_frame) */
     fp_counts c;
-    int32_t last_caller; /* cache: the caller this function was last entered from (-1: none) */
-    int32_t last_edge;   /* ... and that edge */
+    int32_t last_from; /* cache: what this function was last entered from (-1: none): the
+                        * parent node with the tree on, else the caller function ... */
+    int32_t last_to;   /* ... and the node, or the edge, that entry reached */
 } fp_func;
 _Static_assert(sizeof(fp_func) == 48, "fp_func is 48 bytes");
 
@@ -114,9 +115,24 @@ typedef struct fp_edge {
     fp_counts c;
 } fp_edge;
 
+/* A node of the calling-context tree: one path of functions from a thread's root.  A node is
+ * never active twice at once in its thread, so its charge needs no recursion count.  A
+ * thread's root is a node too (func -1, parent -1, ncalls the thread's ident), kept out of the
+ * node map and of the node cap; _raw_tree() leaves it out. */
+typedef struct fp_node {
+    int32_t parent; /* the parent node (a thread's root for a top-level frame) */
+    int32_t func;   /* the function at the path's end, -1 for a thread's root */
+    int64_t ncalls; /* completed calls on this path */
+    fp_tick tt;     /* their total time */
+    fp_tick it;     /* their own time */
+} fp_node;
+
 typedef struct fp_frame {
     int32_t func;
-    int32_t edge;        /* -1 for a frame without a recorded caller */
+    int32_t node;        /* its tree node, -1 without one (tree off, or merged: see fp_enter) */
+    int32_t edge;        /* a frame without a node: its edge, -1 without a recorded caller */
+    int32_t inner;       /* ... 1 when a framed ancestor pair of the same edge is open (the
+                          * edge's time is counted there) */
     fp_tick t0;          /* when it was entered */
     fp_tick subt;        /* time of its completed children */
     const void *key;     /* what the leave event will name: the frame object (3.9-3.11), the
@@ -133,6 +149,7 @@ typedef struct fp_thread {
     int32_t nfunc_rec;
     int32_t *edge_rec; /* active activations per edge, in this thread */
     int32_t nedge_rec;
+    int32_t root; /* the thread's root node, -1 until the tree first needs it */
 } fp_thread;
 
 enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
@@ -163,6 +180,13 @@ typedef struct fp_profiler {
     fp_edge *edges;
     int32_t nedges, capedges;
     fp_index_map edge_map; /* edges, keyed by FP_EDGE_KEY(caller, callee) */
+    fp_node *nodes;
+    int32_t nnodes, capnodes;
+    int32_t ntree;         /* nodes other than the threads' roots (what the cap bounds) */
+    int32_t tree_cap;      /* the node cap (tree_nodes=), 0: no tree */
+    int tree;              /* recording into the tree (tree_cap > 0 and subcalls, at enable) */
+    int64_t merged;        /* completed calls given no node because the cap was reached */
+    fp_index_map node_map; /* tree nodes, keyed by FP_EDGE_KEY(parent, func) */
     fp_index_map code_map; /* functions of code objects, keyed by the code object's address */
     fp_map builtin_map;    /* PyMethodDef* -> func */
     /* A two-way set-associative cache in front of code_map, the most recent way first: the
@@ -292,17 +316,29 @@ int fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei);
  * Returns its index, or -1 on failure (sticky set). */
 int32_t fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee);
 
-/* Pushes a frame of function fi, entered at now through edge ei (-1: none), on t's stack,
- * which has room, as do its recursion arrays.  Returns nothing. */
+/* fp_enter's slow paths with the tree on.  fp_node_enter returns the node of a frame of fi
+ * pushed on t now (adding it, and the thread's root), -1 when the call gets none (its caller
+ * has none, or the cap is reached), or -2 on failure (sticky set).  fp_edge_inner returns 1
+ * when a frame with a node, below t's top, is an activation of caller -> fi (then a merged
+ * call of that edge is recursive), else 0. */
+int32_t fp_node_enter(fp_profiler *p, fp_thread *t, int32_t fi);
+int fp_edge_inner(const fp_thread *t, int32_t caller, int32_t fi);
+
+/* Pushes a frame of function fi, entered at now at node ni or else through edge ei (-1:
+ * none; inner: see fp_frame), on t's stack, which has room, as do its recursion arrays.
+ * Returns nothing. */
 FP_INLINE void
-fp_push(fp_thread *t, int32_t fi, int32_t ei, fp_tick now, const void *key)
+fp_push(fp_thread *t, int32_t fi, int32_t ni, int32_t ei, int32_t inner, fp_tick now,
+        const void *key)
 {
     if (ei >= 0)
         t->edge_rec[ei]++;
     t->func_rec[fi]++;
     fp_frame *f = &t->stack[t->depth++];
     f->func = fi;
+    f->node = ni;
     f->edge = ei;
+    f->inner = inner;
     f->t0 = now;
     f->subt = 0;
     f->key = key;
@@ -337,36 +373,85 @@ FP_INLINE int32_t
 fp_edge_find(fp_profiler *p, int32_t caller, int32_t fi, int full)
 {
     fp_func *callee = &p->funcs[fi];
-    if (FP_LIKELY(callee->last_caller == caller))
-        return callee->last_edge;
+    if (FP_LIKELY(callee->last_from == caller))
+        return callee->last_to;
     int32_t ei = fp_edge_probe(p, caller, fi, full);
     if (ei >= 0) {
-        callee->last_caller = caller;
-        callee->last_edge = ei;
+        callee->last_from = caller;
+        callee->last_to = ei;
     }
     return ei;
 }
 
+/* Returns the child of node parent for function fi when the node map holds it, else -1:
+ * probing only the key's home slot unless full (a constant). */
+FP_INLINE int32_t
+fp_node_probe(const fp_profiler *p, int32_t parent, int32_t fi, int full)
+{
+    const fp_index_map *m = &p->node_map;
+    if (FP_UNLIKELY(m->slots == NULL))
+        return -1;
+    uint32_t i = fp_index_slot(m, FP_EDGE_KEY(parent, fi));
+    for (;;) {
+        int32_t s = m->slots[i];
+        if (s == 0)
+            return -1;
+        const fp_node *n = &p->nodes[s - 1];
+        if (n->parent == parent && n->func == fi)
+            return s - 1;
+        if (!full)
+            return -1;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Returns the child of node parent for fi when the callee's cache or the node map holds it
+ * (probing the map's first slot only unless full, a constant), caching it in the callee;
+ * else -1. */
+FP_INLINE int32_t
+fp_node_find(fp_profiler *p, int32_t parent, int32_t fi, int full)
+{
+    fp_func *callee = &p->funcs[fi];
+    if (FP_LIKELY(callee->last_from == parent))
+        return callee->last_to;
+    int32_t ni = fp_node_probe(p, parent, fi, full);
+    if (ni >= 0) {
+        callee->last_from = parent;
+        callee->last_to = ni;
+    }
+    return ni;
+}
+
 /* fp_enter's common case, for hooks that keep a fast path free of calls: the stack and the
- * recursion arrays have room and the edge is known.  Returns 1 when it pushed the frame, 0
- * (having pushed nothing) when fp_enter must do it. */
+ * recursion arrays have room and the node (tree on) or the edge is known.  Returns 1 when it
+ * pushed the frame, 0 (having pushed nothing) when fp_enter must do it. */
 FP_INLINE int
 fp_enter_fast(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
 {
     if (FP_UNLIKELY(t->depth == t->cap || fi >= t->nfunc_rec))
         return 0;
-    int32_t ei = -1;
-    if (p->subcalls && t->depth > 0) {
+    int32_t ni = -1, ei = -1;
+    if (FP_LIKELY(p->tree)) {
+        int32_t parent = t->depth > 0 ? t->stack[t->depth - 1].node : t->root;
+        if (FP_UNLIKELY(parent < 0))
+            return 0;
+        ni = fp_node_find(p, parent, fi, 0);
+        if (FP_UNLIKELY(ni < 0))
+            return 0;
+    }
+    else if (p->subcalls && t->depth > 0) {
         ei = fp_edge_find(p, t->stack[t->depth - 1].func, fi, 0);
         if (FP_UNLIKELY(ei < 0 || ei >= t->nedge_rec))
             return 0;
     }
-    fp_push(t, fi, ei, now, key);
+    fp_push(t, fi, ni, ei, 0, now, key);
     return 1;
 }
 
 /* Pushes a frame of function fi entered at now; key is what its leave event will name (see
- * fp_frame), so that the common leave needs no lookup. */
+ * fp_frame), so that the common leave needs no lookup.  With the tree on, the frame gets its
+ * node; a call past the node cap (or below such a call) gets none and is recorded through its
+ * edge, as with the tree off (the edge's cache then holds nodes, so the map is probed). */
 FP_INLINE void
 fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
 {
@@ -374,24 +459,28 @@ fp_enter(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void *key)
         return;
     if (FP_UNLIKELY(fi >= t->nfunc_rec) && fp_grow_func_rec(p, t, fi) < 0)
         return;
-    int32_t ei = -1;
-    if (p->subcalls && t->depth > 0) {
+    int32_t ni = -1, ei = -1, inner = 0;
+    if (p->tree && (ni = fp_node_enter(p, t, fi)) == -2)
+        return;
+    if (ni < 0 && p->subcalls && t->depth > 0) {
         int32_t caller = t->stack[t->depth - 1].func;
-        ei = fp_edge_find(p, caller, fi, 1);
+        ei = p->tree ? fp_edge_probe(p, caller, fi, 1) : fp_edge_find(p, caller, fi, 1);
         if (FP_UNLIKELY(ei < 0) && (ei = fp_edge_add(p, caller, fi)) < 0)
             return;
         if (FP_UNLIKELY(ei >= t->nedge_rec) && fp_grow_edge_rec(p, t, ei) < 0)
             return;
+        inner = p->tree && t->edge_rec[ei] == 0 && fp_edge_inner(t, caller, fi);
     }
-    fp_push(t, fi, ei, now, key);
+    fp_push(t, fi, ni, ei, inner, now, key);
 }
 
 /* Charges a completed call of total time tt and own time it to c; *active counts this
- * thread's open activations, this one included.  Returns nothing. */
+ * thread's open activations, this one included, and inner says an outer one is open
+ * elsewhere (see fp_frame).  Returns nothing. */
 FP_INLINE void
-fp_charge(fp_counts *c, int32_t *active, fp_tick tt, fp_tick it)
+fp_charge(fp_counts *c, int32_t *active, int32_t inner, fp_tick tt, fp_tick it)
 {
-    if (--*active == 0)
+    if (--*active == 0 && !inner)
         c->tt += tt; /* the outermost activation */
     else
         c->nrec++;
@@ -408,9 +497,18 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
     fp_tick it = tt - f->subt;
     if (t->depth > 0)
         t->stack[t->depth - 1].subt += tt;
-    fp_charge(&p->funcs[f->func].c, &t->func_rec[f->func], tt, it);
+    fp_charge(&p->funcs[f->func].c, &t->func_rec[f->func], 0, tt, it);
+    if (FP_LIKELY(f->node >= 0)) {
+        fp_node *n = &p->nodes[f->node];
+        n->ncalls++;
+        n->tt += tt;
+        n->it += it;
+        return;
+    }
     if (f->edge >= 0)
-        fp_charge(&p->edges[f->edge].c, &t->edge_rec[f->edge], tt, it);
+        fp_charge(&p->edges[f->edge].c, &t->edge_rec[f->edge], f->inner, tt, it);
+    if (p->tree)
+        p->merged++;
 }
 
 /* Returns 1 when t's top frame is the one a leave event naming key ends (see fp_frame), else
@@ -473,6 +571,18 @@ fp_leave(fp_profiler *p, fp_thread *t, const void *key, const void *ident, fp_ti
 
 /* Pops every open frame of every thread at the profiler's current time. */
 void fp_flush_all(fp_profiler *p);
+
+/* ---- reading the tree (tree.c) ---------------------------------------------------------- */
+
+/* The caller -> callee edges of p: those derived from the tree's nodes (a node of f whose
+ * parent is of g gives g -> f its calls and own time, and its total time unless an ancestor
+ * of the node is also a call of f from g, when its calls are recursive) plus the edge table's
+ * (calls past the node cap, or all of them with the tree off).  Sets *out to a malloc'd array
+ * (the caller frees it) of *nout edges.  Returns 0, or -1 with MemoryError set. */
+int fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout);
+/* Returns _raw_tree()'s tuple (spt, nodes, threads, merged), see profiler.c, or NULL with an
+ * exception set. */
+PyObject *fp_tree_raw(const fp_profiler *p, double spt);
 
 /* ---- hooks, one implementation per interpreter family ---------------------------------- */
 

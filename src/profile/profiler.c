@@ -36,9 +36,14 @@ fp_tables_clear(fp_profiler *p)
         Py_CLEAR(p->funcs[i].key);
     free(p->funcs);
     free(p->edges);
+    free(p->nodes);
     p->funcs = NULL;
     p->edges = NULL;
+    p->nodes = NULL;
     p->nfuncs = p->capfuncs = p->nedges = p->capedges = 0;
+    p->nnodes = p->capnodes = p->ntree = 0;
+    p->merged = 0;
+    fp_index_free(&p->node_map);
     fp_index_free(&p->code_map);
     fp_index_free(&p->edge_map);
     fp_map_free(&p->builtin_map);
@@ -97,21 +102,49 @@ fp_arg_prune(PyObject *prune_call_sites, PyObject *strict, int *prune)
     return 0;
 }
 
+/* Reads tree_nodes (NULL: the default) into *cap.  Returns 0, or -1 with a TypeError or a
+ * ValueError naming it. */
+static int
+fp_arg_tree_nodes(PyObject *value, int32_t *cap)
+{
+    if (value == NULL)
+        return 0;
+    if (PyBool_Check(value) || !PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError,
+                     "tree_nodes must be an int (the node cap, 0: no tree), not %.80s",
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < 0 || v > INT32_MAX / 2) {
+        PyErr_Format(PyExc_ValueError, "tree_nodes must be between 0 and %d, not %R",
+                     INT32_MAX / 2, value);
+        return -1;
+    }
+    *cap = (int32_t)v;
+    return 0;
+}
+
+#define FP_TREE_NODES_DEFAULT 1000000
+
 /* Profiler.__init__(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, clock="wall",
- * threads=True, strict=None, prune_call_sites=False).  Returns 0, or -1 with an exception
- * set. */
+ * threads=True, strict=None, prune_call_sites=False, tree_nodes=1000000).  Returns 0, or -1
+ * with an exception set. */
 static int
 fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)self;
     static char *kwlist[] = {"timer",   "timeunit", "subcalls",         "builtins", "clock",
-                             "threads", "strict",   "prune_call_sites", NULL};
+                             "threads", "strict",   "prune_call_sites", "tree_nodes", NULL};
     PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
-    PyObject *threads = NULL, *strict = NULL, *prune = NULL;
+    PyObject *threads = NULL, *strict = NULL, *prune = NULL, *tree_nodes = NULL;
     const char *clock = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOO:Profiler", kwlist, &timer,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOOO:Profiler", kwlist, &timer,
                                      &timeunit, &subcalls, &builtins, &clock, &threads, &strict,
-                                     &prune))
+                                     &prune, &tree_nodes))
         return -1;
     if (p->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
@@ -120,8 +153,10 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     if (fp_profiler_check_idle(p, "re-initialise") < 0)
         return -1;
     int sub = 1, bi = 1, th = 1, pr = 0;
+    int32_t cap = FP_TREE_NODES_DEFAULT;
     if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
-        fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_prune(prune, strict, &pr) < 0)
+        fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_prune(prune, strict, &pr) < 0 ||
+        fp_arg_tree_nodes(tree_nodes, &cap) < 0)
         return -1;
     double unit = 0.0;
     if (timeunit != NULL && timeunit != Py_None) {
@@ -173,6 +208,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     p->builtins = bi;
     p->threads = th;
     p->prune = pr;
+    p->tree_cap = cap;
     p->last_user = 0;
     return 0;
 }
@@ -185,6 +221,7 @@ fp_profiler_new(PyTypeObject *type, FP_UNUSED PyObject *args, FP_UNUSED PyObject
     if (p == NULL)
         return NULL;
     p->subcalls = p->builtins = p->threads = 1;
+    p->tree_cap = FP_TREE_NODES_DEFAULT;
     p->clock = FP_CLOCK_WALL;
     p->tsc = fp_clock_use_tsc;
     p->tool_id = -1;
@@ -328,6 +365,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     p->subcalls = sub;
     p->builtins = bi;
+    p->tree = p->tree_cap > 0 && sub; /* no callers recorded: no tree either */
     p->owner = PyThreadState_Get();
     fp_thread_cache_clear(p);
     Py_CLEAR(p->error);
@@ -408,6 +446,8 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     PyObject *funcs = NULL, *edges = NULL;
+    fp_edge *derived = NULL;
+    int32_t nderived = 0;
 #if !FP_PY312
     if (fp_hooks_check(p) < 0) /* read while enabled: say when nothing is recorded any more */
         goto error;
@@ -423,22 +463,45 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
             goto error;
         PyList_SET_ITEM(funcs, i, row);
     }
-    edges = PyList_New(p->nedges);
+    if (fp_tree_edges(p, &derived, &nderived) < 0)
+        goto error;
+    edges = PyList_New(nderived);
     if (edges == NULL)
         goto error;
-    for (int32_t i = 0; i < p->nedges; i++) {
-        fp_edge *e = &p->edges[i];
+    for (int32_t i = 0; i < nderived; i++) {
+        fp_edge *e = &derived[i];
         PyObject *row = Py_BuildValue("(iiLLLL)", e->caller, e->callee, (long long)e->c.ncalls,
                                       (long long)e->c.nrec, (long long)e->c.tt, (long long)e->c.it);
         if (row == NULL)
             goto error;
         PyList_SET_ITEM(edges, i, row);
     }
+    free(derived);
     return Py_BuildValue("(dNN)", fp_profiler_unit(p), funcs, edges);
 error:
+    free(derived);
     Py_XDECREF(funcs);
     Py_XDECREF(edges);
     return NULL;
+}
+
+/* _raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in the
+ * ticks of _raw(), whose function list the nodes index; nodes a list of (parent, func, thread,
+ * ncalls, tt, it), a parent before its children (-1: a top-level frame), threads the idents
+ * of the threads in first-seen order, merged the completed calls that got no node (the cap was
+ * reached).  Returns the tuple or NULL with an exception set. */
+static PyObject *
+fp_profiler_raw_tree(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    return fp_tree_raw(p, fp_profiler_unit(p));
+}
+
+/* tree_nodes: the node cap (0: no tree).  Returns an int. */
+static PyObject *
+fp_profiler_get_tree_nodes(PyObject *self, FP_UNUSED void *closure)
+{
+    return PyLong_FromLong(((fp_profiler *)self)->tree_cap);
 }
 
 /* enabled: whether the hooks are installed.  Returns a bool. */
@@ -475,6 +538,9 @@ static PyMethodDef fp_profiler_methods[] = {
      "clear()\n--\n\nClear all profiling information collected so far."},
     {"_raw", fp_profiler_raw, METH_NOARGS,
      "_raw() -> (seconds_per_tick, funcs, edges): the tables in ticks."},
+    {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
+     "_raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in "
+     "ticks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -483,6 +549,8 @@ static PyGetSetDef fp_profiler_getset[] = {
     {"clock", fp_profiler_get_clock, NULL, "The clock: wall, cpu, process_cpu or user.", NULL},
     {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.",
      NULL},
+    {"tree_nodes", fp_profiler_get_tree_nodes, NULL,
+     "The calling-context tree's node cap (0: no tree).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -493,7 +561,8 @@ static PyMemberDef fp_profiler_members[] = {
 
 static PyType_Slot fp_profiler_slots[] = {
     {Py_tp_doc, "Profiler(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, "
-                "clock='wall', threads=True, strict=None, prune_call_sites=False)\n--\n\n"
+                "clock='wall', threads=True, strict=None, prune_call_sites=False, "
+                "tree_nodes=1000000)\n--\n\n"
                 "The call profiler's collector (fastprof.Profile builds on it)."},
     {Py_tp_new, fp_profiler_new},
     {Py_tp_init, fp_profiler_init},

@@ -216,7 +216,7 @@ fp_func_new(fp_profiler *p, PyObject *key)
     fp_func *f = &p->funcs[p->nfuncs];
     memset(f, 0, sizeof(*f));
     f->key = key;
-    f->last_caller = -1;
+    f->last_from = -1;
     return p->nfuncs++;
 }
 
@@ -292,6 +292,91 @@ fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee)
 error:
     fp_set_sticky(p);
     return -1;
+}
+
+/* ---- the calling-context tree ---------------------------------------------------------- */
+
+/* The node map's key of node ni.  Returns it. */
+static uint64_t
+fp_node_key_of(const fp_profiler *p, int32_t ni)
+{
+    return FP_EDGE_KEY(p->nodes[ni].parent, p->nodes[ni].func);
+}
+
+/* Appends a node of func under parent (zero counts).  Returns its index, or -1 (sticky set). */
+static int32_t
+fp_node_new(fp_profiler *p, int32_t parent, int32_t func)
+{
+    if (p->nnodes == p->capnodes) {
+        if (p->capnodes > INT32_MAX / 2)
+            goto error;
+        int32_t ncap = p->capnodes ? p->capnodes * 2 : 512;
+        fp_node *grown = realloc(p->nodes, (size_t)ncap * sizeof(fp_node));
+        if (grown == NULL)
+            goto error;
+        p->nodes = grown;
+        p->capnodes = ncap;
+    }
+    fp_node *n = &p->nodes[p->nnodes];
+    memset(n, 0, sizeof(*n));
+    n->parent = parent;
+    n->func = func;
+    return p->nnodes++;
+error:
+    fp_set_sticky(p);
+    return -1;
+}
+
+/* See fp_profile.h. */
+int32_t
+fp_node_enter(fp_profiler *p, fp_thread *t, int32_t fi)
+{
+    int32_t parent, ni;
+    if (t->depth > 0) {
+        parent = t->stack[t->depth - 1].node;
+    }
+    else {
+        /* a thread that reuses a finished thread's ident shares its root: one node per path
+         * under each ident */
+        for (fp_thread *o = p->threads_list; t->root < 0 && o != NULL; o = o->next)
+            if (o != t && o->ident == t->ident)
+                t->root = o->root;
+        if (t->root < 0) {
+            if ((t->root = fp_node_new(p, -1, -1)) < 0)
+                return -2;
+            p->nodes[t->root].ncalls = (int64_t)t->ident;
+        }
+        parent = t->root;
+    }
+    if (parent < 0)
+        return -1; /* below a merged call */
+    ni = fp_node_find(p, parent, fi, 1);
+    if (ni >= 0)
+        return ni;
+    if (p->ntree >= p->tree_cap)
+        return -1;
+    ni = fp_node_new(p, parent, fi);
+    if (ni < 0)
+        return -2;
+    /* the map reads the key back from the record, so the record is written first */
+    if (fp_index_put(p, &p->node_map, FP_EDGE_KEY(parent, fi), ni, fp_node_key_of) < 0)
+        goto error;
+    p->ntree++;
+    return ni;
+error:
+    p->nnodes--;
+    fp_set_sticky(p);
+    return -2;
+}
+
+/* See fp_profile.h. */
+int
+fp_edge_inner(const fp_thread *t, int32_t caller, int32_t fi)
+{
+    for (int32_t d = t->depth - 1; d > 0; d--)
+        if (t->stack[d].node >= 0 && t->stack[d].func == fi && t->stack[d - 1].func == caller)
+            return 1;
+    return 0;
 }
 
 /* ---- per-thread records ---------------------------------------------------------------- */
@@ -377,6 +462,7 @@ fp_thread_lookup(fp_profiler *p)
     }
     t->tstate = ts;
     t->ident = ident;
+    t->root = -1;
     t->next = p->threads_list;
     p->threads_list = t;
 done:

@@ -1,0 +1,148 @@
+/* tree.c - reading the calling-context tree: the caller -> callee edges derived from its nodes
+ * (what _raw() reports) and its raw export (_raw_tree()). */
+#include "fp_profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns 1 when a proper ancestor M of node ni (M's parent not a thread's root) is a call of
+ * function f from function g, so that ni's calls of edge g -> f are recursive; else 0. */
+static int
+fp_tree_edge_nested(const fp_profiler *p, int32_t ni, int32_t g, int32_t f)
+{
+    const fp_node *nodes = p->nodes;
+    for (int32_t m = nodes[ni].parent; nodes[m].func >= 0; m = nodes[m].parent) {
+        int32_t up = nodes[m].parent;
+        if (nodes[up].func < 0)
+            return 0;
+        if (nodes[m].func == f && nodes[up].func == g)
+            return 1;
+    }
+    return 0;
+}
+
+/* Adds counts c of edge caller -> callee to out (of *n records, indexed by map).  Returns 0,
+ * or -1 when out of memory (no exception set). */
+static int
+fp_tree_edge_add(fp_edge *out, int32_t *n, fp_map *map, int32_t caller, int32_t callee,
+                 const fp_counts *c)
+{
+    uint64_t key = FP_EDGE_KEY(caller, callee);
+    int32_t i = fp_map_get(map, key);
+    if (i < 0) {
+        i = (*n)++;
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].caller = caller;
+        out[i].callee = callee;
+        if (fp_map_put(map, key, i) < 0)
+            return -1;
+    }
+    out[i].c.ncalls += c->ncalls;
+    out[i].c.nrec += c->nrec;
+    out[i].c.tt += c->tt;
+    out[i].c.it += c->it;
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout)
+{
+    fp_map map = {0};
+    int32_t n = 0;
+    size_t most = (size_t)p->nnodes + (size_t)p->nedges;
+    fp_edge *edges = malloc((most ? most : 1) * sizeof(fp_edge));
+    if (edges == NULL)
+        goto error;
+    for (int32_t ni = 0; ni < p->nnodes; ni++) {
+        const fp_node *nd = &p->nodes[ni];
+        if (nd->func < 0 || p->nodes[nd->parent].func < 0)
+            continue; /* a thread's root, or a top-level frame (no edge) */
+        int32_t g = p->nodes[nd->parent].func;
+        fp_counts c = {nd->ncalls, 0, nd->tt, nd->it};
+        if (fp_tree_edge_nested(p, ni, g, nd->func)) {
+            c.nrec = c.ncalls;
+            c.tt = 0;
+        }
+        if (fp_tree_edge_add(edges, &n, &map, g, nd->func, &c) < 0)
+            goto error;
+    }
+    for (int32_t ei = 0; ei < p->nedges; ei++) {
+        const fp_edge *e = &p->edges[ei];
+        if (fp_tree_edge_add(edges, &n, &map, e->caller, e->callee, &e->c) < 0)
+            goto error;
+    }
+    fp_map_free(&map);
+    *out = edges;
+    *nout = n;
+    return 0;
+error:
+    fp_map_free(&map);
+    free(edges);
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Returns the index of ident in list threads (appending it when new), or -1 with an exception
+ * set. */
+static Py_ssize_t
+fp_tree_thread_index(PyObject *threads, int64_t ident)
+{
+    Py_ssize_t n = PyList_GET_SIZE(threads);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((int64_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(threads, i)) == ident)
+            return i;
+    PyObject *o = PyLong_FromUnsignedLong((unsigned long)ident);
+    if (o == NULL || PyList_Append(threads, o) < 0) {
+        Py_XDECREF(o);
+        return -1;
+    }
+    Py_DECREF(o);
+    return n;
+}
+
+/* See fp_profile.h. */
+PyObject *
+fp_tree_raw(const fp_profiler *p, double spt)
+{
+    PyObject *nodes = NULL, *threads = NULL, *result = NULL;
+    /* per node: its index in the export (-1 for a root), and its thread's index */
+    int32_t *index = malloc(((size_t)p->nnodes + 1) * 2 * sizeof(int32_t));
+    if (index == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    int32_t *thread = index + p->nnodes + 1;
+    nodes = PyList_New(0);
+    threads = PyList_New(0);
+    if (nodes == NULL || threads == NULL)
+        goto error;
+    int32_t k = 0;
+    for (int32_t ni = 0; ni < p->nnodes; ni++) {
+        const fp_node *nd = &p->nodes[ni];
+        if (nd->func < 0) {
+            Py_ssize_t ti = fp_tree_thread_index(threads, nd->ncalls);
+            if (ti < 0)
+                goto error;
+            index[ni] = -1;
+            thread[ni] = (int32_t)ti;
+            continue;
+        }
+        thread[ni] = thread[nd->parent];
+        index[ni] = k++;
+        PyObject *row = Py_BuildValue("(iiiLLL)", index[nd->parent], nd->func, thread[ni],
+                                      (long long)nd->ncalls, (long long)nd->tt,
+                                      (long long)nd->it);
+        if (row == NULL || PyList_Append(nodes, row) < 0) {
+            Py_XDECREF(row);
+            goto error;
+        }
+        Py_DECREF(row);
+    }
+    result = Py_BuildValue("(dOOL)", spt, nodes, threads, (long long)p->merged);
+error:
+    free(index);
+    Py_XDECREF(nodes);
+    Py_XDECREF(threads);
+    return result;
+}
