@@ -1,0 +1,111 @@
+"""scipy.ndimage's arithmetic, operation for operation, for results that must equal its own.
+
+A float result computed in another order differs from scipy's by rounding; an integer result
+truncates that float, so one rounding step decides the integer.  These functions reproduce
+scipy's order of operations and its casts (its ``ni_filters.c``/``ni_support.c``):
+
+- ``uniform_filter1d``: the line extended by the boundary mode and converted to double, a
+  running sum (the sum of the first ``size`` values, then ``sum += new - old`` per output),
+  each output ``sum / size``, stored with a C cast into the output dtype;
+- ``correlate``: per output, ``0.0`` plus each tap's ``value * weight`` in C order of the taps
+  whose ``|weight| > DBL_EPSILON``, stored with scipy's cast (``tmp > -1 ? (T)tmp : -(T)(-tmp)``,
+  so a negative result wraps in an unsigned dtype instead of being undefined).
+
+NumPy's add.accumulate and elementwise ufuncs keep that order exactly (no reassociation, no
+fused multiply-add), so the results are scipy's bit for bit.  Cost: a few passes over a float64
+copy per axis (uniform) or per tap (correlate); kernels.py takes these paths where the output
+dtype is an integer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import numpy as np
+
+#: mode codes of kernels.MODE_CODES -> np.pad's name for the same extension
+_PAD_MODES = {0: "symmetric", 2: "edge", 3: "reflect", 4: "wrap"}
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _extend(x: np.ndarray, pads: Any, mode: int, cval: float) -> np.ndarray:
+    """x as float64 extended by pads ((before, after) per axis) as the boundary mode extends
+    it; returns a new array."""
+    x64 = np.asarray(x, dtype=np.float64)
+    if mode == 1:
+        return np.pad(x64, pads, mode="constant", constant_values=cval)
+    return np.pad(x64, pads, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
+
+
+def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarray:
+    """float64 values stored into dtype as scipy's C code stores them: truncation toward zero
+    (NumPy's cast is the same C cast); with wrap_negative, values <= -1 go to an unsigned
+    dtype as ``-(T)(-v)`` (modulo 2**bits).  Out-of-range values are undefined in C; these
+    give what scipy's x86-64 build stores (uint32: the low 32 bits of the int64 conversion;
+    the other dtypes: NumPy's cast, the same instructions)."""
+    dtype = np.dtype(dtype)
+    with np.errstate(invalid="ignore"):
+        if dtype.kind != "u" or not wrap_negative:
+            return values.astype(dtype)
+        neg = values <= -1.0
+        mag = np.where(neg, -values, values)
+        if dtype.itemsize == 4:  # (npy_uint)v is a 64-bit conversion, then the low 32 bits
+            out = mag.astype(np.int64).astype(dtype)
+        else:
+            out = mag.astype(dtype)
+        np.negative(out, out=out, where=neg)
+    return out
+
+
+def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int, cval: float,
+                     dtype: np.dtype) -> np.ndarray:
+    """scipy.ndimage.uniform_filter1d(x, size, axis, output=dtype, mode, cval, origin): a new
+    array of dtype, x's shape."""
+    n = x.shape[axis]
+    if n == 0 or size == 1:
+        return x.astype(dtype)
+    before = size // 2 + origin
+    pads = [(0, 0)] * x.ndim
+    pads[axis] = (before, size - 1 - before)
+    ext = np.moveaxis(_extend(x, pads, mode, cval), axis, -1)  # (..., n + size - 1)
+    terms = np.empty(ext.shape[:-1] + (size + n,), dtype=np.float64)
+    terms[..., 0] = 0.0
+    terms[..., 1:size + 1] = ext[..., :size]
+    np.subtract(ext[..., size:], ext[..., :n - 1], out=terms[..., size + 1:])
+    sums = np.add.accumulate(terms, axis=-1)[..., size:]
+    means = np.divide(sums, float(size), out=sums)
+    return np.ascontiguousarray(np.moveaxis(c_cast(means, dtype, False), -1, axis))
+
+
+def uniform_filter(x: np.ndarray, sizes: Tuple[int, ...], origins: Tuple[int, ...],
+                   modes: Tuple[int, ...], cval: float, dtype: np.dtype) -> np.ndarray:
+    """scipy.ndimage.uniform_filter with one size, origin and mode per axis of x: the 1-D
+    filters in axis order, each stored into dtype before the next reads it."""
+    cur = x
+    done = False
+    for axis, (s, o, m) in enumerate(zip(sizes, origins, modes)):
+        if s > 1:
+            cur = uniform_filter1d(cur, s, axis, o, m, cval, dtype)
+            done = True
+    return cur if done else x.astype(dtype)
+
+
+def correlate(x: np.ndarray, weights: np.ndarray, mode: int, cval: float,
+              origins: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """scipy.ndimage.correlate of x with weights (float64, x's rank, correlation form) in
+    scipy's tap order, stored into dtype with its cast: a new array."""
+    pads = []
+    for n, o in zip(weights.shape, origins):
+        before = n // 2 + o
+        pads.append((before, n - 1 - before))
+    ext = _extend(x, pads, mode, cval)
+    acc = np.zeros(x.shape, dtype=np.float64)
+    prod = np.empty_like(acc)
+    for idx in np.ndindex(*weights.shape):
+        w = float(weights[idx])
+        if not abs(w) > _EPS:
+            continue
+        window = tuple(slice(i, i + n) for i, n in zip(idx, x.shape))
+        np.multiply(ext[window], w, out=prod)
+        acc += prod
+    return c_cast(acc, dtype, True)
