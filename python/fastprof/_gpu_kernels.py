@@ -395,9 +395,11 @@ def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
 
 
 def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: Any, axes: Any,
-                 dtype: np.dtype, device: Any, stream: Any, emulate: Any) -> np.ndarray:
+                 dtype: np.dtype, device: Any, stream: Any, emulate: Any,
+                 parts: list) -> np.ndarray:
     """uniform_filter of host into the integer dtype, exactly as scipy: per filtered axis (in
-    the order of axes) the box mean stored into dtype before the next axis reads it."""
+    the order of axes) the box mean stored into dtype before the next axis reads it.  Appends
+    the timings of each device call to parts."""
     ax = _check_axes(axes, host.ndim)
     n = len(ax)
     sizes = [int(size)] * n if isinstance(size, (int, np.integer)) else [int(v) for v in size]
@@ -417,17 +419,27 @@ def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: An
         sums = _filter(_Operand(cur, "input"), np.float64,
                        lambda shape, cdt: [(None, wshape, sh, md, 1.0)], cval, device, stream,
                        emulate)
+        parts.append(getattr(sums, "timings", None))
         cur = _ndimage_exact.c_cast(np.asarray(sums, dtype=np.float64) / float(sz), dtype, False)
     return cur if cur is not host else host.astype(dtype)
 
 
-def _store_int(result: np.ndarray, output: Any) -> np.ndarray:
-    """result into output when it is an array (after the shared shape checks), else result."""
+def _store_int(result: np.ndarray, output: Any, parts: Optional[list]) -> np.ndarray:
+    """result into output when it is an array (after the shared shape checks), else result as
+    a TimedArray.  parts: the timings of the device calls that made it, summed (all zero when
+    the host computed it), or None for host emulation (no timings)."""
+    if parts is not None:
+        keys = ("h2d_ms", "kernel_ms", "d2h_ms", "total_ms")
+        _local.timings = {k: float(sum(t[k] for t in parts if t)) for k in keys}
     if isinstance(output, np.ndarray):
         _check_host_output(output, result.shape, False)
         output[...] = result
         return output
-    return result
+    if parts is None:
+        return result
+    out = result.view(TimedArray)
+    out.timings = _local.timings
+    return out
 
 
 def _max_abs(host: np.ndarray) -> float:
@@ -526,6 +538,7 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
     int_dt = _int_out_dtype(inp, output)
     if int_dt is not None and inp.host is not None:
         host = inp.host
+        parts: list = []
         w, shift = prepare(host.ndim)
         taps = np.where(np.abs(w) > np.finfo(np.float64).eps, w, 0.0)
         bound = _max_abs(host) * float(np.abs(taps).sum()) + abs(cval) * float(np.abs(taps).sum())
@@ -536,11 +549,12 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
             # integer products and sums: exact in any order, one direct pass on the device
             raw = _filter(inp, np.float64, lambda shape, cdt: [(taps, taps.shape, shift, modecode,
                                                                 0.0)], cval, device, stream, emulate)
+            parts.append(getattr(raw, "timings", None))
             res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
         else:
             origins = tuple(sh - n // 2 for sh, n in zip(shift, taps.shape))
             res = _ndimage_exact.correlate(host, taps, modecode, cval, origins, int_dt)
-        return _store_int(res, output)
+        return _store_int(res, output, None if emulate else parts)
 
     def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
         w, shift = prepare(len(shape))
@@ -636,8 +650,10 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
     int_dt = _int_out_dtype(inp, output)
     if int_dt is not None and inp.host is not None and inp.host.size:
-        return _store_int(_uniform_int(inp.host, size, mode, cval, origin, axes, int_dt, device,
-                                       stream, _emulate), output)
+        parts: list = []
+        res = _uniform_int(inp.host, size, mode, cval, origin, axes, int_dt, device, stream,
+                           _emulate, parts)
+        return _store_int(res, output, None if _emulate else parts)
     elif isinstance(mode, str):
         _check_mode(mode)
     elif isinstance(mode, (list, tuple)):

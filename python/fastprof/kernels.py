@@ -146,8 +146,11 @@ def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[in
     return tuple(codes)
 
 
-def _check_origins(origin: Any, sizes: Sequence[int]) -> Tuple[int, ...]:
-    """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2."""
+def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False
+                   ) -> Tuple[int, ...]:
+    """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
+    an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
+    0."""
     ndim = len(sizes)
     if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
         origins = [int(origin)] * ndim
@@ -161,6 +164,8 @@ def _check_origins(origin: Any, sizes: Sequence[int]) -> Tuple[int, ...]:
         origins = [int(o) for o in origins]
     else:
         raise TypeError(f"origin must be an int or a sequence of ints, got {origin!r}")
+    if skip_unit:
+        origins = [0 if s == 1 else o for o, s in zip(origins, sizes)]
     for d, (o, s) in enumerate(zip(origins, sizes)):
         if not 0 <= s // 2 + o < s:
             raise ValueError(f"origin: {o} is invalid for a kernel of size {s} on axis {d}"
@@ -322,7 +327,7 @@ def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any
             raise ValueError(f"size must be >= 1, got {s}")
     output, out_dtype = _check_output(output, input)
     modes = _check_modes(mode, ndim, allow_sequence=True)
-    origins = _check_origins(origin, sizes)
+    origins = _check_origins(origin, sizes, skip_unit=True)
     full_sizes, full_modes, full_origins = [1] * input.ndim, [0] * input.ndim, [0] * input.ndim
     for a, s, m, o in zip(ax, sizes, modes, origins):
         full_sizes[a], full_modes[a], full_origins[a] = s, m, o
