@@ -416,9 +416,9 @@ def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: An
             continue
         wshape = tuple(sz if k == a else 1 for k in range(host.ndim))
         sh = tuple(sz // 2 + o if k == a else 0 for k in range(host.ndim))
+        one_pass = [(None, wshape, sh, md, 1.0)]
         sums = _filter(_Operand(cur, "input"), np.float64,
-                       lambda shape, cdt: [(None, wshape, sh, md, 1.0)], cval, device, stream,
-                       emulate)
+                       lambda shape, cdt, p=one_pass: p, cval, device, stream, emulate)
         parts.append(getattr(sums, "timings", None))
         cur = _ndimage_exact.c_cast(np.asarray(sums, dtype=np.float64) / float(sz), dtype, False)
     return cur if cur is not host else host.astype(dtype)
@@ -547,8 +547,9 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         elif (host.dtype.kind in "iu" and np.all(taps == np.round(taps)) and
                 float(cval).is_integer() and bound < _EXACT_LIMIT):
             # integer products and sums: exact in any order, one direct pass on the device
-            raw = _filter(inp, np.float64, lambda shape, cdt: [(taps, taps.shape, shift, modecode,
-                                                                0.0)], cval, device, stream, emulate)
+            direct = [(taps, taps.shape, shift, modecode, 0.0)]
+            raw = _filter(inp, np.float64, lambda shape, cdt: direct, cval, device, stream,
+                          emulate)
             parts.append(getattr(raw, "timings", None))
             res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
         else:
