@@ -234,3 +234,21 @@ def test_negative_int_axis() -> None:
     w = np.array([1.0, 2.0, 1.0]) / 4
     _same(kernels.correlate(x, w, axes=-1), ndi.correlate(x, w, axes=(-1,)))
     _same(kernels.uniform_filter(x, 3, axes=-2), ndi.uniform_filter(x, 3, axes=-2))
+
+
+def test_running_sum_entry_point_checks_its_arguments() -> None:
+    x = np.arange(12.0).reshape(3, 4)
+    out = np.empty_like(x)
+    _fastprof._uniform_filter1d(x, out, 3, 1, 0, 0.0, 0)
+    np.testing.assert_array_equal(out, ndi.uniform_filter1d(x, 3, axis=1))
+    with pytest.raises(TypeError, match="float64"):
+        _fastprof._uniform_filter1d(x.astype(np.float32), out, 3, 1, 0, 0.0, 0)
+    with pytest.raises(ValueError, match="shape"):
+        _fastprof._uniform_filter1d(x, out[:2], 3, 1, 0, 0.0, 0)
+    for size, axis, mode, origin in ((0, 1, 0, 0), (3, 2, 0, 0), (3, 0, 7, 0), (3, 0, 0, 2)):
+        with pytest.raises(ValueError, match="out of range"):
+            _fastprof._uniform_filter1d(x, out, size, axis, mode, 0.0, origin)
+    ro = np.empty_like(x)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        _fastprof._uniform_filter1d(x, ro, 3, 1, 0, 0.0, 0)

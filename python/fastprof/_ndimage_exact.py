@@ -11,10 +11,10 @@ scipy's order of operations and its casts (its ``ni_filters.c``/``ni_support.c``
   whose ``|weight| > DBL_EPSILON``, stored with scipy's cast (``tmp > -1 ? (T)tmp : -(T)(-tmp)``,
   so a negative result wraps in an unsigned dtype instead of being undefined).
 
-NumPy's add.accumulate and elementwise ufuncs keep that order exactly (no reassociation, no
-fused multiply-add), so the results are scipy's bit for bit.  Cost: a few passes over a float64
-copy per axis (uniform) or per tap (correlate); kernels.py takes these paths where the output
-dtype is an integer.
+The running sums run in C over line buffers as scipy's do (kernels/box_exact.c, about scipy's
+speed); the tap sums in NumPy, whose elementwise ufuncs keep that order (no reassociation, no
+fused multiply-add), a pass over a float64 copy per tap.  The results are scipy's bit for bit;
+kernels.py takes these paths where the output dtype is an integer.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 import numpy as np
+
+from . import _fastprof
 
 #: mode codes of kernels.MODE_CODES -> np.pad's name for the same extension
 _PAD_MODES = {0: "symmetric", 2: "edge", 3: "reflect", 4: "wrap"}
@@ -60,21 +62,15 @@ def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarr
 def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int, cval: float,
                      dtype: np.dtype) -> np.ndarray:
     """scipy.ndimage.uniform_filter1d(x, size, axis, output=dtype, mode, cval, origin): a new
-    array of dtype, x's shape."""
-    n = x.shape[axis]
-    if n == 0 or size == 1:
+    array of dtype, x's shape.  The running sums run in C (kernels/box_exact.c), line by line
+    as scipy's do."""
+    if x.shape[axis] == 0 or size == 1:
         return x.astype(dtype)
-    before = size // 2 + origin
-    pads = [(0, 0)] * x.ndim
-    pads[axis] = (before, size - 1 - before)
-    ext = np.moveaxis(_extend(x, pads, mode, cval), axis, -1)  # (..., n + size - 1)
-    terms = np.empty(ext.shape[:-1] + (size + n,), dtype=np.float64)
-    terms[..., 0] = 0.0
-    terms[..., 1:size + 1] = ext[..., :size]
-    np.subtract(ext[..., size:], ext[..., :n - 1], out=terms[..., size + 1:])
-    sums = np.add.accumulate(terms, axis=-1)[..., size:]
-    means = np.divide(sums, float(size), out=sums)
-    return np.ascontiguousarray(np.moveaxis(c_cast(means, dtype, False), -1, axis))
+    x64 = x if (x.dtype == np.float64 and x.dtype.isnative and x.flags.aligned) else \
+        x.astype(np.float64)
+    means = np.empty(x.shape, dtype=np.float64)
+    _fastprof._uniform_filter1d(x64, means, size, axis, mode, cval, origin)
+    return c_cast(means, dtype, False)
 
 
 def uniform_filter(x: np.ndarray, sizes: Tuple[int, ...], origins: Tuple[int, ...],
