@@ -252,3 +252,29 @@ def test_running_sum_entry_point_checks_its_arguments() -> None:
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         _fastprof._uniform_filter1d(x, ro, 3, 1, 0, 0.0, 0)
+
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint8) if a.dtype == np.bool_ else a
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_bool_input_and_output_as_scipy(mode) -> None:
+    # scipy takes bool and stores into it with an unsigned char cast: bytes 0..255, which the
+    # next axis of uniform_filter reads back as they are
+    rng = np.random.default_rng(16)
+    x = rng.random((9, 8)) > 0.4
+    f = rng.standard_normal((9, 8)) * 3
+    cases = [("uniform_filter", 3), ("uniform_filter", (2, 4)), ("correlate", np.ones((2, 3))),
+             ("convolve", np.array([[1.0, -1.0]])), ("correlate", rng.standard_normal((3, 3)))]
+    for fn, arg in cases:
+        for inp, out in ((x, None), (f, bool), (x, np.uint8), (x, np.float64)):
+            want = getattr(ndi, fn)(inp, arg, mode=mode, output=out, cval=1)
+            got = [getattr(kernels, fn)(inp, arg, mode=mode, output=out, cval=1)]
+            if CUDA:
+                from fastprof import _gpu_kernels as gpu
+
+                got.append(getattr(gpu, fn)(inp, arg, mode=mode, output=out, cval=1,
+                                            _emulate=True))
+            for g in got:
+                _same(_bytes(g), _bytes(want))

@@ -391,7 +391,7 @@ def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
             dt = np.dtype(output)
         except TypeError:
             return None
-    return dt if dt.kind in "iu" and dt.itemsize <= 8 else None
+    return dt if dt.kind in "biu" and dt.itemsize <= 8 else None
 
 
 def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: Any, axes: Any,

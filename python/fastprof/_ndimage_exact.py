@@ -30,10 +30,16 @@ _PAD_MODES = {0: "symmetric", 2: "edge", 3: "reflect", 4: "wrap"}
 _EPS = float(np.finfo(np.float64).eps)
 
 
+def _bytes_of_bool(x: np.ndarray) -> np.ndarray:
+    """x, a bool array read as scipy reads one (its bytes as unsigned chars: a bool that scipy
+    stored may hold 2..255), else x."""
+    return x.view(np.uint8) if x.dtype == np.bool_ else x
+
+
 def _extend(x: np.ndarray, pads: Any, mode: int, cval: float) -> np.ndarray:
     """x as float64 extended by pads ((before, after) per axis) as the boundary mode extends
     it; returns a new array."""
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = np.asarray(_bytes_of_bool(x), dtype=np.float64)
     if mode == 1:
         return np.pad(x64, pads, mode="constant", constant_values=cval)
     return np.pad(x64, pads, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
@@ -42,10 +48,12 @@ def _extend(x: np.ndarray, pads: Any, mode: int, cval: float) -> np.ndarray:
 def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarray:
     """float64 values stored into dtype as scipy's C code stores them: truncation toward zero
     (NumPy's cast is the same C cast); with wrap_negative, values <= -1 go to an unsigned
-    dtype as ``-(T)(-v)`` (modulo 2**bits).  Out-of-range values are undefined in C; these
+    dtype as ``-(T)(-v)`` (modulo 2**bits); bool is scipy's unsigned char.  Out-of-range values are undefined in C; these
     give what scipy's x86-64 build stores (uint32: the low 32 bits of the int64 conversion;
     the other dtypes: NumPy's cast, the same instructions)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "b":  # npy_bool is an unsigned char: the byte scipy stores, as it is
+        return c_cast(values, np.dtype(np.uint8), wrap_negative).view(np.bool_)
     with np.errstate(invalid="ignore"):
         if dtype.kind != "u" or not wrap_negative:
             return values.astype(dtype)
@@ -67,7 +75,7 @@ def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int
     if x.shape[axis] == 0 or size == 1:
         return x.astype(dtype)
     x64 = x if (x.dtype == np.float64 and x.dtype.isnative and x.flags.aligned) else \
-        x.astype(np.float64)
+        _bytes_of_bool(x).astype(np.float64)
     means = np.empty(x.shape, dtype=np.float64)
     _fastprof._uniform_filter1d(x64, means, size, axis, mode, cval, origin)
     return c_cast(means, dtype, False)

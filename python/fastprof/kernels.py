@@ -117,14 +117,15 @@ def _dtype_of(x: Any) -> np.dtype:
     return np.dtype(x.dtype)
 
 
-def _check_array(x: Any, name: str) -> Any:
-    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype;
-    TypeError otherwise."""
+def _check_array(x: Any, name: str, allow_bool: bool = False) -> Any:
+    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype
+    (or bool with allow_bool, as scipy.ndimage's filters take it); TypeError otherwise."""
     if not _is_device_array(x):
         x = np.asarray(x)
     dt = _dtype_of(x)
-    if dt.kind not in "iuf" or dt.itemsize > 8 or dt == np.float16:
-        raise TypeError(f"{name} must have an integer, float32 or float64 dtype, got {dt}")
+    if dt.kind not in ("biuf" if allow_bool else "iuf") or dt.itemsize > 8 or dt == np.float16:
+        kinds = "a bool, integer" if allow_bool else "an integer"
+        raise TypeError(f"{name} must have {kinds}, float32 or float64 dtype, got {dt}")
     return x
 
 
@@ -231,8 +232,8 @@ def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
         except TypeError:
             raise TypeError(f"output must be None, a dtype or an array, got {output!r}") from None
         output = None
-    if dt.kind not in "iuf" or dt.itemsize > 8 or dt == np.float16:
-        raise TypeError(f"output must have an integer, float32 or float64 dtype, got {dt}")
+    if dt.kind not in "biuf" or dt.itemsize > 8 or dt == np.float16:
+        raise TypeError(f"output must have a bool, integer, float32 or float64 dtype, got {dt}")
     return output, dt
 
 
@@ -254,7 +255,7 @@ def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any
                          convolution: bool = False, axes: Any = None) -> ConvArgs:
     """Validates the arguments of convolve/correlate; returns them normalised to every axis of
     input (weights of size 1 and origin 0 on the axes that axes leaves out)."""
-    input = _check_array(input, "input")
+    input = _check_array(input, "input", allow_bool=True)
     w = weights
     if _is_device_array(w):
         raise TypeError("weights must be a host array (numpy or a sequence)")
@@ -307,7 +308,7 @@ def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any
     """Validates the arguments of uniform_filter; returns them normalised to one size, mode and
     origin per axis of input (size 1 on the axes that axes leaves out).  A sequence of sizes,
     modes or origins pairs with axes, as scipy's does."""
-    input = _check_array(input, "input")
+    input = _check_array(input, "input", allow_bool=True)
     ax = _check_axes(axes, input.ndim)
     ndim = len(ax)
     if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
@@ -400,7 +401,7 @@ def _correlate_cpu(a: ConvArgs) -> np.ndarray:
         return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
-    if a.out_dtype.kind in "iu" and x.size:
+    if a.out_dtype.kind in "biu" and x.size:
         # a truncated result depends on every rounding step: scipy's own order and cast
         res = _ndimage_exact.correlate(x, a.weights, a.modes[0], a.cval, a.origins,
                                        a.out_dtype)
@@ -463,7 +464,7 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
-    if a.out_dtype.kind in "iu" and all(b is None for b in boxes):
+    if a.out_dtype.kind in "biu" and all(b is None for b in boxes):
         cur = x
         for d in a.axes:  # scipy's uniform_filter1d chain, in the order of axes
             if a.sizes[d] > 1:
