@@ -48,9 +48,9 @@ def _extend(x: np.ndarray, pads: Any, mode: int, cval: float) -> np.ndarray:
 def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarray:
     """float64 values stored into dtype as scipy's C code stores them: truncation toward zero
     (NumPy's cast is the same C cast); with wrap_negative, values <= -1 go to an unsigned
-    dtype as ``-(T)(-v)`` (modulo 2**bits); bool is scipy's unsigned char.  Out-of-range values are undefined in C; these
-    give what scipy's x86-64 build stores (uint32: the low 32 bits of the int64 conversion;
-    the other dtypes: NumPy's cast, the same instructions)."""
+    dtype as ``-(T)(-v)`` (modulo 2**bits); bool is scipy's unsigned char.  Out-of-range
+    values are undefined in C; these give what scipy's x86-64 build stores (uint32: the low 32
+    bits of the int64 conversion; the other dtypes: NumPy's cast, the same instructions)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "b":  # npy_bool is an unsigned char: the byte scipy stores, as it is
         return c_cast(values, np.dtype(np.uint8), wrap_negative).view(np.bool_)
