@@ -278,3 +278,21 @@ def test_bool_input_and_output_as_scipy(mode) -> None:
                                             _emulate=True))
             for g in got:
                 _same(_bytes(g), _bytes(want))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_integer_correlate_in_blocks_of_rows(monkeypatch, mode) -> None:
+    # the exact path runs in blocks of the first axis, each extended on its own: blocks of one
+    # and three rows must give what one block gives, and scipy's result
+    from fastprof import _ndimage_exact
+
+    x = _data(np.int16, (10, 7, 3), seed=17)
+    w = np.random.default_rng(18).standard_normal((4, 3, 2))
+    w /= np.abs(w).sum()
+    want = ndi.correlate(x, w, mode=mode, cval=-3, origin=(1, 0, -1))
+    for block in (1, 3 * 7 * 3, 1 << 16):
+        monkeypatch.setattr(_ndimage_exact, "_BLOCK", block)
+        _same(kernels.correlate(x, w, mode=mode, cval=-3, origin=(1, 0, -1)), want)
+    one = np.array([5, 1, 9], dtype=np.uint8)  # an axis shorter than the kernel
+    _same(kernels.correlate(one, np.ones(7) / 7, mode=mode), ndi.correlate(one, np.ones(7) / 7,
+                                                                            mode=mode))

@@ -94,22 +94,57 @@ def uniform_filter(x: np.ndarray, sizes: Tuple[int, ...], origins: Tuple[int, ..
     return cur if done else x.astype(dtype)
 
 
+_BLOCK = 1 << 16  # output elements per block of correlate: its float64 temporaries stay small
+
+
+def _axis_map(n: int, before: int, after: int, mode: int) -> np.ndarray:
+    """The input index each extended index -before .. n+after-1 of an axis of length n reads
+    in mode (-1: cval), as scipy's extension."""
+    j = np.arange(-before, n + after)
+    if mode == 1:
+        return np.where((j >= 0) & (j < n), j, -1)
+    if mode == 2:
+        return np.clip(j, 0, n - 1)
+    if mode == 4:
+        return j % n
+    if mode == 3:
+        if n == 1:
+            return np.zeros_like(j)
+        p = j % (2 * n - 2)
+        return np.where(p < n, p, 2 * n - 2 - p)
+    p = j % (2 * n)
+    return np.where(p < n, p, 2 * n - 1 - p)
+
+
 def correlate(x: np.ndarray, weights: np.ndarray, mode: int, cval: float,
               origins: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """scipy.ndimage.correlate of x with weights (float64, x's rank, correlation form) in
-    scipy's tap order, stored into dtype with its cast: a new array."""
+    """scipy.ndimage.correlate of x with weights (float64, x's rank >= 1, correlation form) in
+    scipy's tap order, stored into dtype with its cast: a new array.  Runs in blocks of rows
+    of the first axis, each extended on its own, so the temporaries stay small."""
+    x = _bytes_of_bool(x)
+    out = np.empty(x.shape, dtype=dtype)
     pads = []
     for n, o in zip(weights.shape, origins):
         before = n // 2 + o
         pads.append((before, n - 1 - before))
-    ext = _extend(x, pads, mode, cval)
-    acc = np.zeros(x.shape, dtype=np.float64)
-    prod = np.empty_like(acc)
-    for idx in np.ndindex(*weights.shape):
-        w = float(weights[idx])
-        if not abs(w) > _EPS:
-            continue
-        window = tuple(slice(i, i + n) for i, n in zip(idx, x.shape))
-        np.multiply(ext[window], w, out=prod)
-        acc += prod
-    return c_cast(acc, dtype, True)
+    taps = [(idx, float(weights[idx])) for idx in np.ndindex(*weights.shape)
+            if abs(float(weights[idx])) > _EPS]
+    n0, k0 = x.shape[0], weights.shape[0]
+    rows = max(1, _BLOCK // max(1, x.size // max(1, n0)))
+    map0 = _axis_map(n0, pads[0][0], pads[0][1], mode)
+    for lo in range(0, n0, rows):
+        hi = min(n0, lo + rows)
+        idx0 = map0[lo:hi + k0 - 1]
+        block = np.take(x, np.maximum(idx0, 0), axis=0).astype(np.float64)
+        if mode == 1:
+            block[idx0 < 0] = cval
+        ext = _extend(block, [(0, 0)] + pads[1:], mode, cval)
+        shape = (hi - lo,) + x.shape[1:]
+        acc = np.zeros(shape, dtype=np.float64)
+        prod = np.empty_like(acc)
+        for idx, w in taps:
+            window = tuple(slice(i, i + n) for i, n in zip(idx, shape))
+            np.multiply(ext[window], w, out=prod)
+            acc += prod
+        out[lo:hi] = c_cast(acc, dtype, True)
+    return out
