@@ -74,11 +74,12 @@ def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int
     as scipy's do."""
     if x.shape[axis] == 0 or size == 1:
         return x.astype(dtype)
-    x64 = x if (x.dtype == np.float64 and x.dtype.isnative and x.flags.aligned) else \
-        _bytes_of_bool(x).astype(np.float64)
-    means = np.empty(x.shape, dtype=np.float64)
-    _fastprof._uniform_filter1d(x64, means, size, axis, mode, cval, origin)
-    return c_cast(means, dtype, False)
+    # the lines contiguous (one copy, as float64): a line walked across rows would touch one
+    # element per cache line, and with a power-of-two row the same cache sets every time
+    x64 = np.moveaxis(_bytes_of_bool(x), axis, -1).astype(np.float64, order="C")
+    means = np.empty(x64.shape, dtype=np.float64)
+    _fastprof._uniform_filter1d(x64, means, size, x.ndim - 1, mode, cval, origin)
+    return np.ascontiguousarray(np.moveaxis(c_cast(means, dtype, False), -1, axis))
 
 
 def uniform_filter(x: np.ndarray, sizes: Tuple[int, ...], origins: Tuple[int, ...],
