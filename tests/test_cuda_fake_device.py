@@ -260,6 +260,32 @@ def test_filters_host_input(dev, dtype) -> None:
                 assert _gpu_kernels.last_timings() == got.timings
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                   np.int64, np.uint64])
+def test_integer_filters_equal_scipy_exactly(dev, dtype) -> None:
+    # integer results truncate a double: every rounding on the way must be scipy's (the device
+    # runs the cases exact in any order, the host the rest in scipy's order)
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(info.min, info.max, (13, 12), dtype=dtype,
+                                          endpoint=True)
+    w_int = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
+    w_real = np.array([[0.125, -0.25], [0.375, 0.25]])
+    for mode in MODES:
+        for size in (3, (4, 2)):
+            got = _gpu_kernels.uniform_filter(x, size, mode=mode, cval=5)
+            np.testing.assert_array_equal(got, ndimage.uniform_filter(x, size, mode=mode, cval=5))
+            assert got.dtype == dtype
+            assert set(got.timings) == {"h2d_ms", "kernel_ms", "d2h_ms", "total_ms"}
+        for w in (w_real,) + ((w_int / 4,) if np.dtype(dtype).itemsize == 8 else (w_int,)):
+            for fn in ("correlate", "convolve"):
+                got = getattr(_gpu_kernels, fn)(x, w, mode=mode, cval=1)
+                np.testing.assert_array_equal(got, getattr(ndimage, fn)(x, w, mode=mode, cval=1))
+    before = len(dev.correlations)
+    small = (x // 4).astype(np.int32) if np.dtype(dtype).itemsize == 8 else x
+    _gpu_kernels.uniform_filter(small, 3)  # integer sums below 2**53: one device pass per axis
+    assert len(dev.correlations) - before == 2
+
+
 def test_separable_weights_run_as_passes_off_the_tiled_path(dev) -> None:
     x = np.random.default_rng(1).standard_normal((5, 6, 7, 8))
     w = np.multiply.outer(np.multiply.outer(np.multiply.outer([1.0, 2, 1], [1.0, -1]), [0.5, 0.5]),

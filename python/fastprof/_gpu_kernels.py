@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _expr
+from . import _expr, _ndimage_exact
 from . import _fastprof as _C
 from . import cuda as _cuda
 from .trace import library_candidates
@@ -371,6 +371,85 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         return _finish_host(result, timing, host_out)
 
 
+# --- integer outputs ------------------------------------------------------------------------
+# An integer result truncates a double, so it equals scipy's only where every double on the way
+# equals scipy's.  The device runs the integer cases whose doubles are exact whatever the order
+# (integer values and weights, sums below 2**53: one pass per axis of plain sums, divided and
+# stored into the output dtype between axes, as scipy's chain of 1-D filters does); the rest
+# run scipy's own order on the host (fastprof._ndimage_exact).
+
+_EXACT_LIMIT = float(2 ** 53)
+
+
+def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
+    """The integer dtype of the result of a filter of host input, or None (float results,
+    device input, or an output argument the shared checks will reject)."""
+    if inp.host is None:
+        return None
+    if isinstance(output, np.ndarray):
+        dt = output.dtype
+    elif output is None:
+        dt = inp.host.dtype
+    else:
+        try:
+            dt = np.dtype(output)
+        except TypeError:
+            return None
+    return dt if dt.kind in "biu" and dt.itemsize <= 8 else None
+
+
+def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: Any, axes: Any,
+                 dtype: np.dtype, device: Any, stream: Any, emulate: Any,
+                 parts: list) -> np.ndarray:
+    """uniform_filter of host into the integer dtype, exactly as scipy: per filtered axis (in
+    the order of axes) the box mean stored into dtype before the next axis reads it.  Appends
+    the timings of each device call to parts."""
+    ax = _check_axes(axes, host.ndim)
+    n = len(ax)
+    sizes = [int(size)] * n if isinstance(size, (int, np.integer)) else [int(v) for v in size]
+    origins = _check_origins(origin, n)
+    modes = _check_modes(mode, n)
+    cur = host
+    for a, sz, o, md in zip(ax, sizes, origins, modes):
+        if sz == 1:
+            continue
+        exact = (cur.dtype.kind in "iu" and float(cval).is_integer() and
+                 (_max_abs(cur) + abs(cval)) * sz < _EXACT_LIMIT)
+        if not exact:
+            cur = _ndimage_exact.uniform_filter1d(cur, sz, a, o, md, cval, dtype)
+            continue
+        wshape = tuple(sz if k == a else 1 for k in range(host.ndim))
+        sh = tuple(sz // 2 + o if k == a else 0 for k in range(host.ndim))
+        one_pass = [(None, wshape, sh, md, 1.0)]
+        sums = _filter(_Operand(cur, "input"), np.float64,
+                       lambda shape, cdt, p=one_pass: p, cval, device, stream, emulate)
+        parts.append(getattr(sums, "timings", None))
+        cur = _ndimage_exact.c_cast(np.asarray(sums, dtype=np.float64) / float(sz), dtype, False)
+    return cur if cur is not host else host.astype(dtype)
+
+
+def _store_int(result: np.ndarray, output: Any, parts: Optional[list]) -> np.ndarray:
+    """result into output when it is an array (after the shared shape checks), else result as
+    a TimedArray.  parts: the timings of the device calls that made it, summed (all zero when
+    the host computed it), or None for host emulation (no timings)."""
+    if parts is not None:
+        keys = ("h2d_ms", "kernel_ms", "d2h_ms", "total_ms")
+        _local.timings = {k: float(sum(t[k] for t in parts if t)) for k in keys}
+    if isinstance(output, np.ndarray):
+        _check_host_output(output, result.shape, False)
+        output[...] = result
+        return output
+    if parts is None:
+        return result
+    out = result.view(TimedArray)
+    out.timings = _local.timings
+    return out
+
+
+def _max_abs(host: np.ndarray) -> float:
+    return float(np.max(np.abs(host.astype(np.float64)))) if host.size else 0.0
+
+
 def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
     """Axes as scipy.ndimage takes them: None (all), an int, or distinct ints (negative ok)."""
     if axes is None:
@@ -460,6 +539,27 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
         prepare(len(inp.shape))  # bad weights, axes or origin raise here, before any CUDA call
+    int_dt = _int_out_dtype(inp, output)
+    if int_dt is not None and inp.host is not None:
+        host = inp.host
+        parts: list = []
+        w, shift = prepare(host.ndim)
+        taps = np.where(np.abs(w) > np.finfo(np.float64).eps, w, 0.0)
+        bound = _max_abs(host) * float(np.abs(taps).sum()) + abs(cval) * float(np.abs(taps).sum())
+        if host.size == 0:
+            res = np.empty(host.shape, int_dt)
+        elif (host.dtype.kind in "iu" and np.all(taps == np.round(taps)) and
+                float(cval).is_integer() and bound < _EXACT_LIMIT):
+            # integer products and sums: exact in any order, one direct pass on the device
+            direct = [(taps, taps.shape, shift, modecode, 0.0)]
+            raw = _filter(inp, np.float64, lambda shape, cdt: direct, cval, device, stream,
+                          emulate)
+            parts.append(getattr(raw, "timings", None))
+            res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
+        else:
+            origins = tuple(sh - n // 2 for sh, n in zip(shift, taps.shape))
+            res = _ndimage_exact.correlate(host, taps, modecode, cval, origins, int_dt)
+        return _store_int(res, output, None if emulate else parts)
 
     def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
         w, shift = prepare(len(shape))
@@ -553,6 +653,12 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         _check_ndim(inp.shape, "input")
         _check_real_dtype(inp.dtype, "input")
         plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
+    int_dt = _int_out_dtype(inp, output)
+    if int_dt is not None and inp.host is not None and inp.host.size:
+        parts: list = []
+        res = _uniform_int(inp.host, size, mode, cval, origin, axes, int_dt, device, stream,
+                           _emulate, parts)
+        return _store_int(res, output, None if _emulate else parts)
     elif isinstance(mode, str):
         _check_mode(mode)
     elif isinstance(mode, (list, tuple)):

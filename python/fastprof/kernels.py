@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from . import _expr, _fastprof
+from . import _expr, _fastprof, _ndimage_exact
 
 __all__ = [
     "convolve",
@@ -119,14 +119,15 @@ def _dtype_of(x: Any) -> np.dtype:
     return np.dtype(x.dtype)
 
 
-def _check_array(x: Any, name: str) -> Any:
-    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype;
-    TypeError otherwise."""
+def _check_array(x: Any, name: str, allow_bool: bool = False) -> Any:
+    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype
+    (or bool with allow_bool, as scipy.ndimage's filters take it); TypeError otherwise."""
     if not _is_device_array(x):
         x = np.asarray(x)
     dt = _dtype_of(x)
-    if dt.kind not in "iuf" or dt.itemsize > 8 or dt == np.float16:
-        raise TypeError(f"{name} must have an integer, float32 or float64 dtype, got {dt}")
+    if dt.kind not in ("biuf" if allow_bool else "iuf") or dt.itemsize > 8 or dt == np.float16:
+        kinds = "a bool, integer" if allow_bool else "an integer"
+        raise TypeError(f"{name} must have {kinds}, float32 or float64 dtype, got {dt}")
     return x
 
 
@@ -148,8 +149,11 @@ def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[in
     return tuple(codes)
 
 
-def _check_origins(origin: Any, sizes: Sequence[int]) -> Tuple[int, ...]:
-    """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2."""
+def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False
+                   ) -> Tuple[int, ...]:
+    """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
+    an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
+    0."""
     ndim = len(sizes)
     if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
         origins = [int(origin)] * ndim
@@ -163,6 +167,8 @@ def _check_origins(origin: Any, sizes: Sequence[int]) -> Tuple[int, ...]:
         origins = [int(o) for o in origins]
     else:
         raise TypeError(f"origin must be an int or a sequence of ints, got {origin!r}")
+    if skip_unit:
+        origins = [0 if s == 1 else o for o, s in zip(origins, sizes)]
     for d, (o, s) in enumerate(zip(origins, sizes)):
         if not 0 <= s // 2 + o < s:
             raise ValueError(f"origin: {o} is invalid for a kernel of size {s} on axis {d}"
@@ -177,6 +183,37 @@ def _check_cval(cval: Any) -> float:
         return float(cval)
     except (TypeError, ValueError):
         raise TypeError(f"cval must be a real number, got {cval!r}") from None
+
+
+def _check_axes(axes: Any, ndim: int) -> Tuple[int, ...]:
+    """The filtered axes as scipy.ndimage (1.11+) takes them: None (all), an int, or a
+    sequence of distinct ints in -ndim .. ndim-1; returned non-negative, in the given order."""
+    if axes is None:
+        return tuple(range(ndim))
+    raw = [axes] if isinstance(axes, (int, np.integer)) else axes
+    if isinstance(raw, (str, bytes)) or not hasattr(raw, "__iter__"):
+        raise TypeError(f"axes must be None, an int or a sequence of ints, got {axes!r}")
+    out = []
+    for a in raw:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"axes must hold ints, got {a!r}")
+        if not -ndim <= int(a) < ndim:
+            raise ValueError(f"axes: axis {int(a)} is out of range for a {ndim}-d input")
+        out.append(int(a) % ndim if ndim else int(a))
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes must be distinct, got {axes!r}")
+    return tuple(out)
+
+
+def _per_axis(value: Any, n: int, name: str) -> List[Any]:
+    """value repeated n times when it is a scalar (or str), else its n items; ValueError for
+    another length."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)):
+        return [value] * n
+    items = list(value)
+    if len(items) != n:
+        raise ValueError(f"{name}: expected {n} values (one per filtered axis), got {len(items)}")
+    return items
 
 
 def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
@@ -197,8 +234,8 @@ def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
         except TypeError:
             raise TypeError(f"output must be None, a dtype or an array, got {output!r}") from None
         output = None
-    if dt.kind not in "iuf" or dt.itemsize > 8 or dt == np.float16:
-        raise TypeError(f"output must have an integer, float32 or float64 dtype, got {dt}")
+    if dt.kind not in "biuf" or dt.itemsize > 8 or dt == np.float16:
+        raise TypeError(f"output must have a bool, integer, float32 or float64 dtype, got {dt}")
     return output, dt
 
 
@@ -217,9 +254,10 @@ class ConvArgs(NamedTuple):
 
 def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any = "reflect",
                          cval: Any = 0.0, origin: Any = 0,
-                         convolution: bool = False) -> ConvArgs:
-    """Validates the arguments of convolve/correlate; returns them normalised."""
-    input = _check_array(input, "input")
+                         convolution: bool = False, axes: Any = None) -> ConvArgs:
+    """Validates the arguments of convolve/correlate; returns them normalised to every axis of
+    input (weights of size 1 and origin 0 on the axes that axes leaves out)."""
+    input = _check_array(input, "input", allow_bool=True)
     w = weights
     if _is_device_array(w):
         raise TypeError("weights must be a host array (numpy or a sequence)")
@@ -227,14 +265,25 @@ def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any
     if w.dtype.kind not in "biuf" or w.dtype.itemsize > 8:
         raise TypeError(f"weights must be real numbers, got dtype {w.dtype}")
     w = w.astype(np.float64)
-    if w.ndim != input.ndim:
-        raise ValueError(f"weights has rank {w.ndim} but input has rank {input.ndim}")
+    ax = _check_axes(axes, input.ndim)
+    if w.ndim != len(ax):
+        raise ValueError(f"weights has rank {w.ndim} but {len(ax)} axes are filtered"
+                         f" (input rank {input.ndim}, axes={axes!r})")
     if w.size == 0:
         raise ValueError(f"weights must not be empty, got shape {w.shape}")
     output, out_dtype = _check_output(output, input)
     modes = _check_modes(mode, input.ndim)
     cval = _check_cval(cval)
-    origins = list(_check_origins(origin, w.shape))
+    if len(ax) < input.ndim:
+        # as scipy: the weights' axes go to the filtered axes in increasing order, the origins
+        # to the axes in the order given; the other axes get size 1 and origin 0
+        w = np.expand_dims(w, tuple(d for d in range(input.ndim) if d not in ax))
+        given = _check_origins(origin, [w.shape[a] for a in ax])
+        origins = [0] * input.ndim
+        for o, a in zip(given, ax):
+            origins[a] = o
+    else:
+        origins = list(_check_origins(origin, w.shape))
     if convolution:
         w = w[tuple(slice(None, None, -1) for _ in range(w.ndim))]
         origins = [-o - (1 if w.shape[d] % 2 == 0 else 0) for d, o in enumerate(origins)]
@@ -253,13 +302,17 @@ class UniformArgs(NamedTuple):
     modes: Tuple[int, ...]
     cval: float
     origins: Tuple[int, ...]
+    axes: Tuple[int, ...]  # the filtered axes in the order scipy filters them
 
 
 def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
-                        cval: Any = 0.0, origin: Any = 0) -> UniformArgs:
-    """Validates the arguments of uniform_filter; returns them normalised."""
-    input = _check_array(input, "input")
-    ndim = input.ndim
+                        cval: Any = 0.0, origin: Any = 0, axes: Any = None) -> UniformArgs:
+    """Validates the arguments of uniform_filter; returns them normalised to one size, mode and
+    origin per axis of input (size 1 on the axes that axes leaves out).  A sequence of sizes,
+    modes or origins pairs with axes, as scipy's does."""
+    input = _check_array(input, "input", allow_bool=True)
+    ax = _check_axes(axes, input.ndim)
+    ndim = len(ax)
     if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
         sizes = [int(size)] * ndim
     elif isinstance(size, (list, tuple, np.ndarray)):
@@ -277,8 +330,12 @@ def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any
             raise ValueError(f"size must be >= 1, got {s}")
     output, out_dtype = _check_output(output, input)
     modes = _check_modes(mode, ndim, allow_sequence=True)
-    return UniformArgs(input, tuple(sizes), output, out_dtype, modes, _check_cval(cval),
-                       _check_origins(origin, sizes))
+    origins = _check_origins(origin, sizes, skip_unit=True)
+    full_sizes, full_modes, full_origins = [1] * input.ndim, [0] * input.ndim, [0] * input.ndim
+    for a, s, m, o in zip(ax, sizes, modes, origins):
+        full_sizes[a], full_modes[a], full_origins[a] = s, m, o
+    return UniformArgs(input, tuple(full_sizes), output, out_dtype, tuple(full_modes),
+                       _check_cval(cval), tuple(full_origins), ax)
 
 
 # --- convolution on the CPU ------------------------------------------------------------------
@@ -346,6 +403,11 @@ def _correlate_cpu(a: ConvArgs) -> np.ndarray:
         return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
+    if a.out_dtype.kind in "biu" and x.size:
+        # a truncated result depends on every rounding step: scipy's own order and cast
+        res = _ndimage_exact.correlate(x, a.weights, a.modes[0], a.cval, a.origins,
+                                       a.out_dtype)
+        return _finish(res, output, a.out_dtype)
     x = _float_input(x)
     if output is not None and _native_float(output):
         target = output
@@ -359,32 +421,43 @@ def _correlate_cpu(a: ConvArgs) -> np.ndarray:
 
 
 def correlate(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-              cval: float = 0.0, origin: Any = 0, *, device: Any = None) -> Any:
-    """Multidimensional correlation, as ``scipy.ndimage.correlate``."""
-    args = _check_convolve_args(input, weights, output, mode, cval, origin)
+              cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+              device: Any = None) -> Any:
+    """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
+    1.11+: weights and origins over those axes only)."""
+    args = _check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
     if _wants_gpu(device, input, output):
-        return _gpu("correlate")(input, weights, output, mode, cval, origin, device=device)
+        return _gpu("correlate")(input, weights, output, mode, cval, origin, axes=axes,
+                                 device=device)
     return _correlate_cpu(args)
 
 
 def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-             cval: float = 0.0, origin: Any = 0, *, device: Any = None) -> Any:
-    """Multidimensional convolution, as ``scipy.ndimage.convolve``."""
-    args = _check_convolve_args(input, weights, output, mode, cval, origin, convolution=True)
+             cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+             device: Any = None) -> Any:
+    """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
+    1.11+)."""
+    args = _check_convolve_args(input, weights, output, mode, cval, origin, convolution=True,
+                                axes=axes)
     if _wants_gpu(device, input, output):
-        return _gpu("convolve")(input, weights, output, mode, cval, origin, device=device)
+        return _gpu("convolve")(input, weights, output, mode, cval, origin, axes=axes,
+                                device=device)
     return _correlate_cpu(args)
 
 
 def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
-                   cval: float = 0.0, origin: Any = 0, *, device: Any = None) -> Any:
-    """Mean over a box of ``size`` (int or one per axis), as ``scipy.ndimage.uniform_filter``.
+                   cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                   device: Any = None) -> Any:
+    """Mean over a box of ``size`` (int or one per filtered axis), as
+    ``scipy.ndimage.uniform_filter`` (``axes=`` as scipy 1.11+; sequences of sizes, modes and
+    origins pair with axes).
 
     Float results are computed in one fused pass in double precision; integer outputs are
-    rounded after each axis, as scipy does."""
-    a = _check_uniform_args(input, size, output, mode, cval, origin)
+    scipy's exactly (its running sums, stored into the output dtype after each axis)."""
+    a = _check_uniform_args(input, size, output, mode, cval, origin, axes)
     if _wants_gpu(device, input, output):
-        return _gpu("uniform_filter")(input, size, output, mode, cval, origin, device=device)
+        return _gpu("uniform_filter")(input, size, output, mode, cval, origin, axes=axes,
+                                      device=device)
     x = a.input
     output = a.output
     if x.ndim == 0 or x.size == 0 or all(s == 1 for s in a.sizes):
@@ -393,6 +466,13 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
+    if a.out_dtype.kind in "biu" and all(b is None for b in boxes):
+        cur = x
+        for d in a.axes:  # scipy's uniform_filter1d chain, in the order of axes
+            if a.sizes[d] > 1:
+                cur = _ndimage_exact.uniform_filter1d(cur, a.sizes[d], d, a.origins[d],
+                                                      a.modes[d], a.cval, a.out_dtype)
+        return _finish(cur, output, a.out_dtype)
     if a.out_dtype.type in _FLOAT_TYPES and all(b is None for b in boxes):
         x = _float_input(x)
         if output is not None and _native_float(output):
@@ -405,7 +485,8 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     # one axis at a time (scipy's uniform_filter1d chain): integer outputs are cast after each
     # axis as scipy casts them, and a box longer than its axis is folded to the axis' length
     cur = x
-    for d, s in enumerate(a.sizes):
+    for d in a.axes:
+        s = a.sizes[d]
         if s == 1:
             continue
         cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])

@@ -19,6 +19,7 @@
 #define FP_SINGLE_MAX_TAPS 16
 
 PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
+PyObject *fp_uniform_filter1d(PyObject *self, PyObject *args); /* box_exact.c */
 
 /* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
 static int
@@ -330,6 +331,8 @@ static PyMethodDef fp_kernels_methods[] = {
      "_correlate_separable(input, output, factors, modes, cval, origins)"},
     {"_correlate_general", fp_correlate_general, METH_VARARGS,
      "_correlate_general(input, output, weights, modes, cval, origins)"},
+    {"_uniform_filter1d", fp_uniform_filter1d, METH_VARARGS,
+     "_uniform_filter1d(input, output, size, axis, mode, cval, origin)"},
     {"_evaluate_program", fp_evaluate_program, METH_VARARGS,
      "_evaluate_program(steps, inputs, consts, nregs, result, out)"},
     {"_set_num_threads", fp_set_num_threads, METH_O, "_set_num_threads(n)"},
