@@ -53,8 +53,12 @@ def _flags() -> tuple[list[str], list[str], list[tuple[str, str | None]]]:
         macros.append(("NDEBUG", None))
     sanitize = os.environ.get("FASTPROF_SANITIZE", "").strip()
     if sanitize:
-        cflags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g",
-                   "-fno-sanitize-recover=undefined"]
+        cflags += [
+            f"-fsanitize={sanitize}",
+            "-fno-omit-frame-pointer",
+            "-g",
+            "-fno-sanitize-recover=undefined",
+        ]
         ldflags += [f"-fsanitize={sanitize}"]
     return cflags, ldflags, macros
 
@@ -121,7 +125,10 @@ def _cuda_config() -> dict | None:
     if home is None:
         problem = "no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda)"
     else:
-        libdirs = [os.path.join(home, d) for d in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib"))]
+        libdirs = [
+            os.path.join(home, d)
+            for d in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib"))
+        ]
         static = [os.path.join(d, "libcudart_static.a") for d in libdirs]
         static = [p for p in static if os.path.isfile(p)]
         include = os.path.join(home, "include")
@@ -137,7 +144,9 @@ def _cuda_config() -> dict | None:
     version = _nvcc_version(nvcc)
     if version < (12, 0):
         if want == "1":
-            raise RuntimeError(f"FASTPROF_CUDA=1 but {nvcc} is CUDA {version}; 12.0 or later needed")
+            raise RuntimeError(
+                f"FASTPROF_CUDA=1 but {nvcc} is CUDA {version}; 12.0 or later needed"
+            )
         return None
     codes = _nvcc_codes(nvcc)
     archs = [a for a in _CUDA_ARCHS if not codes or f"sm_{a}" in codes]
@@ -170,10 +179,23 @@ def _compile_cuda(cuda: dict, build_temp: str) -> list[str]:
     nvcc flags and nvcc's version, so rebuilding for another Python version reuses them.
     """
     sources = _cu_sources()
-    headers = sorted(glob(os.path.join("src", "cuda", "*.cuh")) + glob(os.path.join("src", "cuda", "*.h")))
-    flags = ["-O3", "-std=c++17", "--compiler-options", "-fPIC,-fvisibility=hidden",
-             "-Xcompiler", "-fno-exceptions", "--expt-relaxed-constexpr", "-I", "src",
-             "-cudart", "static", *cuda["gencode"]]
+    headers = sorted(
+        glob(os.path.join("src", "cuda", "*.cuh")) + glob(os.path.join("src", "cuda", "*.h"))
+    )
+    flags = [
+        "-O3",
+        "-std=c++17",
+        "--compiler-options",
+        "-fPIC,-fvisibility=hidden",
+        "-Xcompiler",
+        "-fno-exceptions",
+        "--expt-relaxed-constexpr",
+        "-I",
+        "src",
+        "-cudart",
+        "static",
+        *cuda["gencode"],
+    ]
     if os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
         flags += ["-g", "-lineinfo"]
     digest = hashlib.sha256()
@@ -210,7 +232,10 @@ class BuildExt(build_ext):
     def finalize_options(self) -> None:
         super().finalize_options()
         # Objects left in build/ by another configuration must not be reused.
-        if os.environ.get("FASTPROF_SANITIZE") or os.environ.get("FASTPROF_DEBUG", "0") not in ("", "0"):
+        if os.environ.get("FASTPROF_SANITIZE") or os.environ.get("FASTPROF_DEBUG", "0") not in (
+            "",
+            "0",
+        ):
             self.force = True
 
     def build_extensions(self) -> None:
@@ -219,7 +244,9 @@ class BuildExt(build_ext):
         if cuda is not None:
             objects = _compile_cuda(cuda, self.build_temp)
             for ext in self.extensions:
-                ext.extra_objects = list(ext.extra_objects or []) + objects + [cuda["cudart_static"]]
+                ext.extra_objects = (
+                    list(ext.extra_objects or []) + objects + [cuda["cudart_static"]]
+                )
                 ext.depends = list(ext.depends or []) + objects
         state = "\n".join(objects) if objects else "cpu-only"
         for ext in self.extensions:

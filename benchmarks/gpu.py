@@ -36,8 +36,13 @@ except Exception:  # CuPy is optional
     cndi = None
 
 
-def run_case(title: str, contenders: dict[str, Callable[[], object]], rounds: int, repeat: int,
-             work: Optional[Callable[[float], str]] = None) -> list[tuple]:
+def run_case(
+    title: str,
+    contenders: dict[str, Callable[[], object]],
+    rounds: int,
+    repeat: int,
+    work: Optional[Callable[[float], str]] = None,
+) -> list[tuple]:
     """Interleaved rounds of cuda.benchmark for each contender; returns table rows."""
     times: dict[str, list[np.ndarray]] = {name: [] for name in contenders}
     for fn in contenders.values():  # warm-up (compiles, caches, loads modules)
@@ -64,7 +69,9 @@ def print_table(rows: list[tuple]) -> None:
     print("-" * len(head))
     last = None
     for case, name, med, iqr, rate, ratio in rows:
-        print(f"{case if case != last else '':44s} {name:28s} {med:10.4f} {iqr:9.4f} {rate:>16s} {ratio:13.2f}x")
+        print(
+            f"{case if case != last else '':44s} {name:28s} {med:10.4f} {iqr:9.4f} {rate:>16s} {ratio:13.2f}x"
+        )
         last = case
 
 
@@ -78,12 +85,18 @@ def main() -> int:
         print(f"CUDA unavailable: {cuda.status()}")
         return 0
     dev = cuda.devices()[0]
-    print(f"# fastprof GPU benchmarks, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"# device: {dev.name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]}, "
-          f"{dev.multiprocessors} SMs, {dev.total_memory / 2**30:.0f} GiB, L2 {dev.l2_cache_bytes >> 20} MiB, "
-          f"peak DRAM {dev.peak_bandwidth_gbs:.0f} GB/s)")
-    print(f"# {cuda.status()}; Python {platform.python_version()}; CuPy "
-          f"{cp.__version__ if cp is not None else 'not installed'}")
+    print(
+        f"# fastprof GPU benchmarks, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    )
+    print(
+        f"# device: {dev.name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]}, "
+        f"{dev.multiprocessors} SMs, {dev.total_memory / 2**30:.0f} GiB, L2 {dev.l2_cache_bytes >> 20} MiB, "
+        f"peak DRAM {dev.peak_bandwidth_gbs:.0f} GB/s)"
+    )
+    print(
+        f"# {cuda.status()}; Python {platform.python_version()}; CuPy "
+        f"{cp.__version__ if cp is not None else 'not installed'}"
+    )
     print(f"# command: python {' '.join(sys.argv)}")
     rows: list[tuple] = []
     R, N = args.rounds, args.repeat
@@ -93,10 +106,14 @@ def main() -> int:
     n3 = int(np.prod(shape3))
     src = cuda.DeviceArray.from_numpy(np.random.default_rng(0).random(shape3, dtype=np.float32))
     dst = cuda.DeviceArray.empty(shape3, np.float32)
-    gbs = lambda nbytes: (lambda ms: f"{nbytes / ms / 1e6:.0f} GB/s")  # noqa: E731
-    copy_rows = run_case(f"copy {n3 * 4 >> 20} MiB (read+write)",
-                         {"cudaMemcpy DtoD": lambda: _fastprof._cuda_memcpy_dtod(dst.ptr, src.ptr, src.nbytes, 0)},
-                         R, N, gbs(2 * n3 * 4))
+    gbs = lambda nbytes: lambda ms: f"{nbytes / ms / 1e6:.0f} GB/s"  # noqa: E731
+    copy_rows = run_case(
+        f"copy {n3 * 4 >> 20} MiB (read+write)",
+        {"cudaMemcpy DtoD": lambda: _fastprof._cuda_memcpy_dtod(dst.ptr, src.ptr, src.nbytes, 0)},
+        R,
+        N,
+        gbs(2 * n3 * 4),
+    )
     rows += copy_rows
     copy_ms = copy_rows[0][2]
     copy_bw = 2 * n3 * 4 / copy_ms / 1e6
@@ -132,13 +149,17 @@ def main() -> int:
 
     # --- SGEMM -------------------------------------------------------------------------------
     m = 1024 if args.small else 4096
-    A = cuda.DeviceArray.from_numpy(np.random.default_rng(3).standard_normal((m, m)).astype(np.float32))
-    B = cuda.DeviceArray.from_numpy(np.random.default_rng(4).standard_normal((m, m)).astype(np.float32))
+    A = cuda.DeviceArray.from_numpy(
+        np.random.default_rng(3).standard_normal((m, m)).astype(np.float32)
+    )
+    B = cuda.DeviceArray.from_numpy(
+        np.random.default_rng(4).standard_normal((m, m)).astype(np.float32)
+    )
     c = {"fastprof matmul (cuBLAS)": lambda: gk.matmul(A, B)}
     if cp is not None:
         Ac, Bc = cp.asarray(A), cp.asarray(B)
         c["CuPy matmul"] = lambda: cp.matmul(Ac, Bc)
-    mm = run_case(f"SGEMM {m}^3", c, R, N, lambda ms: f"{2 * m ** 3 / ms / 1e9:.1f} TFLOP/s")
+    mm = run_case(f"SGEMM {m}^3", c, R, N, lambda ms: f"{2 * m**3 / ms / 1e9:.1f} TFLOP/s")
     rows += mm
 
     print_table(rows)
@@ -188,24 +209,32 @@ def main() -> int:
         print(f"  {name:24s} {np.median(v):6.2f} us")
 
     # --- transfers vs kernel for NumPy input ---------------------------------------------------
-    host = np.random.default_rng(5).random((256, 256, 128) if not args.small else (64, 64, 32), dtype=np.float32)
+    host = np.random.default_rng(5).random(
+        (256, 256, 128) if not args.small else (64, 64, 32), dtype=np.float32
+    )
     gk.uniform_filter(host, 5)
     out = gk.uniform_filter(host, 5)
     tm = out.timings
     print()
-    print(f"NumPy input {host.shape} f32, uniform_filter 5^3: host->device {tm['h2d_ms']:.3f} ms, "
-          f"kernel {tm['kernel_ms']:.3f} ms, device->host {tm['d2h_ms']:.3f} ms")
+    print(
+        f"NumPy input {host.shape} f32, uniform_filter 5^3: host->device {tm['h2d_ms']:.3f} ms, "
+        f"kernel {tm['kernel_ms']:.3f} ms, device->host {tm['d2h_ms']:.3f} ms"
+    )
 
     # --- the bars ------------------------------------------------------------------------------
     print()
     print("bars:")
     box_bw = 2 * n3 * 4 / box[0][2] / 1e6
-    print(f"  box 5^3 at {box_bw:.0f} GB/s = {100 * box_bw / copy_bw:.0f}% of copy bandwidth ({copy_bw:.0f} GB/s); bar 70%")
+    print(
+        f"  box 5^3 at {box_bw:.0f} GB/s = {100 * box_bw / copy_bw:.0f}% of copy bandwidth ({copy_bw:.0f} GB/s); bar 70%"
+    )
     print(f"  general 5^3: {gen[0][2]:.3f} ms; bar 1 ms (H100 class)")
     ew_bw = 2 * n1 * 8 / ew[0][2] / 1e6
     cupy_ew = min((r[2] for r in ew[1:]), default=float("nan"))
-    print(f"  fused elementwise at {ew_bw:.0f} GB/s = {100 * ew_bw / copy_bw:.0f}% of copy bandwidth; "
-          f"vs best CuPy {cupy_ew / ew[0][2]:.2f}x; bars 70% and >= 1x")
+    print(
+        f"  fused elementwise at {ew_bw:.0f} GB/s = {100 * ew_bw / copy_bw:.0f}% of copy bandwidth; "
+        f"vs best CuPy {cupy_ew / ew[0][2]:.2f}x; bars 70% and >= 1x"
+    )
     if len(mm) > 1:
         print(f"  SGEMM at {mm[1][2] / mm[0][2] * 100:.0f}% of CuPy's rate; bar 90%")
     print(f"  timed region host overhead {np.median(per['fastprof cuda_timer']):.2f} us; bar 5 us")

@@ -57,9 +57,13 @@ class _Floor:
 
 def child(profiler: str, reps: int, names: list[str]) -> None:
     """Runs each workload reps times through starmap under profiler (in valgrind)."""
-    make = {"bare": None, "cProfile": cProfile.Profile, "fastprof": fastprof.Profile,
-            "no tree": functools.partial(fastprof.Profile, tree_nodes=0),
-            "floor": _Floor}[profiler]
+    make = {
+        "bare": None,
+        "cProfile": cProfile.Profile,
+        "fastprof": fastprof.Profile,
+        "no tree": functools.partial(fastprof.Profile, tree_nodes=0),
+        "floor": _Floor,
+    }[profiler]
     for name in names:
         fn = overhead.WORKLOADS[name]
         fn()
@@ -83,7 +87,7 @@ def totals(out: str, profiler: str, reps: int) -> list[int]:
         with open(f) as fh:
             runs.append(next(int(line.split()[1]) for line in fh if line.startswith("summary:")))
     per = reps + 1  # the starmap's last next() raises StopIteration: one more dump
-    return [sum(runs[i * per:i * per + reps]) for i in range(len(runs) // per)]
+    return [sum(runs[i * per : i * per + reps]) for i in range(len(runs) // per)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,33 +102,58 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as out:
-        procs = [subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-             "--toggle-collect=starmap_next", "--dump-after=starmap_next",
-             f"--callgrind-out-file={out}/{p.replace(' ', '_')}.%p", sys.executable, __file__,
-             "--child", p,
-             "--reps", str(args.reps), *names],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in PROFILERS]
+        procs = [
+            subprocess.Popen(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--collect-atstart=no",
+                    "--toggle-collect=starmap_next",
+                    "--dump-after=starmap_next",
+                    f"--callgrind-out-file={out}/{p.replace(' ', '_')}.%p",
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    p,
+                    "--reps",
+                    str(args.reps),
+                    *names,
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for p in PROFILERS
+        ]
         if any(proc.wait() != 0 for proc in procs):
             print("a valgrind run failed", file=sys.stderr)
             return 1
         t = {p: totals(out, p.replace(" ", "_"), args.reps) for p in PROFILERS}
-    print(f"# Python {sys.version.split()[0]}; instructions added per call under callgrind, "
-          f"{args.reps} runs")
+    print(
+        f"# Python {sys.version.split()[0]}; instructions added per call under callgrind, "
+        f"{args.reps} runs"
+    )
     floor = "floor" in PROFILERS
-    print(f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'no tree':>9} "
-          f"{'fastprof/cProfile':>18} {'tree/no tree':>13}"
-          + (f" {'floor':>6} {'floor/cProfile':>15}" if floor else ""))
+    print(
+        f"{'workload':<30} {'calls':>7} {'cProfile':>9} {'fastprof':>9} {'no tree':>9} "
+        f"{'fastprof/cProfile':>18} {'tree/no tree':>13}"
+        + (f" {'floor':>6} {'floor/cProfile':>15}" if floor else "")
+    )
     for i, name in enumerate(names):
         fn = overhead.WORKLOADS[name]
         calls = overhead.count_calls(fn) + 1
         base = t["bare"][i]
         added = {p: (t[p][i] - base) / args.reps / calls for p in PROFILERS[1:]}
-        print(f"{name:<30} {calls:>7} {added['cProfile']:>9.0f} {added['fastprof']:>9.0f} "
-              f"{added['no tree']:>9.0f} {added['fastprof'] / added['cProfile']:>18.2f} "
-              f"{added['fastprof'] / added['no tree']:>13.2f}"
-              + (f" {added['floor']:>6.0f} {added['floor'] / added['cProfile']:>15.2f}"
-                 if floor else ""))
+        print(
+            f"{name:<30} {calls:>7} {added['cProfile']:>9.0f} {added['fastprof']:>9.0f} "
+            f"{added['no tree']:>9.0f} {added['fastprof'] / added['cProfile']:>18.2f} "
+            f"{added['fastprof'] / added['no tree']:>13.2f}"
+            + (
+                f" {added['floor']:>6.0f} {added['floor'] / added['cProfile']:>15.2f}"
+                if floor
+                else ""
+            )
+        )
     return 0
 
 

@@ -62,13 +62,15 @@ def cases(quick: bool) -> List[Case]:
     result: List[Case] = []
 
     box: Dict[str, Callable[[], object]] = {
-        "fastprof": lambda: kernels.uniform_filter(vol, 5, output=out)}
+        "fastprof": lambda: kernels.uniform_filter(vol, 5, output=out)
+    }
     if ndi is not None:
         box["scipy.ndimage"] = lambda: ndi.uniform_filter(vol, 5, output=out)
     result.append((f"5x5x5 mean, {label} float32 (uniform_filter)", box, "<= 60 ms"))
 
     gen: Dict[str, Callable[[], object]] = {
-        "fastprof": lambda: kernels.correlate(vol, w_general, output=out)}
+        "fastprof": lambda: kernels.correlate(vol, w_general, output=out)
+    }
     if ndi is not None:
         gen["scipy.ndimage"] = lambda: ndi.correlate(vol, w_general, output=out)
     result.append((f"general 5x5x5 kernel, {label} float32 (correlate)", gen, "<= 400 ms"))
@@ -78,10 +80,10 @@ def cases(quick: bool) -> List[Case]:
     out2 = np.empty_like(vol2)
     for size in (9, 31, 65):
         boxes: Dict[str, Callable[[], object]] = {
-            "fastprof": lambda size=size: kernels.uniform_filter(vol2, size, output=out2)}
+            "fastprof": lambda size=size: kernels.uniform_filter(vol2, size, output=out2)
+        }
         if ndi is not None:
-            boxes["scipy.ndimage"] = lambda size=size: ndi.uniform_filter(vol2, size,
-                                                                          output=out2)
+            boxes["scipy.ndimage"] = lambda size=size: ndi.uniform_filter(vol2, size, output=out2)
         result.append((f"box {size}^3 mean, {'x'.join(map(str, small))} float32", boxes, None))
 
     trig: Dict[str, Callable[[], object]] = {
@@ -89,8 +91,9 @@ def cases(quick: bool) -> List[Case]:
         "numpy": lambda: np.sin(x) + np.cos(x) + np.sqrt(np.abs(x)),
     }
     if numexpr is not None:
-        trig["numexpr"] = lambda: numexpr.evaluate("sin(x) + cos(x) + sqrt(abs(x))",
-                                                   {"x": x}, out=y)
+        trig["numexpr"] = lambda: numexpr.evaluate(
+            "sin(x) + cos(x) + sqrt(abs(x))", {"x": x}, out=y
+        )
     result.append((f"sin(x)+cos(x)+sqrt(abs(x)), {n:,} float64", trig, ">= 3x faster than numpy"))
 
     cheap: Dict[str, Callable[[], object]] = {
@@ -108,17 +111,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5)")
-    p.add_argument("--slow-repeat", type=int, default=3,
-                   help="rounds for the cases where scipy takes seconds (default 3)")
+    p.add_argument(
+        "--slow-repeat",
+        type=int,
+        default=3,
+        help="rounds for the cases where scipy takes seconds (default 3)",
+    )
     p.add_argument("--threads", type=int, default=None, help="fastprof's thread count")
     args = p.parse_args(argv)
     if args.threads:
         kernels.set_num_threads(args.threads)
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, numpy {np.__version__}"
-          + (f", scipy {__import__('scipy').__version__}" if ndi is not None else "")
-          + (f", numexpr {numexpr.__version__}" if numexpr is not None else "")
-          + f"; fastprof threads: {kernels.get_num_threads()}")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, numpy {np.__version__}"
+        + (f", scipy {__import__('scipy').__version__}" if ndi is not None else "")
+        + (f", numexpr {numexpr.__version__}" if numexpr is not None else "")
+        + f"; fastprof threads: {kernels.get_num_threads()}"
+    )
     print(f"{'case':<58} {'contender':<18} {'median':>11} {'vs fastprof':>12}")
     for title, funcs, bar in cases(args.quick):
         repeat = args.slow_repeat if ("5x5x5" in title and not args.quick) else args.repeat
@@ -126,8 +135,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         base = statistics.median(times["fastprof"])
         for i, (name, ts) in enumerate(times.items()):
             med = statistics.median(ts)
-            print(f"{title if i == 0 else '':<58} {name:<18} {med * 1e3:>8.1f} ms"
-                  f" {med / base:>11.2f}x")
+            print(
+                f"{title if i == 0 else '':<58} {name:<18} {med * 1e3:>8.1f} ms"
+                f" {med / base:>11.2f}x"
+            )
         if bar:
             print(f"{'':<58} bar: {bar}")
     return 0

@@ -40,6 +40,7 @@ except ImportError:  # the table then shows fastprof alone
 
 # --- workloads --------------------------------------------------------------------------
 
+
 def loop_sum(n: int) -> int:
     s = 0
     for i in range(n):
@@ -85,7 +86,8 @@ def _module_functions(*objs: Any) -> List[types.FunctionType]:
             if isinstance(value, (staticmethod, classmethod)):
                 value = value.__func__
             if isinstance(value, types.FunctionType) and value.__module__ == getattr(
-                    obj, "__module__", getattr(obj, "__name__", None)):
+                obj, "__module__", getattr(obj, "__name__", None)
+            ):
                 found.append(value)
     return found
 
@@ -95,8 +97,10 @@ _WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", 
 _TEXT = " ".join(_rng.choice(_WORDS) for _ in range(6000))
 _A = [" ".join(_rng.choice(_WORDS) for _ in range(8)) + "\n" for _ in range(1500)]
 _B = [ln if _rng.random() < 0.8 else ln.upper() for ln in _A]
-_DATA = {f"k{i}": [{"x": i, "y": [j for j in range(i % 7)], "s": _WORDS[i % 9]}
-                   for _ in range(3)] for i in range(300)}
+_DATA = {
+    f"k{i}": [{"x": i, "y": [j for j in range(i % 7)], "s": _WORDS[i % 9]} for _ in range(3)]
+    for i in range(300)
+}
 _GRID = [[_rng.randint(0, 1) for _ in range(64)] for _ in range(64)]
 
 # name -> (function to time, functions to register)
@@ -104,12 +108,18 @@ WORKLOADS: Dict[str, Tuple[Callable[[], Any], List[Any]]] = {
     "loop_sum (200k)": (lambda: loop_sum(200_000), [loop_sum]),
     "loop_branches (150k)": (lambda: loop_branches(150_000), [loop_branches]),
     "life_step (64x64)": (lambda: life_step(_GRID), [life_step]),
-    "textwrap.fill": (lambda: textwrap.fill(_TEXT, width=60),
-                      _module_functions(textwrap, textwrap.TextWrapper)),
-    "difflib.unified_diff": (lambda: list(difflib.unified_diff(_A, _B)),
-                             _module_functions(difflib, difflib.SequenceMatcher)),
-    "pprint.pformat": (lambda: pprint.pformat(_DATA, width=60),
-                       _module_functions(pprint, pprint.PrettyPrinter)),
+    "textwrap.fill": (
+        lambda: textwrap.fill(_TEXT, width=60),
+        _module_functions(textwrap, textwrap.TextWrapper),
+    ),
+    "difflib.unified_diff": (
+        lambda: list(difflib.unified_diff(_A, _B)),
+        _module_functions(difflib, difflib.SequenceMatcher),
+    ),
+    "pprint.pformat": (
+        lambda: pprint.pformat(_DATA, width=60),
+        _module_functions(pprint, pprint.PrettyPrinter),
+    ),
 }
 
 
@@ -118,6 +128,7 @@ def _decoy() -> int:
 
 
 # --- timing -------------------------------------------------------------------------------
+
 
 def _time_once(run: Callable[[], Any], prof: Any) -> float:
     if prof is not None:
@@ -159,7 +170,7 @@ def measure(repeats: int) -> List[Dict[str, Any]]:
         run()  # warm-up
         order = list(modes)
         for r in range(repeats):
-            for m in order[r % len(order):] + order[:r % len(order)]:
+            for m in order[r % len(order) :] + order[: r % len(order)]:
                 times[m].append(_time_once(run, modes[m]))
         med = {m: statistics.median(v) for m, v in times.items()}
         rows.append({"name": name, "median": med, "refused": refused})
@@ -180,12 +191,17 @@ def print_table(rows: List[Dict[str, Any]], repeats: int) -> None:
         head += " fastprof added / line_profiler added |"
         sep += "---:|"
     if has_other:
-        head += (" other code registered, ms (vs bare) |" if sys.version_info >= (3, 12)
-                 else " tracing floor: other code registered, ms (vs bare) |")
+        head += (
+            " other code registered, ms (vs bare) |"
+            if sys.version_info >= (3, 12)
+            else " tracing floor: other code registered, ms (vs bare) |"
+        )
         sep += "---:|"
-    print(f"Python {platform.python_version()}, {platform.machine()}, "
-          f"line_profiler {getattr(line_profiler, '__version__', 'not installed')}, "
-          f"{repeats} interleaved repeats, medians")
+    print(
+        f"Python {platform.python_version()}, {platform.machine()}, "
+        f"line_profiler {getattr(line_profiler, '__version__', 'not installed')}, "
+        f"{repeats} interleaved repeats, medians"
+    )
     print()
     print(head)
     print(sep)
@@ -206,8 +222,10 @@ def print_table(rows: List[Dict[str, Any]], repeats: int) -> None:
         print(line)
     for row in rows:
         if row["refused"]:
-            print(f"\n{row['name']}: line_profiler refused {', '.join(row['refused'])}; "
-                  f"left out of both profilers")
+            print(
+                f"\n{row['name']}: line_profiler refused {', '.join(row['refused'])}; "
+                f"left out of both profilers"
+            )
 
 
 def main() -> None:

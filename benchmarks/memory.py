@@ -68,12 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--kind", choices=("replace", "exec"), default="replace")
     args = ap.parse_args(argv)
-    print(f"# Python {sys.version.split()[0]}; {args.n} functions ({args.kind}), each called "
-          f"once; bytes per function")
+    print(
+        f"# Python {sys.version.split()[0]}; {args.n} functions ({args.kind}), each called "
+        f"once; bytes per function"
+    )
     print(f"{'profiler':<10} {'resident':>9} {'malloc':>9}")
     for mode in ("bare", "cProfile", "fastprof"):
-        out = subprocess.run([sys.executable, "-c", CHILD, mode, str(args.n), args.kind],
-                             capture_output=True, text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, str(args.n), args.kind],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         print(f"{mode:<10} {float(out[0]):>9.1f} {float(out[1]):>9.1f}")
     return 0
 

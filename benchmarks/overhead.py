@@ -148,7 +148,9 @@ def w_difflib() -> None:
     list(difflib.unified_diff(_A, _B))
 
 
-_NESTED = {f"k{i}": [{"a": j, "b": [j, str(j)], "c": {"d": (j, j)}} for j in range(8)] for i in range(40)}
+_NESTED = {
+    f"k{i}": [{"a": j, "b": [j, str(j)], "c": {"d": (j, j)}} for j in range(8)] for i in range(40)
+}
 
 
 def w_pprint() -> None:
@@ -307,12 +309,14 @@ def run_fastprof(fn: Callable[[], None], tree_nodes: int = 1_000_000) -> float:
 def floor_runner(set_hook: Callable[[bool], object]) -> Callable[[Callable[[], None]], float]:
     """Returns a runner timing fn under a floor profile function that set_hook sets and
     removes (below 3.12: the empty hook or the stamp hook)."""
+
     def run(fn: Callable[[], None]) -> float:
         t0 = time.perf_counter()
         set_hook(True)
         fn()
         set_hook(False)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -343,14 +347,17 @@ def across_processes(n: int, argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(n):
             out = f"{tmp}/run{i}.json"
-            rc = subprocess.call([sys.executable, __file__, *argv, "--json", out],
-                                 stdout=subprocess.DEVNULL)
+            rc = subprocess.call(
+                [sys.executable, __file__, *argv, "--json", out], stdout=subprocess.DEVNULL
+            )
             if rc != 0:
                 return rc
             with open(out) as fh:
                 runs.append(json.load(fh))
-    print(f"# Python {runs[0]['python']}; {n} processes of {runs[0]['rounds']} interleaved rounds "
-          f"each; fastprof/cProfile added-time ratio per process, median last")
+    print(
+        f"# Python {runs[0]['python']}; {n} processes of {runs[0]['rounds']} interleaved rounds "
+        f"each; fastprof/cProfile added-time ratio per process, median last"
+    )
     worst = 0.0
     for name in runs[0]["results"]:
         ratios = [r["results"][name]["fastprof_over_cprofile"] for r in runs]
@@ -360,8 +367,10 @@ def across_processes(n: int, argv: list[str]) -> int:
         if "empty_hook_over_cprofile" in runs[0]["results"][name]:
             floors = [r["results"][name]["empty_hook_over_cprofile"] for r in runs]
             stamps = [r["results"][name]["stamp_hook_over_cprofile"] for r in runs]
-            line += (f"  (empty hook median {statistics.median(floors):.2f},"
-                     f" stamp hook {statistics.median(stamps):.2f})")
+            line += (
+                f"  (empty hook median {statistics.median(floors):.2f},"
+                f" stamp hook {statistics.median(stamps):.2f})"
+            )
         print(line)
     print(f"worst median fastprof/cProfile added-time ratio: {worst:.2f}")
     return 0
@@ -373,8 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
     ap.add_argument("--json", help="write the raw medians here")
     ap.add_argument("--only", help="comma-separated workload names")
-    ap.add_argument("--processes", type=int, default=1,
-                    help="run the measurement in this many fresh interpreters and summarise")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run the measurement in this many fresh interpreters and summarise",
+    )
     args = ap.parse_args(argv)
     if args.processes < 1:
         ap.error("--processes must be >= 1")
@@ -400,14 +413,19 @@ def main(argv: list[str] | None = None) -> int:
         runners["stamp hook"] = floor_runner(fastprof._fastprof._stamp_profile_hook)
     names = list(WORKLOADS) if not args.only else args.only.split(",")
 
-    print(f"# Python {platform.python_version()} on {platform.machine()}, "
-          f"{platform.processor() or platform.platform()}; {rounds} interleaved rounds; "
-          f"fastprof clock {fastprof._fastprof.clock_info()[0]}")
-    header = (f"{'workload':<28} {'calls':>8} {'bare ms':>8} "
-              + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
-              + " " + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
-              + f" {'fastprof/cProfile':>18} {'tree/no tree':>13}"
-              + (f" {'empty hook/cProfile':>20} {'stamp hook/cProfile':>20}" if floor else ""))
+    print(
+        f"# Python {platform.python_version()} on {platform.machine()}, "
+        f"{platform.processor() or platform.platform()}; {rounds} interleaved rounds; "
+        f"fastprof clock {fastprof._fastprof.clock_info()[0]}"
+    )
+    header = (
+        f"{'workload':<28} {'calls':>8} {'bare ms':>8} "
+        + " ".join(f"{r + ' x':>11}" for r in runners if r != "bare")
+        + " "
+        + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
+        + f" {'fastprof/cProfile':>18} {'tree/no tree':>13}"
+        + (f" {'empty hook/cProfile':>20} {'stamp hook/cProfile':>20}" if floor else "")
+    )
     print(header)
     results: dict = {}
     rng = random.Random(1234)
@@ -430,14 +448,21 @@ def main(argv: list[str] | None = None) -> int:
         med = {r: statistics.median(v) for r, v in samples.items()}
         added = {r: (med[r] - med["bare"]) / calls * 1e9 for r in runners if r != "bare"}
         ratio = added["fastprof"] / added["cProfile"] if added["cProfile"] > 0 else float("nan")
-        tree_ratio = (added["fastprof"] / added["no tree"] if added["no tree"] > 0
-                      else float("nan"))
-        results[name] = {"calls": calls, "median_s": med, "added_ns_per_call": added,
-                         "fastprof_over_cprofile": ratio, "tree_over_no_tree": tree_ratio}
-        line = (f"{name:<28} {calls:>8} {med['bare'] * 1e3:>8.2f} "
-                + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
-                + " " + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
-                + f" {ratio:>18.2f} {tree_ratio:>13.2f}")
+        tree_ratio = added["fastprof"] / added["no tree"] if added["no tree"] > 0 else float("nan")
+        results[name] = {
+            "calls": calls,
+            "median_s": med,
+            "added_ns_per_call": added,
+            "fastprof_over_cprofile": ratio,
+            "tree_over_no_tree": tree_ratio,
+        }
+        line = (
+            f"{name:<28} {calls:>8} {med['bare'] * 1e3:>8.2f} "
+            + " ".join(f"{med[r] / med['bare']:>10.2f}x" for r in runners if r != "bare")
+            + " "
+            + " ".join(f"{added[r]:>17.1f}" for r in runners if r != "bare")
+            + f" {ratio:>18.2f} {tree_ratio:>13.2f}"
+        )
         if floor:
             for runner in ("empty hook", "stamp hook"):
                 floor_ratio = added[runner] / added["cProfile"]
@@ -448,8 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"worst fastprof/cProfile added-time ratio: {worst:.2f}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"python": platform.python_version(), "rounds": rounds, "results": results},
-                      fh, indent=2)
+            json.dump(
+                {"python": platform.python_version(), "rounds": rounds, "results": results},
+                fh,
+                indent=2,
+            )
     return 0
 
 

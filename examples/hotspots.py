@@ -36,7 +36,7 @@ def simulate(n: int, nspots: int, seed: int = 0) -> np.ndarray:
 
 def window_mean(img: np.ndarray, i: int, j: int, r: int) -> float:
     """Mean of the (2r+1)^2 window around (i, j), clipped at the borders."""
-    return float(img[max(i - r, 0): i + r + 1, max(j - r, 0): j + r + 1].mean())
+    return float(img[max(i - r, 0) : i + r + 1, max(j - r, 0) : j + r + 1].mean())
 
 
 def smooth_loop(img: np.ndarray, r: int) -> np.ndarray:
@@ -85,8 +85,12 @@ def label_spots(mask: np.ndarray) -> list[list[tuple[int, int]]]:
             a, b = stack.pop()
             pixels.append((a, b))
             for c, d in ((a + 1, b), (a - 1, b), (a, b + 1), (a, b - 1)):
-                if 0 <= c < mask.shape[0] and 0 <= d < mask.shape[1] \
-                        and mask[c, d] and not seen[c, d]:
+                if (
+                    0 <= c < mask.shape[0]
+                    and 0 <= d < mask.shape[1]
+                    and mask[c, d]
+                    and not seen[c, d]
+                ):
                     seen[c, d] = True
                     stack.append((c, d))
         spots.append(pixels)

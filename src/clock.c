@@ -61,10 +61,8 @@ fp_clock_seconds_per_tick(void)
     fp_clock_pair(&tsc1, &mono1);
     if (mono1 - fp_clock_mono0 < 20000000) {
         struct timespec ts = {0, (long)(20000000 - (mono1 - fp_clock_mono0))};
-        Py_BEGIN_ALLOW_THREADS
-        nanosleep(&ts, NULL);
-        Py_END_ALLOW_THREADS
-        fp_clock_pair(&tsc1, &mono1);
+        Py_BEGIN_ALLOW_THREADS nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS fp_clock_pair(&tsc1, &mono1);
     }
     if (tsc1 > fp_clock_tsc0)
         fp_clock_spt = (double)(mono1 - fp_clock_mono0) * 1e-9 / (double)(tsc1 - fp_clock_tsc0);

@@ -31,8 +31,13 @@ def chromium() -> Tuple[Optional[str], str]:
         if p:
             return p, ""
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        r = subprocess.run("apt-get update -qq && apt-get install -y -qq chromium",
-                           shell=True, capture_output=True, text=True, timeout=900)
+        r = subprocess.run(
+            "apt-get update -qq && apt-get install -y -qq chromium",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         p = shutil.which("chromium")
         if p:
             return p, ""
@@ -40,18 +45,22 @@ def chromium() -> Tuple[Optional[str], str]:
     return None, "no chromium on PATH, and apt-get is not available to install it"
 
 
-def probe(browser: str, page: str, script: str, tmpdir: str,
-          timeout: float = 120) -> Dict[str, Any]:
+def probe(
+    browser: str, page: str, script: str, tmpdir: str, timeout: float = 120
+) -> Dict[str, Any]:
     """Loads ``page`` (HTML text) with ``script`` (JavaScript that sets ``window.__result``)
     run after the page's own, and returns {"result": ..., "errors": [...], "load_ms": ...,
     "dom": the page's final HTML}."""
-    tail = ("<script>(function () { var out = {}; try { out.result = (function () {\n"
-            + script + "\n})(); } catch (e) {"
-            " window.__errors.push('probe: ' + e + ' ' + e.stack); }"
-            "out.errors = window.__errors; out.load_ms = window.__load_ms;"
-            "var pre = document.createElement('pre'); pre.id = '__probe';"
-            "pre.textContent = JSON.stringify(out); document.body.appendChild(pre); })();"
-            "</script>")
+    tail = (
+        "<script>(function () { var out = {}; try { out.result = (function () {\n"
+        + script
+        + "\n})(); } catch (e) {"
+        " window.__errors.push('probe: ' + e + ' ' + e.stack); }"
+        "out.errors = window.__errors; out.load_ms = window.__load_ms;"
+        "var pre = document.createElement('pre'); pre.id = '__probe';"
+        "pre.textContent = JSON.stringify(out); document.body.appendChild(pre); })();"
+        "</script>"
+    )
     stamp = "<script>window.__load_ms = performance.now();</script>"
     head_at = page.index("<head>") + len("<head>")
     end_at = page.rindex("</body>")
@@ -59,9 +68,17 @@ def probe(browser: str, page: str, script: str, tmpdir: str,
     path = os.path.join(tmpdir, "probe.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--window-size=1400,1000", f"--user-data-dir={os.path.join(tmpdir, 'profile')}",
-           "--dump-dom", "file://" + path]
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        f"--user-data-dir={os.path.join(tmpdir, 'profile')}",
+        "--dump-dom",
+        "file://" + path,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     dom = r.stdout
     start = dom.find('<pre id="__probe">')
@@ -70,14 +87,24 @@ def probe(browser: str, page: str, script: str, tmpdir: str,
     end = dom.index("</pre>", start)
     import html
 
-    out = json.loads(html.unescape(dom[start + len('<pre id="__probe">'):end]))
+    out = json.loads(html.unescape(dom[start + len('<pre id="__probe">') : end]))
     out["dom"] = dom
     return out
 
 
 def screenshot(browser: str, path_html: str, png: str, tmpdir: str) -> None:
     """Writes a screenshot of a page (for a person to look at)."""
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--user-data-dir={os.path.join(tmpdir, 'profile-shot')}",
-                    "--window-size=1400,1000", f"--screenshot={png}", "file://" + path_html],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={os.path.join(tmpdir, 'profile-shot')}",
+            "--window-size=1400,1000",
+            f"--screenshot={png}",
+            "file://" + path_html,
+        ],
+        capture_output=True,
+        timeout=120,
+    )

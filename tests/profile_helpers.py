@@ -15,8 +15,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 _PROFILER_METHOD = re.compile(r"'(enable|disable)' of '[\w.]*Profiler?' objects")
 
 
-def comparable(stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = None,
-               times: bool = False) -> Dict[Any, Any]:
+def comparable(
+    stats: Dict[Any, Any], keep: Optional[Callable[[Any], bool]] = None, times: bool = False
+) -> Dict[Any, Any]:
     """A pstats dict reduced to what two profilers must agree on: for every function kept,
     (primitive calls, calls[, tottime, cumtime]) and its callers' (calls, primitive calls
     [, tottime, cumtime]).  Drops the profilers' own enable/disable entries."""

@@ -19,6 +19,7 @@ from fastprof.bench.runner import Options
 
 # --- statistics -------------------------------------------------------------------------------
 
+
 def _ref_quartiles(data):
     """Quartiles from the textbook rules: medians of the halves for an even count; for 4k+1
     and 4k+3 points the weighted 1-based positions (k, k+1) and (k+1, k+2)."""
@@ -27,7 +28,7 @@ def _ref_quartiles(data):
     if n == 1:
         return s[0], s[0]
     if n % 2 == 0:
-        return statistics.median(s[: n // 2]), statistics.median(s[n // 2:])
+        return statistics.median(s[: n // 2]), statistics.median(s[n // 2 :])
     k = n // 4
     at = lambda i: s[i - 1]  # noqa: E731  1-based
     if n % 4 == 1:
@@ -72,8 +73,22 @@ def test_stats_match_pytest_benchmark_when_installed():
         for x in data:
             ref.update(x)
         ours = stats.compute_stats(data)
-        for key in ("min", "max", "mean", "stddev", "median", "q1", "q3", "iqr", "iqr_outliers",
-                    "stddev_outliers", "outliers", "ld15iqr", "ops", "total"):
+        for key in (
+            "min",
+            "max",
+            "mean",
+            "stddev",
+            "median",
+            "q1",
+            "q3",
+            "iqr",
+            "iqr_outliers",
+            "stddev_outliers",
+            "outliers",
+            "ld15iqr",
+            "ops",
+            "total",
+        ):
             assert ours[key] == pytest.approx(getattr(ref, key)), (n, key)
 
 
@@ -114,6 +129,7 @@ def test_ratio_ci(stat):
 
 # --- the round plan ---------------------------------------------------------------------------
 
+
 def _drive_with_cost(plan, cost):
     seen = []
 
@@ -125,9 +141,15 @@ def _drive_with_cost(plan, cost):
     return samples, n, seen
 
 
-@pytest.mark.parametrize("cost,resolution,min_time", [
-    (1e-7, 1e-9, 5e-6), (1e-6, 1e-4, 5e-6), (2e-3, 1e-9, 5e-6), (3e-8, 1e-8, 1e-3),
-])
+@pytest.mark.parametrize(
+    "cost,resolution,min_time",
+    [
+        (1e-7, 1e-9, 5e-6),
+        (1e-6, 1e-4, 5e-6),
+        (2e-3, 1e-9, 5e-6),
+        (3e-8, 1e-8, 1e-3),
+    ],
+)
 def test_calibration_reaches_the_timer_resolution(cost, resolution, min_time):
     opts = Options(min_time=min_time, max_time=0.05, min_rounds=4, warmup=False)
     samples, n, seen = _drive_with_cost(runner.calibrated_plan(opts, resolution), cost)
@@ -136,7 +158,7 @@ def test_calibration_reaches_the_timer_resolution(cost, resolution, min_time):
     assert n == 1 or (n / 1.2 - 1) * cost < target * 1.05  # not wildly over
     assert len(samples) == max(4, math.ceil(0.05 / max(n * cost, resolution)))
     assert all(s == pytest.approx(cost) for s in samples)
-    assert seen[-len(samples):] == [n] * len(samples)
+    assert seen[-len(samples) :] == [n] * len(samples)
 
 
 def test_warmup_is_bounded_by_iterations_and_time():
@@ -169,6 +191,7 @@ def test_stuck_timer_resolution_does_not_hang():
 
 
 # --- the timing environment -------------------------------------------------------------------
+
 
 def test_quiet_pauses_and_restores_hooks_and_gc():
     def hook(*args):
@@ -210,6 +233,7 @@ def test_quiet_refuses_fastprof_profilers():
 
 # --- storage ----------------------------------------------------------------------------------
 
+
 def test_storage_numbering_and_lookup(tmp_path):
     folder = str(tmp_path / "runs")
     with pytest.raises(FileNotFoundError, match="no saved runs"):
@@ -243,6 +267,7 @@ def test_document_has_machine_and_pytest_benchmark_keys(tmp_path):
 
 # --- rules and the compare command ------------------------------------------------------------
 
+
 def test_parse_rule():
     assert compare.parse_rule("median:5%") == compare.Rule("median", 0.05)
     assert compare.parse_rule(" min : 2.5% ") == compare.Rule("min", 0.025)
@@ -252,8 +277,13 @@ def test_parse_rule():
 
 
 def _bench(name, samples, group=None):
-    return {"group": group, "name": name, "fullname": f"tests/test_x.py::{name}",
-            "stats": stats.compute_stats(samples, ci=False), "fastprof": {}}
+    return {
+        "group": group,
+        "name": name,
+        "fullname": f"tests/test_x.py::{name}",
+        "stats": stats.compute_stats(samples, ci=False),
+        "fastprof": {},
+    }
 
 
 def _write(path, benches):
@@ -268,15 +298,22 @@ def _noisy(center, spread, n, seed):
 
 @pytest.fixture
 def runs(tmp_path):
-    old = [_bench("test_slowed", _noisy(1e-3, 0.02, 40, 1)),
-           _bench("test_same", _noisy(2e-6, 0.02, 40, 2)),
-           _bench("test_noisy", _noisy(5e-4, 0.6, 7, 3))]
-    new_ok = [_bench("test_slowed", _noisy(1e-3, 0.02, 40, 4)),
-              _bench("test_same", _noisy(2e-6, 0.02, 40, 5)),
-              _bench("test_noisy", _noisy(5.4e-4, 0.6, 7, 6))]
+    old = [
+        _bench("test_slowed", _noisy(1e-3, 0.02, 40, 1)),
+        _bench("test_same", _noisy(2e-6, 0.02, 40, 2)),
+        _bench("test_noisy", _noisy(5e-4, 0.6, 7, 3)),
+    ]
+    new_ok = [
+        _bench("test_slowed", _noisy(1e-3, 0.02, 40, 4)),
+        _bench("test_same", _noisy(2e-6, 0.02, 40, 5)),
+        _bench("test_noisy", _noisy(5.4e-4, 0.6, 7, 6)),
+    ]
     new_bad = [_bench("test_slowed", _noisy(1.3e-3, 0.02, 40, 7))] + new_ok[1:]
-    return (_write(tmp_path / "a.json", old), _write(tmp_path / "ok.json", new_ok),
-            _write(tmp_path / "bad.json", new_bad))
+    return (
+        _write(tmp_path / "a.json", old),
+        _write(tmp_path / "ok.json", new_ok),
+        _write(tmp_path / "bad.json", new_bad),
+    )
 
 
 def test_compare_command_exit_codes(runs, capsys, tmp_path):
@@ -314,8 +351,9 @@ def test_compare_without_raw_samples_uses_the_point_ratio(tmp_path):
     old = _bench("test_a", [1.0, 1.0, 1.0])
     new = _bench("test_a", [1.2, 1.2, 1.2])
     del old["stats"]["data"], new["stats"]["data"]
-    comps, _, _ = compare.compare_runs({"benchmarks": [old]}, {"benchmarks": [new]},
-                                       [compare.parse_rule("mean:10%")])
+    comps, _, _ = compare.compare_runs(
+        {"benchmarks": [old]}, {"benchmarks": [new]}, [compare.parse_rule("mean:10%")]
+    )
     assert comps[0].stats["mean"].exact and comps[0].regressions
 
 
@@ -357,9 +395,18 @@ def test_profile_labels_do_not_depend_on_the_checkout(tmp_path):
     assert profiling.func_label((site, 3, "sum"), root) == "numpy/core/fromnumeric.py:3(sum)"
     assert profiling.func_label(("~", 0, "<built-in method len>"), root) == "<built-in method len>"
     assert profiling.func_label(("/elsewhere/x.py", 1, "f"), root) == "/elsewhere/x.py:1(f)"
-    old = {"iterations": 2, "rows": [{"func": "a", "tottime": 2e-3}, {"func": "b", "tottime": 4e-3}]}
-    new = {"iterations": 1, "rows": [{"func": "a", "tottime": 1e-3}, {"func": "b", "tottime": 5e-3},
-                                     {"func": "c", "tottime": 1e-4}]}
+    old = {
+        "iterations": 2,
+        "rows": [{"func": "a", "tottime": 2e-3}, {"func": "b", "tottime": 4e-3}],
+    }
+    new = {
+        "iterations": 1,
+        "rows": [
+            {"func": "a", "tottime": 1e-3},
+            {"func": "b", "tottime": 5e-3},
+            {"func": "c", "tottime": 1e-4},
+        ],
+    }
     grown = profiling.growth(old, new)
     assert [g["func"] for g in grown] == ["b", "c"]
     assert grown[0]["delta"] == pytest.approx(3e-3) and grown[1]["old"] == 0.0

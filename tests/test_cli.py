@@ -46,8 +46,14 @@ def _env() -> dict:
 
 
 def run_fastprof(args: List[str], cwd: Any = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastprof"] + args, capture_output=True,
-                          text=True, env=_env(), cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fastprof"] + args,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 # -- in-process (quick) ---------------------------------------------------------------------
@@ -193,8 +199,7 @@ LINES_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_lines_options_wire_the_line_profiler(tmp_path: Any, fake_lines: list,
-                                              capsys: Any) -> None:
+def test_lines_options_wire_the_line_profiler(tmp_path: Any, fake_lines: list, capsys: Any) -> None:
     import builtins
 
     path = tmp_path / "lines.py"
@@ -219,8 +224,9 @@ def test_table_printed_when_the_script_closes_or_replaces_stdout(tmp_path: Any) 
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("bye\n") and "function calls" in r.stdout
     swapper = tmp_path / "swapper.py"
-    swapper.write_text("import io, sys\nprint('visible')\nsys.stdout = io.StringIO()\n"
-                       "print('hidden')\n")
+    swapper.write_text(
+        "import io, sys\nprint('visible')\nsys.stdout = io.StringIO()\nprint('hidden')\n"
+    )
     r = run_fastprof([str(swapper)])
     assert r.returncode == 0, r.stderr
     assert "visible" in r.stdout and "hidden" not in r.stdout
@@ -231,15 +237,17 @@ def test_console_script(script: str) -> None:
     exe = os.path.join(os.path.dirname(sys.executable), "fastprof")
     if not os.path.exists(exe):
         pytest.skip("the fastprof console script exists once the package is pip-installed")
-    r = subprocess.run([exe, "run", script, "4"], capture_output=True, text=True, env=_env(),
-                       timeout=120)
+    r = subprocess.run(
+        [exe, "run", script, "4"], capture_output=True, text=True, env=_env(), timeout=120
+    )
     assert r.returncode == 4, r.stderr
     assert "prog.py:4(helper)" in r.stdout
 
 
 def test_script_runs_as_a_real_main_module(tmp_path: Any, capsys: Any) -> None:
     path = tmp_path / "pick.py"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         import pickle, sys
 
         class Point:
@@ -248,7 +256,8 @@ def test_script_runs_as_a_real_main_module(tmp_path: Any, capsys: Any) -> None:
 
         p = pickle.loads(pickle.dumps(Point(3)))
         print("unpickled", p.x, sys.modules["__main__"].Point is Point)
-    """))
+    """)
+    )
     main_before = sys.modules["__main__"]
     assert cli.main(["run", str(path)]) == 0
     assert "unpickled 3 True" in capsys.readouterr().out

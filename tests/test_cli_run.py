@@ -29,19 +29,30 @@ def _env() -> Dict[str, str]:
     return env
 
 
-def run_cli(args: List[str], cwd: Any = None, *, prog: Tuple[str, ...] = ("-m", "fastprof"),
-            timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+def run_cli(
+    args: List[str],
+    cwd: Any = None,
+    *,
+    prog: Tuple[str, ...] = ("-m", "fastprof"),
+    timeout: int = TIMEOUT,
+) -> subprocess.CompletedProcess:
     """Runs ``python -m fastprof ARGS`` (or ``python PROG ARGS``); fails the test on a hang."""
     cmd = [sys.executable, *prog, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(), cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"{cmd} did not finish in {timeout} s (hung)\nstdout:\n{out}\n"
-                    f"stderr:\n{err}")
+        pytest.fail(f"{cmd} did not finish in {timeout} s (hung)\nstdout:\n{out}\nstderr:\n{err}")
     finally:
         try:  # leftover workers of the process group
             os.killpg(proc.pid, signal.SIGKILL)
@@ -81,8 +92,9 @@ POOL_SCRIPT = textwrap.dedent("""
         main(sys.argv[1], sys.argv[2])
 """)
 
-METHODS = [m for m in ("spawn", "forkserver") if m in __import__("multiprocessing")
-           .get_all_start_methods()]
+METHODS = [
+    m for m in ("spawn", "forkserver") if m in __import__("multiprocessing").get_all_start_methods()
+]
 
 
 @pytest.mark.parametrize("kind", ["pool", "executor"])
@@ -129,8 +141,13 @@ def test_main_module_is_set_up_as_python_does(tmp_path: Any) -> None:
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "probe.py").write_text(probe)
-    plain = subprocess.run([sys.executable, "sub/probe.py", "a"], capture_output=True,
-                           text=True, cwd=tmp_path, timeout=TIMEOUT)
+    plain = subprocess.run(
+        [sys.executable, "sub/probe.py", "a"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
     r = run_cli(["run", "sub/probe.py", "a"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     expected = plain.stdout
@@ -142,17 +159,25 @@ def test_module_main_is_set_up_as_python_dash_m(tmp_path: Any) -> None:
     pkg = tmp_path / "fp_probe_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "probe.py").write_text(textwrap.dedent("""
+    (pkg / "probe.py").write_text(
+        textwrap.dedent("""
         import sys, os
         m = sys.modules["__main__"]
         print("spec", m.__spec__.name, m.__package__, os.path.basename(m.__file__))
         print("argv0", os.path.basename(sys.argv[0]), sys.argv[1:])
         print("path0", sys.path[0] == os.getcwd())
-    """))
-    plain = subprocess.run([sys.executable, "-m", "fp_probe_pkg.probe", "b"],
-                           capture_output=True, text=True, cwd=tmp_path, timeout=TIMEOUT)
-    assert plain.stdout == ("spec fp_probe_pkg.probe fp_probe_pkg probe.py\n"
-                            "argv0 probe.py ['b']\npath0 True\n")
+    """)
+    )
+    plain = subprocess.run(
+        [sys.executable, "-m", "fp_probe_pkg.probe", "b"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert plain.stdout == (
+        "spec fp_probe_pkg.probe fp_probe_pkg probe.py\nargv0 probe.py ['b']\npath0 True\n"
+    )
     r = run_cli(["run", "-m", "fp_probe_pkg.probe", "b"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(plain.stdout)
@@ -162,8 +187,8 @@ def test_missing_module_is_a_usage_error(tmp_path: Any) -> None:
     r = run_cli(["run", "-m", "fp_no_such_module_here"], cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "fastprof run: error: -m fp_no_such_module_here: No module named "
-        "'fp_no_such_module_here'"]
+        "fastprof run: error: -m fp_no_such_module_here: No module named 'fp_no_such_module_here'"
+    ]
 
 
 # -- 2. -o resolved and checked before the script runs -------------------------------------
@@ -180,8 +205,9 @@ CHDIR_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("mode", [[], ["--lines-of", "__main__:f"]])
-def test_outfile_is_resolved_before_the_script_changes_directory(tmp_path: Any,
-                                                                 mode: List[str]) -> None:
+def test_outfile_is_resolved_before_the_script_changes_directory(
+    tmp_path: Any, mode: List[str]
+) -> None:
     script = tmp_path / "mover.py"
     script.write_text(CHDIR_SCRIPT)
     r = run_cli(["run", *mode, "-o", "out.prof", "mover.py"], cwd=tmp_path)
@@ -214,8 +240,9 @@ def test_unwritable_outfile_fails_before_the_script_runs(tmp_path: Any, which: i
     assert why in lines[0]
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root writes into a read-only folder")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into a read-only folder"
+)
 def test_outfile_without_permission_fails_before_the_script_runs(tmp_path: Any) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -252,8 +279,9 @@ def _counts(stats: Dict[Any, Any]) -> Dict[Tuple[str, str], int]:
 
 def _fastprof_keys(stats: Dict[Any, Any]) -> List[Any]:
     pkg = os.path.dirname(os.path.abspath(fastprof.__file__))
-    return [k for k in stats
-            if "fastprof" in k[2] or os.path.abspath(k[0]).startswith(pkg + os.sep)]
+    return [
+        k for k in stats if "fastprof" in k[2] or os.path.abspath(k[0]).startswith(pkg + os.sep)
+    ]
 
 
 def test_saved_profile_has_the_same_functions_as_cprofile(tmp_path: Any) -> None:

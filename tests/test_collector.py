@@ -49,8 +49,10 @@ def table(p) -> dict:
 
 def cprofile_table(p: cProfile.Profile) -> dict:
     p.create_stats()
-    return {k: [nc, cc, tt, ct, {c: (v[0], v[1], v[2], v[3]) for c, v in callers.items()}]
-            for k, (cc, nc, tt, ct, callers) in p.stats.items()}
+    return {
+        k: [nc, cc, tt, ct, {c: (v[0], v[1], v[2], v[3]) for c, v in callers.items()}]
+        for k, (cc, nc, tt, ct, callers) in p.stats.items()
+    }
 
 
 def by_name(tab: dict, name: str) -> list:
@@ -409,7 +411,8 @@ def test_code_objects_freed_while_profiling() -> None:
         ns[f"other{i}"]()
     q.disable()
     assert sorted(k[2] for k in table(q) if k[2].startswith(("made", "other"))) == [
-        f"other{i}" for i in range(5)]
+        f"other{i}" for i in range(5)
+    ]
 
 
 def test_builtin_labels_match_cprofile() -> None:

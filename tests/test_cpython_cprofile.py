@@ -44,8 +44,9 @@ try:
     from test import test_profile as _cpy_profile
     from test.support import script_helper as _script_helper
 except ImportError as _e:  # an interpreter built or packaged without its test suite
-    pytest.skip(f"this interpreter ships without CPython's test package ({_e})",
-                allow_module_level=True)
+    pytest.skip(
+        f"this interpreter ships without CPython's test package ({_e})", allow_module_level=True
+    )
 
 _PY312 = sys.version_info >= (3, 12)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(fastprof.__file__)))
@@ -60,8 +61,13 @@ def _renamed(func: Callable[..., Any], old: str, new: str) -> Callable[..., Any]
     if old not in code.co_consts:
         raise AssertionError(f"{func.__qualname__} no longer uses {old!r}: review the adapter")
     consts = tuple(new if c == old else c for c in code.co_consts)
-    out = types.FunctionType(code.replace(co_consts=consts), func.__globals__, func.__name__,
-                             func.__defaults__, func.__closure__)
+    out = types.FunctionType(
+        code.replace(co_consts=consts),
+        func.__globals__,
+        func.__name__,
+        func.__defaults__,
+        func.__closure__,
+    )
     out.__qualname__ = func.__qualname__
     out.__doc__ = func.__doc__
     return out
@@ -114,15 +120,17 @@ class TestFastprofCProfile(_Substitutions, _cpy.CProfileTest):  # type: ignore[m
     profilermodule = fastprof
 
     if _PY312:
-        test_profile_enable_disable = _renamed(_cpy.CProfileTest.test_profile_enable_disable,
-                                               "cProfile", "fastprof")
+        test_profile_enable_disable = _renamed(
+            _cpy.CProfileTest.test_profile_enable_disable, "cProfile", "fastprof"
+        )
         test_profile_as_context_manager = _renamed(
-            _cpy.CProfileTest.test_profile_as_context_manager, "cProfile", "fastprof")
+            _cpy.CProfileTest.test_profile_as_context_manager, "cProfile", "fastprof"
+        )
     else:
         test_bad_counter_during_dealloc = unittest.skip(
             "this interpreter's text builds _lsprof.Profiler(1), a non-callable timer that "
-            "fastprof refuses with a TypeError (see the module docstring)")(
-                _cpy.CProfileTest.test_bad_counter_during_dealloc)
+            "fastprof refuses with a TypeError (see the module docstring)"
+        )(_cpy.CProfileTest.test_bad_counter_during_dealloc)
 
 
 class TestFastprofCommandLine(_Substitutions, _cpy.TestCommandLine):  # type: ignore[misc]
@@ -175,7 +183,8 @@ def test_name_column_as_wide_as_cprofiles() -> None:
     own = ("~", 0, "<method 'disable' of 'fastprof.Profile' objects>")
     assert own in mine.stats
     assert set(mine.stats) - {own} == set(theirs.stats) - {
-        ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")}
+        ("~", 0, "<method 'disable' of '_lsprof.Profiler' objects>")
+    }
 
 
 def test_fastprof_table_names_builtins_as_pstats() -> None:

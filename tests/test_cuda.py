@@ -15,8 +15,16 @@ needs_no_cuda = pytest.mark.skipif(cuda.is_available(), reason="CUDA is availabl
 def test_public_names() -> None:
     assert fastprof.cuda_timer is cuda.cuda_timer
     assert fastprof.cuda_trace is cuda.cuda_trace
-    for name in ("is_available", "status", "devices", "synchronize", "benchmark", "DeviceArray",
-                 "CudaError", "CudaUnavailableError"):
+    for name in (
+        "is_available",
+        "status",
+        "devices",
+        "synchronize",
+        "benchmark",
+        "DeviceArray",
+        "CudaError",
+        "CudaUnavailableError",
+    ):
         assert hasattr(cuda, name), name
 
 
@@ -24,8 +32,13 @@ def test_status_is_a_reason() -> None:
     text = cuda.status()
     assert isinstance(text, str) and text
     if not cuda.is_available():
-        known = ("built without CUDA", "no NVIDIA driver", "driver is too old", "no CUDA device",
-                 "CUDA initialization failed")
+        known = (
+            "built without CUDA",
+            "no NVIDIA driver",
+            "driver is too old",
+            "no CUDA device",
+            "CUDA initialization failed",
+        )
         assert any(k in text for k in known), text
     if not _fastprof._cuda_built():
         assert "built without CUDA" in text
@@ -71,40 +84,47 @@ def test_is_available_and_probe_are_cached() -> None:
     assert cuda._probe() is cuda._probe()
 
 
-@pytest.mark.parametrize("call, exc, words", [
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), mode="bogus"), ValueError, "mode"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones(3)), ValueError, "dimension"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), origin=2), ValueError, "origin"),
-    (lambda x: _gpu_kernels.convolve(x, np.ones((4, 4)), origin=(0, -3)), ValueError, "origin"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), device="tpu"), ValueError, "device"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), stream="s"), TypeError, "stream"),
-    (lambda x: _gpu_kernels.correlate(x.astype(complex), np.ones((3, 3))), TypeError, "input"),
-    (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.ones(3)), ValueError, "output"),
-    (lambda x: _gpu_kernels.correlate(x, np.zeros((0, 3))), ValueError, "empty"),
-    (lambda x: _gpu_kernels.uniform_filter(x, size=0), ValueError, "size"),
-    (lambda x: _gpu_kernels.uniform_filter(x, size=(3, 3, 3)), ValueError, "size"),
-    (lambda x: _gpu_kernels.uniform_filter(x, size=3, origin=2), ValueError, "origin"),
-    (lambda x: _gpu_kernels.uniform_filter(x, mode=("reflect", "nope")), ValueError, "mode"),
-    (lambda x: _gpu_kernels.uniform_filter(x, axes=(0, 5)), ValueError, "axes"),
-    (lambda x: _gpu_kernels.evaluate("a +", {"a": x}), ValueError, "expr"),
-    (lambda x: _gpu_kernels.evaluate("a + zz", {"a": x}), KeyError, "zz"),
-    (lambda x: _gpu_kernels.evaluate("a + b", {"a": x, "b": np.ones(3)}), ValueError, "shape"),
-    (lambda x: _gpu_kernels.evaluate("a.b", {"a": x}), ValueError, "unsupported"),
-    (lambda x: _gpu_kernels.evaluate("frobnicate(a)", {"a": x}), ValueError, "frobnicate"),
-    (lambda x: _gpu_kernels.evaluate(3, {"a": x}), TypeError, "expr"),
-    (lambda x: _gpu_kernels.evaluate("a", {"a": x}, out=np.ones(3)), ValueError, "out"),
-    (lambda x: _gpu_kernels.matmul(x, np.ones((3, 2))), ValueError, "shapes"),
-    (lambda x: _gpu_kernels.matmul(x, np.ones(4)), ValueError, "2-D"),
-    (lambda x: cuda.benchmark(42), TypeError, "callable"),
-    (lambda x: cuda.benchmark(print, n_repeat=0), ValueError, "n_repeat"),
-    (lambda x: cuda.benchmark(print, max_duration=-1), ValueError, "max_duration"),
-    (lambda x: cuda.benchmark(print, kwargs=[1]), TypeError, "kwargs"),
-    (lambda x: cuda.cuda_timer(stream=1.5), TypeError, "stream"),
-    (lambda x: cuda.DeviceArray.empty((-1, 2)), ValueError, "shape"),
-    (lambda x: cuda.DeviceArray.empty((2,), object), TypeError, "dtype"),
-    (lambda x: cuda.synchronize(device=-1), ValueError, "device"),
-])
+@pytest.mark.parametrize(
+    "call, exc, words",
+    [
+        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), mode="bogus"), ValueError, "mode"),
+        (lambda x: _gpu_kernels.correlate(x, np.ones(3)), ValueError, "dimension"),
+        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), origin=2), ValueError, "origin"),
+        (lambda x: _gpu_kernels.convolve(x, np.ones((4, 4)), origin=(0, -3)), ValueError, "origin"),
+        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
+        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), device="tpu"), ValueError, "device"),
+        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), stream="s"), TypeError, "stream"),
+        (lambda x: _gpu_kernels.correlate(x.astype(complex), np.ones((3, 3))), TypeError, "input"),
+        (
+            lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.ones(3)),
+            ValueError,
+            "output",
+        ),
+        (lambda x: _gpu_kernels.correlate(x, np.zeros((0, 3))), ValueError, "empty"),
+        (lambda x: _gpu_kernels.uniform_filter(x, size=0), ValueError, "size"),
+        (lambda x: _gpu_kernels.uniform_filter(x, size=(3, 3, 3)), ValueError, "size"),
+        (lambda x: _gpu_kernels.uniform_filter(x, size=3, origin=2), ValueError, "origin"),
+        (lambda x: _gpu_kernels.uniform_filter(x, mode=("reflect", "nope")), ValueError, "mode"),
+        (lambda x: _gpu_kernels.uniform_filter(x, axes=(0, 5)), ValueError, "axes"),
+        (lambda x: _gpu_kernels.evaluate("a +", {"a": x}), ValueError, "expr"),
+        (lambda x: _gpu_kernels.evaluate("a + zz", {"a": x}), KeyError, "zz"),
+        (lambda x: _gpu_kernels.evaluate("a + b", {"a": x, "b": np.ones(3)}), ValueError, "shape"),
+        (lambda x: _gpu_kernels.evaluate("a.b", {"a": x}), ValueError, "unsupported"),
+        (lambda x: _gpu_kernels.evaluate("frobnicate(a)", {"a": x}), ValueError, "frobnicate"),
+        (lambda x: _gpu_kernels.evaluate(3, {"a": x}), TypeError, "expr"),
+        (lambda x: _gpu_kernels.evaluate("a", {"a": x}, out=np.ones(3)), ValueError, "out"),
+        (lambda x: _gpu_kernels.matmul(x, np.ones((3, 2))), ValueError, "shapes"),
+        (lambda x: _gpu_kernels.matmul(x, np.ones(4)), ValueError, "2-D"),
+        (lambda x: cuda.benchmark(42), TypeError, "callable"),
+        (lambda x: cuda.benchmark(print, n_repeat=0), ValueError, "n_repeat"),
+        (lambda x: cuda.benchmark(print, max_duration=-1), ValueError, "max_duration"),
+        (lambda x: cuda.benchmark(print, kwargs=[1]), TypeError, "kwargs"),
+        (lambda x: cuda.cuda_timer(stream=1.5), TypeError, "stream"),
+        (lambda x: cuda.DeviceArray.empty((-1, 2)), ValueError, "shape"),
+        (lambda x: cuda.DeviceArray.empty((2,), object), TypeError, "dtype"),
+        (lambda x: cuda.synchronize(device=-1), ValueError, "device"),
+    ],
+)
 def test_bad_arguments_fail_before_any_cuda_call(call, exc, words, monkeypatch) -> None:
     # any CUDA call would trip this: the checks must come first
     def boom() -> None:
@@ -137,7 +157,12 @@ def test_parse_device_and_stream_handle() -> None:
 
 def test_is_device_array_makes_no_cuda_call() -> None:
     class Cai:
-        __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {
+            "shape": (3,),
+            "typestr": "<f4",
+            "data": (0, False),
+            "version": 3,
+        }
 
     class HostDl:
         def __dlpack__(self, stream=None):
@@ -231,6 +256,7 @@ def fake(monkeypatch):
         monkeypatch.setattr(cuda, "_flush_buffers", {})
         monkeypatch.setattr(cuda, "_props_cache", {})
         return rt
+
     return make
 
 
@@ -245,7 +271,9 @@ def test_timer_accumulates_samples_and_reads_lazily(fake) -> None:
     assert rt.waits == 4
     np.testing.assert_array_equal(t.samples_ms, [3.0, 1.0, 2.0, 10.0])
     assert t.median == 2.5 and t.min == 1.0 and t.mean == 4.0
-    assert t.iqr == pytest.approx(np.percentile([3, 1, 2, 10], 75) - np.percentile([3, 1, 2, 10], 25))
+    assert t.iqr == pytest.approx(
+        np.percentile([3, 1, 2, 10], 75) - np.percentile([3, 1, 2, 10], 25)
+    )
     assert t.std == pytest.approx(np.std([3, 1, 2, 10]))
     assert len(t.cpu_samples_ms) == 4 and t.cpu_ms >= 0
     assert all(entry[2] == 5 for entry in rt.log if entry[0] == "record")
@@ -274,7 +302,11 @@ def test_benchmark_structure(fake) -> None:
     assert rt.log[0][2] == 2 << 20  # twice the L2
     assert rt.waits == 4  # one wait per repeat
     d = res.to_dict()
-    assert d["n_repeat"] == 4 and d["gpu_ms"]["median"] == 2.5 and d["gpu_times"] == [1.0, 4.0, 2.0, 3.0]
+    assert (
+        d["n_repeat"] == 4
+        and d["gpu_ms"]["median"] == 2.5
+        and d["gpu_times"] == [1.0, 4.0, 2.0, 3.0]
+    )
     assert "median" in str(res) and "4 repeats" in str(res)
 
 
@@ -314,11 +346,16 @@ def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
 
         def _cuda_cupti_stop(self):
             calls.append(("stop",))
-            return ([(0, "fp_cu_tiled_kernel", 3000, 5000, 0, 7, 11, 0, 0),
-                     (1, None, 1000, 1500, 0, 7, 10, 4096, 1),
-                     (0, "fp_cu_tiled_kernel", 6000, 7000, 0, 7, 12, 0, 0),
-                     (1, None, 8000, 8250, 0, 7, 13, 4096, 2),
-                     (2, None, 500, 600, 0, 0, 9, 64, 0)], 3)
+            return (
+                [
+                    (0, "fp_cu_tiled_kernel", 3000, 5000, 0, 7, 11, 0, 0),
+                    (1, None, 1000, 1500, 0, 7, 10, 4096, 1),
+                    (0, "fp_cu_tiled_kernel", 6000, 7000, 0, 7, 12, 0, 0),
+                    (1, None, 8000, 8250, 0, 7, 13, 4096, 2),
+                    (2, None, 500, 600, 0, 0, 9, 64, 0),
+                ],
+                3,
+            )
 
     monkeypatch.setattr(trace, "_C", FakeCupti())
     monkeypatch.setattr(_cuda_base, "_probe", lambda: (1, ""))

@@ -35,7 +35,7 @@ def elf_sections(path: str) -> dict[str, bytes]:
     out = {}
     for name, typ, _flags, _addr, off, size, _link, _info in heads:
         end = data.index(b"\0", strtab + name)
-        out[data[strtab + name:end].decode()] = data[off:off + size] if typ != 8 else b""
+        out[data[strtab + name : end].decode()] = data[off : off + size] if typ != 8 else b""
     return out
 
 
@@ -49,7 +49,7 @@ def needed_libraries(path: str) -> list[str]:
         if tag == 0:
             break
         if tag == 1:
-            names.append(dynstr[val:dynstr.index(b"\0", val)].decode())
+            names.append(dynstr[val : dynstr.index(b"\0", val)].decode())
     return names
 
 
@@ -78,7 +78,9 @@ def test_needed_libraries_name_no_cuda_library() -> None:
     assert not [n for n in needed if n.startswith(CUDA_LIBS)], needed
     readelf = shutil.which("readelf")
     if readelf:
-        out = subprocess.run([readelf, "-d", _fastprof.__file__], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [readelf, "-d", _fastprof.__file__], capture_output=True, text=True
+        ).stdout
         listed = [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
         assert sorted(listed) == sorted(needed)
 
@@ -96,8 +98,15 @@ def test_cuda_build_embeds_device_code() -> None:
 @cuda_build
 def test_cuda_entry_points_exist_in_both_builds() -> None:
     names = {n for n in dir(_fastprof) if n.startswith("_cuda_")}
-    assert {"_cuda_probe", "_cuda_correlate", "_cuda_gemm", "_cuda_nvrtc_compile",
-            "_cuda_dlpack_export", "_cuda_cupti_start", "_cuda_nvtx_push"} <= names
+    assert {
+        "_cuda_probe",
+        "_cuda_correlate",
+        "_cuda_gemm",
+        "_cuda_nvrtc_compile",
+        "_cuda_dlpack_export",
+        "_cuda_cupti_start",
+        "_cuda_nvtx_push",
+    } <= names
 
 
 CPU_ONLY_CHECK = textwrap.dedent("""
@@ -136,9 +145,25 @@ def test_cpu_only_build_imports_and_says_why(tmp_path) -> None:
     env = dict(os.environ, FASTPROF_CUDA="0", FASTPROF_DEBUG="1")
     env.pop("FASTPROF_SANITIZE", None)
     lib, tmp = tmp_path / "lib", tmp_path / "tmp"
-    build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "-j", "2", "--build-lib",
-                            str(lib), "--build-temp", str(tmp)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "-q",
+            "build_ext",
+            "-j",
+            "2",
+            "--build-lib",
+            str(lib),
+            "--build-temp",
+            str(tmp),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     built = [p for p in os.listdir(lib / "fastprof") if p.startswith("_fastprof")]
     assert len(built) == 1
@@ -151,10 +176,17 @@ def test_cpu_only_build_imports_and_says_why(tmp_path) -> None:
         if name.endswith(".py") or name in ("py.typed",):
             shutil.copy(src, lib / "fastprof" / name)
         elif os.path.isdir(src) and name != "__pycache__":
-            shutil.copytree(src, lib / "fastprof" / name, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    run = subprocess.run([sys.executable, "-c", CPU_ONLY_CHECK], cwd=str(tmp_path),
-                         env=dict(os.environ, PYTHONPATH=str(lib)), capture_output=True, text=True,
-                         timeout=120)
+            shutil.copytree(
+                src, lib / "fastprof" / name, ignore=shutil.ignore_patterns("*.so", "__pycache__")
+            )
+    run = subprocess.run(
+        [sys.executable, "-c", CPU_ONLY_CHECK],
+        cwd=str(tmp_path),
+        env=dict(os.environ, PYTHONPATH=str(lib)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     cpu_names = set(run.stdout.split("names", 1)[1].split())
     assert cpu_names == {n for n in dir(_fastprof) if n.startswith("_cuda_")}
@@ -163,7 +195,16 @@ def test_cpu_only_build_imports_and_says_why(tmp_path) -> None:
 # --- the device code on the host ----------------------------------------------------------------
 
 ndimage = pytest.importorskip("scipy.ndimage")
-MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap"]
+MODES = [
+    "reflect",
+    "constant",
+    "nearest",
+    "mirror",
+    "wrap",
+    "grid-mirror",
+    "grid-constant",
+    "grid-wrap",
+]
 
 
 def _close(got: np.ndarray, ref: np.ndarray) -> None:
@@ -189,8 +230,12 @@ def test_device_code_matches_scipy(shape, fn, path) -> None:
     rng = np.random.default_rng(len(shape) * 10 + shape[0])
     for dtype in (np.float64, np.float32, np.int16):
         x = (rng.standard_normal(shape) * 20).astype(dtype)
-        for wshape in (tuple(3 for _ in shape), tuple(4 for _ in shape), tuple(1 for _ in shape),
-                       tuple(min(s + 3, 6) for s in shape)):
+        for wshape in (
+            tuple(3 for _ in shape),
+            tuple(4 for _ in shape),
+            tuple(1 for _ in shape),
+            tuple(min(s + 3, 6) for s in shape),
+        ):
             w = rng.standard_normal(wshape)
             for mode in MODES:
                 for origin in sorted({0, -(wshape[0] // 2), (wshape[0] - 1) // 2}):
@@ -200,8 +245,9 @@ def test_device_code_matches_scipy(shape, fn, path) -> None:
                         with pytest.raises(ValueError, match="origin"):
                             getattr(_gpu_kernels, fn)(x, w, mode=mode, origin=origin, _emulate=path)
                         continue
-                    got = getattr(_gpu_kernels, fn)(x, w, mode=mode, cval=1.5, origin=origin,
-                                                    _emulate=path)
+                    got = getattr(_gpu_kernels, fn)(
+                        x, w, mode=mode, cval=1.5, origin=origin, _emulate=path
+                    )
                     _close(got, ref)
 
 
@@ -214,26 +260,38 @@ def test_device_code_separable_and_box_paths(mode) -> None:
     assert _gpu_kernels._separable(w) is not None
     assert _gpu_kernels._separable(rng.standard_normal((3, 3))) is None
     for cval in (0.0, 2.0):
-        _close(_gpu_kernels.correlate(x, w, mode=mode, cval=cval, _emulate=True),
-               ndimage.correlate(x, w, mode=mode, cval=cval))
-        _close(_gpu_kernels.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1), _emulate=True),
-               ndimage.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1)))
+        _close(
+            _gpu_kernels.correlate(x, w, mode=mode, cval=cval, _emulate=True),
+            ndimage.correlate(x, w, mode=mode, cval=cval),
+        )
+        _close(
+            _gpu_kernels.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1), _emulate=True),
+            ndimage.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1)),
+        )
     for size, origin in ((3, 0), ((5, 1, 4), (1, 0, -2)), (2, -1), (1, 0)):
-        _close(_gpu_kernels.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin, _emulate=True),
-               ndimage.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin))
+        _close(
+            _gpu_kernels.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin, _emulate=True),
+            ndimage.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin),
+        )
     x32 = x.astype(np.float32)
-    _close(_gpu_kernels.uniform_filter(x32, 5, mode=mode, _emulate=True),
-           ndimage.uniform_filter(x32, 5, mode=mode))
+    _close(
+        _gpu_kernels.uniform_filter(x32, 5, mode=mode, _emulate=True),
+        ndimage.uniform_filter(x32, 5, mode=mode),
+    )
 
 
 @cuda_build
 def test_uniform_filter_modes_per_axis_and_axes() -> None:
     x = np.random.default_rng(4).standard_normal((6, 7, 5))
-    _close(_gpu_kernels.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"], _emulate=True),
-           ndimage.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"]))
+    _close(
+        _gpu_kernels.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"], _emulate=True),
+        ndimage.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"]),
+    )
     if "axes" in ndimage.uniform_filter.__code__.co_varnames:
-        _close(_gpu_kernels.uniform_filter(x, 3, axes=(0, -1), _emulate=True),
-               ndimage.uniform_filter(x, 3, axes=(0, -1)))
+        _close(
+            _gpu_kernels.uniform_filter(x, 3, axes=(0, -1), _emulate=True),
+            ndimage.uniform_filter(x, 3, axes=(0, -1)),
+        )
 
 
 @cuda_build
@@ -243,17 +301,29 @@ def test_host_hook_rejects_buffers_it_would_overrun() -> None:
     with pytest.raises(ValueError):
         _fastprof._cuda_correlate_host(1, x, 0, out, None, (8,), (2,), (3,), (1,), 0, 0.0, 1.0, 0)
     with pytest.raises(ValueError):
-        _fastprof._cuda_correlate_host(1, x, 0, np.empty(4), None, (8,), (1,), (3,), (1,), 0, 0.0, 1.0, 0)
+        _fastprof._cuda_correlate_host(
+            1, x, 0, np.empty(4), None, (8,), (1,), (3,), (1,), 0, 0.0, 1.0, 0
+        )
     with pytest.raises(ValueError):
-        _fastprof._cuda_correlate_host(1, x, 0, out, np.ones(2), (8,), (1,), (3,), (1,), 0, 0.0, 0.0, 0)
+        _fastprof._cuda_correlate_host(
+            1, x, 0, out, np.ones(2), (8,), (1,), (3,), (1,), 0, 0.0, 0.0, 0
+        )
 
 
 # --- evaluate: generated source and NVRTC ------------------------------------------------------
 
-EXPRS = ["sin(a) + cos(b)", "sqrt(abs(a)) * 2 - b ** 2", "a ** 3 + b % 2.5", "where(a > b, a, -b)",
-         "(a < 1) & (b >= 0) | ~(a == b)", "arctan2(a, b) + minimum(a, k) + maximum(b, 1e300)",
-         "exp(-a * a / 2) / sqrt(2 * 3.141592653589793)", "log1p(abs(a)) + expm1(b) + tanh(k)",
-         "-a + +b - k", "floor(a) + ceil(b) + fmod(a, 3)"]
+EXPRS = [
+    "sin(a) + cos(b)",
+    "sqrt(abs(a)) * 2 - b ** 2",
+    "a ** 3 + b % 2.5",
+    "where(a > b, a, -b)",
+    "(a < 1) & (b >= 0) | ~(a == b)",
+    "arctan2(a, b) + minimum(a, k) + maximum(b, 1e300)",
+    "exp(-a * a / 2) / sqrt(2 * 3.141592653589793)",
+    "log1p(abs(a)) + expm1(b) + tanh(k)",
+    "-a + +b - k",
+    "floor(a) + ceil(b) + fmod(a, 3)",
+]
 
 
 @pytest.mark.parametrize("expr", EXPRS)
@@ -272,7 +342,7 @@ def test_generated_source_names_and_kind(expr) -> None:
 @pytest.mark.parametrize("f32", [True, False])
 def test_nvrtc_compiles_every_generated_kernel(f32) -> None:
     try:
-        _gpu_kernels.compile_source("extern \"C\" __global__ void k() {}", "sm_80")
+        _gpu_kernels.compile_source('extern "C" __global__ void k() {}', "sm_80")
     except cuda.CudaUnavailableError as e:
         pytest.skip(f"NVRTC not loadable here: {e}")
     for expr in EXPRS:
@@ -284,9 +354,17 @@ def test_nvrtc_compiles_every_generated_kernel(f32) -> None:
 
 
 @cuda_build
-@pytest.mark.parametrize("shape, wshape", [((19, 37, 70), (5, 5, 5)), ((9, 17, 33), (3, 4, 2)),
-                                           ((70, 45), (5, 3)), ((3, 9, 40), (7, 1, 6)),
-                                           ((10, 12, 40), (4, 3, 3)), ((17, 9, 35), (1, 5, 5))])
+@pytest.mark.parametrize(
+    "shape, wshape",
+    [
+        ((19, 37, 70), (5, 5, 5)),
+        ((9, 17, 33), (3, 4, 2)),
+        ((70, 45), (5, 3)),
+        ((3, 9, 40), (7, 1, 6)),
+        ((10, 12, 40), (4, 3, 3)),
+        ((17, 9, 35), (1, 5, 5)),
+    ],
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tiled_path_across_many_blocks(shape, wshape, dtype) -> None:
     assert _gpu_kernels._tiled_ok(np.dtype(dtype), shape, wshape)
@@ -294,10 +372,14 @@ def test_tiled_path_across_many_blocks(shape, wshape, dtype) -> None:
     x = rng.standard_normal(shape).astype(dtype)
     w = rng.standard_normal(wshape)
     for mode in ("reflect", "constant", "wrap", "mirror", "nearest"):
-        _close(_gpu_kernels.correlate(x, w, mode=mode, cval=0.25, _emulate=True),
-               ndimage.correlate(x, w, mode=mode, cval=0.25))
-    _close(_gpu_kernels.uniform_filter(x, 3, mode="mirror", _emulate=True),
-           ndimage.uniform_filter(x, 3, mode="mirror"))
+        _close(
+            _gpu_kernels.correlate(x, w, mode=mode, cval=0.25, _emulate=True),
+            ndimage.correlate(x, w, mode=mode, cval=0.25),
+        )
+    _close(
+        _gpu_kernels.uniform_filter(x, 3, mode="mirror", _emulate=True),
+        ndimage.uniform_filter(x, 3, mode="mirror"),
+    )
 
 
 @cuda_build
@@ -318,7 +400,12 @@ def test_axes_and_output_dtype_as_scipy() -> None:
             if "axes" not in getattr(ndimage, fn).__code__.co_varnames:
                 pytest.skip("this SciPy has no axes=")
             ref = getattr(ndimage, fn)(x, w2, mode="wrap", origin=origin, axes=axes)
-            _close(getattr(_gpu_kernels, fn)(x, w2, mode="wrap", origin=origin, axes=axes, _emulate=True), ref)
+            _close(
+                getattr(_gpu_kernels, fn)(
+                    x, w2, mode="wrap", origin=origin, axes=axes, _emulate=True
+                ),
+                ref,
+            )
     ref = ndimage.correlate(x, np.ones((3, 3, 3)), output=np.float32)
     got = _gpu_kernels.correlate(x, np.ones((3, 3, 3)), output=np.float32, _emulate=True)
     assert got.dtype == np.float32

@@ -55,8 +55,13 @@ class FakeDevice:
         self.correlations: list[tuple] = []
         self.compiles = 0
 
-    REAL = {"_cuda_built", "_cuda_tiled_ok", "_cuda_correlate_host", "_cuda_dlpack_export",
-            "_cuda_dlpack_import"}
+    REAL = {
+        "_cuda_built",
+        "_cuda_tiled_ok",
+        "_cuda_correlate_host",
+        "_cuda_dlpack_export",
+        "_cuda_dlpack_import",
+    }
 
     def __getattr__(self, name: str):
         if name in self.REAL:  # functions that touch no device
@@ -74,11 +79,22 @@ class FakeDevice:
         return 0
 
     def _cuda_device_props(self, dev: int) -> dict:
-        return {"index": 0, "name": "Fake", "compute_capability": (8, 0), "multiprocessors": 1,
-                "total_memory": 1 << 30, "l2_cache_bytes": 1 << 16, "clock_khz": 1000,
-                "memory_clock_khz": 1000, "memory_bus_bits": 64, "warp_size": 32,
-                "max_threads_per_block": 1024, "shared_memory_per_block": 48 << 10,
-                "pci_bus_id": 0, "integrated": 0}
+        return {
+            "index": 0,
+            "name": "Fake",
+            "compute_capability": (8, 0),
+            "multiprocessors": 1,
+            "total_memory": 1 << 30,
+            "l2_cache_bytes": 1 << 16,
+            "clock_khz": 1000,
+            "memory_clock_khz": 1000,
+            "memory_bus_bits": 64,
+            "warp_size": 32,
+            "max_threads_per_block": 1024,
+            "shared_memory_per_block": 48 << 10,
+            "pci_bus_id": 0,
+            "integrated": 0,
+        }
 
     def _cuda_malloc(self, n: int, stream: int) -> tuple[int, bool]:
         if n == 0:
@@ -142,8 +158,9 @@ class FakeDevice:
         self.check_range(ptr, nbytes)
         return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
 
-    def _cuda_correlate(self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw,
-                        stream) -> None:
+    def _cuda_correlate(
+        self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream
+    ) -> None:
         item = 4 if code == 0 else 8
         lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
         hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
@@ -153,8 +170,9 @@ class FakeDevice:
         nw = int(np.prod(wshape))
         w_buf = self.view(w, nw * item) if w else None
         self.correlations.append((tuple(wshape), w == 0))
-        self.real._cuda_correlate_host(code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape,
-                                       shift, mode, cval, boxw, 0)
+        self.real._cuda_correlate_host(
+            code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape, shift, mode, cval, boxw, 0
+        )
 
     def _cuda_nvrtc_compile(self, source, name, options, cubin, paths) -> bytes:
         if CXX is None:
@@ -163,8 +181,11 @@ class FakeDevice:
         src = self.tmp / f"k{self.compiles}.cpp"
         lib = self.tmp / f"k{self.compiles}.so"
         src.write_text(HOST_PRELUDE + source)
-        run = subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)],
-                             capture_output=True, text=True)
+        run = subprocess.run(
+            [CXX, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)],
+            capture_output=True,
+            text=True,
+        )
         assert run.returncode == 0, run.stderr
         return str(lib).encode()
 
@@ -174,7 +195,9 @@ class FakeDevice:
         self.kernels[handle] = fn
         return 0, handle
 
-    def _cuda_launch(self, kernel: int, grid: int, block: int, fmt: str, args: tuple, stream) -> None:
+    def _cuda_launch(
+        self, kernel: int, grid: int, block: int, fmt: str, args: tuple, stream
+    ) -> None:
         conv = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
         self.launches += 1
         self.kernels[kernel](*[conv[c](a) for c, a in zip(fmt, args)])
@@ -248,8 +271,12 @@ MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_filters_host_input(dev, dtype) -> None:
     rng = np.random.default_rng(0)
-    for shape, wshape in (((40,), (5,)), ((21, 34), (3, 4)), ((9, 10, 11), (3, 3, 3)),
-                          ((3, 4, 5, 6), (3, 1, 2, 3))):
+    for shape, wshape in (
+        ((40,), (5,)),
+        ((21, 34), (3, 4)),
+        ((9, 10, 11), (3, 3, 3)),
+        ((3, 4, 5, 6), (3, 1, 2, 3)),
+    ):
         x = (rng.standard_normal(shape) * 30).astype(dtype)
         w = rng.standard_normal(wshape)
         for mode in MODES:
@@ -260,14 +287,14 @@ def test_filters_host_input(dev, dtype) -> None:
                 assert _gpu_kernels.last_timings() == got.timings
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
-                                   np.int64, np.uint64])
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+)
 def test_integer_filters_equal_scipy_exactly(dev, dtype) -> None:
     # integer results truncate a double: every rounding on the way must be scipy's (the device
     # runs the cases exact in any order, the host the rest in scipy's order)
     info = np.iinfo(dtype)
-    x = np.random.default_rng(3).integers(info.min, info.max, (13, 12), dtype=dtype,
-                                          endpoint=True)
+    x = np.random.default_rng(3).integers(info.min, info.max, (13, 12), dtype=dtype, endpoint=True)
     w_int = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
     w_real = np.array([[0.125, -0.25], [0.375, 0.25]])
     for mode in MODES:
@@ -288,8 +315,9 @@ def test_integer_filters_equal_scipy_exactly(dev, dtype) -> None:
 
 def test_separable_weights_run_as_passes_off_the_tiled_path(dev) -> None:
     x = np.random.default_rng(1).standard_normal((5, 6, 7, 8))
-    w = np.multiply.outer(np.multiply.outer(np.multiply.outer([1.0, 2, 1], [1.0, -1]), [0.5, 0.5]),
-                          [1.0, 3, 1])
+    w = np.multiply.outer(
+        np.multiply.outer(np.multiply.outer([1.0, 2, 1], [1.0, -1]), [0.5, 0.5]), [1.0, 3, 1]
+    )
     close(_gpu_kernels.correlate(x, w, mode="wrap"), ndimage.correlate(x, w, mode="wrap"))
     assert len(dev.correlations) == 4 and (dev.correlations[2] == ((1, 1, 2, 1), True))
 
@@ -299,12 +327,16 @@ def test_uniform_filter_one_box_pass_and_per_axis_passes(dev) -> None:
     close(_gpu_kernels.uniform_filter(x, 5), ndimage.uniform_filter(x, 5))
     assert dev.correlations == [((5, 5, 5), True)]
     dev.correlations.clear()
-    close(_gpu_kernels.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]),
-          ndimage.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]))
+    close(
+        _gpu_kernels.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]),
+        ndimage.uniform_filter(x, 3, mode=["wrap", "reflect", "nearest"]),
+    )
     assert len(dev.correlations) == 3
     dev.correlations.clear()
-    close(_gpu_kernels.uniform_filter(x, 3, mode="constant", cval=2.0),
-          ndimage.uniform_filter(x, 3, mode="constant", cval=2.0))
+    close(
+        _gpu_kernels.uniform_filter(x, 3, mode="constant", cval=2.0),
+        ndimage.uniform_filter(x, 3, mode="constant", cval=2.0),
+    )
     assert len(dev.correlations) == 3  # constant with cval != 0: scipy's 1-D passes
 
 
@@ -316,8 +348,14 @@ def test_filters_device_input_strided(dev, dtype) -> None:
     item = host.itemsize
     views = [
         (cuda.DeviceArray(base.ptr, (30, 20), dtype, (item, 30 * item), 0, base), host.T),
-        (cuda.DeviceArray(base.ptr + 29 * item, (20, 30), dtype, (30 * item, -item), 0, base), host[:, ::-1]),
-        (cuda.DeviceArray(base.ptr, (10, 15), dtype, (60 * item, 2 * item), 0, base), host[::2, ::2]),
+        (
+            cuda.DeviceArray(base.ptr + 29 * item, (20, 30), dtype, (30 * item, -item), 0, base),
+            host[:, ::-1],
+        ),
+        (
+            cuda.DeviceArray(base.ptr, (10, 15), dtype, (60 * item, 2 * item), 0, base),
+            host[::2, ::2],
+        ),
     ]
     w = rng.standard_normal((3, 5))
     for view, ref_in in views:
@@ -357,24 +395,31 @@ def test_matmul(dev, dtype) -> None:
     np.testing.assert_allclose(got, a @ b, rtol=1e-5)
     d = _gpu_kernels.matmul(cuda.DeviceArray.from_numpy(a), cuda.DeviceArray.from_numpy(b))
     np.testing.assert_allclose(d.to_numpy(), a @ b, rtol=1e-5)
-    np.testing.assert_array_equal(_gpu_kernels.matmul(np.ones((2, 0)), np.ones((0, 3))), np.zeros((2, 3)))
+    np.testing.assert_array_equal(
+        _gpu_kernels.matmul(np.ones((2, 0)), np.ones((0, 3))), np.zeros((2, 3))
+    )
 
 
 EXPRS = {
     "sin(a) + cos(b)": lambda a, b, k: np.sin(a) + np.cos(b),
     "sin(a) + cos(a) + sqrt(abs(a))": lambda a, b, k: np.sin(a) + np.cos(a) + np.sqrt(np.abs(a)),
-    "a ** 2 - b * 3.5 + a % 1.5 - b % -0.75": lambda a, b, k: a ** 2 - b * 3.5 + np.mod(a, 1.5) - np.mod(b, -0.75),
+    "a ** 2 - b * 3.5 + a % 1.5 - b % -0.75": lambda a, b, k: (
+        a**2 - b * 3.5 + np.mod(a, 1.5) - np.mod(b, -0.75)
+    ),
     "where(a > b, a, -b) / 2": lambda a, b, k: np.where(a > b, a, -b) / 2,
     "(a > 0) & (b < 0.5) | ~(a < -1)": lambda a, b, k: (a > 0) & (b < 0.5) | ~(a < -1),
-    "-a ** 2 + a ** 3 * k": lambda a, b, k: -a ** 2 + a ** 3 * k,
-    "arctan2(a, b) + minimum(a, k) + maximum(b, 0.25) - fmod(a, 0.3)":
-        lambda a, b, k: np.arctan2(a, b) + np.minimum(a, k) + np.maximum(b, 0.25) - np.fmod(a, 0.3),
-    "exp(-a * a / 2) + log1p(abs(b)) + tanh(a) * expm1(b / 4)":
-        lambda a, b, k: np.exp(-a * a / 2) + np.log1p(np.abs(b)) + np.tanh(a) * np.expm1(b / 4),
+    "-a ** 2 + a ** 3 * k": lambda a, b, k: -(a**2) + a**3 * k,
+    "arctan2(a, b) + minimum(a, k) + maximum(b, 0.25) - fmod(a, 0.3)": lambda a, b, k: (
+        np.arctan2(a, b) + np.minimum(a, k) + np.maximum(b, 0.25) - np.fmod(a, 0.3)
+    ),
+    "exp(-a * a / 2) + log1p(abs(b)) + tanh(a) * expm1(b / 4)": lambda a, b, k: (
+        np.exp(-a * a / 2) + np.log1p(np.abs(b)) + np.tanh(a) * np.expm1(b / 4)
+    ),
     "a < b": lambda a, b, k: a < b,
     "where(a, 1, 2) + (a >= b) * 3": lambda a, b, k: np.where(a != 0, 1, 2) + (a >= b) * 3,
-    "2 ** a + power(abs(a), 0.5) + floor(b) * ceil(a)":
-        lambda a, b, k: 2 ** a + np.power(np.abs(a), 0.5) + np.floor(b) * np.ceil(a),
+    "2 ** a + power(abs(a), 0.5) + floor(b) * ceil(a)": lambda a, b, k: (
+        2**a + np.power(np.abs(a), 0.5) + np.floor(b) * np.ceil(a)
+    ),
 }
 
 
@@ -398,8 +443,9 @@ def test_evaluate_generated_kernels_match_numpy(dev, dtype) -> None:
     n = dev.compiles
     _gpu_kernels.evaluate("sin(a) + cos(b)", {"a": a, "b": b})
     assert dev.compiles == n  # cached per expression and dtype
-    d = _gpu_kernels.evaluate("a * 2 + b", {"a": cuda.DeviceArray.from_numpy(a),
-                                            "b": cuda.DeviceArray.from_numpy(b)})
+    d = _gpu_kernels.evaluate(
+        "a * 2 + b", {"a": cuda.DeviceArray.from_numpy(a), "b": cuda.DeviceArray.from_numpy(b)}
+    )
     assert isinstance(d, cuda.DeviceArray)
     np.testing.assert_allclose(d.to_numpy(), a * 2 + b, rtol=1e-6)
 

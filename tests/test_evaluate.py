@@ -14,13 +14,30 @@ N = 200_003  # above the blocking threshold, not a multiple of the block
 
 def _data(dtype, n=N, seed=0):
     rng = np.random.default_rng(seed)
-    x = (rng.random(n) * 1.8 - 0.9).astype(dtype)   # inside arcsin/arccos's domain
-    y = (rng.random(n) * 2.0 + 0.1).astype(dtype)   # positive
+    x = (rng.random(n) * 1.8 - 0.9).astype(dtype)  # inside arcsin/arccos's domain
+    y = (rng.random(n) * 2.0 + 0.1).astype(dtype)  # positive
     return x, y
 
 
-UNARY = ["abs", "sqrt", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "arcsin",
-         "arccos", "arctan", "sinh", "cosh", "tanh", "floor", "ceil"]
+UNARY = [
+    "abs",
+    "sqrt",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "floor",
+    "ceil",
+]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -40,13 +57,31 @@ def _tol(dtype) -> dict:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("expr", [
-    "x + y", "x - y", "x * y", "x / y", "y ** x", "x ** 2", "y ** 0.5", "-x", "+x",
-    "arctan2(x, y)", "minimum(x, y)", "maximum(x, 0.5)", "where(x > 0, x, y)",
-    "where((x < 0) | (y > 1), 1.0, x)", "where(~(x >= 0) & (y <= 1.5), x, -y)",
-    "(x == y) | (x != 0.25)", "2 * x + 1", "sin(x) + cos(x) + sqrt(abs(x))",
-    "x * 2.5 - 3", "1 / (1 + exp(-x))",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x + y",
+        "x - y",
+        "x * y",
+        "x / y",
+        "y ** x",
+        "x ** 2",
+        "y ** 0.5",
+        "-x",
+        "+x",
+        "arctan2(x, y)",
+        "minimum(x, y)",
+        "maximum(x, 0.5)",
+        "where(x > 0, x, y)",
+        "where((x < 0) | (y > 1), 1.0, x)",
+        "where(~(x >= 0) & (y <= 1.5), x, -y)",
+        "(x == y) | (x != 0.25)",
+        "2 * x + 1",
+        "sin(x) + cos(x) + sqrt(abs(x))",
+        "x * 2.5 - 3",
+        "1 / (1 + exp(-x))",
+    ],
+)
 def test_expressions_match_numpy(dtype, expr):
     x, y = _data(dtype, seed=1)
     got = kernels.evaluate(expr, {"x": x, "y": y})
@@ -71,8 +106,13 @@ def test_broadcasting_and_layouts():
     m = rng.standard_normal((300, 400))
     row = rng.standard_normal(400)
     col = rng.standard_normal((300, 1))
-    names = {"m": m.T.copy().T, "row": row, "col": col, "f": np.asfortranarray(m),
-             "s": m[::-1, ::2].repeat(2, axis=1)}
+    names = {
+        "m": m.T.copy().T,
+        "row": row,
+        "col": col,
+        "f": np.asfortranarray(m),
+        "s": m[::-1, ::2].repeat(2, axis=1),
+    }
     for expr in ("m * row + col", "sin(f) - m", "s + col * 2", "where(m > row, col, row)"):
         got = kernels.evaluate(expr, names)
         np.testing.assert_allclose(got, ref.evaluate(expr, names), rtol=1e-14, err_msg=expr)
@@ -101,7 +141,7 @@ def test_out_argument():
 def test_small_and_scalar_cases():
     assert kernels.evaluate("2 * 3 + a", {"a": 1.5}) == 7.5
     small = np.arange(10.0)
-    np.testing.assert_allclose(kernels.evaluate("small ** 2", {"small": small}), small ** 2)
+    np.testing.assert_allclose(kernels.evaluate("small ** 2", {"small": small}), small**2)
     x32 = np.ones(N, dtype=np.float32)
     assert kernels.evaluate("x * -2.5 + 1", {"x": x32}).dtype == np.float32  # weak scalars
     e = np.empty((0, 3))
@@ -136,8 +176,7 @@ def test_integer_operands_fall_back_to_numpy_semantics():
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, i * 3 + 1)
     b = i % 2 == 0
-    np.testing.assert_array_equal(kernels.evaluate("b & (i > 5)", {"b": b, "i": i}),
-                                  b & (i > 5))
+    np.testing.assert_array_equal(kernels.evaluate("b & (i > 5)", {"b": b, "i": i}), b & (i > 5))
 
 
 def test_threads_give_the_same_result():
@@ -153,19 +192,22 @@ def test_threads_give_the_same_result():
     np.testing.assert_array_equal(one, three)
 
 
-@pytest.mark.parametrize("expr,exc,match", [
-    ("x +", ValueError, "syntax error"),
-    ("foo(x)", ValueError, "unknown function 'foo'"),
-    ("x + q", ValueError, "unknown name 'q'"),
-    ("x.real", ValueError, "unsupported syntax"),
-    ("x and y", ValueError, "use & and |"),
-    ("not x", ValueError, "use ~"),
-    ("0 < x < 1", ValueError, "chained"),
-    ("sin(x, y)", ValueError, "takes 1 argument"),
-    ("x + 1j", ValueError, "unsupported literal"),
-    ("sin", ValueError, "must be called"),
-    ("x[0]", ValueError, "unsupported syntax"),
-])
+@pytest.mark.parametrize(
+    "expr,exc,match",
+    [
+        ("x +", ValueError, "syntax error"),
+        ("foo(x)", ValueError, "unknown function 'foo'"),
+        ("x + q", ValueError, "unknown name 'q'"),
+        ("x.real", ValueError, "unsupported syntax"),
+        ("x and y", ValueError, "use & and |"),
+        ("not x", ValueError, "use ~"),
+        ("0 < x < 1", ValueError, "chained"),
+        ("sin(x, y)", ValueError, "takes 1 argument"),
+        ("x + 1j", ValueError, "unsupported literal"),
+        ("sin", ValueError, "must be called"),
+        ("x[0]", ValueError, "unsupported syntax"),
+    ],
+)
 def test_bad_expressions(expr, exc, match):
     with pytest.raises(exc, match=match):
         kernels.evaluate(expr, {"x": np.ones(3), "y": np.ones(3)})
@@ -177,8 +219,14 @@ def test_operator_without_a_numpy_loop_names_the_expression():
 
 
 def test_one_expression_with_different_operand_types():
-    for v in (np.arange(N, dtype=np.float32), np.arange(N, dtype=np.float64),
-              np.arange(N, dtype=np.int32), np.arange(N) % 3 == 0, 2.5, 7):
+    for v in (
+        np.arange(N, dtype=np.float32),
+        np.arange(N, dtype=np.float64),
+        np.arange(N, dtype=np.int32),
+        np.arange(N) % 3 == 0,
+        2.5,
+        7,
+    ):
         got = kernels.evaluate("v * 2 + 1", {"v": v})
         want = np.asarray(v) * 2 + 1 if isinstance(v, np.ndarray) else v * 2 + 1
         assert np.asarray(got).dtype == np.asarray(want).dtype
@@ -213,7 +261,7 @@ def test_python_scalar_base_of_a_power_stays_weak():
     for n in (SMALL, LARGE):
         a = np.full(n, 0.5, dtype=np.float32)
         got = kernels.evaluate("1e-300 ** a", {"a": a})
-        want = 1e-300 ** a  # NumPy: the Python float is weak, so the power is float32: 0.0
+        want = 1e-300**a  # NumPy: the Python float is weak, so the power is float32: 0.0
         assert got.dtype == want.dtype == np.float32, n
         np.testing.assert_array_equal(got, want)
 
@@ -221,8 +269,14 @@ def test_python_scalar_base_of_a_power_stays_weak():
 _NAMES = {"x": np.float32, "y": np.float64, "i": np.int32, "j": np.int64, "b": np.bool_}
 _LITERALS = ["2", "3", "0.5", "1e-300", "1e300", "-1.5", "True", "7", "2 ** 40"]
 _BINARY = ["+", "-", "*", "/", "&", "|", "<", "<=", ">", ">=", "==", "!="]
-_NUMPY_NAMES = {"where": np.where, "abs": np.absolute, "sqrt": np.sqrt, "floor": np.floor,
-                "minimum": np.minimum, "maximum": np.maximum}
+_NUMPY_NAMES = {
+    "where": np.where,
+    "abs": np.absolute,
+    "sqrt": np.sqrt,
+    "floor": np.floor,
+    "minimum": np.minimum,
+    "maximum": np.maximum,
+}
 
 
 def _random_expr(rng, depth: int) -> str:
@@ -297,8 +351,9 @@ def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
             assert got.shape == want.shape, where
             if want.dtype.kind == "f":
                 rtol = 1e-5 if want.dtype.itemsize <= 4 else 1e-12
-                np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, equal_nan=True,
-                                           err_msg=where)
+                np.testing.assert_allclose(
+                    got, want, rtol=rtol, atol=rtol, equal_nan=True, err_msg=where
+                )
             else:
                 np.testing.assert_array_equal(got, want, err_msg=where)
             checked += 1
@@ -308,16 +363,19 @@ def test_small_and_large_arrays_agree_with_numpy_on_random_expressions():
 # --- bounded constants and expressions: ValueError, never a hang, RecursionError or crash ----
 
 
-@pytest.mark.parametrize("expr,match", [
-    ("x + 10 ** 10 ** 10", "constant power is larger than 1024 bits"),
-    ("x * 7 ** 100000", "constant power is larger than 1024 bits"),
-    ("x + 2 ** 1024", "integer constant has 1025 bits"),
-    ("x + 0x" + "f" * 300, "integer constant has 1200 bits"),
-    ("x + 1 / 0", "division by zero"),
-    ("x + 0 ** -1", "division by zero"),
-    ("x + 1e300 ** 2", "overflows"),
-    ("x + (-8) ** 0.5", "complex"),
-])
+@pytest.mark.parametrize(
+    "expr,match",
+    [
+        ("x + 10 ** 10 ** 10", "constant power is larger than 1024 bits"),
+        ("x * 7 ** 100000", "constant power is larger than 1024 bits"),
+        ("x + 2 ** 1024", "integer constant has 1025 bits"),
+        ("x + 0x" + "f" * 300, "integer constant has 1200 bits"),
+        ("x + 1 / 0", "division by zero"),
+        ("x + 0 ** -1", "division by zero"),
+        ("x + 1e300 ** 2", "overflows"),
+        ("x + (-8) ** 0.5", "complex"),
+    ],
+)
 def test_constant_folding_is_bounded(expr, match):
     with pytest.raises(ValueError, match=match):
         kernels.evaluate(expr, {"x": np.ones(3)})
@@ -326,21 +384,24 @@ def test_constant_folding_is_bounded(expr, match):
 def test_folded_constants_within_bounds_are_pythons():
     x = np.arange(N, dtype=np.float32)
     got = kernels.evaluate("x + 2 ** 10 - 3 * 2 ** 1000 / 2 ** 999", {"x": x})
-    want = x + (2 ** 10 - 3 * 2 ** 1000 / 2 ** 999)
+    want = x + (2**10 - 3 * 2**1000 / 2**999)
     assert got.dtype == want.dtype == np.float32
     np.testing.assert_array_equal(got, want)
     assert _expr.parse("x + 2 ** 3").args[1] == _expr.Node("const", value=8)
 
 
-@pytest.mark.parametrize("expr,match", [
-    ("x+" * 100_000 + "x", "too long"),                          # 100k terms
-    ("(" * 10_000 + "x" + ")" * 10_000, "too long"),              # 10k nested parentheses
-    ("(" * 5_000 + "x" + ")" * 5_000, "nested too deeply"),       # within the length bound
-    ("x+" * 3_000 + "x", "nested too deeply"),                    # deep through operators
-    ("-" * 10_000 + "x", "nested too deeply"),                    # CPython's parser stack
-    ("sin(" * 300 + "x" + ")" * 300, "nested too deeply"),
-    ("x + " + "1" * 5_000, "integer string conversion"),         # CPython's int-digit limit
-])
+@pytest.mark.parametrize(
+    "expr,match",
+    [
+        ("x+" * 100_000 + "x", "too long"),  # 100k terms
+        ("(" * 10_000 + "x" + ")" * 10_000, "too long"),  # 10k nested parentheses
+        ("(" * 5_000 + "x" + ")" * 5_000, "nested too deeply"),  # within the length bound
+        ("x+" * 3_000 + "x", "nested too deeply"),  # deep through operators
+        ("-" * 10_000 + "x", "nested too deeply"),  # CPython's parser stack
+        ("sin(" * 300 + "x" + ")" * 300, "nested too deeply"),
+        ("x + " + "1" * 5_000, "integer string conversion"),  # CPython's int-digit limit
+    ],
+)
 def test_long_and_deep_expressions_raise_valueerror(expr, match):
     with pytest.raises(ValueError, match=match) as info:
         kernels.evaluate(expr, {"x": np.ones(3)})
@@ -378,19 +439,19 @@ def test_gpu_code_generator_shares_the_bounds():
         with pytest.raises(ValueError, match="too long|nested too deeply"):
             _gpu_kernels.generate_source(expr, False)
     with pytest.raises(ValueError, match="out of the float64 range"):
-        _gpu_kernels.generate_source("x + " + str(2 ** 1100), False)
+        _gpu_kernels.generate_source("x + " + str(2**1100), False)
 
 
 def test_gpu_compute_type_follows_numpy_promotion():
     gk = pytest.importorskip("fastprof._gpu_kernels")
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     cases = [
-        ([f32], [2.5], True),                          # a Python float is weak
-        ([f32, np.dtype(bool)], [], True),             # bool with float32: float32, as NumPy
+        ([f32], [2.5], True),  # a Python float is weak
+        ([f32, np.dtype(bool)], [], True),  # bool with float32: float32, as NumPy
         ([f32, np.dtype(np.int8)], [], True),
         ([f32, np.dtype(np.int32)], [], False),
-        ([f32], [np.float64(0.5)], False),             # a NumPy float64 scalar is strong
-        ([f32], [np.array(0.5)], False),               # so is a 0-d float64 array
+        ([f32], [np.float64(0.5)], False),  # a NumPy float64 scalar is strong
+        ([f32], [np.array(0.5)], False),  # so is a 0-d float64 array
         ([f32], [np.float32(0.5), 7], True),
         ([f64], [], False),
         ([], [1.0], False),

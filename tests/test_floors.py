@@ -12,8 +12,7 @@ from fastprof import _fastprof
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 
-needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12),
-                                      reason="sys.monitoring is 3.12+")
+needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
 
 
 def test_empty_callback_returns_none_for_any_arguments() -> None:

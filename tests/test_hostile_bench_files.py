@@ -16,13 +16,26 @@ from fastprof.compare import main as compare_main
 
 pytest_plugins = ["pytester"]
 
-PLUGIN_ARGS = ["-p", "no:fastprof", "-p", "fastprof.pytest_plugin", "-p", "no:cacheprovider",
-               "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+PLUGIN_ARGS = [
+    "-p",
+    "no:fastprof",
+    "-p",
+    "fastprof.pytest_plugin",
+    "-p",
+    "no:cacheprovider",
+    "-W",
+    "ignore::pytest.PytestAssertRewriteWarning",
+]
 
 
 def _bench(name: str, samples: List[float]) -> Dict[str, Any]:
-    return {"group": None, "name": name, "fullname": f"test_suite.py::{name}",
-            "stats": stats.compute_stats(samples, ci=False), "fastprof": {}}
+    return {
+        "group": None,
+        "name": name,
+        "fullname": f"test_suite.py::{name}",
+        "stats": stats.compute_stats(samples, ci=False),
+        "fastprof": {},
+    }
 
 
 def _doc(*benches: Dict[str, Any]) -> Dict[str, Any]:
@@ -71,9 +84,18 @@ BAD: List[Tuple[str, Any]] = [
 # Readable, but no ratio to them means anything: refused as the baseline only.
 ZERO_BASELINES: List[Tuple[str, Any]] = [
     ("all-zero samples", ZERO),
-    ("zero median, no samples", json.dumps(_doc(
-        {"name": "test_a", "fullname": "test_suite.py::test_a",
-         "stats": {"min": 0, "mean": 0, "median": 0}}))),
+    (
+        "zero median, no samples",
+        json.dumps(
+            _doc(
+                {
+                    "name": "test_a",
+                    "fullname": "test_suite.py::test_a",
+                    "stats": {"min": 0, "mean": 0, "median": 0},
+                }
+            )
+        ),
+    ),
 ]
 
 
@@ -97,10 +119,12 @@ def test_load_refuses_naming_the_file(name: str, content: Any, tmp_path: Any) ->
     assert str(err.value).startswith(path + ": ") and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("name,content", BAD + ZERO_BASELINES,
-                         ids=[b[0] for b in BAD + ZERO_BASELINES])
-def test_compare_command_exits_2_with_one_line(name: str, content: Any, tmp_path: Any,
-                                               capsys: Any) -> None:
+@pytest.mark.parametrize(
+    "name,content", BAD + ZERO_BASELINES, ids=[b[0] for b in BAD + ZERO_BASELINES]
+)
+def test_compare_command_exits_2_with_one_line(
+    name: str, content: Any, tmp_path: Any, capsys: Any
+) -> None:
     bad = _write(tmp_path, name, content)
     good = _write(tmp_path, "good", json.dumps(GOOD))
     assert compare_main([bad, good, "--fail", "median:5%"]) == 2
@@ -110,8 +134,7 @@ def test_compare_command_exits_2_with_one_line(name: str, content: Any, tmp_path
     assert line.startswith("fastprof compare: ") and bad in line
 
 
-def test_zero_baseline_is_an_error_but_a_zero_new_run_compares(tmp_path: Any,
-                                                               capsys: Any) -> None:
+def test_zero_baseline_is_an_error_but_a_zero_new_run_compares(tmp_path: Any, capsys: Any) -> None:
     zero, good = _write(tmp_path, "zero", ZERO), _write(tmp_path, "good", json.dumps(GOOD))
     assert compare_main([zero, good]) == 2
     assert "a zero baseline cannot be compared" in _one_line(capsys.readouterr().err)
@@ -141,16 +164,16 @@ def test_compare_table_escapes_names(tmp_path: Any, capsys: Any) -> None:
 
 # --- through pytest ----------------------------------------------------------------------------
 
-SUITE = '''
+SUITE = """
 import pytest
 from fakeclock import CLOCK
 
 @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.01, warmup=False)
 def test_a(fastprof_benchmark):
     fastprof_benchmark(CLOCK.spend, 1e-3)
-'''
+"""
 
-FAKECLOCK = '''
+FAKECLOCK = """
 class FakeClock:
     def __init__(self):
         self.t = 0.0
@@ -161,7 +184,7 @@ class FakeClock:
         self.t += seconds
 
 CLOCK = FakeClock()
-'''
+"""
 
 
 @pytest.fixture
@@ -181,14 +204,25 @@ def _no_internal_error(result: pytest.RunResult) -> None:
     assert "INTERNALERROR" not in text and "Traceback" not in text
 
 
-BASELINES = [b for b in BAD if b[0] in ("median is a str", "deep nesting", "not JSON",
-                                        "data holds a negative", "fastprof is a list")]
+BASELINES = [
+    b
+    for b in BAD
+    if b[0]
+    in (
+        "median is a str",
+        "deep nesting",
+        "not JSON",
+        "data holds a negative",
+        "fastprof is a list",
+    )
+]
 BASELINES += ZERO_BASELINES
 
 
 @pytest.mark.parametrize("name,content", BASELINES, ids=[b[0] for b in BASELINES])
-def test_bad_baseline_is_a_usage_error_naming_the_file(inner: pytest.Pytester, name: str,
-                                                       content: Any) -> None:
+def test_bad_baseline_is_a_usage_error_naming_the_file(
+    inner: pytest.Pytester, name: str, content: Any
+) -> None:
     path = _write(inner.path, "baseline", content)
     result = _run(inner, f"--fastprof-compare={path}", "--fastprof-compare-fail=median:5%")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -197,22 +231,29 @@ def test_bad_baseline_is_a_usage_error_naming_the_file(inner: pytest.Pytester, n
 
 
 def test_a_comparison_error_neither_skips_the_save_nor_passes(
-        inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _run(inner, "--fastprof-save=base").assert_outcomes(passed=1)
 
     def refuse(*args: Any) -> Any:
         raise compare.ZeroBaselineError("baseline of 'test_suite.py::test_a': median is 0")
 
     monkeypatch.setattr(compare, "compare_runs", refuse)
-    result = _run(inner, "--fastprof-compare=base", "--fastprof-compare-fail=median:5%",
-                  "--fastprof-save=next")
+    result = _run(
+        inner,
+        "--fastprof-compare=base",
+        "--fastprof-compare-fail=median:5%",
+        "--fastprof-save=next",
+    )
     _no_internal_error(result)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([
-        "fastprof: cannot compare with *0001_base.json: baseline of "
-        "'test_suite.py::test_a': median is 0",
-        "saved 1 benchmark(s) to *0002_next.json",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "fastprof: cannot compare with *0001_base.json: baseline of "
+            "'test_suite.py::test_a': median is 0",
+            "saved 1 benchmark(s) to *0002_next.json",
+        ]
+    )
     assert (inner.path / "runs" / "0002_next.json").is_file()
 
 

@@ -36,9 +36,19 @@ def _entry(value: Any) -> bytes:
 
 def _nested(depth: int) -> bytes:
     # a list in a list ... depth times, as the callers of an entry
-    return (b"{" + marshal.dumps(KEY) + b"(" + struct.pack("<i", 5) + marshal.dumps(1)
-            + marshal.dumps(1) + marshal.dumps(0.5) + marshal.dumps(0.5)
-            + b"[\x01\x00\x00\x00" * depth + b"N" + b"0")
+    return (
+        b"{"
+        + marshal.dumps(KEY)
+        + b"("
+        + struct.pack("<i", 5)
+        + marshal.dumps(1)
+        + marshal.dumps(1)
+        + marshal.dumps(0.5)
+        + marshal.dumps(0.5)
+        + b"[\x01\x00\x00\x00" * depth
+        + b"N"
+        + b"0"
+    )
 
 
 # name -> bytes of the file, or a callable making the path itself (given tmp_path)
@@ -123,8 +133,7 @@ def test_view_refuses_with_one_line(name: str, content: Any, tmp_path: Any, caps
 
 
 @pytest.mark.parametrize("name,content", CORPUS, ids=[c[0] for c in CORPUS])
-def test_compare_refuses_with_one_line(name: str, content: Any, tmp_path: Any,
-                                       capsys: Any) -> None:
+def test_compare_refuses_with_one_line(name: str, content: Any, tmp_path: Any, capsys: Any) -> None:
     good = tmp_path / "good.prof"
     good.write_bytes(_good_bytes())
     path = _corpus_path(tmp_path, name, content)
@@ -148,8 +157,13 @@ def test_view_as_a_process_exits_2_with_one_line(tmp_path: Any) -> None:
     for name in ("truncated", "NaN time", "huge nesting"):
         path = _corpus_path(tmp_path, name, dict(CORPUS)[name])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        r = subprocess.run([sys.executable, "-m", "fastprof", "view", path],
-                           capture_output=True, text=True, env=env, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "fastprof", "view", path],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert r.returncode == 2 and r.stdout == ""
         _one_line(r.stderr)
 
@@ -170,8 +184,13 @@ EVIL_FILE = "/src/\x1b[2J\x1b[31mred\rback\nnew.py"
 EVIL_NAME = "f\x1b]0;title\x07\u202eevil"
 EVIL: Dict[Any, Any] = {
     (EVIL_FILE, 1, EVIL_NAME): (1, 1, 0.5, 0.5, {}),
-    ("~", 0, "<built-in \x1b[5m blink>"): (2, 2, 0.25, 0.25,
-                                             {(EVIL_FILE, 1, EVIL_NAME): (2, 2, 0.25, 0.25)}),
+    ("~", 0, "<built-in \x1b[5m blink>"): (
+        2,
+        2,
+        0.25,
+        0.25,
+        {(EVIL_FILE, 1, EVIL_NAME): (2, 2, 0.25, 0.25)},
+    ),
 }
 
 
@@ -245,8 +264,7 @@ def _rows(out: str) -> List[List[str]]:
     return [line.split() for line in body.splitlines()]
 
 
-def test_compare_two_profiles_sorted_by_the_largest_change(two_profiles: Any,
-                                                           capsys: Any) -> None:
+def test_compare_two_profiles_sorted_by_the_largest_change(two_profiles: Any, capsys: Any) -> None:
     a, b = two_profiles
     assert cli.main(["compare", a, b]) == 0
     out = capsys.readouterr().out
@@ -255,14 +273,46 @@ def test_compare_two_profiles_sorted_by_the_largest_change(two_profiles: Any,
     assert head[1] == f"B: {b}: 28 function calls in 4.312500 seconds"
     assert head[2] == "5 functions, sorted by the change of own time"
     rows = _rows(out)
-    assert [r[-1] for r in rows] == ["m.py:5(slower)", "m.py:12(new)", "m.py:9(gone)",
-                                     "builtins.len>", "m.py:1(steady)"]
-    assert rows[0][:9] == ["4", "8", "0.500000", "2.500000", "+2.000000", "+400.0%",
-                           "0.500000", "2.500000", "+2.000000"]
-    assert rows[1][:9] == ["-", "3", "-", "0.750000", "+0.750000", "new", "-", "0.750000",
-                           "+0.750000"]
-    assert rows[2][:9] == ["1", "-", "0.250000", "-", "-0.250000", "gone", "0.250000", "-",
-                           "-0.250000"]
+    assert [r[-1] for r in rows] == [
+        "m.py:5(slower)",
+        "m.py:12(new)",
+        "m.py:9(gone)",
+        "builtins.len>",
+        "m.py:1(steady)",
+    ]
+    assert rows[0][:9] == [
+        "4",
+        "8",
+        "0.500000",
+        "2.500000",
+        "+2.000000",
+        "+400.0%",
+        "0.500000",
+        "2.500000",
+        "+2.000000",
+    ]
+    assert rows[1][:9] == [
+        "-",
+        "3",
+        "-",
+        "0.750000",
+        "+0.750000",
+        "new",
+        "-",
+        "0.750000",
+        "+0.750000",
+    ]
+    assert rows[2][:9] == [
+        "1",
+        "-",
+        "0.250000",
+        "-",
+        "-0.250000",
+        "gone",
+        "0.250000",
+        "-",
+        "-0.250000",
+    ]
     assert rows[3][4:6] == ["-0.062500", "-50.0%"]
     assert rows[4][4:9] == ["+0.000000", "+0.0%", "2.000000", "3.000000", "+1.000000"]
 
@@ -275,8 +325,7 @@ def test_compare_two_profiles_by_total_time_and_top(two_profiles: Any, capsys: A
     assert [r[-1] for r in _rows(out)] == ["m.py:5(slower)", "m.py:1(steady)"]
 
 
-def test_compare_says_which_files_it_takes(two_profiles: Any, tmp_path: Any,
-                                           capsys: Any) -> None:
+def test_compare_says_which_files_it_takes(two_profiles: Any, tmp_path: Any, capsys: Any) -> None:
     a, _ = two_profiles
     run = tmp_path / "run.json"
     run.write_text('{"benchmarks": []}')
@@ -305,8 +354,10 @@ def test_compare_reads_cprofile_files(tmp_path: Any, capsys: Any) -> None:
 # --- the marshal reader -----------------------------------------------------------------------
 
 VALUES: List[Any] = [
-    {}, GOOD, EVIL, [1, -5, 2**100, -(2**70), 0, "é\u202e", "a" * 300, ("t",) * 300, None,
-                     True, False, 1.5, -0.0],
+    {},
+    GOOD,
+    EVIL,
+    [1, -5, 2**100, -(2**70), 0, "é\u202e", "a" * 300, ("t",) * 300, None, True, False, 1.5, -0.0],
 ]
 
 
@@ -338,8 +389,14 @@ def test_marshal_reader_refuses_with_value_error_only() -> None:
             _marshal_reader.loads(bytes(cut))
         except ValueError:
             pass
-    for bad in (b"", b"c", marshal.dumps(b"bytes"), marshal.dumps({1, 2}),
-                marshal.dumps(compile("1", "x", "eval")), marshal.dumps(1j)):
+    for bad in (
+        b"",
+        b"c",
+        marshal.dumps(b"bytes"),
+        marshal.dumps({1, 2}),
+        marshal.dumps(compile("1", "x", "eval")),
+        marshal.dumps(1j),
+    ):
         with pytest.raises(ValueError):
             _marshal_reader.loads(bad)
 
@@ -367,7 +424,8 @@ def test_run_table_escapes_names(tmp_path: Any, capsys: Any) -> None:
         "    return 1\n"
         "f.__code__ = f.__code__.replace(co_name='f\\x1b[2J\\r\\nx',\n"
         "                                co_filename='/a/\\x1b]0;t\\x07.py')\n"
-        "f()\n")
+        "f()\n"
+    )
     assert cli.main(["run", "--all", str(script)]) == 0
     out = capsys.readouterr().out
     _harmless(out)

@@ -13,13 +13,24 @@ from fastprof import kernels
 
 ndi = pytest.importorskip("scipy.ndimage")
 
-MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant",
-         "grid-wrap"]
+MODES = [
+    "reflect",
+    "constant",
+    "nearest",
+    "mirror",
+    "wrap",
+    "grid-mirror",
+    "grid-constant",
+    "grid-wrap",
+]
 
 
 def _tol(dtype: np.dtype) -> dict:
-    return dict(rtol=2e-6, atol=2e-5) if np.dtype(dtype) == np.float32 else dict(rtol=1e-12,
-                                                                                 atol=1e-11)
+    return (
+        dict(rtol=2e-6, atol=2e-5)
+        if np.dtype(dtype) == np.float32
+        else dict(rtol=1e-12, atol=1e-11)
+    )
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -34,9 +45,17 @@ def _separable(shape: tuple, rng: np.random.Generator) -> np.ndarray:
 
 
 CASES = [
-    ((17,), (5,)), ((1,), (3,)), ((4,), (9,)), ((12,), (4,)),
-    ((9, 11), (3, 3)), ((9, 11), (2, 5)), ((1, 7), (3, 1)), ((3, 2), (5, 6)),
-    ((6, 7, 8), (3, 3, 3)), ((5, 4, 6), (2, 3, 4)), ((2, 9, 3), (1, 5, 2)),
+    ((17,), (5,)),
+    ((1,), (3,)),
+    ((4,), (9,)),
+    ((12,), (4,)),
+    ((9, 11), (3, 3)),
+    ((9, 11), (2, 5)),
+    ((1, 7), (3, 1)),
+    ((3, 2), (5, 6)),
+    ((6, 7, 8), (3, 3, 3)),
+    ((5, 4, 6), (2, 3, 4)),
+    ((2, 9, 3), (1, 5, 2)),
     ((3, 4, 2, 5), (3, 1, 2, 3)),
 ]
 
@@ -47,8 +66,11 @@ CASES = [
 def test_matches_scipy_every_mode(shape, wshape, kind, func):
     rng = _rng(len(shape) * 7 + sum(wshape))
     x = rng.standard_normal(shape)
-    w = {"general": rng.standard_normal(wshape), "separable": _separable(wshape, rng),
-         "box": np.full(wshape, 0.25)}[kind]
+    w = {
+        "general": rng.standard_normal(wshape),
+        "separable": _separable(wshape, rng),
+        "box": np.full(wshape, 0.25),
+    }[kind]
     for mode in MODES:
         got = getattr(kernels, func)(x, w, mode=mode, cval=-1.25)
         want = getattr(ndi, func)(x, w, mode=mode, cval=-1.25)
@@ -62,8 +84,13 @@ def test_matches_scipy_every_mode(shape, wshape, kind, func):
 def test_layouts_and_float_dtypes(dtype, layout):
     rng = _rng(3)
     base = rng.standard_normal((14, 12, 10)).astype(dtype)
-    x = {"C": base, "F": np.asfortranarray(base), "strided": base[::2, 1::3, ::1],
-         "negative": base[::-1, :, ::-2], "transposed": base.transpose(2, 0, 1)}[layout]
+    x = {
+        "C": base,
+        "F": np.asfortranarray(base),
+        "strided": base[::2, 1::3, ::1],
+        "negative": base[::-1, :, ::-2],
+        "transposed": base.transpose(2, 0, 1),
+    }[layout]
     for w in (rng.standard_normal((3, 4, 3)), _separable((5, 3, 2), rng), np.ones((3, 3, 3))):
         for mode in ("reflect", "constant", "wrap"):
             got = kernels.correlate(x, w, mode=mode, cval=0.5, origin=(1, -1, 0))
@@ -92,8 +119,7 @@ def test_output_argument_and_in_place():
     out = np.empty((20, 15), dtype=np.float32)
     res = kernels.correlate(x, w, output=out)
     assert res is out
-    np.testing.assert_allclose(out, ndi.correlate(x, w, output=np.float32), rtol=2e-6,
-                               atol=2e-5)
+    np.testing.assert_allclose(out, ndi.correlate(x, w, output=np.float32), rtol=2e-6, atol=2e-5)
     # non-contiguous output
     big = np.zeros((40, 30))
     view = big[::2, ::2]
@@ -129,8 +155,11 @@ def test_integer_dtypes_as_scipy(dtype):
 def test_integer_input_float_output():
     x = np.arange(30, dtype=np.int32).reshape(5, 6)
     w = np.array([[0.5, 0.25], [0.125, 1.0]])
-    np.testing.assert_allclose(kernels.correlate(x, w, output=np.float64),
-                               ndi.correlate(x, w, output=np.float64), rtol=1e-12)
+    np.testing.assert_allclose(
+        kernels.correlate(x, w, output=np.float64),
+        ndi.correlate(x, w, output=np.float64),
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (4, 0, 3)])
@@ -167,8 +196,11 @@ def test_nan_and_inf_propagate_as_scipy():
     x = np.arange(49, dtype=np.float64).reshape(7, 7)
     x[3, 3] = np.nan
     x[0, 6] = np.inf
-    for w in (np.ones((3, 3)), np.array([[0.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 0.0]]),
-              np.array([[0.0, 0.0], [1.0, 2.0]])):
+    for w in (
+        np.ones((3, 3)),
+        np.array([[0.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 0.0]]),
+        np.array([[0.0, 0.0], [1.0, 2.0]]),
+    ):
         for func in ("correlate", "convolve"):
             got = getattr(kernels, func)(x, w, mode="reflect")
             want = getattr(ndi, func)(x, w, mode="reflect")
@@ -187,8 +219,12 @@ def test_big_enough_for_threads_matches_single_thread():
         for threads in (1, 3):
             kernels.set_num_threads(threads)
             assert kernels.get_num_threads() == threads
-            results.append((kernels.uniform_filter(x, 5),
-                            kernels.correlate(x, rng.standard_normal((3, 2, 3)) * 0 + 1.5)))
+            results.append(
+                (
+                    kernels.uniform_filter(x, 5),
+                    kernels.correlate(x, rng.standard_normal((3, 2, 3)) * 0 + 1.5),
+                )
+            )
         for a, b in zip(*results):
             np.testing.assert_array_equal(a, b)
     finally:
@@ -204,21 +240,24 @@ def test_threads_setting_validation():
     assert kernels.get_num_threads() >= 1
 
 
-@pytest.mark.parametrize("bad,exc,match", [
-    (dict(input=np.zeros(5, dtype=object)), TypeError, "input must have"),
-    (dict(input=np.zeros(5, dtype=complex)), TypeError, "input must have"),
-    (dict(weights=np.ones((3, 3))), ValueError, "rank"),
-    (dict(weights=np.ones(3, dtype=complex)), TypeError, "weights"),
-    (dict(weights=np.ones(0)), ValueError, "empty"),
-    (dict(mode="bogus"), ValueError, "mode"),
-    (dict(mode=3), TypeError, "mode"),
-    (dict(origin=2), ValueError, "origin"),
-    (dict(origin=(0, 0)), ValueError, "origin"),
-    (dict(origin=1.5), TypeError, "origin"),
-    (dict(output=np.zeros(4)), ValueError, "output"),
-    (dict(output=np.zeros(5, dtype=complex)), TypeError, "output"),
-    (dict(cval="x"), TypeError, "cval"),
-])
+@pytest.mark.parametrize(
+    "bad,exc,match",
+    [
+        (dict(input=np.zeros(5, dtype=object)), TypeError, "input must have"),
+        (dict(input=np.zeros(5, dtype=complex)), TypeError, "input must have"),
+        (dict(weights=np.ones((3, 3))), ValueError, "rank"),
+        (dict(weights=np.ones(3, dtype=complex)), TypeError, "weights"),
+        (dict(weights=np.ones(0)), ValueError, "empty"),
+        (dict(mode="bogus"), ValueError, "mode"),
+        (dict(mode=3), TypeError, "mode"),
+        (dict(origin=2), ValueError, "origin"),
+        (dict(origin=(0, 0)), ValueError, "origin"),
+        (dict(origin=1.5), TypeError, "origin"),
+        (dict(output=np.zeros(4)), ValueError, "output"),
+        (dict(output=np.zeros(5, dtype=complex)), TypeError, "output"),
+        (dict(cval="x"), TypeError, "cval"),
+    ],
+)
 @pytest.mark.parametrize("func", ["correlate", "convolve"])
 def test_bad_arguments(bad, exc, match, func):
     args = dict(input=np.zeros(5), weights=np.ones(3))
@@ -249,8 +288,9 @@ def test_device_dispatch_without_gpu_module(monkeypatch):
         kernels.correlate(np.zeros(5), np.ones(3), device="cuda")
     with pytest.raises(ValueError, match="device"):
         kernels.correlate(np.zeros(5), np.ones(3), device="tpu")
-    np.testing.assert_array_equal(kernels.correlate(np.ones(5), np.ones(3), device="cpu"),
-                                  np.full(5, 3.0))
+    np.testing.assert_array_equal(
+        kernels.correlate(np.ones(5), np.ones(3), device="cpu"), np.full(5, 3.0)
+    )
 
 
 def test_matmul():
@@ -268,11 +308,9 @@ def test_compiled_entry_points_check_their_arguments():
 
     x = np.zeros((4, 4))
     with pytest.raises(TypeError):
-        _fastprof._correlate_separable(x.astype(np.int32), x, [np.ones(3)] * 2, (0, 0), 0.0,
-                                       (0, 0))
+        _fastprof._correlate_separable(x.astype(np.int32), x, [np.ones(3)] * 2, (0, 0), 0.0, (0, 0))
     with pytest.raises(ValueError):
-        _fastprof._correlate_separable(x, np.zeros((4, 5)), [np.ones(3)] * 2, (0, 0), 0.0,
-                                       (0, 0))
+        _fastprof._correlate_separable(x, np.zeros((4, 5)), [np.ones(3)] * 2, (0, 0), 0.0, (0, 0))
     with pytest.raises(ValueError):
         _fastprof._correlate_general(x, x, np.ones((3, 3)), (0, 9), 0.0, (0, 0))
     with pytest.raises(ValueError):
@@ -290,8 +328,12 @@ def test_long_kernels_past_one_batch_of_taps(dtype):
         np.testing.assert_allclose(got, want, **_tol(dtype))
     w = np.multiply.outer(rng.standard_normal(67), rng.standard_normal(3))
     y = rng.standard_normal((90, 5))
-    np.testing.assert_allclose(kernels.correlate(y, w, mode="mirror"),
-                               ndi.correlate(y, w, mode="mirror"), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(
+        kernels.correlate(y, w, mode="mirror"),
+        ndi.correlate(y, w, mode="mirror"),
+        rtol=1e-11,
+        atol=1e-11,
+    )
 
 
 def test_length_one_axes_and_one_element():
@@ -300,19 +342,27 @@ def test_length_one_axes_and_one_element():
         x = rng.standard_normal(shape)
         for mode in ("reflect", "mirror", "wrap", "nearest", "constant"):
             w = rng.standard_normal(tuple(3 for _ in shape))
-            np.testing.assert_allclose(kernels.correlate(x, w, mode=mode),
-                                       ndi.correlate(x, w, mode=mode), rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(kernels.uniform_filter(x, 4, mode=mode),
-                                       ndi.uniform_filter(x, 4, mode=mode), rtol=1e-12,
-                                       atol=1e-12)
+            np.testing.assert_allclose(
+                kernels.correlate(x, w, mode=mode),
+                ndi.correlate(x, w, mode=mode),
+                rtol=1e-12,
+                atol=1e-12,
+            )
+            np.testing.assert_allclose(
+                kernels.uniform_filter(x, 4, mode=mode),
+                ndi.uniform_filter(x, 4, mode=mode),
+                rtol=1e-12,
+                atol=1e-12,
+            )
 
 
 def test_big_general_kernel_is_threaded_and_exact():
     rng = _rng(37)
     x = rng.standard_normal((40, 33, 20)).astype(np.float32)
     w = rng.standard_normal((5, 4, 3))
-    np.testing.assert_allclose(kernels.convolve(x, w, mode="wrap"),
-                               ndi.convolve(x, w, mode="wrap"), rtol=2e-6, atol=2e-5)
+    np.testing.assert_allclose(
+        kernels.convolve(x, w, mode="wrap"), ndi.convolve(x, w, mode="wrap"), rtol=2e-6, atol=2e-5
+    )
 
 
 def test_input_is_not_modified():
@@ -339,8 +389,9 @@ def test_byte_swapped_and_unaligned_arrays():
     raw = np.zeros(x.size * 8 + 1, dtype=np.uint8)[1:].view(np.float64).reshape(x.shape)
     raw[...] = x
     assert not raw.flags.aligned
-    np.testing.assert_allclose(kernels.uniform_filter(raw, 3), ndi.uniform_filter(x, 3),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        kernels.uniform_filter(raw, 3), ndi.uniform_filter(x, 3), rtol=1e-12, atol=1e-12
+    )
     n = 100_000
     odd = np.zeros(n * 8 + 1, dtype=np.uint8)[1:].view(np.float64)
     odd[...] = np.arange(n)
@@ -386,8 +437,9 @@ def test_concurrent_calls_from_python_threads():
     for t in threads:
         t.join()
     for a, r in zip(arrays, results):
-        np.testing.assert_allclose(r, ndi.correlate(a, np.ones((3, 2, 3)) / 18.0, mode="wrap"),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            r, ndi.correlate(a, np.ones((3, 2, 3)) / 18.0, mode="wrap"), rtol=1e-12, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -396,14 +448,24 @@ def test_long_boxes_use_running_sums_exactly_enough(dtype):
     x = (rng.standard_normal((150, 7, 90)) * 100).astype(dtype)
     for mode in ("reflect", "constant", "mirror", "wrap", "nearest"):
         got = kernels.uniform_filter(x, (41, 3, 33), mode=mode, cval=1.0, origin=(3, 0, -5))
-        want = ndi.uniform_filter(x.astype(np.float64), (41, 3, 33), mode=mode, cval=1.0,
-                                  origin=(3, 0, -5))
-        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-10,
-                                   atol=1e-4 if dtype == np.float32 else 1e-10, err_msg=mode)
+        want = ndi.uniform_filter(
+            x.astype(np.float64), (41, 3, 33), mode=mode, cval=1.0, origin=(3, 0, -5)
+        )
+        np.testing.assert_allclose(
+            got,
+            want,
+            rtol=1e-5 if dtype == np.float32 else 1e-10,
+            atol=1e-4 if dtype == np.float32 else 1e-10,
+            err_msg=mode,
+        )
     got = kernels.correlate(x, np.ones((30, 1, 31)), mode="reflect")
     want = ndi.correlate(x, np.ones((30, 1, 31)), mode="reflect")
-    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-10,
-                               atol=1e-3 if dtype == np.float32 else 1e-9)
+    np.testing.assert_allclose(
+        got,
+        want,
+        rtol=1e-5 if dtype == np.float32 else 1e-10,
+        atol=1e-3 if dtype == np.float32 else 1e-9,
+    )
 
 
 def test_long_boxes_keep_nan_and_inf_inside_their_windows():
@@ -483,14 +545,18 @@ def test_boxes_far_longer_than_the_input_match_scipy(mode, dtype):
         nd = len(shape)
         for s in (1000, 1001, 10007):
             for o in (0, -(s // 2), (s - 1) // 2, 7):
-                for size, origin in ((s, o), ([s] + [1] * (nd - 1), [o] + [0] * (nd - 1)),
-                                     ([3] + [s] * (nd - 1), [0] + [o] * (nd - 1))):
+                for size, origin in (
+                    (s, o),
+                    ([s] + [1] * (nd - 1), [o] + [0] * (nd - 1)),
+                    ([3] + [s] * (nd - 1), [0] + [o] * (nd - 1)),
+                ):
                     got = kernels.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
                     want = ndi.uniform_filter(x, size, mode=mode, cval=0.7, origin=origin)
                     assert got.dtype == want.dtype
                     if want.dtype.kind == "f":
-                        np.testing.assert_allclose(got, want, **_tol(dtype),
-                                                   err_msg=f"{shape} {size} {origin}")
+                        np.testing.assert_allclose(
+                            got, want, **_tol(dtype), err_msg=f"{shape} {size} {origin}"
+                        )
                     else:  # scipy truncates its running sums after each axis: a mean
                         # within rounding of an integer may land one apart per axis (as for
                         # short boxes)
@@ -514,9 +580,11 @@ def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
     got = kernels.uniform_filter(x, [s, 1], mode=mode, cval=0.7)
     assert longest and max(longest) <= 32
     # the mean over a window this long is, to 1e-6, the mean of the extended axis' pattern
-    limit = {"reflect": x.mean(axis=0, keepdims=True),
-             "wrap": x.mean(axis=0, keepdims=True),
-             "mirror": (2 * x.sum(axis=0, keepdims=True) - x[:1] - x[-1:]) / 14,
-             "constant": np.full((1, 9), 0.7),
-             "nearest": (x[:1] + x[-1:]) / 2}[mode]
+    limit = {
+        "reflect": x.mean(axis=0, keepdims=True),
+        "wrap": x.mean(axis=0, keepdims=True),
+        "mirror": (2 * x.sum(axis=0, keepdims=True) - x[:1] - x[-1:]) / 14,
+        "constant": np.full((1, 9), 0.7),
+        "nearest": (x[:1] + x[-1:]) / 2,
+    }[mode]
     np.testing.assert_allclose(got, np.broadcast_to(limit, x.shape), atol=1e-6)

@@ -13,14 +13,23 @@ from fastprof import _fastprof, kernels
 
 ndi = pytest.importorskip("scipy.ndimage")
 needs_scipy_axes = pytest.mark.skipif(
-    "axes" not in inspect.signature(ndi.correlate).parameters or
-    "axes" not in inspect.signature(ndi.uniform_filter).parameters,
-    reason="this scipy.ndimage has no axes= to compare with")
+    "axes" not in inspect.signature(ndi.correlate).parameters
+    or "axes" not in inspect.signature(ndi.uniform_filter).parameters,
+    reason="this scipy.ndimage has no axes= to compare with",
+)
 
 INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 FLOATS = [np.float32, np.float64]
-MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant",
-         "grid-wrap"]
+MODES = [
+    "reflect",
+    "constant",
+    "nearest",
+    "mirror",
+    "wrap",
+    "grid-mirror",
+    "grid-constant",
+    "grid-wrap",
+]
 CUDA = _fastprof._cuda_built()
 
 
@@ -41,11 +50,14 @@ def _same(got: np.ndarray, want: np.ndarray) -> None:
     assert got.shape == want.shape
     if want.dtype.kind in "iu":
         bad = np.flatnonzero(got != want)
-        assert bad.size == 0, (f"{bad.size} of {want.size} differ, first at {bad[0]}:"
-                               f" {got.flat[bad[0]]} != {want.flat[bad[0]]}")
+        assert bad.size == 0, (
+            f"{bad.size} of {want.size} differ, first at {bad[0]}:"
+            f" {got.flat[bad[0]]} != {want.flat[bad[0]]}"
+        )
     else:
-        tol = dict(rtol=2e-6, atol=2e-4) if want.dtype == np.float32 else dict(rtol=1e-12,
-                                                                                atol=1e-10)
+        tol = (
+            dict(rtol=2e-6, atol=2e-4) if want.dtype == np.float32 else dict(rtol=1e-12, atol=1e-10)
+        )
         np.testing.assert_allclose(got, want, **tol)
 
 
@@ -131,23 +143,30 @@ def test_64_bit_integers_beyond_double_precision() -> None:
     w = np.array([[0.25, 0.5, 0.25]])
     _same(kernels.correlate(x, w, mode="wrap"), ndi.correlate(x, w, mode="wrap"))
     u = _data(np.uint64, (7, 9), seed=7)
-    _same(kernels.uniform_filter(u, (2, 5), mode="nearest"),
-          ndi.uniform_filter(u, (2, 5), mode="nearest"))
+    _same(
+        kernels.uniform_filter(u, (2, 5), mode="nearest"),
+        ndi.uniform_filter(u, (2, 5), mode="nearest"),
+    )
 
 
 # --- axes= ----------------------------------------------------------------------------------
 
 
 AXES_CASES = [
-    (0, 3, 0, "reflect"), (-1, 4, 1, "wrap"), ((0, 2), (3, 5), (1, -2), ["nearest", "mirror"]),
-    ((2, 0), (5, 3), (-2, 1), ["mirror", "constant"]), ((1,), [2], [0], ["reflect"]),
-    ((2, 1, 0), 3, (0, 1, -1), "constant"), ((), 3, 0, "reflect"),
+    (0, 3, 0, "reflect"),
+    (-1, 4, 1, "wrap"),
+    ((0, 2), (3, 5), (1, -2), ["nearest", "mirror"]),
+    ((2, 0), (5, 3), (-2, 1), ["mirror", "constant"]),
+    ((1,), [2], [0], ["reflect"]),
+    ((2, 1, 0), 3, (0, 1, -1), "constant"),
+    ((), 3, 0, "reflect"),
 ]
 
 
 @needs_scipy_axes
-@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float32, np.float64],
-                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.int32, np.float32, np.float64], ids=lambda d: np.dtype(d).name
+)
 @pytest.mark.parametrize("axes,size,origin,mode", AXES_CASES)
 def test_uniform_filter_axes_as_scipy(dtype, axes, size, origin, mode) -> None:
     x = _data(dtype, (7, 6, 8), seed=8)
@@ -158,10 +177,16 @@ def test_uniform_filter_axes_as_scipy(dtype, axes, size, origin, mode) -> None:
 @needs_scipy_axes
 @pytest.mark.parametrize("fn", ["correlate", "convolve"])
 @pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.float64], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("axes,wshape,origin", [
-    (1, (3,), 1), ((-1,), (4,), -1), ((0, 2), (3, 2), (1, 0)), ((2, 0), (3, 2), (-1, 0)),
-    ((1, 0, 2), (3, 1, 2), (1, 0, 0)),
-])
+@pytest.mark.parametrize(
+    "axes,wshape,origin",
+    [
+        (1, (3,), 1),
+        ((-1,), (4,), -1),
+        ((0, 2), (3, 2), (1, 0)),
+        ((2, 0), (3, 2), (-1, 0)),
+        ((1, 0, 2), (3, 1, 2), (1, 0, 0)),
+    ],
+)
 def test_correlate_axes_as_scipy(fn, dtype, axes, wshape, origin) -> None:
     x = _data(dtype, (6, 7, 5), seed=9)
     w = np.random.default_rng(10).standard_normal(wshape)
@@ -206,13 +231,16 @@ def test_gpu_front_end_every_dtype(dtype, mode) -> None:
     cval = 3.0
     for emulate in (True, "direct"):
         for size, origin in ((3, 0), ((4, 2), (-1, 0)), (5, 1)):
-            _same(gpu.uniform_filter(x, size, mode=mode, origin=origin, cval=cval,
-                                     _emulate=emulate),
-                  ndi.uniform_filter(x, size, mode=mode, origin=origin, cval=cval))
+            _same(
+                gpu.uniform_filter(x, size, mode=mode, origin=origin, cval=cval, _emulate=emulate),
+                ndi.uniform_filter(x, size, mode=mode, origin=origin, cval=cval),
+            )
         for w in (real, rng.integers(0, 3, (2, 3))):
             for fn in ("correlate", "convolve"):
-                _same(getattr(gpu, fn)(x, w, mode=mode, cval=cval, _emulate=emulate),
-                      getattr(ndi, fn)(x, w, mode=mode, cval=cval))
+                _same(
+                    getattr(gpu, fn)(x, w, mode=mode, cval=cval, _emulate=emulate),
+                    getattr(ndi, fn)(x, w, mode=mode, cval=cval),
+                )
 
 
 @needs_cuda
@@ -221,11 +249,15 @@ def test_gpu_front_end_axes_and_integer_outputs() -> None:
     from fastprof import _gpu_kernels as gpu
 
     x = _data(np.uint8, (7, 6, 5), seed=13)
-    _same(gpu.uniform_filter(x, (3, 4), axes=(2, 0), mode=["wrap", "nearest"], _emulate=True),
-          ndi.uniform_filter(x, (3, 4), axes=(2, 0), mode=["wrap", "nearest"]))
+    _same(
+        gpu.uniform_filter(x, (3, 4), axes=(2, 0), mode=["wrap", "nearest"], _emulate=True),
+        ndi.uniform_filter(x, (3, 4), axes=(2, 0), mode=["wrap", "nearest"]),
+    )
     w = np.array([[1.0, 2.0], [0.0, -1.0]])
-    _same(gpu.correlate(x, w, axes=(0, 2), origin=(0, -1), _emulate=True),
-          ndi.correlate(x, w, axes=(0, 2), origin=(0, -1)))
+    _same(
+        gpu.correlate(x, w, axes=(0, 2), origin=(0, -1), _emulate=True),
+        ndi.correlate(x, w, axes=(0, 2), origin=(0, -1)),
+    )
     f = _data(np.float64, (9, 8), seed=14)
     out = np.empty(f.shape, np.int16)
     assert gpu.uniform_filter(f, 3, output=out, _emulate=True) is out
@@ -271,8 +303,13 @@ def test_bool_input_and_output_as_scipy(mode) -> None:
     rng = np.random.default_rng(16)
     x = rng.random((9, 8)) > 0.4
     f = rng.standard_normal((9, 8)) * 3
-    cases = [("uniform_filter", 3), ("uniform_filter", (2, 4)), ("correlate", np.ones((2, 3))),
-             ("convolve", np.array([[1.0, -1.0]])), ("correlate", rng.standard_normal((3, 3)))]
+    cases = [
+        ("uniform_filter", 3),
+        ("uniform_filter", (2, 4)),
+        ("correlate", np.ones((2, 3))),
+        ("convolve", np.array([[1.0, -1.0]])),
+        ("correlate", rng.standard_normal((3, 3))),
+    ]
     for fn, arg in cases:
         for inp, out in ((x, None), (f, bool), (x, np.uint8), (x, np.float64)):
             want = getattr(ndi, fn)(inp, arg, mode=mode, output=out, cval=1)
@@ -280,8 +317,7 @@ def test_bool_input_and_output_as_scipy(mode) -> None:
             if CUDA:
                 from fastprof import _gpu_kernels as gpu
 
-                got.append(getattr(gpu, fn)(inp, arg, mode=mode, output=out, cval=1,
-                                            _emulate=True))
+                got.append(getattr(gpu, fn)(inp, arg, mode=mode, output=out, cval=1, _emulate=True))
             for g in got:
                 _same(_bytes(g), _bytes(want))
 
@@ -300,5 +336,7 @@ def test_integer_correlate_in_blocks_of_rows(monkeypatch, mode) -> None:
         monkeypatch.setattr(_ndimage_exact, "_BLOCK", block)
         _same(kernels.correlate(x, w, mode=mode, cval=-3, origin=(1, 0, -1)), want)
     one = np.array([5, 1, 9], dtype=np.uint8)  # an axis shorter than the kernel
-    _same(kernels.correlate(one, np.ones(7) / 7, mode=mode), ndi.correlate(one, np.ones(7) / 7,
-                                                                            mode=mode))
+    _same(
+        kernels.correlate(one, np.ones(7) / 7, mode=mode),
+        ndi.correlate(one, np.ones(7) / 7, mode=mode),
+    )

@@ -25,9 +25,18 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(fastprof.__file__).resolve().parent
 
 #: Modules that `import fastprof`, the CLI and an unused plugin must leave unloaded.
-HEAVY = ("numpy", "ctypes", "fastprof.kernels", "fastprof._gpu_kernels", "fastprof._expr",
-         "fastprof.cuda", "fastprof._cuda_base", "fastprof.trace", "fastprof.nvtx",
-         "fastprof.bench")
+HEAVY = (
+    "numpy",
+    "ctypes",
+    "fastprof.kernels",
+    "fastprof._gpu_kernels",
+    "fastprof._expr",
+    "fastprof.cuda",
+    "fastprof._cuda_base",
+    "fastprof.trace",
+    "fastprof.nvtx",
+    "fastprof.bench",
+)
 
 #: Prepended to a child's code: makes `import numpy` fail as if NumPy were not installed.
 HIDE_NUMPY = textwrap.dedent("""
@@ -50,15 +59,22 @@ def _env() -> Dict[str, str]:
     """The child's environment: this checkout's package first on the path, no plugin autoload."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(PACKAGE.parent)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        [str(PACKAGE.parent)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
 
 def _python(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """Runs a fresh interpreter; fails the test, with its output, when it fails."""
-    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(),
-                          cwd=str(cwd or ROOT), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=str(cwd or ROOT),
+        timeout=300,
+    )
     assert proc.returncode == 0, f"{args}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
 
@@ -75,18 +91,30 @@ def test_import_fastprof_loads_only_the_profilers() -> None:
     before = _code("import sys\n" + SHOW_HEAVY)
     assert before == "[]"  # the interpreter alone loads none of them
     assert _code("import sys, fastprof\n" + SHOW_HEAVY) == "[]"
-    loaded = _code("import sys, fastprof\n"
-                   "print(sorted(m for m in sys.modules if m.startswith('fastprof')))")
-    assert eval(loaded) == ["fastprof", "fastprof._fastprof", "fastprof._files",
-                            "fastprof._lines_explicit", "fastprof._lines_wrap",
-                            "fastprof._marshal_reader", "fastprof._version", "fastprof.keys",
-                            "fastprof.lines", "fastprof.profile", "fastprof.report",
-                            "fastprof.report.escape",
-                            "fastprof.report.lines_text", "fastprof.stats"]
+    loaded = _code(
+        "import sys, fastprof\nprint(sorted(m for m in sys.modules if m.startswith('fastprof')))"
+    )
+    assert eval(loaded) == [
+        "fastprof",
+        "fastprof._fastprof",
+        "fastprof._files",
+        "fastprof._lines_explicit",
+        "fastprof._lines_wrap",
+        "fastprof._marshal_reader",
+        "fastprof._version",
+        "fastprof.keys",
+        "fastprof.lines",
+        "fastprof.profile",
+        "fastprof.report",
+        "fastprof.report.escape",
+        "fastprof.report.lines_text",
+        "fastprof.stats",
+    ]
 
 
 def test_lazy_names_load_on_first_use() -> None:
-    out = _code(textwrap.dedent("""
+    out = _code(
+        textwrap.dedent("""
         import sys, fastprof
         assert "numpy" not in sys.modules
         names = dir(fastprof)
@@ -108,7 +136,8 @@ def test_lazy_names_load_on_first_use() -> None:
         else:
             raise AssertionError("no AttributeError")
         print("ok")
-    """))
+    """)
+    )
     assert out == "ok"
 
 
@@ -130,7 +159,8 @@ def test_lazy_names_are_public_and_typed() -> None:
 
 
 def test_a_kernel_call_imports_the_numpy_c_api_on_first_use() -> None:
-    out = _code(textwrap.dedent("""
+    out = _code(
+        textwrap.dedent("""
         import sys
         import fastprof
         from fastprof import _fastprof
@@ -144,12 +174,15 @@ def test_a_kernel_call_imports_the_numpy_c_api_on_first_use() -> None:
         y = fastprof.kernels.evaluate("2 * x + 1", local_dict={"x": x})
         assert y.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0], y
         print("ok")
-    """))
+    """)
+    )
     assert out == "ok"
 
 
 def test_without_numpy_kernels_raise_a_clear_importerror_and_profiling_works() -> None:
-    out = _code(HIDE_NUMPY + textwrap.dedent("""
+    out = _code(
+        HIDE_NUMPY
+        + textwrap.dedent("""
         import fastprof
         from fastprof import _fastprof
 
@@ -191,7 +224,8 @@ def test_without_numpy_kernels_raise_a_clear_importerror_and_profiling_works() -
         with fastprof.nvtx.range("r"):
             pass
         print("ok")
-    """))
+    """)
+    )
     assert out == "ok"
 
 
@@ -214,11 +248,15 @@ def test_a_scripts_import_of_numpy_shows_in_its_profile(tmp_path: Path, profiler
     args = ["run"] if profiler == "fastprof" else []
     _python("-m", profiler, *args, "-o", str(prof), str(script), cwd=tmp_path)
     stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
-    numpy_init = [(f, n) for (f, _line, n) in stats
-                  if f.replace(os.sep, "/").endswith("numpy/__init__.py")]
-    assert ("<module>" in {n for _f, n in numpy_init}), sorted(stats)[:20]
-    (key,) = [k for k in stats if k[2] == "<module>"
-              and k[0].replace(os.sep, "/").endswith("numpy/__init__.py")]
+    numpy_init = [
+        (f, n) for (f, _line, n) in stats if f.replace(os.sep, "/").endswith("numpy/__init__.py")
+    ]
+    assert "<module>" in {n for _f, n in numpy_init}, sorted(stats)[:20]
+    (key,) = [
+        k
+        for k in stats
+        if k[2] == "<module>" and k[0].replace(os.sep, "/").endswith("numpy/__init__.py")
+    ]
     assert stats[key][1] == 1  # primitive calls: numpy's __init__ ran once, under the profiler
 
 
@@ -228,27 +266,43 @@ def test_a_scripts_import_of_numpy_shows_in_its_profile(tmp_path: Path, profiler
 def _run_pytest(tmp_path: Path, test_source: str) -> str:
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_inner.py").write_text(test_source)
-    proc = _python("-m", "pytest", "-p", "fastprof.pytest_plugin", "-p", "no:cacheprovider",
-                   "-q", "-s", str(tmp_path / "test_inner.py"), cwd=tmp_path)
+    proc = _python(
+        "-m",
+        "pytest",
+        "-p",
+        "fastprof.pytest_plugin",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-s",
+        str(tmp_path / "test_inner.py"),
+        cwd=tmp_path,
+    )
     return proc.stdout
 
 
 def test_pytest_with_the_plugin_and_no_fixture_loads_nothing_heavy(tmp_path: Path) -> None:
-    out = _run_pytest(tmp_path, "import sys\n\n\ndef test_nothing():\n"
-                      f"    print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    out = _run_pytest(
+        tmp_path,
+        "import sys\n\n\ndef test_nothing():\n"
+        f"    print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules))\n",
+    )
     assert "HEAVY []" in out, out
     assert "1 passed" in out, out
 
 
 def test_pytest_fixture_still_loads_the_benchmark_machinery(tmp_path: Path) -> None:
     pytest.importorskip("numpy")
-    out = _run_pytest(tmp_path, textwrap.dedent("""
+    out = _run_pytest(
+        tmp_path,
+        textwrap.dedent("""
         import sys
 
         def test_bench(fastprof_benchmark):
             assert fastprof_benchmark.pedantic(lambda: 7, rounds=2, iterations=1) == 7
             print("BENCH", "fastprof.bench" in sys.modules)
-    """))
+    """),
+    )
     assert "BENCH True" in out and "1 passed" in out, out
 
 
@@ -281,8 +335,7 @@ def _imports(name: str, path: Path, known: Set[str]) -> Set[str]:
             if node.level:
                 anchor = base[: len(base) - node.level + 1]
                 mod = ".".join(anchor + ([mod] if mod else []))
-            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod
-                       for a in node.names]
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
         for t in targets:
             while t and t not in known:
                 t = t.rpartition(".")[0]
@@ -301,7 +354,7 @@ def test_the_package_has_no_import_cycle() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = 2

@@ -24,8 +24,9 @@ import pytest
 import fastprof
 
 LEGACY = sys.version_info < (3, 12)
-legacy_only = pytest.mark.skipif(not LEGACY, reason="the PyEval_SetProfile/SetTrace hooks "
-                                 "are used below Python 3.12 only")
+legacy_only = pytest.mark.skipif(
+    not LEGACY, reason="the PyEval_SetProfile/SetTrace hooks are used below Python 3.12 only"
+)
 PYTHONPATH = os.path.dirname(os.path.dirname(os.path.abspath(fastprof.__file__)))
 
 
@@ -34,9 +35,15 @@ def run_child(source: str, tmp_path: Any = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = PYTHONPATH + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], check=False,
-                          capture_output=True, text=True, env=env,
-                          cwd=str(tmp_path) if tmp_path else None, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(source)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path) if tmp_path else None,
+        timeout=120,
+    )
 
 
 def assert_clean_exit(r: subprocess.CompletedProcess) -> None:
@@ -51,7 +58,8 @@ def assert_clean_exit(r: subprocess.CompletedProcess) -> None:
 
 def test_enabled_profile_read_then_interpreter_exits() -> None:
     # Stats read without disabling (the documented pattern), then a normal exit.
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import fastprof
         p = fastprof.Profile()
         p.enable()
@@ -61,11 +69,13 @@ def test_enabled_profile_read_then_interpreter_exits() -> None:
         st = fastprof.Stats(p)
         assert p.enabled
         print("ok")
-    """))
+    """)
+    )
 
 
 def test_enabled_profile_in_function_at_exit() -> None:
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import fastprof, threading
         def main():
             p = fastprof.Profile(threads=True)
@@ -75,12 +85,14 @@ def test_enabled_profile_in_function_at_exit() -> None:
             p.snapshot_stats()
         main()
         print("ok")
-    """))
+    """)
+    )
 
 
 def test_profile_in_cycle_collected_after_its_thread_ended() -> None:
     # GC's clear step drops the timer first; the free step must not call it.
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import gc, threading, time, fastprof
         def work():
             p = fastprof.Profile(timer=time.perf_counter, threads=False)
@@ -91,11 +103,13 @@ def test_profile_in_cycle_collected_after_its_thread_ended() -> None:
         gc.collect()
         assert threading.current_thread() is threading.main_thread()
         print("ok")
-    """))
+    """)
+    )
 
 
 def test_profile_whose_timer_is_in_its_cycle() -> None:
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import gc, threading, fastprof
         class Clock:
             def __init__(self):
@@ -113,11 +127,13 @@ def test_profile_whose_timer_is_in_its_cycle() -> None:
             t = threading.Thread(target=work); t.start(); t.join()
         gc.collect()
         print("ok")
-    """))
+    """)
+    )
 
 
 def test_timer_raising_while_a_thread_exits() -> None:
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import threading, fastprof
         state = {"n": 0, "boom": False}
         def timer():
@@ -132,12 +148,14 @@ def test_timer_raising_while_a_thread_exits() -> None:
         p.enable()
         t = threading.Thread(target=work); t.start(); t.join()
         print("ok")
-    """))
+    """)
+    )
 
 
 def test_timer_raising_at_interpreter_shutdown() -> None:
     # Module globals are torn down at shutdown: the timer raises then.
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import time, fastprof
         def timer():
             return time.perf_counter()
@@ -145,7 +163,8 @@ def test_timer_raising_at_interpreter_shutdown() -> None:
         p.enable()
         sum(range(10))
         print("ok")
-    """))
+    """)
+    )
 
 
 @legacy_only
@@ -270,14 +289,19 @@ def test_line_profiler_dropped_while_another_stays_enabled() -> None:
     assert sys.gettrace() is not None
     second.disable()
     assert sys.gettrace() is None
-    hits = {ln: h for ln, h, _ in second.get_stats().timings[
-        (_target.__code__.co_filename, _target.__code__.co_firstlineno, "_target")]}
+    hits = {
+        ln: h
+        for ln, h, _ in second.get_stats().timings[
+            (_target.__code__.co_filename, _target.__code__.co_firstlineno, "_target")
+        ]
+    }
     first_line = _target.__code__.co_firstlineno
     assert hits[first_line + 3] == 4
 
 
 def test_line_profiler_in_cycle_with_its_timer_at_exit() -> None:
-    assert_clean_exit(run_child("""
+    assert_clean_exit(
+        run_child("""
         import gc, threading, fastprof
         def f(n):
             return sum(range(n))
@@ -293,7 +317,8 @@ def test_line_profiler_in_cycle_with_its_timer_at_exit() -> None:
         t = threading.Thread(target=work); t.start(); t.join()
         gc.collect()
         print("ok")
-    """))
+    """)
+    )
 
 
 # ---- 4. another tool taking the profile hook ------------------------------------------
@@ -448,8 +473,9 @@ def _coverage_run(tmp_path: Any, lines: bool) -> Dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), PYTHONPATH, env.get("PYTHONPATH", "")])
     env.pop("COVERAGE_CORE", None)
     args = [sys.executable, "-c", COVERAGE_RUN] + (["lines"] if lines else [])
-    r = subprocess.run(args, check=False, capture_output=True, text=True, env=env,
-                       cwd=str(tmp_path), timeout=120)
+    r = subprocess.run(
+        args, check=False, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 

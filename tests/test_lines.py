@@ -18,8 +18,9 @@ from profile_helpers import ThreadWatch, audit_refusing
 MONITORING = sys.version_info >= (3, 12)
 
 with open(T.__file__) as _f:
-    _MARKS = {m.group(1): i for i, line in enumerate(_f, 1)
-              for m in [re.search(r"# L:(\w+)", line)] if m}
+    _MARKS = {
+        m.group(1): i for i, line in enumerate(_f, 1) for m in [re.search(r"# L:(\w+)", line)] if m
+    }
 
 
 def L(name):
@@ -40,6 +41,7 @@ def fake_profiler(*funcs):
 
 
 # --- hit counts against the truth ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_loop_hits(n):
@@ -130,6 +132,7 @@ def test_threads_hits():
 
 # --- exact times under a fake timer -------------------------------------------------------
 
+
 def test_times_exact_with_fake_timer():
     lp = fake_profiler(T.timed)
     with lp:
@@ -196,8 +199,13 @@ def test_coroutine_suspension_not_charged():
         except StopIteration as stop:
             assert stop.value == 3
     st = lp.get_stats()
-    assert lines_of(st, T.coro) == {L("coinit"): 1, L("cofor"): 4, L("coawait"): 3,
-                                     L("coadd"): 3, L("coret"): 1}
+    assert lines_of(st, T.coro) == {
+        L("coinit"): 1,
+        L("cofor"): 4,
+        L("coawait"): 3,
+        L("coadd"): 3,
+        L("coret"): 1,
+    }
     assert sum(lines_of(st, T.coro, 2).values()) == 0
 
 
@@ -227,6 +235,7 @@ def test_generator_throw_and_close():
 
 
 # --- what trips peers ---------------------------------------------------------------------
+
 
 def test_one_line_function_and_lambda():
     lp = LineProfiler(T.one_liner, T.square)
@@ -301,13 +310,15 @@ def test_bound_method_is_unwrapped():
 
 # --- only registered code pays; the hooks are put back ------------------------------------
 
+
 def test_unregistered_code_not_recorded():
     lp = LineProfiler(T.loop)
     with lp:
         T.threaded_work(5)
         T.loop(2)
     assert set(lp.get_stats().timings) == {
-        (T.loop.__code__.co_filename, T.loop.__code__.co_firstlineno, "loop")}
+        (T.loop.__code__.co_filename, T.loop.__code__.co_firstlineno, "loop")
+    }
 
 
 @pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
@@ -483,8 +494,16 @@ def test_add_module_registers_functions_and_methods():
     added = lp.add_module(T)
     assert added >= 10
     names = {f.__qualname__ for f in lp.functions}
-    assert {"loop", "fib", "Shape.area", "Shape.unit", "Shape.perimeter", "decorated",
-            "<lambda>", "advance"} <= names
+    assert {
+        "loop",
+        "fib",
+        "Shape.area",
+        "Shape.unit",
+        "Shape.perimeter",
+        "decorated",
+        "<lambda>",
+        "advance",
+    } <= names
 
 
 @pytest.mark.parametrize("bad", [42, "loop", len, None])
@@ -502,13 +521,14 @@ def test_bad_timer_and_module_arguments():
 
 # --- results: shape, table, dump/load -----------------------------------------------------
 
+
 def test_stats_shape_like_line_profiler():
     lp = LineProfiler(T.loop)
     with lp:
         T.loop(3)
     st = lp.get_stats()
     assert isinstance(st.unit, float) and 0 < st.unit < 1e-3
-    (key, rows), = st.timings.items()
+    ((key, rows),) = st.timings.items()
     assert key == (T.loop.__code__.co_filename, T.loop.__code__.co_firstlineno, "loop")
     assert [r[0] for r in rows] == sorted(r[0] for r in rows)
     assert all(isinstance(v, int) for r in rows for v in r)
@@ -700,7 +720,8 @@ def test_only_registered_code_has_local_events():
         tool = next(i for i in range(6) if mon.get_tool(i) == "fastprof-lines")
         E = mon.events
         assert mon.get_local_events(tool, T.loop.__code__) == (
-            E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
+            E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD
+        )
         assert mon.get_local_events(tool, T.fib.__code__) == 0
         assert mon.get_events(tool) == E.PY_UNWIND | E.PY_THROW
     assert mon.get_tool(tool) is None
@@ -785,8 +806,9 @@ def test_thread_started_before_enable_is_counted():
     assert lines_of(lp.get_stats(), T.threaded_work)[L("twbody")] == 10
 
 
-@pytest.mark.skipif(MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread "
-                    "trace functions")
+@pytest.mark.skipif(
+    MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread trace functions"
+)
 def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_after():
     enabled, disabled = threading.Event(), threading.Event()
     seen = {}
@@ -804,8 +826,10 @@ def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_afte
         seen[name, "after"] = sys.gettrace()
         sys.settrace(None)
 
-    threads = [threading.Thread(target=run, args=(name, own))
-               for name, own in (("plain", False), ("traced", True))]
+    threads = [
+        threading.Thread(target=run, args=(name, own))
+        for name, own in (("plain", False), ("traced", True))
+    ]
     for t in threads:
         t.start()
     lp = LineProfiler(T.threaded_work)
@@ -828,8 +852,9 @@ def test_running_threads_get_the_trace_only_when_they_have_none_and_lose_it_afte
     assert seen["traced", "after"] is own_trace
 
 
-@pytest.mark.skipif(MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread "
-                    "trace functions")
+@pytest.mark.skipif(
+    MONITORING, reason="3.12+ traces through sys.monitoring, not per-thread trace functions"
+)
 def test_enable_refused_by_an_audit_hook_leaves_no_trace_anywhere():
     watch = ThreadWatch(sys.gettrace)
     lp = LineProfiler(T.threaded_work)

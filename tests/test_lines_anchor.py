@@ -35,13 +35,13 @@ DESELECTED: Dict[str, str] = {
     "test_init": "asserts LineProfiler.code_map, the Cython core's per-code dict",
     "test_last_time": "asserts c_last_time/last_time, keyed by line_profiler's code hashes",
     "test_enable_disable": "asserts last_time == {} (enable_count itself is tested in "
-                           "test_lines_compat.py)",
+    "test_lines_compat.py)",
     "test_interleaved_generator_timing": "asserts c_last_time between steps",
     "test_exception_frame_timing": "asserts c_last_time between calls",
     "test_abandoned_generator_and_coroutine_timing": "asserts c_last_time between steps",
     "test_sys_monitoring": "asserts line_profiler's sys.monitoring tool name",
     "test_multiple_profilers_identical_bytecode": "reads __line_profiler_id__ and asserts "
-                                                  "line_profiler's bytecode padding",
+    "line_profiler's bytecode padding",
 }
 
 
@@ -63,11 +63,15 @@ def anchor_tests(request: Any, tmp_path_factory: Any) -> Path:
     """The path of line_profiler 5.1's test_line_profiler.py (cached), with its conftest."""
     pytest.importorskip("line_profiler", reason="line_profiler (the test extra) is not installed")
     import line_profiler
+
     if not line_profiler.__version__.startswith("5.1"):
         pytest.skip(f"line_profiler {line_profiler.__version__} is installed, the anchor is 5.1")
     store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    cache = Path(store.mkdir("line_profiler-5.1.0") if store is not None
-                 else tmp_path_factory.mktemp("line_profiler-5.1.0"))
+    cache = Path(
+        store.mkdir("line_profiler-5.1.0")
+        if store is not None
+        else tmp_path_factory.mktemp("line_profiler-5.1.0")
+    )
     target = cache / "test_line_profiler.py"
     if not target.exists():
         try:
@@ -90,12 +94,26 @@ def test_line_profiler_51_suite(anchor_tests: Path) -> None:
     passes with fastprof's LineProfiler."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(HERE.parent / "python")] + [p for p in [env.get("PYTHONPATH")] if p])
-    args = [sys.executable, "-m", "pytest", str(anchor_tests), "-q", "-p", "no:cacheprovider",
-            "-p", "no:randomly", "--rootdir", str(anchor_tests.parent),
-            "-k", " and ".join(f"not {name}" for name in DESELECTED)]
-    proc = subprocess.run(args, cwd=anchor_tests.parent, env=env, capture_output=True,
-                          text=True, timeout=600)
+        [str(HERE.parent / "python")] + [p for p in [env.get("PYTHONPATH")] if p]
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(anchor_tests),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "--rootdir",
+        str(anchor_tests.parent),
+        "-k",
+        " and ".join(f"not {name}" for name in DESELECTED),
+    ]
+    proc = subprocess.run(
+        args, cwd=anchor_tests.parent, env=env, capture_output=True, text=True, timeout=600
+    )
     tail = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     summary = re.findall(r"(\d+) (passed|failed|error)", proc.stdout)

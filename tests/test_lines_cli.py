@@ -108,11 +108,18 @@ def test_resolve_function_module_and_file(tmp_path, monkeypatch):
     assert resolve_function(f"{other}:g")() == 5
 
 
-@pytest.mark.parametrize("spec,exc", [
-    ("no_colon", ValueError), (":f", ValueError), ("os:", ValueError),
-    ("os:no_such_name", AttributeError), ("no_such_module_xyz:f", ImportError),
-    ("/no/such/file.py:f", ImportError), ("os:path.<locals>.x", ValueError),
-])
+@pytest.mark.parametrize(
+    "spec,exc",
+    [
+        ("no_colon", ValueError),
+        (":f", ValueError),
+        ("os:", ValueError),
+        ("os:no_such_name", AttributeError),
+        ("no_such_module_xyz:f", ImportError),
+        ("/no/such/file.py:f", ImportError),
+        ("os:path.<locals>.x", ValueError),
+    ],
+)
 def test_resolve_function_errors(spec, exc):
     with pytest.raises(exc):
         resolve_function(spec)
@@ -123,6 +130,7 @@ def _cli_has_lines():
     import inspect
 
     from fastprof import cli
+
     try:
         return "--lines-of" in inspect.getsource(cli)
     except OSError:
@@ -136,9 +144,23 @@ def test_command_line_run_lines(tmp_path):
     env = dict(os.environ)
     src = os.path.dirname(os.path.dirname(os.path.abspath(__import__("fastprof").__file__)))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-m", "fastprof", "run", "--lines",
-                          "--lines-of", "script.py:helper", str(path)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastprof",
+            "run",
+            "--lines",
+            "--lines-of",
+            "script.py:helper",
+            str(path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "45 3 8" in out.stdout
     assert "Function: work at line 1" in out.stdout  # the decorator line, as kernprof says

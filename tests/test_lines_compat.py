@@ -19,8 +19,9 @@ def hits(lp, func):
     code = inspect.unwrap(func).__code__
     key = (code.co_filename, code.co_firstlineno, code.co_name)
     source, first = inspect.getsourcelines(code)
-    def_line = first + next(i for i, text in enumerate(source)
-                            if text.lstrip().startswith(("def ", "async def ")))
+    def_line = first + next(
+        i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "async def "))
+    )
     return {ln - def_line: h for ln, h, _ in lp.get_stats().timings.get(key, [])}
 
 
@@ -116,9 +117,13 @@ def test_descriptors_and_partials_keep_their_kind():
 
         pm = lp(functools.partialmethod(meth, 10))
 
-    for name, kind in [("cm", classmethod), ("sm", staticmethod), ("prop", property),
-                       ("cached", functools.cached_property),
-                       ("pm", functools.partialmethod)]:
+    for name, kind in [
+        ("cm", classmethod),
+        ("sm", staticmethod),
+        ("prop", property),
+        ("cached", functools.cached_property),
+        ("pm", functools.partialmethod),
+    ]:
         assert isinstance(inspect.getattr_static(C, name), kind), name
     obj = C()
     bound = lp(obj.meth)
@@ -177,8 +182,9 @@ def test_bound_method_and_partial_count_every_call():
     assert hits(lp, add) == {1: 2}
 
 
-@pytest.mark.parametrize("func", [len, "s".split, str.split, (1).__str__, int.__repr__,
-                                  vars(int)["from_bytes"]])
+@pytest.mark.parametrize(
+    "func", [len, "s".split, str.split, (1).__str__, int.__repr__, vars(int)["from_bytes"]]
+)
 def test_c_callables_are_no_ops_with_a_warning(func):
     lp = LineProfiler()
     with pytest.warns(UserWarning, match="implemented in C"):
@@ -239,9 +245,11 @@ def test_enable_count():
 
 # --- point 2: results and the explicit profile object ---------------------------------------
 
+
 def test_print_stats_options():
     import test_lines_targets as T
     from test_lines import fake_profiler
+
     lp = fake_profiler()
     lp(T.timed)(2)  # 3 + 2 * 5 ticks, and defined before fib
     lp(T.fib)(4)  # no ticks
@@ -257,12 +265,13 @@ def test_print_stats_options():
     assert full.count("Function: ") == 2
     assert full.index("Function: timed") < full.index("Function: fib")  # file order
     assert text(details=False).count("Function: ") == 0
-    summary = [ln for ln in text(details=False, summarize=True).splitlines()
-               if " seconds - " in ln]
+    summary = [ln for ln in text(details=False, summarize=True).splitlines() if " seconds - " in ln]
     assert [ln.rsplit(" - ", 1)[1] for ln in summary] == ["fib", "timed"]  # by time
-    assert [ln.rsplit(" - ", 1)[1] for ln in text(details=False, summarize=True,
-                                                   stripzeros=True).splitlines()
-            if " seconds - " in ln] == ["timed"]
+    assert [
+        ln.rsplit(" - ", 1)[1]
+        for ln in text(details=False, summarize=True, stripzeros=True).splitlines()
+        if " seconds - " in ln
+    ] == ["timed"]
     ordered = text(sort=True)
     assert ordered.index("Function: fib") < ordered.index("Function: timed")  # by time
     assert text(rich=True, config=None) == full
@@ -270,13 +279,29 @@ def test_print_stats_options():
 
 def test_line_stats_add_and_files(tmp_path):
     from fastprof.lines import LineStats, load_stats
-    a = LineStats({("spam.py", 1, "foo"): [(2, 10, 300)],
-                   ("spam.py", 10, "bar"): [(11, 2, 1000), (12, 1, 500)]}, 1e-6)
-    b = LineStats({("spam.py", 10, "bar"): [(11, 10, 20000), (12, 5, 1000)],
-                   ("eggs.py", 5, "baz"): [(5, 2, 5000)]}, 1e-7)
-    total = LineStats({("spam.py", 1, "foo"): [(2, 10, 300)],
-                       ("spam.py", 10, "bar"): [(11, 12, 3000), (12, 6, 600)],
-                       ("eggs.py", 5, "baz"): [(5, 2, 500)]}, 1e-6)
+
+    a = LineStats(
+        {
+            ("spam.py", 1, "foo"): [(2, 10, 300)],
+            ("spam.py", 10, "bar"): [(11, 2, 1000), (12, 1, 500)],
+        },
+        1e-6,
+    )
+    b = LineStats(
+        {
+            ("spam.py", 10, "bar"): [(11, 10, 20000), (12, 5, 1000)],
+            ("eggs.py", 5, "baz"): [(5, 2, 5000)],
+        },
+        1e-7,
+    )
+    total = LineStats(
+        {
+            ("spam.py", 1, "foo"): [(2, 10, 300)],
+            ("spam.py", 10, "bar"): [(11, 12, 3000), (12, 6, 600)],
+            ("eggs.py", 5, "baz"): [(5, 2, 500)],
+        },
+        1e-6,
+    )
     assert a + b == b + a == total
     a.to_file(tmp_path / "a.lprof")
     b.to_file(tmp_path / "b.lprof")
@@ -292,10 +317,12 @@ def test_line_stats_add_and_files(tmp_path):
 
 def test_add_module_counts_members():
     import test_lines_targets as T
+
     lp = LineProfiler()
     n = lp.add_module(T)
-    own = [v for v in vars(T).values()
-           if getattr(v, "__module__", None) == T.__name__ and callable(v)]
+    own = [
+        v for v in vars(T).values() if getattr(v, "__module__", None) == T.__name__ and callable(v)
+    ]
     assert n == len(own)  # one per member of the module's own (a class counts once)
     assert lp.add_module(T) == n  # nothing is a wrapper: added again, same count
 
@@ -320,17 +347,17 @@ def test_explicit_profile_switches_on_from_the_environment(tmp_path, how):
     import os
     import subprocess
     import sys
+
     (tmp_path / "script.py").write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k not in ("LINE_PROFILE",
-                                                             "FASTPROF_LINE_PROFILE")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("LINE_PROFILE", "FASTPROF_LINE_PROFILE")
+    }
     package_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root,
-                                                    env.get("PYTHONPATH")] if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
     if how in ("FASTPROF_LINE_PROFILE", "LINE_PROFILE"):
         env[how] = "1"
     args = [sys.executable, "script.py"] + (["--line-profile"] if how == "argv" else [])
-    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     on = how != "off"
     assert f"decorated: work {on}" in proc.stdout
@@ -338,6 +365,7 @@ def test_explicit_profile_switches_on_from_the_environment(tmp_path, how):
     assert (tmp_path / "profile_output.txt").exists() == on
     if on:
         from fastprof.lines import load_stats
+
         (rows,) = load_stats(tmp_path / "profile_output.lprof").timings.values()
         assert [r[1] for r in rows] == [1, 6, 5, 1]
         assert " seconds - " in proc.stdout and "work" in proc.stdout
@@ -347,6 +375,7 @@ def test_explicit_profile_switches_on_from_the_environment(tmp_path, how):
 def test_explicit_profile_off_is_a_no_op():
     from fastprof._lines_explicit import ExplicitProfiler
     from fastprof.lines import profile
+
     p = ExplicitProfiler(LineProfiler)
     p.disable()
     assert p(gen) is gen

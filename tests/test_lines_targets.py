@@ -65,7 +65,8 @@ def gen(n):
     advance(1)  # L:gend
 
 
-def one_liner(x): return x + 1  # L:one
+def one_liner(x):
+    return x + 1  # L:one
 
 
 square = lambda x: x * x  # L:lam
@@ -74,6 +75,7 @@ square = lambda x: x * x  # L:lam
 def outer(n):
     def inner(k):  # L:def_inner
         return k * 2  # L:inner_body
+
     total = 0  # L:oinit
     for i in range(n):  # L:ofor
         total += inner(i)  # L:ocall
@@ -89,6 +91,7 @@ def logged(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)  # L:wrapper
+
     return wrapper
 
 

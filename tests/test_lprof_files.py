@@ -38,16 +38,21 @@ def _crafted(marker: str) -> List[Tuple[str, bytes]]:
         ("os.system", pickle.dumps(_Reduce(os.system, f"touch {marker}"))),
         ("builtins.exec", pickle.dumps(_Reduce(builtins.exec, touch))),
         ("builtins.eval", pickle.dumps(_Reduce(builtins.eval, f"exec({touch!r})"), protocol=0)),
-        ("inside the timings", pickle.dumps(
-            {"timings": {("a.py", 1, "f"): [_Reduce(builtins.exec, touch)]}, "unit": 1e-6})),
+        (
+            "inside the timings",
+            pickle.dumps(
+                {"timings": {("a.py", 1, "f"): [_Reduce(builtins.exec, touch)]}, "unit": 1e-6}
+            ),
+        ),
         ("as the unit", pickle.dumps(dict(stats, unit=_Reduce(builtins.exec, touch)))),
-        ("GLOBAL opcode, protocol 0",
-         f"cos\nsystem\n(Vtouch {marker}\ntR.".encode()),
+        ("GLOBAL opcode, protocol 0", f"cos\nsystem\n(Vtouch {marker}\ntR.".encode()),
         ("INST opcode", f"(Vtouch {marker}\nios\nsystem\n.".encode()),
         ("getattr chain", b"\x80\x04cbuiltins\ngetattr\n\x8c\x08builtins\x8c\x04exec\x86R."),
         ("subprocess", pickle.dumps(_Reduce(subprocess.call, ["touch", marker]))),
-        ("reconstructor of another class",
-         b"ccopy_reg\n_reconstructor\n(cos\nsystem\nc__builtin__\nobject\nNtR."),
+        (
+            "reconstructor of another class",
+            b"ccopy_reg\n_reconstructor\n(cos\nsystem\nc__builtin__\nobject\nNtR.",
+        ),
     ]
 
 
@@ -73,8 +78,11 @@ def test_crafted_pickles_run_nothing(tmp_path: Any) -> None:
 def test_refused_globals_are_named(tmp_path: Any) -> None:
     path = tmp_path / "evil.lprof"
     path.write_bytes(pickle.dumps(_Reduce(os.system, "true")))
-    with pytest.raises(ValueError, match=r"evil\.lprof: not a line timings file .*names "
-                                         r"posix\.system; only LineStats and plain data"):
+    with pytest.raises(
+        ValueError,
+        match=r"evil\.lprof: not a line timings file .*names "
+        r"posix\.system; only LineStats and plain data",
+    ):
         load_stats(path)
 
 
@@ -115,8 +123,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("name,data", BAD, ids=[b[0] for b in BAD])
-def test_malformed_lprof_gives_one_line(name: str, data: bytes, tmp_path: Any,
-                                        capsys: Any) -> None:
+def test_malformed_lprof_gives_one_line(name: str, data: bytes, tmp_path: Any, capsys: Any) -> None:
     path = tmp_path / "bad.lprof"
     path.write_bytes(data)
     with pytest.raises(ValueError, match=r"bad\.lprof"):
@@ -136,6 +143,7 @@ def test_directory_and_missing_lprof(tmp_path: Any, capsys: Any) -> None:
 
 # --- line_profiler's files and fastprof's, both ways -------------------------------------------
 
+
 def _work(n: int) -> int:
     total = 0
     for i in range(n):
@@ -152,8 +160,7 @@ def test_line_profiler_files_load(tmp_path: Any) -> None:
     ours = load_stats(path)
     theirs = lp.get_stats()
     assert ours.timings == theirs.timings and ours.unit == theirs.unit
-    hits = {ln: h for ln, h, _ in ours.timings[(__file__, _work.__code__.co_firstlineno,
-                                                 "_work")]}
+    hits = {ln: h for ln, h, _ in ours.timings[(__file__, _work.__code__.co_firstlineno, "_work")]}
     first = _work.__code__.co_firstlineno
     assert hits[first + 1] == 1 and hits[first + 3] == 5 and hits[first + 4] == 1
 
@@ -184,15 +191,16 @@ def test_fastprof_files_load_in_line_profiler_and_back(tmp_path: Any) -> None:
 
 def test_view_shows_line_timings(tmp_path: Any, capsys: Any) -> None:
     src = tmp_path / "prog.py"
-    src.write_text(textwrap.dedent("""\
+    src.write_text(
+        textwrap.dedent("""\
         def f(n):
             s = 0
             for i in range(n):
                 s += i
             return s
-        """))
-    stats = LineStats({(str(src), 1, "f"): [(2, 1, 10), (3, 4, 20), (4, 3, 30), (5, 1, 40)]},
-                      1e-6)
+        """)
+    )
+    stats = LineStats({(str(src), 1, "f"): [(2, 1, 10), (3, 4, 20), (4, 3, 30), (5, 1, 40)]}, 1e-6)
     path = tmp_path / "prog.lprof"
     path.write_bytes(pickle.dumps(stats, 4))
     assert cli.main(["view", str(path)]) == 0
@@ -218,8 +226,7 @@ def test_view_finds_a_pickle_without_the_extension(tmp_path: Any, capsys: Any) -
     assert "     2         7         70.0     10.0    100.0  " in out
 
 
-def test_view_of_line_timings_escapes_names_and_reads_no_device(tmp_path: Any,
-                                                                capsys: Any) -> None:
+def test_view_of_line_timings_escapes_names_and_reads_no_device(tmp_path: Any, capsys: Any) -> None:
     timings = {
         ("/dev/zero", 1, "z"): [(1, 1, 1)],
         ("evil\x1b[31m.py", 10**6, "f\x1b]0;t\x07\n"): [(10**6 + 5, 2, 3), (2**31 - 1, 1, 1)],
@@ -238,6 +245,11 @@ def test_view_as_a_process(tmp_path: Any) -> None:
     path = tmp_path / "p.lprof"
     path.write_bytes(pickle.dumps(LineStats({("nowhere.py", 1, "g"): [(2, 7, 70)]}, 1e-6), 4))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-m", "fastprof", "view", str(path)],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "view", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0 and "nowhere.py" in r.stdout

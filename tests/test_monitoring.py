@@ -102,8 +102,10 @@ def test_pruning_is_an_opt_in_that_loses_builtins_at_mixed_sites() -> None:
     assert pruned.get("<built-in method builtins.len>", (0, 0))[0] < 10
     assert pruned["py_func"] == counts(cprofile_stats(lambda: mixed_sites(5)))["py_func"]
     # ... and its pruning does not outlive it
-    assert counts(fastprof_stats(lambda: mixed_sites(5)))["<built-in method builtins.len>"] \
-        == (10, 10)
+    assert counts(fastprof_stats(lambda: mixed_sites(5)))["<built-in method builtins.len>"] == (
+        10,
+        10,
+    )
 
 
 def test_strict_keyword_is_still_accepted() -> None:
@@ -251,10 +253,12 @@ def test_a_profiler_refused_while_joining_leaves_the_others_exact() -> None:
 
 
 @needs_monitoring
-@pytest.mark.parametrize("held,expected", [((), 2), ((2,), 3), ((2, 3, 4), 5),
-                                            ((2, 3, 4, 5), 0), ((0, 2, 3, 4, 5), 1)])
-def test_tool_id_order_keeps_debugger_and_coverage_ids_for_last(held: Tuple[int, ...],
-                                                                expected: int) -> None:
+@pytest.mark.parametrize(
+    "held,expected", [((), 2), ((2,), 3), ((2, 3, 4), 5), ((2, 3, 4, 5), 0), ((0, 2, 3, 4, 5), 1)]
+)
+def test_tool_id_order_keeps_debugger_and_coverage_ids_for_last(
+    held: Tuple[int, ...], expected: int
+) -> None:
     for i in held:
         sys.monitoring.use_tool_id(i, "other tool")
     try:
@@ -459,15 +463,18 @@ def test_decorated_function_pickles_by_reference() -> None:
 # -- 5. options checked early, no fastprof frames in reports ---------------------------------
 
 
-@pytest.mark.parametrize("options,error", [
-    ({"sort_by": "nope"}, ValueError),
-    ({"sort_by": ("tottime", "nope")}, ValueError),
-    ({"sort_by": 7}, TypeError),
-    ({"top_n": 0}, ValueError),
-    ({"top_n": "5"}, ValueError),
-    ({"top_n": 2.5}, ValueError),
-    ({"top_n": True}, ValueError),
-])
+@pytest.mark.parametrize(
+    "options,error",
+    [
+        ({"sort_by": "nope"}, ValueError),
+        ({"sort_by": ("tottime", "nope")}, ValueError),
+        ({"sort_by": 7}, TypeError),
+        ({"top_n": 0}, ValueError),
+        ({"top_n": "5"}, ValueError),
+        ({"top_n": 2.5}, ValueError),
+        ({"top_n": True}, ValueError),
+    ],
+)
 def test_bad_options_raise_at_decoration_time(options: Dict[str, Any], error: type) -> None:
     with pytest.raises(error, match=next(iter(options))):
         fastprof.profile(**options)
@@ -489,8 +496,12 @@ def test_no_fastprof_frames_in_a_decorated_function_stats() -> None:
 
     work()
     work()
-    assert no_package_frames(work.profiler.stats if hasattr(work.profiler, "stats") else
-                             _snapshot(work.profiler)) == []
+    assert (
+        no_package_frames(
+            work.profiler.stats if hasattr(work.profiler, "stats") else _snapshot(work.profiler)
+        )
+        == []
+    )
     names = {r.name for r in work.session.stats().rows}
     assert names >= {"work", "leaf"}
     assert not any(n in names for n in ("_start", "_stop", "_after_call", "disable"))

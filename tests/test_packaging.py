@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(
     not (ROOT / "pyproject.toml").exists() or sys.version_info < (3, 11),
-    reason="needs the checkout's pyproject.toml and tomllib (3.11+)")
+    reason="needs the checkout's pyproject.toml and tomllib (3.11+)",
+)
 
 
 def _pyproject() -> Dict[str, Any]:
@@ -33,8 +34,12 @@ def _names(requirements: List[str]) -> Set[str]:
 def _readme_commands() -> List[str]:
     """The one-line commands of the README's code blocks."""
     text = (ROOT / "README.md").read_text()
-    return [line.strip() for block in re.findall(r"```\n(.*?)```", text, re.S)
-            for line in block.splitlines() if line.startswith("python -m pip install")]
+    return [
+        line.strip()
+        for block in re.findall(r"```\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+        if line.startswith("python -m pip install")
+    ]
 
 
 def test_numpy_is_the_kernels_extra_and_a_build_requirement() -> None:
@@ -48,13 +53,17 @@ def test_numpy_is_the_kernels_extra_and_a_build_requirement() -> None:
 
 def test_the_readme_main_command_installs_what_the_example_imports() -> None:
     tree = ast.parse((ROOT / "examples" / "hotspots.py").read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-                for a in n.names}
+    imported = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     (main,) = [c for c in _readme_commands() if "examples/hotspots.py" in c]
     install = main.split("&&")[0]
     extras = set(re.findall(r"\.\[([a-z,]+)\]", install)[0].split(",")) if "[" in install else set()
-    provided = set().union(*(_names(_pyproject()["project"]["optional-dependencies"][e])
-                             for e in extras)) if extras else set()
+    provided = (
+        set().union(*(_names(_pyproject()["project"]["optional-dependencies"][e]) for e in extras))
+        if extras
+        else set()
+    )
     assert "numpy" in imported and "numpy" in provided, main
 
 

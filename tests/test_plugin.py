@@ -25,8 +25,16 @@ import fastprof.pytest_plugin as plugin
 pytest_plugins = ["pytester"]
 
 # Load the plugin under one name whether or not the entry point is installed.
-PLUGIN_ARGS = ["-p", "no:fastprof", "-p", "fastprof.pytest_plugin", "-p", "no:cacheprovider",
-               "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+PLUGIN_ARGS = [
+    "-p",
+    "no:fastprof",
+    "-p",
+    "fastprof.pytest_plugin",
+    "-p",
+    "no:cacheprovider",
+    "-W",
+    "ignore::pytest.PytestAssertRewriteWarning",
+]
 
 FAKECLOCK = '''
 import random
@@ -79,8 +87,10 @@ def by_name(doc: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 # --- the fixture's API and results ------------------------------------------------------------
 
+
 def test_fixture_api_and_results(inner):
-    inner.makepyfile(test_api='''
+    inner.makepyfile(
+        test_api="""
         import pytest
         from fakeclock import CLOCK
 
@@ -102,7 +112,8 @@ def test_fixture_api_and_results(inner):
 
         def test_bad_call(fastprof_benchmark):
             fastprof_benchmark(42)
-    ''')
+    """
+    )
     result = run(inner, "--fastprof-save=api", "--strict-markers")  # the marker is registered
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*expected a callable to time*got 42*"])
@@ -124,7 +135,8 @@ def test_fixture_api_and_results(inner):
 
 
 def test_calibration_follows_the_timer_resolution(inner):
-    inner.makepyfile(test_cal='''
+    inner.makepyfile(
+        test_cal="""
         import pytest
         from fakeclock import CLOCK, COARSE
 
@@ -135,7 +147,8 @@ def test_calibration_follows_the_timer_resolution(inner):
         @pytest.mark.benchmark(timer=COARSE.now, max_time=0.2, warmup=False)
         def test_coarse(fastprof_benchmark):
             fastprof_benchmark(COARSE.spend, 1e-6)
-    ''')
+    """
+    )
     run(inner, "--fastprof-save=cal").assert_outcomes(passed=2)
     benches = by_name(saved(inner)[0])
     fine = benches["test_fine"]["stats"]
@@ -149,7 +162,8 @@ def test_calibration_follows_the_timer_resolution(inner):
 
 
 def test_async_functions_are_timed_inside_the_loop(inner):
-    inner.makepyfile(test_async='''
+    inner.makepyfile(
+        test_async="""
         import asyncio
         import pytest
         from fakeclock import CLOCK
@@ -178,7 +192,8 @@ def test_async_functions_are_timed_inside_the_loop(inner):
 
             result, loop = asyncio.run(main())
             assert result == 10 and set(map(id, loops)) == {id(loop)}
-    ''')
+    """
+    )
     run(inner, "--fastprof-save=a").assert_outcomes(passed=2)
     for bench in saved(inner)[0]["benchmarks"]:
         assert bench["fastprof"]["kind"] == "async"
@@ -186,7 +201,8 @@ def test_async_functions_are_timed_inside_the_loop(inner):
 
 
 def test_several_benchmarks_per_test(inner):
-    inner.makepyfile(test_many='''
+    inner.makepyfile(
+        test_many="""
         import pytest
         from fakeclock import CLOCK
 
@@ -205,11 +221,13 @@ def test_several_benchmarks_per_test(inner):
         def test_same_label(fastprof_benchmark):
             fastprof_benchmark("a", CLOCK.spend, 1e-4)
             fastprof_benchmark("a", CLOCK.spend, 1e-4)
-    ''')
+    """
+    )
     result = run(inner, "--fastprof-save=m")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*the unlabelled benchmark was already run*",
-                                 "*label 'a' was already run*"])
+    result.stdout.fnmatch_lines(
+        ["*the unlabelled benchmark was already run*", "*label 'a' was already run*"]
+    )
     benches = by_name(saved(inner)[0])
     assert benches["test_two::small"]["stats"]["median"] == pytest.approx(1e-4, rel=1e-4)
     assert benches["test_two::large"]["stats"]["median"] == pytest.approx(2e-3, rel=1e-4)
@@ -219,7 +237,8 @@ def test_several_benchmarks_per_test(inner):
 
 
 def test_pedantic(inner):
-    inner.makepyfile(test_ped='''
+    inner.makepyfile(
+        test_ped="""
         import pytest
         from fakeclock import CLOCK
 
@@ -253,15 +272,21 @@ def test_pedantic(inner):
 
         def test_bad_rounds(fastprof_benchmark):
             fastprof_benchmark.pedantic(target, args=(1,), rounds=0)
-    ''')
+    """
+    )
     result = run(inner)
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["*setup returned arguments, so args= and kwargs= must be left empty*",
-                                 "*rounds must be an int >= 1, got 0*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*setup returned arguments, so args= and kwargs= must be left empty*",
+            "*rounds must be an int >= 1, got 0*",
+        ]
+    )
 
 
 def test_gc_hooks_and_fastprof_profilers(inner):
-    inner.makepyfile(test_env='''
+    inner.makepyfile(
+        test_env="""
         import gc, sys
         import pytest
         from fakeclock import CLOCK
@@ -305,31 +330,38 @@ def test_gc_hooks_and_fastprof_profilers(inner):
                 fastprof_benchmark(probe)
             finally:
                 sys.setprofile(None)
-    ''')
+    """
+    )
     result = run(inner)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*ProfilerActiveError*a fastprof profiler is active*"])
 
 
 def test_marker_with_an_unknown_key_is_a_usage_error(inner):
-    inner.makepyfile(test_bad='''
+    inner.makepyfile(
+        test_bad="""
         import pytest
 
         @pytest.mark.benchmark(rounds=3)
         def test_it(fastprof_benchmark):
             fastprof_benchmark(lambda: None)
-    ''')
+    """
+    )
     result = run(inner)
     assert result.ret != 0
     # pytest-benchmark, when installed, checks the marker first with its own words
-    result.stdout.fnmatch_lines(["*unknown benchmark option 'rounds'*"
-                                 if "benchmark-" not in result.stdout.str()
-                                 else "*benchmark mark can't have 'rounds'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*unknown benchmark option 'rounds'*"
+            if "benchmark-" not in result.stdout.str()
+            else "*benchmark mark can't have 'rounds'*"
+        ]
+    )
 
 
 # --- save, compare, fail ----------------------------------------------------------------------
 
-SUITE = '''
+SUITE = """
 import pytest
 from fakeclock import CLOCK, noisy
 
@@ -350,7 +382,7 @@ def test_unchanged(fastprof_benchmark):
 @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.0, min_rounds=7, warmup=False)
 def test_noisy(fastprof_benchmark):
     fastprof_benchmark.pedantic(lambda: work(5e-4 * {noisy_scale} * NOISE()), rounds=7)
-'''
+"""
 
 
 def test_save_compare_and_fail(inner):
@@ -366,15 +398,21 @@ def test_save_compare_and_fail(inner):
 
     # the slowed function fails the session, named with its old and new figures
     inner.makepyfile(test_suite=SUITE.format(slow=1.3, seed=1, noisy_scale=1.0))
-    result = run(inner, "--fastprof-compare=base", "--fastprof-compare-fail=median:5%",
-                 "--fastprof-save=slow")
+    result = run(
+        inner,
+        "--fastprof-compare=base",
+        "--fastprof-compare-fail=median:5%",
+        "--fastprof-save=slow",
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines([
-        "REGRESSION test_suite.py::test_slowed: median 1 ms -> 1.3 ms (x1.300, 95% CI *"
-        " beyond median:5%)",
-        "1 benchmark(s) regressed",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "REGRESSION test_suite.py::test_slowed: median 1 ms -> 1.3 ms (x1.300, 95% CI *"
+            " beyond median:5%)",
+            "1 benchmark(s) regressed",
+        ]
+    )
     assert "REGRESSION test_suite.py::test_unchanged" not in result.stdout.str()
     assert "REGRESSION test_suite.py::test_noisy" not in result.stdout.str()
     # compare without --fastprof-compare-fail reports but passes; latest is now 0002_slow
@@ -384,6 +422,7 @@ def test_save_compare_and_fail(inner):
     # the same files through the command line
     first, second = sorted((inner.path / "runs").glob("*.json"))
     from fastprof.compare import main
+
     assert main([str(first), str(second), "--fail", "median:5%"]) == 1
     assert main([str(first), str(first), "--fail", "median:5%"]) == 0
 
@@ -402,7 +441,7 @@ def test_compare_usage_errors(inner):
 
 # --- why is it slower -------------------------------------------------------------------------
 
-PROFILED = '''
+PROFILED = """
 import cProfile
 import pytest
 from fakeclock import CLOCK
@@ -423,7 +462,7 @@ def pipeline():
 @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.02, warmup=False)
 def test_pipeline(fastprof_benchmark):
     fastprof_benchmark(pipeline)
-'''
+"""
 
 
 def test_profile_attribution(inner):
@@ -439,15 +478,18 @@ def test_profile_attribution(inner):
     assert not any("fastprof" in r["func"] and "bench" in r["func"] for r in prof["rows"])
 
     inner.makepyfile(test_prof=PROFILED.format(cost=6e-4))
-    result = run(inner, "--fastprof-profile", "--fastprof-compare",
-                 "--fastprof-compare-fail=median:5%")
+    result = run(
+        inner, "--fastprof-profile", "--fastprof-compare", "--fastprof-compare-fail=median:5%"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "REGRESSION test_prof.py::test_pipeline: median *",
-        "  tottime per call that grew most in test_pipeline:",
-        "    +500 us  test_prof.py:*(transform)  (100 us -> 600 us)",
-        "profile of test_prof.py::test_pipeline: *.prof",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "REGRESSION test_prof.py::test_pipeline: median *",
+            "  tottime per call that grew most in test_pipeline:",
+            "    +500 us  test_prof.py:*(transform)  (100 us -> 600 us)",
+            "profile of test_prof.py::test_pipeline: *.prof",
+        ]
+    )
     out = result.stdout.str()
     assert "(parse)" not in out.split("grew most")[1].split("profile of")[0]
     path = out.split("profile of test_prof.py::test_pipeline: ")[1].split()[0]
@@ -462,6 +504,7 @@ def test_profile_uses_fastprof_profile_by_default(inner, monkeypatch):
     class Recorder:
         def __init__(self, *args, **kwargs):
             import cProfile
+
             made.append(self)
             self._p = cProfile.Profile()
             self.enable, self.disable = self._p.enable, self._p.disable
@@ -471,17 +514,19 @@ def test_profile_uses_fastprof_profile_by_default(inner, monkeypatch):
             self.stats = self._p.stats
 
     monkeypatch.setattr(sys.modules["fastprof.profile"], "Profile", Recorder)
-    inner.makepyfile(test_d='''
+    inner.makepyfile(
+        test_d="""
         def test_d(fastprof_benchmark):
             fastprof_benchmark.pedantic(sum, args=([1, 2],), rounds=2)
-    ''')
+    """
+    )
     run(inner, "--fastprof-profile").assert_outcomes(passed=1)
     assert len(made) == 1
 
 
 # --- CUDA -------------------------------------------------------------------------------------
 
-CUDA_SUITE = '''
+CUDA_SUITE = """
 import contextlib
 import pytest
 import fastprof.cuda
@@ -512,7 +557,7 @@ def test_gpu(cuda_benchmark):
     cuda_benchmark(CLOCK.spend, 1e-3)
     rounds = cuda_benchmark.stats["rounds"]
     assert Timer.entered == rounds + 3  # cold call, two calibration rounds, the rounds
-'''
+"""
 
 
 @pytest.fixture
@@ -534,10 +579,12 @@ def test_cuda_benchmark_device_and_host_time(inner, fake_cuda):
 
 
 def test_cuda_benchmark_skips_with_the_reason(inner, fake_cuda, monkeypatch):
-    inner.makepyfile(test_gpu='''
+    inner.makepyfile(
+        test_gpu="""
         def test_gpu(cuda_benchmark):
             raise AssertionError("must not run")
-    ''')
+    """
+    )
     monkeypatch.setattr(fastprof.cuda, "is_available", lambda: False, raising=False)
     monkeypatch.setattr(fastprof.cuda, "status", lambda: "no NVIDIA driver found", raising=False)
     result = run(inner, "-rs")
@@ -551,8 +598,10 @@ def test_cuda_benchmark_skips_with_the_reason(inner, fake_cuda, monkeypatch):
 
 # --- output -----------------------------------------------------------------------------------
 
+
 def test_terminal_summary_grouped_sorted_in_fitting_units(inner):
-    inner.makepyfile(test_out='''
+    inner.makepyfile(
+        test_out="""
         import pytest
         from fakeclock import CLOCK
 
@@ -567,27 +616,31 @@ def test_terminal_summary_grouped_sorted_in_fitting_units(inner):
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.001, group="cpu")
         def test_cpu(fastprof_benchmark):
             fastprof_benchmark(CLOCK.spend, 3e-7)
-    ''')
+    """
+    )
     result = run(inner)
-    result.stdout.fnmatch_lines([
-        "*- fastprof benchmarks -*",
-        "benchmark group 'cpu': 1 (times in ns)",
-        "Name*Min (ns)*Max*Mean*StdDev*Median*95% CI of median*IQR*Outliers*OPS*Rounds*Iterations",
-        "-*",
-        "test_cpu * 300.0*",
-        "",
-        "benchmark group 'io': 2 (times in ms)",
-        "Name*Min (ms)*",
-        "-*",
-        "test_io_b * 2.0000 *",
-        "test_io_a * 5.0000 *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- fastprof benchmarks -*",
+            "benchmark group 'cpu': 1 (times in ns)",
+            "Name*Min (ns)*Max*Mean*StdDev*Median*95% CI of median*IQR*Outliers*OPS*Rounds*Iterations",
+            "-*",
+            "test_cpu * 300.0*",
+            "",
+            "benchmark group 'io': 2 (times in ms)",
+            "Name*Min (ms)*",
+            "-*",
+            "test_io_b * 2.0000 *",
+            "test_io_a * 5.0000 *",
+        ]
+    )
     result = run(inner, "--fastprof-sort=name", "-k", "io")
     result.stdout.fnmatch_lines(["test_io_a * 5.0000 *", "test_io_b * 2.0000 *"])
 
 
 def test_a_failing_function_fails_its_test_only(inner):
-    inner.makepyfile(test_fail='''
+    inner.makepyfile(
+        test_fail="""
         import gc, sys
 
         def boom():
@@ -598,7 +651,8 @@ def test_a_failing_function_fails_its_test_only(inner):
 
         def test_after():
             assert gc.isenabled() and sys.getprofile() is None
-    ''')
+    """
+    )
     result = run(inner, "--fastprof-save=f")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*KeyError: 'inside'*"])
@@ -607,35 +661,45 @@ def test_a_failing_function_fails_its_test_only(inner):
 
 # --- pytest-xdist and pytest-benchmark --------------------------------------------------------
 
+
 def _subprocess_env(monkeypatch):
     """Make the package importable from inner subprocess runs (the tests may run uninstalled)."""
     root = str(Path(fastprof.__file__).resolve().parent.parent)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join(
+            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
 
 
 def test_xdist_workers_skip_with_a_reason(inner, monkeypatch):
     pytest.importorskip("xdist")
     _subprocess_env(monkeypatch)
-    inner.makepyfile(test_x='''
+    inner.makepyfile(
+        test_x="""
         def test_b(fastprof_benchmark):
             fastprof_benchmark(sum, [1, 2])
 
         def test_plain():
             pass
-    ''')
-    result = inner.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", "-rs", "--fastprof-save=x",
-                                        "--fastprof-storage=runs")
+    """
+    )
+    result = inner.runpytest_subprocess(
+        *PLUGIN_ARGS, "-n", "2", "-rs", "--fastprof-save=x", "--fastprof-storage=runs"
+    )
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*fastprof_benchmark: benchmarks do not run on pytest-xdist "
-                                 "workers*-p no:xdist or -n 0*"])
+    result.stdout.fnmatch_lines(
+        ["*fastprof_benchmark: benchmarks do not run on pytest-xdist workers*-p no:xdist or -n 0*"]
+    )
     assert not (inner.path / "runs").exists()
 
 
 def test_beside_pytest_benchmark(inner, monkeypatch):
     pytest.importorskip("pytest_benchmark")
     _subprocess_env(monkeypatch)
-    inner.makepyfile(test_both='''
+    inner.makepyfile(
+        test_both="""
         import pytest
 
         @pytest.mark.benchmark(group="shared", min_rounds=3, max_time=0.01)
@@ -646,10 +710,17 @@ def test_beside_pytest_benchmark(inner, monkeypatch):
         def test_ours(fastprof_benchmark):
             assert fastprof_benchmark(sum, [1, 2]) == 3
             assert fastprof_benchmark.group == "shared"
-    ''')
-    result = inner.runpytest_subprocess(*PLUGIN_ARGS, "-p", "benchmark", "--strict-markers",
-                                        "--fastprof-save=both", "--fastprof-storage=runs",
-                                        "--benchmark-json=theirs.json")
+    """
+    )
+    result = inner.runpytest_subprocess(
+        *PLUGIN_ARGS,
+        "-p",
+        "benchmark",
+        "--strict-markers",
+        "--fastprof-save=both",
+        "--fastprof-storage=runs",
+        "--benchmark-json=theirs.json",
+    )
     result.assert_outcomes(passed=2)
     ours = saved(inner)[0]["benchmarks"]
     assert [b["name"] for b in ours] == ["test_ours"] and ours[0]["group"] == "shared"
@@ -658,7 +729,11 @@ def test_beside_pytest_benchmark(inner, monkeypatch):
     # pytest-benchmark's own tool reads our file
     path = next((inner.path / "runs").glob("*.json"))
     code = "import sys; from pytest_benchmark.cli import main; sys.argv[0] = 'pytest-benchmark'; main()"
-    proc = subprocess.run([sys.executable, "-c", code, "compare", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "compare", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "test_ours" in proc.stdout

@@ -319,8 +319,13 @@ def test_monotonic_wall_clock_counts_match_cprofile() -> None:
     whose fast paths read CLOCK_MONOTONIC; counts still match cProfile, and times add up and
     stay within the wall time of the run."""
     env = {**os.environ, "FASTPROF_CLOCK": "monotonic"}
-    r = subprocess.run([sys.executable, "-c", _MONOTONIC_SCRIPT], env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _MONOTONIC_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
 
@@ -428,8 +433,10 @@ def test_next_to_cprofile() -> None:
         assert p.stats[key(rec)][4][key(rec)][:2] == outer.stats[key(rec)][4][key(rec)][:2]
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the empty hook is the floor of the "
-                    "PyEval_SetProfile path, below 3.12 only")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="the empty hook is the floor of the PyEval_SetProfile path, below 3.12 only",
+)
 def test_empty_profile_hook_holds_the_hook_and_leaves_none() -> None:
     """benchmarks/overhead.py's floor: a C profile function with no object.  fastprof refuses
     to take the hook from it and says so; it never replaces or removes another profiler."""
@@ -458,8 +465,10 @@ def stamped_work() -> None:
     len("abc")
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the stamp hook is a floor of the "
-                    "PyEval_SetProfile path, below 3.12 only")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="the stamp hook is a floor of the PyEval_SetProfile path, below 3.12 only",
+)
 def test_stamp_profile_hook_times_every_call_cprofile_sees() -> None:
     """benchmarks/overhead.py's timing floor: it times each call that cProfile counts (every
     Python and C call but the one that removes it), then leaves no hook; it starts from zero
@@ -511,9 +520,10 @@ def test_pstats_file_has_cprofile_types(tmp_path: Any) -> None:
             assert type(e_tt) is float and type(e_ct) is float
 
 
-
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ profiles through sys.monitoring, "
-                    "not per-thread profile functions")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="3.12+ profiles through sys.monitoring, not per-thread profile functions",
+)
 def test_enable_refused_by_an_audit_hook_leaves_no_hook_anywhere() -> None:
     watch = ThreadWatch(sys.getprofile)
     p = fastprof.Profile()

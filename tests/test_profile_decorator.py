@@ -153,7 +153,8 @@ def test_bad_arguments() -> None:
 
 def test_report_at_program_exit(tmp_path: Any) -> None:
     script = tmp_path / "deco.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import fastprof
 
         def helper(n):
@@ -166,11 +167,13 @@ def test_report_at_program_exit(tmp_path: Any) -> None:
         for _ in range(3):
             work()
         print("program done")
-    """))
+    """)
+    )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     done = r.stdout.index("program done")
     table = r.stdout[done:]
@@ -179,8 +182,7 @@ def test_report_at_program_exit(tmp_path: Any) -> None:
     assert "3 of 4" in table
 
 
-def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any,
-                                           capsys: Any) -> None:
+def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any, capsys: Any) -> None:
     out = tmp_path / "l.lprof"
 
     @fastprof.profile(lines=True, report="call", output=out)
@@ -222,8 +224,11 @@ def test_enable_failure_leaves_session_usable(monkeypatch: Any) -> None:
         return helper(2)
 
     real_enable = type(work.profiler).enable
-    monkeypatch.setattr(type(work.profiler), "enable",
-                        lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("hook held")))
+    monkeypatch.setattr(
+        type(work.profiler),
+        "enable",
+        lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("hook held")),
+    )
     with pytest.raises(RuntimeError, match="hook held"):
         work()
     monkeypatch.setattr(type(work.profiler), "enable", real_enable)

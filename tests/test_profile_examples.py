@@ -34,7 +34,7 @@ def test_fast_smoothing_matches_the_loop(hotspots: Any, shape: Any, r: int) -> N
     # the plain definition: mean over the clipped window
     for i in range(shape[0]):
         for j in range(shape[1]):
-            win = img[max(i - r, 0): i + r + 1, max(j - r, 0): j + r + 1]
+            win = img[max(i - r, 0) : i + r + 1, max(j - r, 0) : j + r + 1]
             assert ref[i, j] == pytest.approx(win.mean())
     np.testing.assert_allclose(hotspots.smooth_fast(img, r), ref, rtol=1e-12, atol=1e-12)
 
@@ -43,8 +43,13 @@ def test_readme_command_points_at_the_loop(tmp_path: Any) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     out = tmp_path / "h.prof"
-    r = subprocess.run([sys.executable, "-m", "fastprof", "run", "-o", str(out), EXAMPLE],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "run", "-o", str(out), EXAMPLE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "spots found" in r.stdout
     import fastprof

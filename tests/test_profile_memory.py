@@ -22,13 +22,16 @@ import pytest
 import fastprof
 from profile_helpers import comparable
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/statm"),
-                                reason="reads the resident set from /proc/self/statm")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/proc/self/statm"), reason="reads the resident set from /proc/self/statm"
+)
 
 # AddressSanitizer (.ci/sanitize) pads every malloc and keeps freed memory in quarantine, so
 # the resident set measures it, not the profiler.
-_NOT_UNDER_ASAN = pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                                     reason="AddressSanitizer's allocator sets the memory")
+_NOT_UNDER_ASAN = pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="AddressSanitizer's allocator sets the memory",
+)
 
 # Makes n distinct functions (each its own code object), calls each from two callers under
 # the profiler named on the command line, and prints the growth of the resident set in bytes
@@ -101,8 +104,13 @@ print(r1 - r0, rss() - r1)
 
 
 def _run(script: str, *args: Any) -> list[float]:
-    r = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
-                       text=True, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     return [float(x) for x in r.stdout.split()]
 

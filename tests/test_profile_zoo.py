@@ -366,7 +366,9 @@ def case_edges() -> None:
 # Many functions and edges (40 callers, each calling 15 of 40 callees), so the profiler's
 # tables grow and its edge map probes past collisions.  Compiled under this file's name, so
 # the comparison below keeps them.
-_MANY_SRC = "".join(f"def e{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(40))
+_MANY_SRC = "".join(
+    f"def e{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(40)
+)
 _MANY_SRC += "".join(
     f"def c{j}(n):\n    t = 0\n    for r in range(n):\n"
     + "".join(f"        t += e{(j * 7 + m * 3) % 40}(r)\n" for m in range(15))
@@ -385,7 +387,9 @@ def case_many_edges() -> None:
 # More functions than the profiler's code-object cache has entries (1,024 in sets of two),
 # called in three orders, so the cache evicts, refills and finds code objects in either way
 # of a set.  Compiled under this file's name, like MANY.
-_WIDE_SRC = "".join(f"def w{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(1500))
+_WIDE_SRC = "".join(
+    f"def w{k}(x):\n    CLOCK[0] += 1\n    return abs(x) + {k}\n" for k in range(1500)
+)
 WIDE: Dict[str, Any] = {"CLOCK": CLOCK}
 exec(compile(_WIDE_SRC, HERE, "exec"), WIDE)
 WIDE_FUNCS = [WIDE[f"w{k}"] for k in range(1500)]

@@ -50,8 +50,10 @@ def test_rows_are_plain_data() -> None:
         assert isinstance(r, Row)
         cc, nc, tt, ct, callers = d[r.key]
         assert (r.primcalls, r.ncalls, r.tottime, r.cumtime) == (cc, nc, tt, ct)
-        assert {(c.file, c.line, c.name): (c.ncalls, c.primcalls, c.tottime, c.cumtime)
-                for c in r.callers} == callers
+        assert {
+            (c.file, c.line, c.name): (c.ncalls, c.primcalls, c.tottime, c.cumtime)
+            for c in r.callers
+        } == callers
         plain = r.as_dict()
         assert plain["name"] == r.name and isinstance(plain["callers"], (list, tuple))
     b = st.row("<built-in method builtins.len>")
@@ -61,8 +63,24 @@ def test_rows_are_plain_data() -> None:
     assert st.total_tt == pytest.approx(sum(v[2] for v in d.values()))
 
 
-@pytest.mark.parametrize("key", ["calls", "ncalls", "pcalls", "cumulative", "cumtime", "time",
-                                 "tottime", "line", "name", "nfl", "stdname", "file", "module"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "calls",
+        "ncalls",
+        "pcalls",
+        "cumulative",
+        "cumtime",
+        "time",
+        "tottime",
+        "line",
+        "name",
+        "nfl",
+        "stdname",
+        "file",
+        "module",
+    ],
+)
 def test_sort_matches_pstats(key: str) -> None:
     d = synthetic()
     ref = fastprof.Stats(d).to_pstats()
@@ -100,7 +118,8 @@ def test_filter_by_regex() -> None:
     assert [r.key for r in sub.rows] == expected
     assert 0 < len(sub) < len(st)
     assert [r.name for r in st.filter("^f0[1-3]$").rows] == [
-        r.name for r in st.rows if r.name in ("f01", "f02", "f03")]
+        r.name for r in st.rows if r.name in ("f01", "f02", "f03")
+    ]
     assert len(st.filter("builtins")) == 1
     # a filtered table keeps the whole profile's totals and shares
     text = sub.table()
@@ -121,7 +140,7 @@ def test_top_and_table() -> None:
     text = st.table(top=5)
     lines = text.splitlines()
     assert "5 of 26 functions, sorted by cumulative" in text
-    body = lines[lines.index(next(x for x in lines if x.lstrip().startswith("ncalls"))) + 1:]
+    body = lines[lines.index(next(x for x in lines if x.lstrip().startswith("ncalls"))) + 1 :]
     assert len(body) == 5
     for line, r in zip(body, top):
         assert line.endswith(f"mod{r.file.split('mod')[1]}:{r.line}({r.name})")

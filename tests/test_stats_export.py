@@ -121,8 +121,10 @@ def test_view_writes_callgrind(tmp_path: Any, capsys: Any) -> None:
 
 def test_callgrind_reads_profile_py_callers() -> None:
     # profile.py's bare call counts in callers are accepted too
-    d = {("/a.py", 1, "f"): (1, 1, 0.5, 1.0, {}),
-         ("/a.py", 5, "g"): (2, 2, 0.5, 0.5, {("/a.py", 1, "f"): 2})}
+    d = {
+        ("/a.py", 1, "f"): (1, 1, 0.5, 1.0, {}),
+        ("/a.py", 5, "g"): (2, 2, 0.5, 0.5, {("/a.py", 1, "f"): 2}),
+    }
     buf = io.StringIO()
     fastprof.Stats(d).to_callgrind(buf)
     self_cost, edges, totals = parse_callgrind(buf.getvalue())

@@ -267,12 +267,14 @@ def test_threads_have_a_root_each() -> None:
             continue
         (w,) = works  # one t_work call in each worker thread
         assert w.ncalls == 1
-        got = {tuple(k[2] for k in n.path()[n.path().index(w.key):]): n.ncalls
-               for n in w.walk()}
+        got = {tuple(k[2] for k in n.path()[n.path().index(w.key) :]): n.ncalls for n in w.walk()}
         n = got[("t_work", "<genexpr>", "t_leaf")]
         leaves.add(n)
-        assert got == {("t_work",): 1, ("t_work", "<genexpr>"): n + 1,
-                       ("t_work", "<genexpr>", "t_leaf"): n}
+        assert got == {
+            ("t_work",): 1,
+            ("t_work", "<genexpr>"): n + 1,
+            ("t_work", "<genexpr>", "t_leaf"): n,
+        }
     assert leaves == {5, 6}
 
 
@@ -288,8 +290,9 @@ def test_the_cap_merges_and_counts() -> None:
     # fib(6) makes 1, 2, 4, 8, 8, 2 calls at depths 0 to 5: three depths get nodes
     assert [(n[0], n[3]) for n in nodes] == [(-1, 1), (0, 2), (1, 4)]
     assert merged == 8 + 8 + 2
-    assert comparable(prof.stats, zoo.in_this_file, True) == \
-        comparable(ref.stats, zoo.in_this_file, True)
+    assert comparable(prof.stats, zoo.in_this_file, True) == comparable(
+        ref.stats, zoo.in_this_file, True
+    )
 
 
 def test_a_new_top_level_call_past_the_cap_is_merged() -> None:

@@ -21,16 +21,21 @@ import fastprof
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 
-pytestmark = pytest.mark.skipif(not PYPROJECT.exists(),
-                                reason="needs the checkout's pyproject.toml")
+pytestmark = pytest.mark.skipif(
+    not PYPROJECT.exists(), reason="needs the checkout's pyproject.toml"
+)
 
 
 def _version_file() -> str:
     """The string assigned to ``__version__`` in _version.py, read from its text."""
     tree = ast.parse((ROOT / "python" / "fastprof" / "_version.py").read_text())
-    (value,) = [n.value.value for n in tree.body
-                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-                and [getattr(t, "id", None) for t in n.targets] == ["__version__"]]
+    (value,) = [
+        n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Constant)
+        and [getattr(t, "id", None) for t in n.targets] == ["__version__"]
+    ]
     return str(value)
 
 
@@ -62,9 +67,15 @@ def test_metadata_package_and_cli_agree(monkeypatch: pytest.MonkeyPatch) -> None
     assert _metadata_version(monkeypatch) == expected
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(fastprof.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-m", "fastprof", "--version"], capture_output=True,
-                         text=True, env=env, timeout=60)
+        [str(Path(fastprof.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "fastprof", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"fastprof {expected}\n"
 

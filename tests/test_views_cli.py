@@ -41,8 +41,7 @@ def test_view_prints_the_call_tree_when_saved_beside_the_profile(saved: str, cap
     assert cli.main(["view", saved]) == 0
     out = _out(capsys)
     assert "\x1b[" not in out  # auto: not a terminal
-    assert out.startswith(f"fastprof: {saved}\n1333 function calls in 1.400000 seconds "
-                          f"(2 threads)")
+    assert out.startswith(f"fastprof: {saved}\n1333 function calls in 1.400000 seconds (2 threads)")
     assert "fib (recursion, 3 levels)  app.py:20" in out
     assert "mean  [numpy] +2 frames  fromnumeric.py:3500" in out
     assert "top functions by own time" in out
@@ -52,7 +51,8 @@ def test_view_prints_the_call_tree_when_saved_beside_the_profile(saved: str, cap
 
 
 def test_view_with_a_sort_key_or_without_a_tree_prints_the_flat_table_as_before(
-        saved: str, capsys: Any) -> None:
+    saved: str, capsys: Any
+) -> None:
     expected = Stats.load(saved).sort("cumulative").table(40, title=f"fastprof: {saved}")
     assert cli.main(["view", saved, "-s", "cumulative"]) == 0
     assert _out(capsys) == expected
@@ -65,13 +65,20 @@ def test_view_callers_and_callees(saved: str, capsys: Any) -> None:
     assert cli.main(["view", saved, "--callers", r"__init__\.py", "--callees", r"\(main\)"]) == 0
     out = _out(capsys).splitlines()
     assert out[0] == "callers of a/__init__.py:1(helper): 8 calls, own 0.400000 s, total 0.400000 s"
-    assert [" ".join(x.split()) for x in out[2:4]] == ["3 0.300000 0.300000 app.py:40(worker)",
-                                                       "5 0.100000 0.100000 app.py:10(main)"]
+    assert [" ".join(x.split()) for x in out[2:4]] == [
+        "3 0.300000 0.300000 app.py:40(worker)",
+        "5 0.100000 0.100000 app.py:10(main)",
+    ]
     assert out[5] == "callers of b/__init__.py:1(helper): 5 calls, own 0.060000 s, total 0.060000 s"
     i = out.index("callees of app.py:10(main): 1 calls, own 0.025000 s, total 0.990000 s")
-    callees = [x.split()[-1] for x in out[i + 2:i + 7]]
-    assert callees == ["fromnumeric.py:3500(mean)", "app.py:20(fib)", "a/__init__.py:1(helper)",
-                       "b/__init__.py:1(helper)", "builtins.len}"]
+    callees = [x.split()[-1] for x in out[i + 2 : i + 7]]
+    assert callees == [
+        "fromnumeric.py:3500(mean)",
+        "app.py:20(fib)",
+        "a/__init__.py:1(helper)",
+        "b/__init__.py:1(helper)",
+        "builtins.len}",
+    ]
     assert cli.main(["view", saved, "--callers", "nothing_like_it"]) == 0
     assert _out(capsys) == "no function matches 'nothing_like_it'\n"
     assert cli.main(["view", saved, "--callers", "("]) == 2
@@ -111,9 +118,12 @@ def test_view_exports(saved: str, tmp_path: Any, capsys: Any) -> None:
 
 # The required fields of speedscope's published schema
 # (https://www.speedscope.app/file-format-schema.json): File, Frame, EventedProfile, events.
-_REQUIRED = {"file": ["$schema", "profiles", "shared"], "frame": ["name"],
-             "evented": ["endValue", "events", "name", "startValue", "type", "unit"],
-             "event": ["at", "frame", "type"]}
+_REQUIRED = {
+    "file": ["$schema", "profiles", "shared"],
+    "frame": ["name"],
+    "evented": ["endValue", "events", "name", "startValue", "type", "unit"],
+    "event": ["at", "frame", "type"],
+}
 _UNITS = {"none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"}
 
 
@@ -155,8 +165,9 @@ def test_speedscope_document_follows_the_schema() -> None:
     check_speedscope(to_speedscope(big_tree(5000, seed=5, threads=3)))
     # totals that round past their parent's still give time-ordered events
     keys = [("/p/m.py", 1, "f"), ("/p/m.py", 2, "g")]
-    t = CallTree.from_raw(0.1, keys, [(-1, 0, 0, 1, 3, 0), (0, 1, 0, 1, 2, 2),
-                                      (0, 1, 0, 1, 2, 2)], [1])
+    t = CallTree.from_raw(
+        0.1, keys, [(-1, 0, 0, 1, 3, 0), (0, 1, 0, 1, 2, 2), (0, 1, 0, 1, 2, 2)], [1]
+    )
     check_speedscope(to_speedscope(t))
 
 
@@ -180,8 +191,9 @@ def _fake_tree(monkeypatch: Any) -> None:
     monkeypatch.setattr(source, "tree_of", lambda prof: sample_tree())
 
 
-def test_run_prints_the_call_tree_when_there_is_one(prog: str, monkeypatch: Any,
-                                                    capsys: Any) -> None:
+def test_run_prints_the_call_tree_when_there_is_one(
+    prog: str, monkeypatch: Any, capsys: Any
+) -> None:
     _fake_tree(monkeypatch)
     assert cli.main(["run", prog]) == 0
     out = _out(capsys)
@@ -197,16 +209,16 @@ def test_run_prints_the_call_tree_when_there_is_one(prog: str, monkeypatch: Any,
     assert "sorted by cumulative" in out and "ncalls" in out and "call tree" not in out
 
 
-def test_run_without_a_tree_prints_the_flat_table(prog: str, monkeypatch: Any,
-                                                  capsys: Any) -> None:
+def test_run_without_a_tree_prints_the_flat_table(prog: str, monkeypatch: Any, capsys: Any) -> None:
     monkeypatch.setattr(source, "tree_of", lambda prof: None)
     assert cli.main(["run", prog]) == 0
     out = _out(capsys)
     assert "sorted by tottime" in out and "prog.py:2(work)" in out
 
 
-def test_run_saves_the_tree_beside_the_profile(prog: str, tmp_path: Any, monkeypatch: Any,
-                                               capsys: Any) -> None:
+def test_run_saves_the_tree_beside_the_profile(
+    prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
     _fake_tree(monkeypatch)
     out = str(tmp_path / "p.prof")
     html = str(tmp_path / "p.html")
@@ -237,8 +249,10 @@ def test_run_formats(prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any) ->
 
 def test_run_html_with_line_timings(tmp_path: Any, capsys: Any) -> None:
     p = tmp_path / "lp.py"
-    p.write_text("@profile\ndef f():\n    x = 0\n    for i in range(10):\n        x += i\n"
-                 "    return x\n\nf()\n")
+    p.write_text(
+        "@profile\ndef f():\n    x = 0\n    for i in range(10):\n        x += i\n"
+        "    return x\n\nf()\n"
+    )
     html = str(tmp_path / "l.html")
     assert cli.main(["run", "--lines", "--html", html, str(p)]) == 0
     text = open(html).read()
@@ -276,18 +290,19 @@ def test_diff_per_function_and_per_path(saved: str, tmp_path: Any, capsys: Any) 
     assert cli.main(["diff", saved, b, "--top", "3"]) == 0
     out = [" ".join(x.split()) for x in _out(capsys).splitlines()]
     i = out.index("calls d calls tottime d tottime cumtime d cumtime function")
-    assert out[i + 1:i + 4] == [
+    assert out[i + 1 : i + 4] == [
         "8 +0 0.700000 +0.300000 0.700000 +0.300000 a/__init__.py:1(helper)",
         "1 +0 0.010000 +0.000000 1.300000 +0.300000 app.py:1(<module>)",
         "1 +0 0.025000 +0.000000 1.290000 +0.300000 app.py:10(main)",
     ]
     j = out.index("calls d calls tottime d tottime cumtime d cumtime path")
     # equal changes: the shorter path first
-    assert out[j + 1:j + 4] == [
+    assert out[j + 1 : j + 4] == [
         "1 +0 0.010000 +0.000000 1.300000 +0.300000 app.py:1(<module>)",
         "1 +0 0.025000 +0.000000 1.290000 +0.300000 app.py:1(<module>) > app.py:10(main)",
         "5 +0 0.400000 +0.300000 0.400000 +0.300000 app.py:1(<module>) > app.py:10(main) > "
-        "a/__init__.py:1(helper)"]
+        "a/__init__.py:1(helper)",
+    ]
     html = str(tmp_path / "d.html")
     assert cli.main(["diff", saved, b, "--html", html]) == 0
     text = open(html).read()
@@ -296,8 +311,9 @@ def test_diff_per_function_and_per_path(saved: str, tmp_path: Any, capsys: Any) 
     assert "missing.prof" in capsys.readouterr().err
 
 
-def test_run_export_errors_are_reported_after_the_run(prog: str, tmp_path: Any,
-                                                      monkeypatch: Any, capsys: Any) -> None:
+def test_run_export_errors_are_reported_after_the_run(
+    prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
     monkeypatch.setattr(source, "tree_of", lambda prof: None)
     assert cli.main(["run", "--format", "speedscope", prog]) == 0
     assert "--format speedscope needs the call tree" in capsys.readouterr().err
@@ -319,12 +335,15 @@ def test_parsing_run_loads_none_of_the_views(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    code = ("import sys, fastprof.cli as c; c._run_parser().parse_args(['--html', 'x', 'p.py']);"
-            "print(sorted(m for m in ('json', 'sysconfig', 'fastprof.tree', "
-            "'fastprof.report.tree_text', 'fastprof.report.display', 'fastprof.report.html') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, fastprof.cli as c; c._run_parser().parse_args(['--html', 'x', 'p.py']);"
+        "print(sorted(m for m in ('json', 'sysconfig', 'fastprof.tree', "
+        "'fastprof.report.tree_text', 'fastprof.report.display', 'fastprof.report.html') "
+        "if m in sys.modules))"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"

@@ -57,9 +57,14 @@ def test_line_timings_are_inlined_with_their_source(tmp_path: Any) -> None:
     src.write_text("def f():\n    x = 1\n    return x\n")
     ls = LineStats({(str(src), 1, "f"): [(2, 3, 30), (3, 3, 10)]}, 1e-6)
     data = report_data(None, None, ls)
-    assert data["lines"] == [{"file": str(src), "line": 1, "name": "f",
-                              "rows": [[2, 3, 30 * 1e-6, "    x = 1"],
-                                       [3, 3, 10 * 1e-6, "    return x"]]}]
+    assert data["lines"] == [
+        {
+            "file": str(src),
+            "line": 1,
+            "name": "f",
+            "rows": [[2, 3, 30 * 1e-6, "    x = 1"], [3, 3, 10 * 1e-6, "    return x"]],
+        }
+    ]
 
 
 _browser, _why = chromium()
@@ -69,7 +74,10 @@ needs_browser = pytest.mark.skipif(_browser is None, reason=f"no headless Chromi
 @needs_browser
 def test_page_in_a_browser_zoom_search_and_no_console_error(tmp_path: Any) -> None:
     page = render_html(Stats(sample_stats()), sample_tree(), title="sample")
-    out = probe(_browser, page, """
+    out = probe(
+        _browser,
+        page,
+        """
         var s = {};
         s.options = Array.from(document.querySelectorAll('#thread option')).map(o => o.textContent);
         s.rows = Array.from(document.querySelectorAll('#funcs tbody tr')).map(
@@ -100,13 +108,18 @@ def test_page_in_a_browser_zoom_search_and_no_console_error(tmp_path: Any) -> No
         document.querySelectorAll('#funcs thead th')[2].click();  // sort by calls
         s.sortedFirst = document.querySelector('#funcs tbody tr td').textContent;
         return s;
-    """, str(tmp_path))
+    """,
+        str(tmp_path),
+    )
     assert out["errors"] == []
     s = out["result"]
     assert s["options"][0] == "all threads (summed by path)" and len(s["options"]) == 3
     # the top functions by own time are the table's first rows
-    assert s["rows"][:3] == ["helper a/__init__.py:1", "fib app.py:20",
-                             "{method 'reduce' of 'numpy.ufunc' objects} "]
+    assert s["rows"][:3] == [
+        "helper a/__init__.py:1",
+        "fib app.py:20",
+        "{method 'reduce' of 'numpy.ufunc' objects} ",
+    ]
     assert s["before"] == 0
     assert s["zoomed"] == "zoomed on main (70.7% of the thread)"
     assert s["zoomTotal"] == pytest.approx(0.99)
@@ -124,7 +137,10 @@ def test_page_in_a_browser_zoom_search_and_no_console_error(tmp_path: Any) -> No
 def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> None:
     tree = big_tree(100_000, seed=7)
     page = render_html(None, tree, title="big")
-    out = probe(_browser, page, """
+    out = probe(
+        _browser,
+        page,
+        """
         var s = {drawn: window.fastprofState.drawn, n: window.fastprof.view().n};
         // the canvas is the visible box's size, whatever the graph's height; scrolling repaints
         var wrap = document.getElementById('flame-wrap'), c = document.getElementById('flame');
@@ -138,7 +154,9 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
         s.matches = window.fastprof.search('func_12');
         s.search_ms = performance.now() - t;
         return s;
-    """, str(tmp_path))
+    """,
+        str(tmp_path),
+    )
     assert out["errors"] == []
     s = out["result"]
     # every node is a frame, less the direct recursions folded into their outer call
@@ -147,19 +165,26 @@ def test_a_100000_node_profile_loads_and_draws(tmp_path: Any, capsys: Any) -> No
     assert s["graph"] > 3000 + s["boxH"] and s["canvasTop"] == 3000 and s["canvasH"] == s["boxH"]
     assert s["matches"] > 0
     with capsys.disabled():
-        print(f"\n100,000-node report ({len(page) / 1e6:.1f} MB): loaded and drawn "
-              f"{out['load_ms']:.0f} ms after navigation; zoom {s['zoom_ms']:.0f} ms, "
-              f"search {s['search_ms']:.0f} ms")
+        print(
+            f"\n100,000-node report ({len(page) / 1e6:.1f} MB): loaded and drawn "
+            f"{out['load_ms']:.0f} ms after navigation; zoom {s['zoom_ms']:.0f} ms, "
+            f"search {s['search_ms']:.0f} ms"
+        )
 
 
 @needs_browser
 def test_page_without_a_tree_shows_the_table_and_no_error(tmp_path: Any) -> None:
     page = render_html(Stats(sample_stats()), None, title="flat")
-    out = probe(_browser, page, """
+    out = probe(
+        _browser,
+        page,
+        """
         window.fastprof.search('x');  // no tree: nothing to highlight, and no error
         return {rows: document.querySelectorAll('#funcs tbody tr').length,
                 note: document.getElementById('legend').textContent};
-    """, str(tmp_path))
+    """,
+        str(tmp_path),
+    )
     assert out["errors"] == []
     assert out["result"]["rows"] == 11
     assert out["result"]["note"].startswith("No call tree in this profile")
@@ -172,25 +197,42 @@ def test_differential_page_and_line_timings_page(tmp_path: Any) -> None:
 
     tree = sample_tree()
     before = {p: (v[2] / 2, v[1] / 2, v[0]) for p, v in paths_of(tree.merged_threads()).items()}
-    page = render_html(Stats(sample_stats()), tree, title="diff", before=before,
-                       before_funcs={k: (1, 0.0, 0.0) for k in KEYS})
-    out = probe(_browser, page, """
+    page = render_html(
+        Stats(sample_stats()),
+        tree,
+        title="diff",
+        before=before,
+        before_funcs={k: (1, 0.0, 0.0) for k in KEYS},
+    )
+    out = probe(
+        _browser,
+        page,
+        """
         var th = Array.from(document.querySelectorAll('#funcs thead th')).map(t => t.textContent);
         return {th: th, summary: document.getElementById('summary').textContent};
-    """, str(tmp_path))
+    """,
+        str(tmp_path),
+    )
     assert out["errors"] == []
     assert out["result"]["th"][3] == "\u0394 calls"
     assert "differential" in out["result"]["summary"]
     src = tmp_path / "m.py"
     src.write_text("def f():\n    x = 1\n    return x\n")
     ls = LineStats({(str(src), 1, "f"): [(2, 3, 30), (3, 3, 10)]}, 1e-6)
-    out = probe(_browser, render_html(None, None, ls), """
+    out = probe(
+        _browser,
+        render_html(None, None, ls),
+        """
         return Array.from(document.querySelectorAll('.lines tbody tr')).map(
             tr => Array.from(tr.children).map(td => td.textContent));
-    """, str(tmp_path))
+    """,
+        str(tmp_path),
+    )
     assert out["errors"] == []
-    assert out["result"] == [["2", "3", "30.0 \u00b5s", "10.0 \u00b5s", "75.0%", "    x = 1"],
-                             ["3", "3", "10.0 \u00b5s", "3.3 \u00b5s", "25.0%", "    return x"]]
+    assert out["result"] == [
+        ["2", "3", "30.0 \u00b5s", "10.0 \u00b5s", "75.0%", "    x = 1"],
+        ["3", "3", "10.0 \u00b5s", "3.3 \u00b5s", "25.0%", "    return x"],
+    ]
 
 
 def test_direct_recursion_is_one_frame_with_its_depth() -> None:

@@ -20,11 +20,13 @@ def ip() -> Iterator[Any]:
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "fastprof")
-    shell.run_cell("def fprof_work(n):\n"
-                   "    total = 0\n"
-                   "    for i in range(n):\n"
-                   "        total += i\n"
-                   "    return total\n")
+    shell.run_cell(
+        "def fprof_work(n):\n"
+        "    total = 0\n"
+        "    for i in range(n):\n"
+        "        total += i\n"
+        "    return total\n"
+    )
     yield shell
 
 
@@ -48,8 +50,11 @@ def test_line_magic_profiles_one_statement(ip: Any) -> None:
 
 def test_cell_magic_profiles_the_cell_with_its_options(ip: Any, tmp_path: Any) -> None:
     out = tmp_path / "cell.html"
-    r = ip.run_cell_magic("fastprof", f"-s cumulative --top 5 --html {out}",
-                          "fprof_work(5)\nfprof_work(6)\nx_from_cell = 1\n")
+    r = ip.run_cell_magic(
+        "fastprof",
+        f"-s cumulative --top 5 --html {out}",
+        "fprof_work(5)\nfprof_work(6)\nx_from_cell = 1\n",
+    )
     assert _row(r, "fprof_work").ncalls == 2
     assert ip.user_ns["x_from_cell"] == 1  # the cell ran in the user's namespace
     text = r.text()

@@ -33,11 +33,17 @@ def test_library_of() -> None:
 
 
 def test_short_paths_tell_apart_files_of_the_same_name() -> None:
-    p = short_paths(["/r/a/__init__.py", "/r/b/__init__.py", "/r/x/util.py", "/s/y/util.py",
-                     "/r/main.py", "~"])
-    assert p == {"/r/a/__init__.py": "a/__init__.py", "/r/b/__init__.py": "b/__init__.py",
-                 "/r/x/util.py": "x/util.py", "/s/y/util.py": "y/util.py",
-                 "/r/main.py": "main.py", "~": "~"}
+    p = short_paths(
+        ["/r/a/__init__.py", "/r/b/__init__.py", "/r/x/util.py", "/s/y/util.py", "/r/main.py", "~"]
+    )
+    assert p == {
+        "/r/a/__init__.py": "a/__init__.py",
+        "/r/b/__init__.py": "b/__init__.py",
+        "/r/x/util.py": "x/util.py",
+        "/s/y/util.py": "y/util.py",
+        "/r/main.py": "main.py",
+        "~": "~",
+    }
     # a lone package __init__ still names its package
     assert short_paths(["/r/pkg/__init__.py"]) == {"/r/pkg/__init__.py": "pkg/__init__.py"}
 
@@ -111,9 +117,11 @@ def test_threshold_and_merged_threads() -> None:
     assert "all threads, summed by path: 100.0% of the run" in lines
     assert "0.4% 5.00ms 5.00ms 1000 │ └─ {built-in method builtins.len} [builtins]" in lines
     assert "0.7% 10.00ms 10.00ms 10 │ │ └─ callback app.py:50" in lines
-    assert lines[-3:] == ["self% self total calls function",
-                          "28.6% 400.00ms 400.00ms 8 a/__init__.py:1(helper)",
-                          "21.4% 300.00ms 300.00ms 7 app.py:20(fib)"]
+    assert lines[-3:] == [
+        "self% self total calls function",
+        "28.6% 400.00ms 400.00ms 8 a/__init__.py:1(helper)",
+        "21.4% 300.00ms 300.00ms 7 app.py:20(fib)",
+    ]
     high = format_tree_report(sample_tree(), min_percent=50)
     tree_part = _tree_lines(high.split("top functions")[0])
     assert "70.7% 990.00ms 25.00ms 1 └─ main app.py:10" in tree_part
@@ -183,8 +191,9 @@ def test_control_characters_in_names_are_escaped() -> None:
     assert "f\\x1b[2Jclear\\rx  \\x1b[31mred\\n.py:3" in text
     assert "{built-in method \\x1b]0;title\\x07}" in text
     assert all(len(line) < 200 for line in text.splitlines())
-    st = Stats({evil: (1, 1, 0.005, 0.01, {}),
-                keys[1]: (2, 2, 0.005, 0.005, {evil: (2, 2, 0.005, 0.005)})})
+    st = Stats(
+        {evil: (1, 1, 0.005, 0.01, {}), keys[1]: (2, 2, 0.005, 0.005, {evil: (2, 2, 0.005, 0.005)})}
+    )
     for which in ("callers", "callees"):
         out = format_callers(st, "clear|title", which)
         assert "\x1b" not in out and "\r" not in out and "\x07" not in out

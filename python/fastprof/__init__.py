@@ -50,8 +50,10 @@ _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
     "cuda_trace": ("fastprof.trace", "cuda_trace"),
 }
 
-_NUMPY_HINT = "fastprof.{name} needs NumPy, which could not be imported; install it with " \
-              "pip install 'fastprof[kernels]'"
+_NUMPY_HINT = (
+    "fastprof.{name} needs NumPy, which could not be imported; install it with "
+    "pip install 'fastprof[kernels]'"
+)
 
 
 # Hidden from type checkers, which see the imports above instead and so still flag a
@@ -84,6 +86,7 @@ if not TYPE_CHECKING:
 def __dir__() -> List[str]:
     """The module's names, the lazy ones included before their first use."""
     return sorted(set(globals()) | set(_LAZY))
+
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext fastprof``: the magics %fastprof, %%fastprof and %flprun (IPython is

@@ -49,8 +49,9 @@ _C._cuda_register_errors(CudaError, CudaUnavailableError)
 def _probe() -> tuple[int, str]:
     """(device count, reason) from the first CUDA call; cached for the process."""
     if not _C._cuda_built():
-        return 0, ("fastprof was built without CUDA (no CUDA toolkit at build time, "
-                   "or FASTPROF_CUDA=0)")
+        return 0, (
+            "fastprof was built without CUDA (no CUDA toolkit at build time, or FASTPROF_CUDA=0)"
+        )
     count, _err, reason = _C._cuda_probe()
     return count, reason
 

@@ -135,8 +135,9 @@ def _convert(node: ast.AST, expr: str) -> Node:
         name = type(node.op).__name__
         if name not in BINARY_OPS:
             raise _bad(expr, f"unsupported operator {name}")
-        return _operation(BINARY_OPS[name][0], _convert(node.left, expr),
-                          _convert(node.right, expr), expr=expr)
+        return _operation(
+            BINARY_OPS[name][0], _convert(node.left, expr), _convert(node.right, expr), expr=expr
+        )
     if isinstance(node, ast.UnaryOp):
         name = type(node.op).__name__
         if name not in UNARY_OPS:
@@ -148,8 +149,12 @@ def _convert(node: ast.AST, expr: str) -> Node:
         name = type(node.ops[0]).__name__
         if name not in COMPARE_OPS:
             raise _bad(expr, f"unsupported comparison {name}")
-        return _operation(COMPARE_OPS[name][0], _convert(node.left, expr),
-                          _convert(node.comparators[0], expr), expr=expr)
+        return _operation(
+            COMPARE_OPS[name][0],
+            _convert(node.left, expr),
+            _convert(node.comparators[0], expr),
+            expr=expr,
+        )
     if isinstance(node, ast.BoolOp):
         raise _bad(expr, "'and'/'or' are not supported; use & and |")
     if isinstance(node, ast.Call):
@@ -177,8 +182,11 @@ def _depth(tree: ast.AST, limit: int) -> int:
         deepest = max(deepest, d)
         if deepest > limit:
             break
-        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node)
-                     if not isinstance(child, ast.expr_context))
+        stack.extend(
+            (child, d + 1)
+            for child in ast.iter_child_nodes(node)
+            if not isinstance(child, ast.expr_context)
+        )
     return deepest
 
 
@@ -263,13 +271,25 @@ def numpy_function(node: Node) -> Callable[..., Any]:
 
 
 _PY_OPS: Dict[str, Callable[..., Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "**": operator.pow, "&": operator.and_, "|": operator.or_, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "**": operator.pow,
+    "&": operator.and_,
+    "|": operator.or_,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
     "!=": operator.ne,
 }
-_PY_UNARY: Dict[str, Callable[..., Any]] = {"-": operator.neg, "+": operator.pos,
-                                            "~": operator.invert}
+_PY_UNARY: Dict[str, Callable[..., Any]] = {
+    "-": operator.neg,
+    "+": operator.pos,
+    "~": operator.invert,
+}
 
 
 def _checked_constant(v: Any, expr: str) -> Any:
@@ -279,8 +299,11 @@ def _checked_constant(v: Any, expr: str) -> Any:
         return v
     if isinstance(v, int):
         if v.bit_length() > MAX_INT_BITS:
-            raise _bad(expr, f"an integer constant has {v.bit_length()} bits; at most"
-                             f" {MAX_INT_BITS} are allowed")
+            raise _bad(
+                expr,
+                f"an integer constant has {v.bit_length()} bits; at most"
+                f" {MAX_INT_BITS} are allowed",
+            )
         return v
     if isinstance(v, complex):
         raise _bad(expr, "a constant subexpression has a complex value")
@@ -296,8 +319,14 @@ def fold_constant(op: str, args: List[Any], expr: str = "") -> Any:
         if len(args) == 1:
             return _checked_constant(_PY_UNARY[op](args[0]), expr)
         a, b = args
-        if (op == "**" and isinstance(a, int) and isinstance(b, int) and b > 0
-                and abs(a) > 1 and (abs(a).bit_length() - 1) * b > MAX_INT_BITS):
+        if (
+            op == "**"
+            and isinstance(a, int)
+            and isinstance(b, int)
+            and b > 0
+            and abs(a) > 1
+            and (abs(a).bit_length() - 1) * b > MAX_INT_BITS
+        ):
             raise _bad(expr, f"a constant power is larger than {MAX_INT_BITS} bits")
         return _checked_constant(_PY_OPS[op](a, b), expr)
     except ZeroDivisionError:
@@ -333,4 +362,4 @@ def power(a: Any, b: Any) -> Any:
     """NumPy's ``a ** b``: the ndarray operator for an array base (with its fast paths, e.g.
     ``bool_array ** 2`` is ``np.square``, int8), ``np.power`` otherwise (a Python scalar base
     stays weak)."""
-    return a ** b if isinstance(a, np.ndarray) else np.power(a, b)
+    return a**b if isinstance(a, np.ndarray) else np.power(a, b)

@@ -32,16 +32,32 @@ from . import _fastprof as _C
 from . import cuda as _cuda
 from .trace import library_candidates
 
-__all__ = ["convolve", "correlate", "uniform_filter", "evaluate", "matmul", "last_timings",
-           "TimedArray", "generate_source"]
+__all__ = [
+    "convolve",
+    "correlate",
+    "uniform_filter",
+    "evaluate",
+    "matmul",
+    "last_timings",
+    "TimedArray",
+    "generate_source",
+]
 
 _MAXDIM = 8
 _F32, _F64 = 0, 1
 
 # --- argument checks (kept apart so they can later call fastprof.kernels' shared checks) ------
 
-_MODES = {"reflect": 0, "grid-mirror": 0, "constant": 1, "grid-constant": 1, "nearest": 2,
-          "mirror": 3, "wrap": 4, "grid-wrap": 4}
+_MODES = {
+    "reflect": 0,
+    "grid-mirror": 0,
+    "constant": 1,
+    "grid-constant": 1,
+    "nearest": 2,
+    "mirror": 3,
+    "wrap": 4,
+    "grid-wrap": 4,
+}
 
 
 def _check_mode(mode: Any, what: str = "mode") -> int:
@@ -68,22 +84,28 @@ def _check_cval(cval: Any) -> float:
 def _check_origins(origin: Any, ndim: int) -> list[int]:
     if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
         return [int(origin)] * ndim
-    if isinstance(origin, (list, tuple)) and len(origin) == ndim and all(
-            isinstance(o, (int, np.integer)) and not isinstance(o, bool) for o in origin):
+    if (
+        isinstance(origin, (list, tuple))
+        and len(origin) == ndim
+        and all(isinstance(o, (int, np.integer)) and not isinstance(o, bool) for o in origin)
+    ):
         return [int(o) for o in origin]
     raise ValueError(f"origin must be an int or a sequence of {ndim} ints, got {origin!r}")
 
 
 def _check_origin_range(size: int, origin: int, axis: int) -> None:
     if not 0 <= size // 2 + origin < size:
-        raise ValueError(f"invalid origin {origin} for a filter of size {size} along axis {axis}: "
-                         f"expected {-(size // 2)} <= origin <= {(size - 1) // 2}")
+        raise ValueError(
+            f"invalid origin {origin} for a filter of size {size} along axis {axis}: "
+            f"expected {-(size // 2)} <= origin <= {(size - 1) // 2}"
+        )
 
 
 def _check_real_dtype(dtype: np.dtype, what: str) -> None:
     if dtype.kind not in "biuf" or dtype.itemsize > 8:
-        raise TypeError(f"{what} must have a real numeric dtype (bool, int, float up to 64 bit), "
-                        f"got {dtype}")
+        raise TypeError(
+            f"{what} must have a real numeric dtype (bool, int, float up to 64 bit), got {dtype}"
+        )
 
 
 class _Operand:
@@ -98,7 +120,11 @@ class _Operand:
         if _cuda.is_device_array(obj):
             self.shape: Optional[tuple[int, ...]] = None
             self.dtype: Optional[np.dtype] = None
-            cai = getattr(obj, "__cuda_array_interface__", None) if not isinstance(obj, _cuda.DeviceArray) else None
+            cai = (
+                getattr(obj, "__cuda_array_interface__", None)
+                if not isinstance(obj, _cuda.DeviceArray)
+                else None
+            )
             if isinstance(obj, _cuda.DeviceArray):
                 self.shape, self.dtype = obj.shape, obj.dtype
             elif isinstance(cai, dict) and "shape" in cai and "typestr" in cai:
@@ -107,8 +133,9 @@ class _Operand:
             try:
                 self.host = np.asarray(obj)
             except Exception as exc:
-                raise TypeError(f"{what} must be an array (NumPy or device), got "
-                                f"{type(obj).__name__}") from exc
+                raise TypeError(
+                    f"{what} must be an array (NumPy or device), got {type(obj).__name__}"
+                ) from exc
             if self.host.dtype.hasobject:
                 raise TypeError(f"{what} must be a numeric array, got dtype object")
             self.shape, self.dtype = self.host.shape, self.host.dtype
@@ -168,9 +195,11 @@ class _Timing:
     def finish(self) -> dict[str, float]:
         e = self.events
         try:
-            t = {"h2d_ms": _C._cuda_event_elapsed(e[0], e[1]),
-                 "kernel_ms": _C._cuda_event_elapsed(e[1], e[2]),
-                 "d2h_ms": _C._cuda_event_elapsed(e[2], e[3])}
+            t = {
+                "h2d_ms": _C._cuda_event_elapsed(e[0], e[1]),
+                "kernel_ms": _C._cuda_event_elapsed(e[1], e[2]),
+                "d2h_ms": _C._cuda_event_elapsed(e[2], e[3]),
+            }
         finally:
             for ev in e:
                 _cuda._events.put(ev)
@@ -189,15 +218,21 @@ def _finish_host(result: np.ndarray, timing: _Timing, output: Optional[np.ndarra
     return out
 
 
-def _check_host_output(output: Any, shape: tuple[int, ...], on_device: bool) -> Optional[np.ndarray]:
+def _check_host_output(
+    output: Any, shape: tuple[int, ...], on_device: bool
+) -> Optional[np.ndarray]:
     if output is None:
         return None
     if on_device:
-        raise ValueError("output= is only supported for NumPy input on the GPU; device input "
-                         "returns a new DeviceArray")
+        raise ValueError(
+            "output= is only supported for NumPy input on the GPU; device input "
+            "returns a new DeviceArray"
+        )
     if not isinstance(output, np.ndarray) or output.shape != shape:
-        raise ValueError(f"output must be a NumPy array of shape {shape}, got "
-                         f"{getattr(output, 'shape', type(output).__name__)}")
+        raise ValueError(
+            f"output must be a NumPy array of shape {shape}, got "
+            f"{getattr(output, 'shape', type(output).__name__)}"
+        )
     if not output.flags.writeable:
         raise ValueError("output must be writeable")
     return output
@@ -247,9 +282,15 @@ def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceAr
     return hit
 
 
-def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
-                passes: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]],
-                cval: float, stream: int, keep: list) -> None:
+def _run_passes(
+    src: _cuda.DeviceArray,
+    out: _cuda.DeviceArray,
+    cdt: np.dtype,
+    passes: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]],
+    cval: float,
+    stream: int,
+    keep: list,
+) -> None:
     """Runs correlation passes (weights or None for box, wshape, shift, mode, box weight) from
     src to out, through contiguous temporaries."""
     code = _F32 if cdt == np.float32 else _F64
@@ -268,8 +309,20 @@ def _run_passes(src: _cuda.DeviceArray, out: _cuda.DeviceArray, cdt: np.dtype,
             wd = _device_weights(w, cdt, stream)
             keep.append(wd)
             wptr = wd.ptr
-        _C._cuda_correlate(code, cur_ptr, dst.ptr, wptr, shape, cur_strides, wshape, shift, mode,
-                           cval, boxw, stream)
+        _C._cuda_correlate(
+            code,
+            cur_ptr,
+            dst.ptr,
+            wptr,
+            shape,
+            cur_strides,
+            wshape,
+            shift,
+            mode,
+            cval,
+            boxw,
+            stream,
+        )
         tmp = dst
         cur_ptr, cur_strides = tmp.ptr, tuple(s // cdt.itemsize for s in tmp.strides)
 
@@ -291,14 +344,22 @@ def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> n
         dst = np.empty(host.shape, dtype=cdt)
         wbuf = None if w is None else np.ascontiguousarray(w, dtype=cdt)
         strides = tuple(st // cdt.itemsize for st in cur.strides)
-        _C._cuda_correlate_host(code, cur, 0, dst, wbuf, host.shape, strides, wshape, shift,
-                                mode, cval, boxw, path)
+        _C._cuda_correlate_host(
+            code, cur, 0, dst, wbuf, host.shape, strides, wshape, shift, mode, cval, boxw, path
+        )
         cur = dst
     return cur
 
 
-def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: Any, stream: Any,
-            emulate: Any = False) -> Any:
+def _filter(
+    inp: _Operand,
+    output: Any,
+    passes_for: Any,
+    cval: float,
+    device: Any,
+    stream: Any,
+    emulate: Any = False,
+) -> Any:
     """Shared driver: availability, device, upload, passes, download, timings."""
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
@@ -307,12 +368,16 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         try:  # scipy also takes a dtype for output
             out_dtype = np.dtype(output)
         except TypeError:
-            raise ValueError(f"output must be a NumPy array or a dtype, got {type(output).__name__}") from None
+            raise ValueError(
+                f"output must be a NumPy array or a dtype, got {type(output).__name__}"
+            ) from None
         _check_real_dtype(out_dtype, "output")
         output = None
     if output is not None and inp.on_device:
-        raise ValueError("output= is only supported for NumPy input on the GPU; device input "
-                         "returns a new DeviceArray")
+        raise ValueError(
+            "output= is only supported for NumPy input on the GPU; device input "
+            "returns a new DeviceArray"
+        )
     host_out = None
     if output is not None:
         assert inp.shape is not None  # NumPy input: device input with output= raised above
@@ -325,9 +390,13 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
         host = inp.host
         assert host is not None  # NumPy input (checked above)
         cdt = _compute_dtype(host.dtype)
-        res = _emulate_passes(host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0) \
-            if host.size else \
-            np.empty(host.shape, _compute_dtype(host.dtype))
+        res = (
+            _emulate_passes(
+                host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0
+            )
+            if host.size
+            else np.empty(host.shape, _compute_dtype(host.dtype))
+        )
         res = res.astype(out_dtype or host.dtype, copy=False)
         if host_out is not None:
             host_out[...] = res
@@ -346,12 +415,16 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
             if any(st % src.itemsize for st in src.strides):
                 raise ValueError("device input strides must be multiples of the item size")
             if out_dtype is not None and out_dtype != src.dtype:
-                raise TypeError(f"output dtype {out_dtype} differs from the device input's {src.dtype}")
+                raise TypeError(
+                    f"output dtype {out_dtype} differs from the device input's {src.dtype}"
+                )
             if stream is None:
                 handle = src.stream
             out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
             if src.size:
-                _run_passes(src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep)
+                _run_passes(
+                    src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep
+                )
             return out
         host = inp.host
         assert host is not None
@@ -378,7 +451,7 @@ def _filter(inp: _Operand, output: Any, passes_for: Any, cval: float, device: An
 # stored into the output dtype between axes, as scipy's chain of 1-D filters does); the rest
 # run scipy's own order on the host (fastprof._ndimage_exact).
 
-_EXACT_LIMIT = float(2 ** 53)
+_EXACT_LIMIT = float(2**53)
 
 
 def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
@@ -398,9 +471,19 @@ def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
     return dt if dt.kind in "biu" and dt.itemsize <= 8 else None
 
 
-def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: Any, axes: Any,
-                 dtype: np.dtype, device: Any, stream: Any, emulate: Any,
-                 parts: list) -> np.ndarray:
+def _uniform_int(
+    host: np.ndarray,
+    size: Any,
+    mode: Any,
+    cval: float,
+    origin: Any,
+    axes: Any,
+    dtype: np.dtype,
+    device: Any,
+    stream: Any,
+    emulate: Any,
+    parts: list,
+) -> np.ndarray:
     """uniform_filter of host into the integer dtype, exactly as scipy: per filtered axis (in
     the order of axes) the box mean stored into dtype before the next axis reads it.  Appends
     the timings of each device call to parts."""
@@ -413,16 +496,26 @@ def _uniform_int(host: np.ndarray, size: Any, mode: Any, cval: float, origin: An
     for a, sz, o, md in zip(ax, sizes, origins, modes):
         if sz == 1:
             continue
-        exact = (cur.dtype.kind in "iu" and float(cval).is_integer() and
-                 (_max_abs(cur) + abs(cval)) * sz < _EXACT_LIMIT)
+        exact = (
+            cur.dtype.kind in "iu"
+            and float(cval).is_integer()
+            and (_max_abs(cur) + abs(cval)) * sz < _EXACT_LIMIT
+        )
         if not exact:
             cur = _ndimage_exact.uniform_filter1d(cur, sz, a, o, md, cval, dtype)
             continue
         wshape = tuple(sz if k == a else 1 for k in range(host.ndim))
         sh = tuple(sz // 2 + o if k == a else 0 for k in range(host.ndim))
         one_pass = [(None, wshape, sh, md, 1.0)]
-        sums = _filter(_Operand(cur, "input"), np.float64,
-                       lambda shape, cdt, p=one_pass: p, cval, device, stream, emulate)
+        sums = _filter(
+            _Operand(cur, "input"),
+            np.float64,
+            lambda shape, cdt, p=one_pass: p,
+            cval,
+            device,
+            stream,
+            emulate,
+        )
         parts.append(getattr(sums, "timings", None))
         cur = _ndimage_exact.c_cast(np.asarray(sums, dtype=np.float64) / float(sz), dtype, False)
     return cur if cur is not host else host.astype(dtype)
@@ -489,21 +582,45 @@ def _zero_d_output(output: Any) -> Any:
     return output
 
 
-def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin: Any,
-                           axes: Any, device: Any, stream: Any, flip: bool, emulate: Any) -> Any:
+def _correlate_or_convolve(
+    input: Any,
+    weights: Any,
+    output: Any,
+    mode: Any,
+    cval: Any,
+    origin: Any,
+    axes: Any,
+    device: Any,
+    stream: Any,
+    flip: bool,
+    emulate: Any,
+) -> Any:
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:
         # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
         _check_real_dtype(inp.host.dtype, "input")
         w = np.asarray(weights) if not _cuda.is_device_array(weights) else None
         if w is None or w.ndim != 0:
-            raise ValueError("weights must have one dimension per filtered axis (0), got "
-                             f"{'a device array' if w is None else w.ndim}")
+            raise ValueError(
+                "weights must have one dimension per filtered axis (0), got "
+                f"{'a device array' if w is None else w.ndim}"
+            )
         if axes not in (None, (), []):
             raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
         _check_origins(origin, 0)
-        res = _correlate_or_convolve(inp.host.reshape(1), w.reshape(1), _zero_d_output(output),
-                                     mode, cval, 0, None, device, stream, flip, emulate)
+        res = _correlate_or_convolve(
+            inp.host.reshape(1),
+            w.reshape(1),
+            _zero_d_output(output),
+            mode,
+            cval,
+            0,
+            None,
+            device,
+            stream,
+            flip,
+            emulate,
+        )
         return _as_zero_d(res, output)
     modecode = _check_mode(mode)
     cval = _check_cval(cval)
@@ -519,8 +636,9 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         """Weights over all ndim axes and their shifts, checked as scipy checks them."""
         ax = _check_axes(axes, ndim)
         if w0.ndim != len(ax):
-            raise ValueError(f"weights must have one dimension per filtered axis ({len(ax)}), "
-                             f"got {w0.ndim}")
+            raise ValueError(
+                f"weights must have one dimension per filtered axis ({len(ax)}), got {w0.ndim}"
+            )
         w = w0
         if len(ax) < ndim:  # unfiltered axes get weights of size 1 and origin 0
             w = np.expand_dims(w0, tuple(a for a in range(ndim) if a not in ax))
@@ -548,12 +666,15 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
         bound = _max_abs(host) * float(np.abs(taps).sum()) + abs(cval) * float(np.abs(taps).sum())
         if host.size == 0:
             res = np.empty(host.shape, int_dt)
-        elif (host.dtype.kind in "iu" and np.all(taps == np.round(taps)) and
-                float(cval).is_integer() and bound < _EXACT_LIMIT):
+        elif (
+            host.dtype.kind in "iu"
+            and np.all(taps == np.round(taps))
+            and float(cval).is_integer()
+            and bound < _EXACT_LIMIT
+        ):
             # integer products and sums: exact in any order, one direct pass on the device
             direct = [(taps, taps.shape, shift, modecode, 0.0)]
-            raw = _filter(inp, np.float64, lambda shape, cdt: direct, cval, device, stream,
-                          emulate)
+            raw = _filter(inp, np.float64, lambda shape, cdt: direct, cval, device, stream, emulate)
             parts.append(getattr(raw, "timings", None))
             res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
         else:
@@ -585,34 +706,75 @@ def _correlate_or_convolve(input: Any, weights: Any, output: Any, mode: Any, cva
     return _filter(inp, output, passes, cval, device, stream, emulate)
 
 
-def correlate(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-              cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
-              stream: Any = None, _emulate: Any = False) -> Any:
+def correlate(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = "cuda",
+    stream: Any = None,
+    _emulate: Any = False,
+) -> Any:
     """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
     on the host instead (a test hook; CUDA builds only)."""
-    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
-                                  False, _emulate)
+    return _correlate_or_convolve(
+        input, weights, output, mode, cval, origin, axes, device, stream, False, _emulate
+    )
 
 
-def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-             cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
-             stream: Any = None, _emulate: Any = False) -> Any:
+def convolve(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = "cuda",
+    stream: Any = None,
+    _emulate: Any = False,
+) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
-    return _correlate_or_convolve(input, weights, output, mode, cval, origin, axes, device, stream,
-                                  True, _emulate)
+    return _correlate_or_convolve(
+        input, weights, output, mode, cval, origin, axes, device, stream, True, _emulate
+    )
 
 
-def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
-                   cval: float = 0.0, origin: Any = 0, *, axes: Any = None, device: Any = "cuda",
-                   stream: Any = None, _emulate: bool = False) -> Any:
+def uniform_filter(
+    input: Any,
+    size: Any = 3,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = "cuda",
+    stream: Any = None,
+    _emulate: bool = False,
+) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
         _check_real_dtype(inp.host.dtype, "input")
         if axes not in (None, (), []):
             raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
-        res = uniform_filter(inp.host.reshape(1), 1, _zero_d_output(output), mode, cval, 0,
-                             device=device, stream=stream, _emulate=_emulate)
+        res = uniform_filter(
+            inp.host.reshape(1),
+            1,
+            _zero_d_output(output),
+            mode,
+            cval,
+            0,
+            device=device,
+            stream=stream,
+            _emulate=_emulate,
+        )
         return _as_zero_d(res, output)
     cval = _check_cval(cval)
 
@@ -656,8 +818,9 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     int_dt = _int_out_dtype(inp, output)
     if int_dt is not None and inp.host is not None and inp.host.size:
         parts: list = []
-        res = _uniform_int(inp.host, size, mode, cval, origin, axes, int_dt, device, stream,
-                           _emulate, parts)
+        res = _uniform_int(
+            inp.host, size, mode, cval, origin, axes, int_dt, device, stream, _emulate, parts
+        )
         return _store_int(res, output, None if _emulate else parts)
     elif isinstance(mode, str):
         _check_mode(mode)
@@ -672,17 +835,37 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
 # --- evaluate -----------------------------------------------------------------------------------
 
 _FUNCS1 = {  # name: (float32 spelling, float64 spelling)
-    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "tan": ("tanf", "tan"),
-    "arcsin": ("asinf", "asin"), "arccos": ("acosf", "acos"), "arctan": ("atanf", "atan"),
-    "sinh": ("sinhf", "sinh"), "cosh": ("coshf", "cosh"), "tanh": ("tanhf", "tanh"),
-    "arcsinh": ("asinhf", "asinh"), "arccosh": ("acoshf", "acosh"), "arctanh": ("atanhf", "atanh"),
-    "exp": ("expf", "exp"), "expm1": ("expm1f", "expm1"), "log": ("logf", "log"),
-    "log1p": ("log1pf", "log1p"), "log10": ("log10f", "log10"), "log2": ("log2f", "log2"),
-    "sqrt": ("sqrtf", "sqrt"), "abs": ("fabsf", "fabs"), "absolute": ("fabsf", "fabs"),
-    "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"),
+    "sin": ("sinf", "sin"),
+    "cos": ("cosf", "cos"),
+    "tan": ("tanf", "tan"),
+    "arcsin": ("asinf", "asin"),
+    "arccos": ("acosf", "acos"),
+    "arctan": ("atanf", "atan"),
+    "sinh": ("sinhf", "sinh"),
+    "cosh": ("coshf", "cosh"),
+    "tanh": ("tanhf", "tanh"),
+    "arcsinh": ("asinhf", "asinh"),
+    "arccosh": ("acoshf", "acosh"),
+    "arctanh": ("atanhf", "atanh"),
+    "exp": ("expf", "exp"),
+    "expm1": ("expm1f", "expm1"),
+    "log": ("logf", "log"),
+    "log1p": ("log1pf", "log1p"),
+    "log10": ("log10f", "log10"),
+    "log2": ("log2f", "log2"),
+    "sqrt": ("sqrtf", "sqrt"),
+    "abs": ("fabsf", "fabs"),
+    "absolute": ("fabsf", "fabs"),
+    "floor": ("floorf", "floor"),
+    "ceil": ("ceilf", "ceil"),
 }
-_FUNCS2 = {"arctan2": ("atan2f", "atan2"), "minimum": ("fminf", "fmin"),
-           "maximum": ("fmaxf", "fmax"), "power": ("powf", "pow"), "fmod": ("fmodf", "fmod")}
+_FUNCS2 = {
+    "arctan2": ("atan2f", "atan2"),
+    "minimum": ("fminf", "fmin"),
+    "maximum": ("fmaxf", "fmax"),
+    "power": ("powf", "pow"),
+    "fmod": ("fmodf", "fmod"),
+}
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
@@ -712,8 +895,10 @@ class _Gen:
                 try:
                     return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
                 except OverflowError:  # only an int can overflow float()
-                    raise ValueError(f"integer constant of {int(v).bit_length()} bits in"
-                                     " expression is out of the float64 range") from None
+                    raise ValueError(
+                        f"integer constant of {int(v).bit_length()} bits in"
+                        " expression is out of the float64 range"
+                    ) from None
             raise ValueError(f"unsupported constant {v!r} in expression")
         if isinstance(node, ast.Name):
             if node.id not in self.names:
@@ -778,7 +963,9 @@ def _parse(expr: Any) -> ast.Expression:
     return _expr.parse_ast(expr)
 
 
-def generate_source(expr: str, f32: bool, scalar_names: Sequence[str] = ()) -> tuple[str, list[str], str]:
+def generate_source(
+    expr: str, f32: bool, scalar_names: Sequence[str] = ()
+) -> tuple[str, list[str], str]:
     """(CUDA source, variable names in argument order, result kind "f" or "b") of the fused
     kernel ``fp_eval`` for expr. Names in scalar_names become double arguments, the others
     read arrays. Raises ValueError for syntax outside the expression language."""
@@ -795,23 +982,26 @@ def generate_source(expr: str, f32: bool, scalar_names: Sequence[str] = ()) -> t
             loads.append(f"        const T v{i} = a{i}[i];")
     out_t = "bool" if kind == "b" else "T"
     sig = ", ".join(params + [f"{out_t} *__restrict__ out", "long long n"])
-    src = "\n".join([
-        f"typedef {'float' if f32 else 'double'} T;",
-        "#define INFINITY __int_as_float(0x7f800000)" if f32 else
-        "#define INFINITY __longlong_as_double(0x7ff0000000000000LL)",
-        "__device__ __forceinline__ T fp_sq(T x) { return x * x; }",
-        f"__device__ __forceinline__ T fp_mod(T a, T b) {{ T r = {'fmodf' if f32 else 'fmod'}(a, b);"
-        " if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }",
-        f'extern "C" __global__ void fp_eval({sig})',
-        "{",
-        "    const long long step = (long long)gridDim.x * blockDim.x;",
-        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {",
-        *loads,
-        f"        out[i] = ({out_t})({body});",
-        "    }",
-        "}",
-        "",
-    ])
+    src = "\n".join(
+        [
+            f"typedef {'float' if f32 else 'double'} T;",
+            "#define INFINITY __int_as_float(0x7f800000)"
+            if f32
+            else "#define INFINITY __longlong_as_double(0x7ff0000000000000LL)",
+            "__device__ __forceinline__ T fp_sq(T x) { return x * x; }",
+            f"__device__ __forceinline__ T fp_mod(T a, T b) {{ T r = {'fmodf' if f32 else 'fmod'}(a, b);"
+            " if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }",
+            f'extern "C" __global__ void fp_eval({sig})',
+            "{",
+            "    const long long step = (long long)gridDim.x * blockDim.x;",
+            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {",
+            *loads,
+            f"        out[i] = ({out_t})({body});",
+            "    }",
+            "}",
+            "",
+        ]
+    )
     return src, names, kind
 
 
@@ -826,8 +1016,13 @@ def _nvrtc_paths() -> tuple[str, ...]:
 def compile_source(source: str, arch: str, cubin: bool = True) -> bytes:
     """NVRTC image (CUBIN for arch "sm_XY", else PTX for "compute_XY") of source. Needs NVRTC,
     not a device. Raises CudaUnavailableError without NVRTC, RuntimeError with the log."""
-    return _C._cuda_nvrtc_compile(source, "fastprof_eval.cu", (f"--gpu-architecture={arch}",
-                                                              "--std=c++17"), cubin, _nvrtc_paths())
+    return _C._cuda_nvrtc_compile(
+        source,
+        "fastprof_eval.cu",
+        (f"--gpu-architecture={arch}", "--std=c++17"),
+        cubin,
+        _nvrtc_paths(),
+    )
 
 
 def compute_in_float32(array_dtypes: Sequence[np.dtype], scalars: Sequence[Any]) -> bool:
@@ -838,15 +1033,21 @@ def compute_in_float32(array_dtypes: Sequence[np.dtype], scalars: Sequence[Any])
     if not array_dtypes:
         return False
     try:
-        return bool(np.result_type(*[np.empty(0, d) for d in array_dtypes], *scalars)
-                    == np.float32)
+        return bool(np.result_type(*[np.empty(0, d) for d in array_dtypes], *scalars) == np.float32)
     except (TypeError, ValueError, OverflowError):
         return False
 
 
-def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
-             global_dict: Optional[dict] = None, device: Any = "cuda", stream: Any = None,
-             _frame_depth: int = 1) -> Any:
+def evaluate(
+    expr: str,
+    local_dict: Optional[dict] = None,
+    out: Any = None,
+    *,
+    global_dict: Optional[dict] = None,
+    device: Any = "cuda",
+    stream: Any = None,
+    _frame_depth: int = 1,
+) -> Any:
     """Evaluates an elementwise expression as one fused GPU kernel.
 
     Arrays must share one shape (scalars broadcast); the computation is float32 when NumPy's
@@ -857,8 +1058,14 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
     tree = _parse(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} -
-                   {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
+    names = sorted(
+        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        - {
+            n.func.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+    )
     if local_dict is None and global_dict is None:
         frame = sys._getframe(_frame_depth)
         scope = {**frame.f_globals, **frame.f_locals}
@@ -926,8 +1133,10 @@ def evaluate(expr: str, local_dict: Optional[dict] = None, out: Any = None, *,
             if op.on_device:
                 v = op.view(stream)
                 if v.dtype != cdt or not v.is_c_contiguous:
-                    raise ValueError(f"device variable {n!r} must be C-contiguous {cdt} "
-                                     f"(got {v.dtype}, contiguous={v.is_c_contiguous})")
+                    raise ValueError(
+                        f"device variable {n!r} must be C-contiguous {cdt} "
+                        f"(got {v.dtype}, contiguous={v.is_c_contiguous})"
+                    )
                 if stream is None and v.stream:
                     handle = v.stream
             else:
@@ -991,7 +1200,9 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
         if on_device:
             va, vb = pa.view(stream), pb.view(stream)
             if va.dtype != vb.dtype or va.dtype not in (np.float32, np.float64):
-                raise TypeError(f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}")
+                raise TypeError(
+                    f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}"
+                )
             if not (va.is_c_contiguous and vb.is_c_contiguous):
                 raise ValueError("device a and b must be C-contiguous")
             if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[0]:
@@ -1001,8 +1212,11 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
             cdt = va.dtype
             timing = None
         else:
-            cdt = np.dtype(np.float32) if (pa.dtype == np.float32 and pb.dtype == np.float32) \
+            cdt = (
+                np.dtype(np.float32)
+                if (pa.dtype == np.float32 and pb.dtype == np.float32)
                 else np.dtype(np.float64)
+            )
             timing = _Timing(handle)
             timing.mark(0)
             assert pa.host is not None and pb.host is not None  # neither is on the device
@@ -1017,9 +1231,19 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
             if k == 0:
                 _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
             else:
-                _C._cuda_gemm(0 if cdt == np.float32 else 1, m, n, k, va.ptr, vb.ptr, c.ptr, handle,
-                              library_candidates("cublas", ("libcublas.so", "libcublas.so.13",
-                                                            "libcublas.so.12"), "cublas"))
+                _C._cuda_gemm(
+                    0 if cdt == np.float32 else 1,
+                    m,
+                    n,
+                    k,
+                    va.ptr,
+                    vb.ptr,
+                    c.ptr,
+                    handle,
+                    library_candidates(
+                        "cublas", ("libcublas.so", "libcublas.so.13", "libcublas.so.12"), "cublas"
+                    ),
+                )
         if timing is None:
             return c
         timing.mark(2)

@@ -37,9 +37,17 @@ class ExplicitProfiler:
         self.enabled: Optional[bool] = None  # None: not decided yet (env and argv decide)
         self.output_prefix = "profile_output"
         self.write_config: Dict[str, bool] = {
-            "stdout": True, "text": True, "timestamped_text": True, "lprof": True}
+            "stdout": True,
+            "text": True,
+            "timestamped_text": True,
+            "lprof": True,
+        }
         self.show_config: Dict[str, Any] = {
-            "sort": True, "stripzeros": True, "details": False, "summarize": True}
+            "sort": True,
+            "stripzeros": True,
+            "details": False,
+            "summarize": True,
+        }
         self._profile: Any = None
         self._owner_pid: Optional[int] = None
 
@@ -57,8 +65,7 @@ class ExplicitProfiler:
         at exit.  output_prefix (a str) names the files written."""
         if output_prefix is not None:
             if not isinstance(output_prefix, str):
-                raise TypeError(f"output_prefix must be a str, not "
-                                f"{type(output_prefix).__name__}")
+                raise TypeError(f"output_prefix must be a str, not {type(output_prefix).__name__}")
             self.output_prefix = output_prefix
         if self._profile is None:
             self._profile = self._make_profiler()
@@ -82,8 +89,10 @@ class ExplicitProfiler:
         # The LineProfiler's methods (print_stats, get_stats, add_function ...) once on.
         profile = self.__dict__.get("_profile")
         if profile is None or name.startswith("__"):
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (the "
-                                 f"line profiler's methods are there once enabled)")
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r} (the "
+                f"line profiler's methods are there once enabled)"
+            )
         return getattr(profile, name)
 
     def _show_at_exit(self) -> None:
@@ -107,6 +116,7 @@ class ExplicitProfiler:
                 paths.append(f"{self.output_prefix}.txt")
             if self.write_config.get("timestamped_text"):
                 import datetime  # here: importing fastprof does not load it
+
                 stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H%M%S")
                 paths.append(f"{self.output_prefix}_{stamp}.txt")
             for path in paths:

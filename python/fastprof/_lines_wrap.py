@@ -18,9 +18,14 @@ from typing import Any, Callable, List, NamedTuple, Optional, Set
 # The attribute a profiling wrapper carries: which function it profiles, for which profiler.
 MARK = "__fastprof_lines_wrapper__"
 
-_C_CALLABLES = (types.BuiltinFunctionType, types.BuiltinMethodType,
-                types.ClassMethodDescriptorType, types.MethodDescriptorType,
-                types.MethodWrapperType, types.WrapperDescriptorType)
+_C_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.ClassMethodDescriptorType,
+    types.MethodDescriptorType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+)
 
 
 class WrapperInfo(NamedTuple):
@@ -43,19 +48,21 @@ def wrapper_info(obj: Any) -> Optional[WrapperInfo]:
 
 def child_of_class(cls: type, obj: Any) -> bool:
     """Whether obj (a function or class) is defined directly in cls's body."""
-    return (getattr(obj, "__module__", None) == cls.__module__
-            and getattr(obj, "__qualname__", None) == f"{cls.__qualname__}.{obj.__name__}")
+    return (
+        getattr(obj, "__module__", None) == cls.__module__
+        and getattr(obj, "__qualname__", None) == f"{cls.__qualname__}.{obj.__name__}"
+    )
 
 
 def same_module(namespace: Any, obj: Any) -> bool:
     """Whether obj (a function or class) is defined in namespace's module."""
-    module = namespace.__name__ if isinstance(namespace, types.ModuleType) \
-        else namespace.__module__
+    module = namespace.__name__ if isinstance(namespace, types.ModuleType) else namespace.__module__
     return getattr(obj, "__module__", None) == module
 
 
-def underlying(obj: Any, stop_at_classes: bool = False,
-               seen: Optional[Set[int]] = None) -> List[Any]:
+def underlying(
+    obj: Any, stop_at_classes: bool = False, seen: Optional[Set[int]] = None
+) -> List[Any]:
     """The Python functions behind obj: a method's, classmethod's, staticmethod's, partial's,
     partialmethod's, cached_property's function, a property's accessors, a class's own
     functions (those defined in its body), a callable object's ``__call__``.  Classes are
@@ -64,12 +71,15 @@ def underlying(obj: Any, stop_at_classes: bool = False,
     seen = set() if seen is None else seen
     if isinstance(obj, (types.MethodType, classmethod, staticmethod)):
         return underlying(obj.__func__, stop_at_classes, seen)
-    if isinstance(obj, (functools.partial, functools.partialmethod,
-                        functools.cached_property)):
+    if isinstance(obj, (functools.partial, functools.partialmethod, functools.cached_property)):
         return underlying(obj.func, stop_at_classes, seen)
     if isinstance(obj, property):
-        return [f for acc in (obj.fget, obj.fset, obj.fdel) if acc is not None
-                for f in underlying(acc, stop_at_classes, seen)]
+        return [
+            f
+            for acc in (obj.fget, obj.fset, obj.fdel)
+            if acc is not None
+            for f in underlying(acc, stop_at_classes, seen)
+        ]
     if isinstance(obj, type):
         if stop_at_classes:
             return [obj]
@@ -88,9 +98,11 @@ def underlying(obj: Any, stop_at_classes: bool = False,
                     found.append(impl)
         return found
     if not callable(obj):
-        raise TypeError(f"func must be a Python function, method, property, classmethod, "
-                        f"staticmethod, partial, class or callable object, not "
-                        f"{type(obj).__name__}")
+        raise TypeError(
+            f"func must be a Python function, method, property, classmethod, "
+            f"staticmethod, partial, class or callable object, not "
+            f"{type(obj).__name__}"
+        )
     if id(obj) in seen:
         return []
     seen.add(id(obj))
@@ -135,11 +147,13 @@ class Wrapping:
         if isinstance(func, types.MethodType):
             return types.MethodType(self.wrap_callable(func.__func__), func.__self__)
         if isinstance(func, functools.partialmethod):
-            return functools.partialmethod(self.wrap_callable(func.func), *func.args,
-                                           **func.keywords)
+            return functools.partialmethod(
+                self.wrap_callable(func.func), *func.args, **func.keywords
+            )
         if isinstance(func, functools.partial):
-            return self._rebuild(func, type(func)(self.wrap_callable(func.func), *func.args,
-                                                  **func.keywords))
+            return self._rebuild(
+                func, type(func)(self.wrap_callable(func.func), *func.args, **func.keywords)
+            )
         if isinstance(func, property):
             return self._wrap_property(func)
         if isinstance(func, functools.cached_property):
@@ -149,8 +163,9 @@ class Wrapping:
         if isinstance(func, type):
             return self.wrap_class(func)
         if not callable(func):
-            raise TypeError(f"func must be callable or a wrapper of callables, not "
-                            f"{type(func).__name__}")
+            raise TypeError(
+                f"func must be callable or a wrapper of callables, not {type(func).__name__}"
+            )
         if self._own_wrapper(func):
             return func
         if inspect.isasyncgenfunction(func):
@@ -175,8 +190,10 @@ class Wrapping:
 
     def _wrap_property(self, prop: property) -> property:
         """A property of prop's type whose accessors are wrapped."""
-        accessors = [None if acc is None else self.wrap_callable(acc)
-                     for acc in (prop.fget, prop.fset, prop.fdel)]
+        accessors = [
+            None if acc is None else self.wrap_callable(acc)
+            for acc in (prop.fget, prop.fset, prop.fdel)
+        ]
         new = type(prop)(accessors[0], accessors[1], accessors[2], prop.__doc__)
         name = getattr(prop, "__name__", None)
         if name is not None:
@@ -206,8 +223,11 @@ class Wrapping:
             except (TypeError, AttributeError):
                 failed.append(name)
         if failed:
-            warnings.warn(f"cannot wrap {', '.join(failed)} of {cls.__qualname__}: the class "
-                          f"does not allow setting them", stacklevel=3)
+            warnings.warn(
+                f"cannot wrap {', '.join(failed)} of {cls.__qualname__}: the class "
+                f"does not allow setting them",
+                stacklevel=3,
+            )
         return cls
 
     def _wrap_function(self, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -218,6 +238,7 @@ class Wrapping:
                 return func(*args, **kwargs)
             finally:
                 self.disable_by_count()
+
         return wrapper
 
     def _wrap_coroutine(self, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -228,6 +249,7 @@ class Wrapping:
                 return await func(*args, **kwargs)
             finally:
                 self.disable_by_count()
+
         return wrapper
 
     def _step(self, advance: Callable[[], Any]) -> Any:
@@ -241,6 +263,7 @@ class Wrapping:
     def _wrap_generator(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """A generator function that runs func's generator with profiling on for each step
         (not while the consumer holds it); send, throw and close reach it."""
+
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             gen = func(*args, **kwargs)
@@ -258,11 +281,13 @@ class Wrapping:
                         item = self._step(functools.partial(gen.send, sent))
             except StopIteration as stop:
                 return stop.value
+
         return wrapper
 
     def _wrap_async_generator(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """An async generator function that runs func's with profiling on for each step;
         asend and athrow reach it (aclose reaches it through its finalizer)."""
+
         @functools.wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             agen = func(*args, **kwargs)
@@ -284,4 +309,5 @@ class Wrapping:
                     sent = yield item
                 except Exception as exc:  # athrow(); aclose()'s GeneratorExit goes through
                     thrown = exc
+
         return wrapper

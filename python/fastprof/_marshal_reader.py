@@ -29,7 +29,7 @@ class _Reader:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             raise ValueError("marshal data too short")
-        out = self.data[self.pos:end]
+        out = self.data[self.pos : end]
         self.pos = end
         return out
 
@@ -105,7 +105,7 @@ class _Reader:
             if slot >= 0:
                 self.refs[slot] = table
             while True:
-                if self.data[self.pos:self.pos + 1] == b"0":  # TYPE_NULL ends the dict
+                if self.data[self.pos : self.pos + 1] == b"0":  # TYPE_NULL ends the dict
                     self.pos += 1
                     return table
                 key = self.obj(depth + 1)

@@ -67,8 +67,9 @@ def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarr
     return out
 
 
-def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int, cval: float,
-                     dtype: np.dtype) -> np.ndarray:
+def uniform_filter1d(
+    x: np.ndarray, size: int, axis: int, origin: int, mode: int, cval: float, dtype: np.dtype
+) -> np.ndarray:
     """scipy.ndimage.uniform_filter1d(x, size, axis, output=dtype, mode, cval, origin): a new
     array of dtype, x's shape.  The running sums run in C (kernels/box_exact.c), line by line
     as scipy's do."""
@@ -82,8 +83,14 @@ def uniform_filter1d(x: np.ndarray, size: int, axis: int, origin: int, mode: int
     return np.ascontiguousarray(np.moveaxis(c_cast(means, dtype, False), -1, axis))
 
 
-def uniform_filter(x: np.ndarray, sizes: Tuple[int, ...], origins: Tuple[int, ...],
-                   modes: Tuple[int, ...], cval: float, dtype: np.dtype) -> np.ndarray:
+def uniform_filter(
+    x: np.ndarray,
+    sizes: Tuple[int, ...],
+    origins: Tuple[int, ...],
+    modes: Tuple[int, ...],
+    cval: float,
+    dtype: np.dtype,
+) -> np.ndarray:
     """scipy.ndimage.uniform_filter with one size, origin and mode per axis of x: the 1-D
     filters in axis order, each stored into dtype before the next reads it."""
     cur = x
@@ -117,8 +124,14 @@ def _axis_map(n: int, before: int, after: int, mode: int) -> np.ndarray:
     return np.where(p < n, p, 2 * n - 1 - p)
 
 
-def correlate(x: np.ndarray, weights: np.ndarray, mode: int, cval: float,
-              origins: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def correlate(
+    x: np.ndarray,
+    weights: np.ndarray,
+    mode: int,
+    cval: float,
+    origins: Tuple[int, ...],
+    dtype: np.dtype,
+) -> np.ndarray:
     """scipy.ndimage.correlate of x with weights (float64, x's rank >= 1, correlation form) in
     scipy's tap order, stored into dtype with its cast: a new array.  Runs in blocks of rows
     of the first axis, each extended on its own, so the temporaries stay small."""
@@ -128,14 +141,17 @@ def correlate(x: np.ndarray, weights: np.ndarray, mode: int, cval: float,
     for n, o in zip(weights.shape, origins):
         before = n // 2 + o
         pads.append((before, n - 1 - before))
-    taps = [(idx, float(weights[idx])) for idx in np.ndindex(*weights.shape)
-            if abs(float(weights[idx])) > _EPS]
+    taps = [
+        (idx, float(weights[idx]))
+        for idx in np.ndindex(*weights.shape)
+        if abs(float(weights[idx])) > _EPS
+    ]
     n0, k0 = x.shape[0], weights.shape[0]
     rows = max(1, _BLOCK // max(1, x.size // max(1, n0)))
     map0 = _axis_map(n0, pads[0][0], pads[0][1], mode)
     for lo in range(0, n0, rows):
         hi = min(n0, lo + rows)
-        idx0 = map0[lo:hi + k0 - 1]
+        idx0 = map0[lo : hi + k0 - 1]
         block = np.take(x, np.maximum(idx0, 0), axis=0).astype(np.float64)
         if mode == 1:
             block[idx0 < 0] = cval

@@ -46,8 +46,13 @@ def _per_axis(value: Any, ndim: int) -> list:
     return value
 
 
-def correlate(input: np.ndarray, weights: np.ndarray, mode: Any = "reflect", cval: float = 0.0,
-              origin: Any = 0) -> np.ndarray:
+def correlate(
+    input: np.ndarray,
+    weights: np.ndarray,
+    mode: Any = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+) -> np.ndarray:
     """scipy.ndimage.correlate in float64 (no output casting): sum of w[k] * in[i + k - c]."""
     x = np.asarray(input, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
@@ -80,8 +85,13 @@ def correlate(input: np.ndarray, weights: np.ndarray, mode: Any = "reflect", cva
     return out
 
 
-def convolve(input: np.ndarray, weights: np.ndarray, mode: Any = "reflect", cval: float = 0.0,
-             origin: Any = 0) -> np.ndarray:
+def convolve(
+    input: np.ndarray,
+    weights: np.ndarray,
+    mode: Any = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+) -> np.ndarray:
     """scipy.ndimage.convolve in float64: correlate with flipped weights and mirrored origin."""
     w = np.asarray(weights, dtype=np.float64)
     x = np.asarray(input)
@@ -91,8 +101,9 @@ def convolve(input: np.ndarray, weights: np.ndarray, mode: Any = "reflect", cval
     return correlate(x, flipped, mode, cval, new)
 
 
-def uniform_filter(input: np.ndarray, size: Any = 3, mode: Any = "reflect", cval: float = 0.0,
-                   origin: Any = 0) -> np.ndarray:
+def uniform_filter(
+    input: np.ndarray, size: Any = 3, mode: Any = "reflect", cval: float = 0.0, origin: Any = 0
+) -> np.ndarray:
     """scipy.ndimage.uniform_filter in float64: the mean over a box of ``size``."""
     x = np.asarray(input)
     sizes = _per_axis(size, x.ndim)

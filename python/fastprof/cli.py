@@ -49,7 +49,8 @@ def _positive_int(text: str) -> int:
 def _sort_key(text: str) -> str:
     if text not in SORT_KEYS:
         raise argparse.ArgumentTypeError(
-            f"unknown sort key {text!r}; expected one of {', '.join(SORT_KEYS)}")
+            f"unknown sort key {text!r}; expected one of {', '.join(SORT_KEYS)}"
+        )
     return text
 
 
@@ -57,39 +58,76 @@ def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fastprof run",
         description="Profile a Python script or module and print where the time goes "
-                    "(or save the profile with -o).",
+        "(or save the profile with -o).",
         usage="fastprof [run] [options] (script.py | -m module) [args ...]",
     )
-    p.add_argument("-o", "--outfile", metavar="FILE",
-                   help="write the profile to FILE (pstats format: pstats, snakeviz, gprof2dot, "
-                        "`fastprof view` read it) instead of printing the table")
-    p.add_argument("-s", "--sort", default=None, metavar="SORT",
-                   help=f"sort key of the table (default {_DEFAULT_SORT}): "
-                        + ", ".join(SORT_KEYS))
-    p.add_argument("--top", type=_positive_int, default=None, metavar="N",
-                   help=f"show the first N rows (default {_DEFAULT_TOP} in the flat table, "
-                        f"15 in the call tree's table of top functions)")
+    p.add_argument(
+        "-o",
+        "--outfile",
+        metavar="FILE",
+        help="write the profile to FILE (pstats format: pstats, snakeviz, gprof2dot, "
+        "`fastprof view` read it) instead of printing the table",
+    )
+    p.add_argument(
+        "-s",
+        "--sort",
+        default=None,
+        metavar="SORT",
+        help=f"sort key of the table (default {_DEFAULT_SORT}): " + ", ".join(SORT_KEYS),
+    )
+    p.add_argument(
+        "--top",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"show the first N rows (default {_DEFAULT_TOP} in the flat table, "
+        f"15 in the call tree's table of top functions)",
+    )
     p.add_argument("--all", action="store_true", help="show every row")
-    p.add_argument("--no-builtins", action="store_true",
-                   help="do not account builtins and C methods separately")
-    p.add_argument("--clock", choices=("wall", "cpu", "process_cpu"), default="wall",
-                   help="wall time (default), this thread's CPU time, or the process's CPU time")
-    p.add_argument("--lines", action="store_true",
-                   help="line-by-line timing of the functions marked @profile in the script "
-                        "(as kernprof -l)")
-    p.add_argument("--lines-of", action="append", default=[], metavar="MODULE:FUNC",
-                   help="line-by-line timing of this function (repeatable)")
-    p.add_argument("-m", dest="module", metavar="MODULE",
-                   help="run a library module as a script (as python -m)")
-    p.add_argument("--subprocesses", action="store_true",
-                   help="profile the Python child processes too (fork, multiprocessing, "
-                        "ProcessPoolExecutor, subprocess running this Python) and report the "
-                        "profile merged over all processes, with a per-process table")
-    p.add_argument("--run-dir", metavar="DIR",
-                   help="keep each process's profile in DIR (read it again with `fastprof "
-                        "view DIR` or `fastprof merge DIR -o FILE`); under mpirun, torchrun or "
-                        "srun: the shared folder where each rank writes its profile named by "
-                        "its rank, and rank 0 reports the job")
+    p.add_argument(
+        "--no-builtins",
+        action="store_true",
+        help="do not account builtins and C methods separately",
+    )
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu", "process_cpu"),
+        default="wall",
+        help="wall time (default), this thread's CPU time, or the process's CPU time",
+    )
+    p.add_argument(
+        "--lines",
+        action="store_true",
+        help="line-by-line timing of the functions marked @profile in the script (as kernprof -l)",
+    )
+    p.add_argument(
+        "--lines-of",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNC",
+        help="line-by-line timing of this function (repeatable)",
+    )
+    p.add_argument(
+        "-m",
+        dest="module",
+        metavar="MODULE",
+        help="run a library module as a script (as python -m)",
+    )
+    p.add_argument(
+        "--subprocesses",
+        action="store_true",
+        help="profile the Python child processes too (fork, multiprocessing, "
+        "ProcessPoolExecutor, subprocess running this Python) and report the "
+        "profile merged over all processes, with a per-process table",
+    )
+    p.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="keep each process's profile in DIR (read it again with `fastprof "
+        "view DIR` or `fastprof merge DIR -o FILE`); under mpirun, torchrun or "
+        "srun: the shared folder where each rank writes its profile named by "
+        "its rank, and rank 0 reports the job",
+    )
     from .report.outputs import add_view_options
 
     add_view_options(p)
@@ -99,8 +137,20 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 # Options of `run` that take a value: the command line is split where the target starts.
-_VALUE_OPTS = {"-o", "--outfile", "-s", "--sort", "--top", "--clock", "--lines-of", "--run-dir",
-               "--format", "--html", "--min-percent", "--color"}
+_VALUE_OPTS = {
+    "-o",
+    "--outfile",
+    "-s",
+    "--sort",
+    "--top",
+    "--clock",
+    "--lines-of",
+    "--run-dir",
+    "--format",
+    "--html",
+    "--min-percent",
+    "--color",
+}
 
 
 def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -113,11 +163,11 @@ def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
     while i < len(argv):
         a = argv[i]
         if a == "--":
-            return list(argv[:i]), list(argv[i + 1:])
+            return list(argv[:i]), list(argv[i + 1 :])
         if a == "-m":
-            return list(argv[: i + 2]), list(argv[i + 2:])
+            return list(argv[: i + 2]), list(argv[i + 2 :])
         if a.startswith("-m") and not a.startswith("--"):  # -mpkg.mod
-            return list(argv[:i]) + ["-m", a[2:]], list(argv[i + 1:])
+            return list(argv[:i]) + ["-m", a[2:]], list(argv[i + 1 :])
         if a in _VALUE_OPTS:
             i += 2
             continue
@@ -178,9 +228,15 @@ def _script_target(path: str) -> _Target:
     except OSError as e:
         raise _UsageError(f"can't open file {path!r}: {e.strerror or e}") from None
     code = compile(source, full, "exec", dont_inherit=True)  # no __future__ flag of ours
-    main = _main_module(__name__="__main__", __file__=full, __cached__=None, __doc__=None,
-                        __package__=None, __spec__=None,
-                        __loader__=importlib.machinery.SourceFileLoader("__main__", full))
+    main = _main_module(
+        __name__="__main__",
+        __file__=full,
+        __cached__=None,
+        __doc__=None,
+        __package__=None,
+        __spec__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", full),
+    )
     return _Target(code, main, path, os.path.dirname(full), path)
 
 
@@ -201,8 +257,10 @@ def _module_target(name: str) -> _Target:
                 raise _UsageError(f"{where}: cannot run a package's __main__ as a package")
             spec = importlib.util.find_spec(name + ".__main__")  # python -m package
             if spec is None:
-                raise _UsageError(f"{where}: {name!r} is a package and cannot be directly "
-                                  f"executed (it has no __main__ module)")
+                raise _UsageError(
+                    f"{where}: {name!r} is a package and cannot be directly "
+                    f"executed (it has no __main__ module)"
+                )
         if spec is None:
             raise _UsageError(f"{where}: No module named {name!r}")
         if spec.loader is None or not hasattr(spec.loader, "get_code"):
@@ -212,9 +270,15 @@ def _module_target(name: str) -> _Target:
         raise _UsageError(f"{where}: {e}") from None
     if code is None:
         raise _UsageError(f"{where}: no code to run for {name!r}")
-    main = _main_module(__name__="__main__", __file__=spec.origin, __cached__=spec.cached,
-                        __doc__=None, __loader__=spec.loader, __package__=spec.parent,
-                        __spec__=spec)
+    main = _main_module(
+        __name__="__main__",
+        __file__=spec.origin,
+        __cached__=spec.cached,
+        __doc__=None,
+        __loader__=spec.loader,
+        __package__=spec.parent,
+        __spec__=spec,
+    )
     return _Target(code, main, spec.origin or name, os.getcwd(), where)
 
 
@@ -303,8 +367,10 @@ def _run(argv: Sequence[str]) -> int:
     opts = parser.parse_args(head)
     if opts.sort is not None and opts.sort not in SORT_KEYS:
         # cProfile's words, which scripts and CPython's own tests look for.
-        parser.error(f"option -s: invalid choice: {opts.sort!r} "
-                     f"(choose from {', '.join(map(repr, SORT_KEYS))})")
+        parser.error(
+            f"option -s: invalid choice: {opts.sort!r} "
+            f"(choose from {', '.join(map(repr, SORT_KEYS))})"
+        )
     if opts.outfile:
         # As cProfile: relative to where fastprof started, whatever the script does to its cwd.
         opts.outfile = os.path.abspath(opts.outfile)
@@ -532,8 +598,11 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     if opts.outfile and opts.format in (None, "pstats"):
         write_merged(run, opts.outfile)
         sys.stderr.write(table)
-        print(f"fastprof: merged profile of {n} process(es) written to {opts.outfile}"
-              + (f" (each process's in {job.run_dir})" if job.keep else ""), file=sys.stderr)
+        print(
+            f"fastprof: merged profile of {n} process(es) written to {opts.outfile}"
+            + (f" (each process's in {job.run_dir})" if job.keep else ""),
+            file=sys.stderr,
+        )
         if opts.html:
             from .report.html import write_html
 
@@ -541,15 +610,27 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
             print_note(f"HTML report written to {opts.html}")
         return
     stream = out.stream()
-    note = emit(run.stats, run.tree, opts, stream, title=title, outfile=opts.outfile,
-                top=_rows(opts, run.tree))
+    note = emit(
+        run.stats,
+        run.tree,
+        opts,
+        stream,
+        title=title,
+        outfile=opts.outfile,
+        top=_rows(opts, run.tree),
+    )
     printed = not note
     (stream if printed else sys.stderr).write("\n" + table)
     print_note(note)
 
 
-def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOutput,
-            job: Optional[_Job] = None) -> None:
+def _report(
+    prof: Any,
+    opts: argparse.Namespace,
+    line_mode: bool,
+    out: _ReportOutput,
+    job: Optional[_Job] = None,
+) -> None:
     """Writes -o (and the call tree beside it), --format and --html, or prints the default
     view: the call tree when the profiler recorded one and no -s was given, else the table.
     With job (run --subprocesses), the profile merged over the job's processes."""
@@ -563,8 +644,13 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
         if opts.html:
             from .report.html import write_html
 
-            write_html(opts.html, None, None, prof.get_stats(),
-                       title=f"fastprof: {opts.title} ({opts.clock} clock, line timings)")
+            write_html(
+                opts.html,
+                None,
+                None,
+                prof.get_stats(),
+                title=f"fastprof: {opts.title} ({opts.clock} clock, line timings)",
+            )
             print_note(f"HTML report written to {opts.html}")
         if opts.outfile:
             prof.dump_stats(opts.outfile)
@@ -597,9 +683,12 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
         with open(opts.outfile, "wb") as f:
             marshal.dump(stats, f)
         save_tree(opts.outfile, tree)
-        print(f"fastprof: profile written to {opts.outfile}"
-              + (f" (its call tree to {opts.outfile}.tree.json)" if tree is not None else "")
-              + f" (see it with: python -m fastprof view {opts.outfile})", file=sys.stderr)
+        print(
+            f"fastprof: profile written to {opts.outfile}"
+            + (f" (its call tree to {opts.outfile}.tree.json)" if tree is not None else "")
+            + f" (see it with: python -m fastprof view {opts.outfile})",
+            file=sys.stderr,
+        )
         if opts.html:
             from .report.html import write_html
 
@@ -607,8 +696,9 @@ def _report(prof: Any, opts: argparse.Namespace, line_mode: bool, out: _ReportOu
             print_note(f"HTML report written to {opts.html}")
         return
     try:
-        note = emit(st, tree, opts, out.stream(), title=title, outfile=opts.outfile,
-                    top=_rows(opts, tree))
+        note = emit(
+            st, tree, opts, out.stream(), title=title, outfile=opts.outfile, top=_rows(opts, tree)
+        )
     except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
         print(f"fastprof: {e}", file=sys.stderr)
         return
@@ -663,8 +753,7 @@ def _view_lines(opts: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         return _fail("view", e)
     try:
-        show_text(stats.timings, stats.unit, opts.unit, sys.stdout, opts.stripzeros,
-                  opts.summarize)
+        show_text(stats.timings, stats.unit, opts.unit, sys.stdout, opts.stripzeros, opts.summarize)
     except BrokenPipeError:
         sys.stderr.close()
     return 0
@@ -687,39 +776,70 @@ def _view(argv: Sequence[str]) -> int:
     malformed."""
     from .report.outputs import add_view_options, check_view_options, emit, print_note
 
-    p = argparse.ArgumentParser(prog="fastprof view",
-                                description="Print the call tree or the table of a saved "
-                                            "profile (written by fastprof -o, cProfile or "
-                                            "dump_stats), or export it; or the line timings "
-                                            "of a .lprof file.")
-    p.add_argument("file", help="the profile file (pstats), line timings (.lprof), or the run "
-                                "directory of run --subprocesses (merged, with the per-process "
-                                "table)")
-    p.add_argument("-s", "--sort", type=_sort_key, default=None, metavar="SORT",
-                   help=f"print the flat table sorted by SORT (default {_DEFAULT_SORT} when "
-                        f"there is no call tree): " + ", ".join(SORT_KEYS))
-    p.add_argument("--top", type=_positive_int, default=None, metavar="N",
-                   help=f"show the first N rows (default {_DEFAULT_TOP})")
+    p = argparse.ArgumentParser(
+        prog="fastprof view",
+        description="Print the call tree or the table of a saved "
+        "profile (written by fastprof -o, cProfile or "
+        "dump_stats), or export it; or the line timings "
+        "of a .lprof file.",
+    )
+    p.add_argument(
+        "file",
+        help="the profile file (pstats), line timings (.lprof), or the run "
+        "directory of run --subprocesses (merged, with the per-process "
+        "table)",
+    )
+    p.add_argument(
+        "-s",
+        "--sort",
+        type=_sort_key,
+        default=None,
+        metavar="SORT",
+        help=f"print the flat table sorted by SORT (default {_DEFAULT_SORT} when "
+        f"there is no call tree): " + ", ".join(SORT_KEYS),
+    )
+    p.add_argument(
+        "--top",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"show the first N rows (default {_DEFAULT_TOP})",
+    )
     p.add_argument("--all", action="store_true", help="show every row")
-    p.add_argument("--filter", metavar="REGEX",
-                   help="flat table of the functions whose file:line(name) matches this "
-                        "regular expression")
+    p.add_argument(
+        "--filter",
+        metavar="REGEX",
+        help="flat table of the functions whose file:line(name) matches this regular expression",
+    )
     p.add_argument("--full-paths", action="store_true", help="do not strip directories")
-    p.add_argument("--callgrind", metavar="OUT",
-                   help="write a callgrind file (for KCachegrind) to OUT instead of printing")
-    p.add_argument("--callers", metavar="F",
-                   help="the callers of the functions whose file:line(name) matches the "
-                        "regular expression F")
-    p.add_argument("--callees", metavar="F",
-                   help="the functions called by those matching F")
+    p.add_argument(
+        "--callgrind",
+        metavar="OUT",
+        help="write a callgrind file (for KCachegrind) to OUT instead of printing",
+    )
+    p.add_argument(
+        "--callers",
+        metavar="F",
+        help="the callers of the functions whose file:line(name) matches the regular expression F",
+    )
+    p.add_argument("--callees", metavar="F", help="the functions called by those matching F")
     p.add_argument("-o", "--outfile", metavar="OUT", help="where --format writes")
     add_view_options(p)
-    p.add_argument("--unit", type=_positive_float, default=1e-6, metavar="SECONDS",
-                   help="line timings: the unit of the Time columns (default 1e-6)")
-    p.add_argument("--stripzeros", action="store_true",
-                   help="line timings: leave out functions that never ran")
-    p.add_argument("--summarize", action="store_true",
-                   help="line timings: end with one line of total time per function")
+    p.add_argument(
+        "--unit",
+        type=_positive_float,
+        default=1e-6,
+        metavar="SECONDS",
+        help="line timings: the unit of the Time columns (default 1e-6)",
+    )
+    p.add_argument(
+        "--stripzeros", action="store_true", help="line timings: leave out functions that never ran"
+    )
+    p.add_argument(
+        "--summarize",
+        action="store_true",
+        help="line timings: end with one line of total time per function",
+    )
     opts = p.parse_args(argv)
     bad = check_view_options(opts)
     if bad:
@@ -750,15 +870,24 @@ def _view(argv: Sequence[str]) -> int:
 
             for pattern, which in ((opts.callers, "callers"), (opts.callees, "callees")):
                 if pattern:
-                    sys.stdout.write(format_callers(st, pattern, which,
-                                                    strip_dirs=not opts.full_paths))
+                    sys.stdout.write(
+                        format_callers(st, pattern, which, strip_dirs=not opts.full_paths)
+                    )
             return 0
         if opts.callgrind:
             st.to_callgrind(opts.callgrind)
             print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
             return 0
-        note = emit(st, tree, opts, sys.stdout, title=title,
-                    outfile=opts.outfile, top=_rows(opts, tree), strip_dirs=not opts.full_paths)
+        note = emit(
+            st,
+            tree,
+            opts,
+            sys.stdout,
+            title=title,
+            outfile=opts.outfile,
+            top=_rows(opts, tree),
+            strip_dirs=not opts.full_paths,
+        )
         if table:
             (sys.stderr if note else sys.stdout).write("\n" + table)
         print_note(note)

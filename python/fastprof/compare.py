@@ -28,33 +28,53 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m fastprof compare",
         description="Compare two saved benchmark runs (JSON written by --fastprof-save or "
-                    "pytest-benchmark): the ratio new/old of each benchmark with its 95%% "
-                    "bootstrap confidence interval; a --fail rule is broken only when the "
-                    "whole interval lies beyond its threshold. Or compare two call profiles "
-                    "(pstats files written by fastprof -o, cProfile -o or dump_stats): calls, "
-                    "own and total time of each function in A and B and the change, the "
-                    "largest change first.",
+        "pytest-benchmark): the ratio new/old of each benchmark with its 95%% "
+        "bootstrap confidence interval; a --fail rule is broken only when the "
+        "whole interval lies beyond its threshold. Or compare two call profiles "
+        "(pstats files written by fastprof -o, cProfile -o or dump_stats): calls, "
+        "own and total time of each function in A and B and the change, the "
+        "largest change first.",
     )
     p.add_argument("old", metavar="A", help="the baseline: A.json or A.prof")
     p.add_argument("new", metavar="B", help="the run to judge: B.json or B.prof")
-    p.add_argument("--fail", metavar="STAT:N%", action="append", default=[],
-                   help="benchmark runs: exit 1 when STAT (min, mean or median) is more than "
-                        "N%% slower with all its confidence interval; repeatable")
-    p.add_argument("--stat", choices=COMPARABLE, default="median",
-                   help="benchmark runs: statistic shown in the table (default: median)")
-    p.add_argument("--by", choices=("own", "total", "calls"), default="own",
-                   help="profiles: sort by the change of own time (default), total time or "
-                        "calls")
-    p.add_argument("--top", type=int, default=_DEFAULT_TOP, metavar="N",
-                   help=f"profiles: show the first N functions (default {_DEFAULT_TOP})")
+    p.add_argument(
+        "--fail",
+        metavar="STAT:N%",
+        action="append",
+        default=[],
+        help="benchmark runs: exit 1 when STAT (min, mean or median) is more than "
+        "N%% slower with all its confidence interval; repeatable",
+    )
+    p.add_argument(
+        "--stat",
+        choices=COMPARABLE,
+        default="median",
+        help="benchmark runs: statistic shown in the table (default: median)",
+    )
+    p.add_argument(
+        "--by",
+        choices=("own", "total", "calls"),
+        default="own",
+        help="profiles: sort by the change of own time (default), total time or calls",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=_DEFAULT_TOP,
+        metavar="N",
+        help=f"profiles: show the first N functions (default {_DEFAULT_TOP})",
+    )
     p.add_argument("--all", action="store_true", help="profiles: show every function")
-    p.add_argument("--full-paths", action="store_true",
-                   help="profiles: do not strip directories from file names")
+    p.add_argument(
+        "--full-paths",
+        action="store_true",
+        help="profiles: do not strip directories from file names",
+    )
     return p
 
 
 def _kind(path: str) -> str:
-    """"json", "pstats" or "unknown": what path holds, from its first bytes (a JSON object
+    """ "json", "pstats" or "unknown": what path holds, from its first bytes (a JSON object
     starts with '{' then '"' or '}'; a pstats file with marshal's dict code); raises
     OSError."""
     if not os.path.isfile(path):
@@ -82,8 +102,10 @@ def _load(path: str) -> Tuple[str, Any]:
             return kind, load_pstats_file(path)
     except (OSError, ValueError) as exc:
         raise _Unreadable(str(exc)) from None
-    raise _Unreadable(f"{path}: neither a benchmark JSON nor a pstats profile (compare takes "
-                      f"two benchmark runs, A.json B.json, or two profiles, A.prof B.prof)")
+    raise _Unreadable(
+        f"{path}: neither a benchmark JSON nor a pstats profile (compare takes "
+        f"two benchmark runs, A.json B.json, or two profiles, A.prof B.prof)"
+    )
 
 
 def _compare_runs(args: argparse.Namespace, old: Dict[str, Any], new: Dict[str, Any]) -> int:
@@ -108,8 +130,7 @@ def _compare_runs(args: argparse.Namespace, old: Dict[str, Any], new: Dict[str, 
     return 0
 
 
-def _compare_profiles(args: argparse.Namespace, old: Dict[Any, Any], new: Dict[Any, Any]
-                      ) -> int:
+def _compare_profiles(args: argparse.Namespace, old: Dict[Any, Any], new: Dict[Any, Any]) -> int:
     """Prints the table of two call profiles; returns 0."""
     from .report.profile_diff import diff_profiles, format_profile_diff
 
@@ -122,9 +143,17 @@ def _compare_profiles(args: argparse.Namespace, old: Dict[Any, Any], new: Dict[A
         return sum(v[1] for v in d.values()), sum(v[2] for v in d.values())
 
     changes = diff_profiles(old, new, args.by)
-    sys.stdout.write(format_profile_diff(
-        changes, label_a=args.old, label_b=args.new, totals=(totals(old), totals(new)),
-        top=None if args.all else args.top, strip_dirs=not args.full_paths, by=args.by))
+    sys.stdout.write(
+        format_profile_diff(
+            changes,
+            label_a=args.old,
+            label_b=args.new,
+            totals=(totals(old), totals(new)),
+            top=None if args.all else args.top,
+            strip_dirs=not args.full_paths,
+            by=args.by,
+        )
+    )
     return 0
 
 
@@ -139,9 +168,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         (kind_a, old), (kind_b, new) = _load(args.old), _load(args.new)
         if kind_a != kind_b:
             names = {"json": "a benchmark run", "pstats": "a profile"}
-            raise _Unreadable(f"{args.old} is {names[kind_a]} but {args.new} is "
-                              f"{names[kind_b]}: compare takes two benchmark runs (JSON) or "
-                              f"two profiles (pstats)")
+            raise _Unreadable(
+                f"{args.old} is {names[kind_a]} but {args.new} is "
+                f"{names[kind_b]}: compare takes two benchmark runs (JSON) or "
+                f"two profiles (pstats)"
+            )
         if kind_a == "json":
             return _compare_runs(args, old, new)
         return _compare_profiles(args, old, new)

@@ -62,8 +62,10 @@ def status() -> str:
     if count == 0:
         return reason
     driver, runtime = _C._cuda_versions()
-    return (f"CUDA available: {count} device(s), driver CUDA {driver // 1000}.{driver % 1000 // 10}, "
-            f"runtime {runtime // 1000}.{runtime % 1000 // 10}")
+    return (
+        f"CUDA available: {count} device(s), driver CUDA {driver // 1000}.{driver % 1000 // 10}, "
+        f"runtime {runtime // 1000}.{runtime % 1000 // 10}"
+    )
 
 
 def _require() -> None:
@@ -157,8 +159,9 @@ class _on_device:
     def __enter__(self) -> None:
         if self.index is not None:
             if self.index >= _probe()[0]:
-                raise ValueError(f"device index {self.index} out of range: "
-                                 f"{_probe()[0]} device(s) visible")
+                raise ValueError(
+                    f"device index {self.index} out of range: {_probe()[0]} device(s) visible"
+                )
             self.prev = _C._cuda_get_device()
             if self.prev != self.index:
                 _C._cuda_set_device(self.index)
@@ -188,8 +191,10 @@ def stream_handle(stream: Any) -> int:
                 return 0
             if isinstance(value, (int, np.integer)):
                 return int(value)
-    raise TypeError("stream must be None, an int cudaStream_t, or an object with .cuda_stream, "
-                    f".ptr or .handle (PyTorch, CuPy, Numba), got {type(stream).__name__}")
+    raise TypeError(
+        "stream must be None, an int cudaStream_t, or an object with .cuda_stream, "
+        f".ptr or .handle (PyTorch, CuPy, Numba), got {type(stream).__name__}"
+    )
 
 
 # --- timers -------------------------------------------------------------------------------------
@@ -225,8 +230,13 @@ def _summary(values: np.ndarray) -> dict[str, float]:
         nan = float("nan")
         return {"median": nan, "iqr": nan, "min": nan, "mean": nan, "std": nan}
     q1, med, q3 = np.percentile(values, [25, 50, 75])
-    return {"median": float(med), "iqr": float(q3 - q1), "min": float(values.min()),
-            "mean": float(values.mean()), "std": float(values.std())}
+    return {
+        "median": float(med),
+        "iqr": float(q3 - q1),
+        "min": float(values.min()),
+        "mean": float(values.mean()),
+        "std": float(values.std()),
+    }
 
 
 class cuda_timer:
@@ -374,10 +384,12 @@ class BenchmarkResult:
 
     def __str__(self) -> str:
         g, c = _summary(self.gpu_times), _summary(self.cpu_times)
-        return (f"{self.name}: GPU {_fmt_ms(g['median'])} median (IQR {_fmt_ms(g['iqr'])}, "
-                f"min {_fmt_ms(g['min'])}), CPU {_fmt_ms(c['median'])} median, "
-                f"{self.n_repeat} repeats, {self.n_warmup} warm-up, "
-                f"L2 {'flushed' if self.flush_l2 else 'warm'}")
+        return (
+            f"{self.name}: GPU {_fmt_ms(g['median'])} median (IQR {_fmt_ms(g['iqr'])}, "
+            f"min {_fmt_ms(g['min'])}), CPU {_fmt_ms(c['median'])} median, "
+            f"{self.n_repeat} repeats, {self.n_warmup} warm-up, "
+            f"L2 {'flushed' if self.flush_l2 else 'warm'}"
+        )
 
 
 def _fmt_ms(ms: float) -> str:
@@ -412,10 +424,17 @@ def _check_count(value: Any, what: str, minimum: int) -> int:
     return int(value)
 
 
-def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional[dict] = None,
-              n_warmup: int = 10, n_repeat: int = 100, max_duration: Optional[float] = None,
-              flush_l2: bool = True, stream: Any = None, name: Optional[str] = None
-              ) -> BenchmarkResult:
+def benchmark(
+    fn: Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: Optional[dict] = None,
+    n_warmup: int = 10,
+    n_repeat: int = 100,
+    max_duration: Optional[float] = None,
+    flush_l2: bool = True,
+    stream: Any = None,
+    name: Optional[str] = None,
+) -> BenchmarkResult:
     """Times ``fn(*args, **kwargs)`` on the GPU.
 
     ``n_warmup`` untimed calls, then up to ``n_repeat`` timed ones (fewer when ``max_duration``
@@ -432,9 +451,12 @@ def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional
     args = tuple(args)
     n_warmup = _check_count(n_warmup, "n_warmup", 0)
     n_repeat = _check_count(n_repeat, "n_repeat", 1)
-    if max_duration is not None and not (isinstance(max_duration, (int, float))
-                                         and max_duration > 0):
-        raise ValueError(f"max_duration must be a number of seconds > 0 or None, got {max_duration!r}")
+    if max_duration is not None and not (
+        isinstance(max_duration, (int, float)) and max_duration > 0
+    ):
+        raise ValueError(
+            f"max_duration must be a number of seconds > 0 or None, got {max_duration!r}"
+        )
     handle = stream_handle(stream)
     _require()
     for _ in range(n_warmup):
@@ -460,8 +482,13 @@ def benchmark(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Optional
     finally:
         _events.put(e0)
         _events.put(e1)
-    return BenchmarkResult(name or str(getattr(fn, "__name__", "fn")), np.array(gpu), np.array(cpu),
-                           n_warmup, bool(flush_l2))
+    return BenchmarkResult(
+        name or str(getattr(fn, "__name__", "fn")),
+        np.array(gpu),
+        np.array(cpu),
+        n_warmup,
+        bool(flush_l2),
+    )
 
 
 # --- device arrays ------------------------------------------------------------------------------
@@ -529,11 +556,21 @@ class DeviceArray:
 
     __slots__ = ("ptr", "shape", "dtype", "strides", "device", "stream", "_owner")
 
-    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: Any, strides: Optional[tuple[int, ...]],
-                 device: int, owner: Any, stream: int = 0) -> None:
+    def __init__(
+        self,
+        ptr: int,
+        shape: tuple[int, ...],
+        dtype: Any,
+        strides: Optional[tuple[int, ...]],
+        device: int,
+        owner: Any,
+        stream: int = 0,
+    ) -> None:
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(n) for n in shape)
-        self.strides = tuple(strides) if strides is not None else _c_strides(self.shape, self.dtype.itemsize)
+        self.strides = (
+            tuple(strides) if strides is not None else _c_strides(self.shape, self.dtype.itemsize)
+        )
         self.ptr = int(ptr)
         self.device = int(device)
         self.stream = int(stream)
@@ -541,8 +578,9 @@ class DeviceArray:
 
     # construction
     @classmethod
-    def empty(cls, shape: Any, dtype: Any = np.float64, device: Any = None,
-              stream: Any = None) -> "DeviceArray":
+    def empty(
+        cls, shape: Any, dtype: Any = np.float64, device: Any = None, stream: Any = None
+    ) -> "DeviceArray":
         """Uninitialized C-contiguous array on ``device`` (None: the current device), ordered
         on ``stream`` (None: the default stream)."""
         shape = _check_shape(shape)
@@ -559,7 +597,9 @@ class DeviceArray:
     @classmethod
     def zeros(cls, shape: Any, dtype: Any = np.float64, device: Any = None) -> "DeviceArray":
         """Zero-filled C-contiguous array (copied from a host zero buffer)."""
-        return cls.from_numpy(np.zeros(_check_shape(shape), dtype=_check_dtype(dtype)), device=device)
+        return cls.from_numpy(
+            np.zeros(_check_shape(shape), dtype=_check_dtype(dtype)), device=device
+        )
 
     @classmethod
     def from_numpy(cls, array: Any, device: Any = None, stream: Any = None) -> "DeviceArray":
@@ -593,7 +633,9 @@ class DeviceArray:
     @property
     def is_c_contiguous(self) -> bool:
         return self.size <= 1 or all(
-            n == 1 or s == c for n, s, c in zip(self.shape, self.strides, _c_strides(self.shape, self.itemsize)))
+            n == 1 or s == c
+            for n, s, c in zip(self.shape, self.strides, _c_strides(self.shape, self.itemsize))
+        )
 
     def __len__(self) -> int:
         if not self.shape:
@@ -620,7 +662,9 @@ class DeviceArray:
             hi = sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0) + self.itemsize
             raw = np.empty(hi - lo, dtype=np.uint8)
             _C._cuda_memcpy_dtoh(raw.data, self.ptr + lo, handle)
-        base = np.ndarray(self.shape, dtype=self.dtype, buffer=raw, offset=-lo, strides=self.strides)
+        base = np.ndarray(
+            self.shape, dtype=self.dtype, buffer=raw, offset=-lo, strides=self.strides
+        )
         out[...] = base
         return out
 
@@ -653,8 +697,9 @@ class DeviceArray:
     def __dlpack_device__(self) -> tuple[int, int]:
         return (_KDL_CUDA, self.device)
 
-    def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-                   copy: Any = None) -> Any:
+    def __dlpack__(
+        self, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
         """A "dltensor" capsule (DLPack 0.x ABI) viewing this memory; keeps it alive."""
         if copy:
             raise BufferError("DeviceArray.__dlpack__ does not copy (copy=True asked)")
@@ -678,8 +723,16 @@ class DeviceArray:
         kind = self.dtype.kind
         if kind not in _DL_CODES:
             raise BufferError(f"dtype {self.dtype} has no DLPack code")
-        return _C._cuda_dlpack_export(self.ptr, self.shape, strides, _DL_CODES[kind],
-                                      self.dtype.itemsize * 8, _KDL_CUDA, self.device, self)
+        return _C._cuda_dlpack_export(
+            self.ptr,
+            self.shape,
+            strides,
+            _DL_CODES[kind],
+            self.dtype.itemsize * 8,
+            _KDL_CUDA,
+            self.device,
+            self,
+        )
 
 
 def _check_dtype(dtype: Any) -> np.dtype:
@@ -722,8 +775,9 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
     if stream is not None:
         handle = 0 if int(stream) == 1 else int(stream)
     dev = _C._cuda_pointer_device(ptr) if ptr else _C._cuda_get_device()
-    return DeviceArray(ptr, shape, dtype, tuple(strides) if strides is not None else None, dev, obj,
-                       stream=handle)
+    return DeviceArray(
+        ptr, shape, dtype, tuple(strides) if strides is not None else None, dev, obj, stream=handle
+    )
 
 
 def as_device_array(obj: Any, stream: Any = None) -> DeviceArray:
@@ -744,12 +798,16 @@ def as_device_array(obj: Any, stream: Any = None) -> DeviceArray:
             cap = obj.__dlpack__(stream=handle if handle else 1)
         except TypeError:
             cap = obj.__dlpack__()
-        ptr, shape, strides, (code, bits, _lanes), dev_type, dev_id, keeper = _C._cuda_dlpack_import(cap)
+        ptr, shape, strides, (code, bits, _lanes), dev_type, dev_id, keeper = (
+            _C._cuda_dlpack_import(cap)
+        )
         if code not in _DL_KINDS or bits % 8:
             raise TypeError(f"unsupported DLPack dtype (code {code}, {bits} bits)")
         kind = _DL_KINDS[code]
         dtype = np.dtype(bool) if kind == "b" else np.dtype(f"{kind}{bits // 8}")
         byte_strides = None if strides is None else tuple(s * dtype.itemsize for s in strides)
         return DeviceArray(ptr, shape, dtype, byte_strides, dev_id, (obj, keeper), stream=handle)
-    raise TypeError(f"expected a device array (DeviceArray, __cuda_array_interface__ or CUDA "
-                    f"__dlpack__), got {type(obj).__name__}")
+    raise TypeError(
+        f"expected a device array (DeviceArray, __cuda_array_interface__ or CUDA "
+        f"__dlpack__), got {type(obj).__name__}"
+    )

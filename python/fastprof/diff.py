@@ -18,8 +18,9 @@ Figures = Tuple[int, float, float]  # calls, own time, total time
 Change = Tuple[Figures, Figures]  # before, after
 
 
-def function_changes(a: Dict[FuncKey, Figures], b: Dict[FuncKey, Figures]
-                     ) -> List[Tuple[FuncKey, Change]]:
+def function_changes(
+    a: Dict[FuncKey, Figures], b: Dict[FuncKey, Figures]
+) -> List[Tuple[FuncKey, Change]]:
     """Every function of either profile with its figures before and after (zeros where it is
     missing), the largest change in own or total time first."""
     zero: Figures = (0, 0.0, 0.0)
@@ -89,9 +90,15 @@ def _path_text(p: Tuple[FuncKey, ...], paths: Dict[str, str], keep: int = 4) -> 
     return " > ".join(parts)
 
 
-def format_diff(a_stats: Dict[FuncKey, Figures], b_stats: Dict[FuncKey, Figures],
-                a_tree: Optional[CallTree], b_tree: Optional[CallTree], *, top: int = 20,
-                names: Tuple[str, str] = ("A", "B")) -> str:
+def format_diff(
+    a_stats: Dict[FuncKey, Figures],
+    b_stats: Dict[FuncKey, Figures],
+    a_tree: Optional[CallTree],
+    b_tree: Optional[CallTree],
+    *,
+    top: int = 20,
+    names: Tuple[str, str] = ("A", "B"),
+) -> str:
     """The text of ``fastprof diff``: the totals, the ``top`` functions and (with both trees)
     the ``top`` call paths that changed most."""
     from .report.display import short_paths
@@ -102,21 +109,30 @@ def format_diff(a_stats: Dict[FuncKey, Figures], b_stats: Dict[FuncKey, Figures]
     tb = sum(v[1] for v in b_stats.values())
     from .report.escape import printable
 
-    out = [f"fastprof diff: {printable(names[0])} -> {printable(names[1])}",
-           f"profiled time {ta:.6f} s -> {tb:.6f} s ({tb - ta:+.6f} s"
-           + (f", {100.0 * (tb - ta) / ta:+.1f}%)" if ta > 0 else ")"), ""]
+    out = [
+        f"fastprof diff: {printable(names[0])} -> {printable(names[1])}",
+        f"profiled time {ta:.6f} s -> {tb:.6f} s ({tb - ta:+.6f} s"
+        + (f", {100.0 * (tb - ta) / ta:+.1f}%)" if ta > 0 else ")"),
+        "",
+    ]
     names = (printable(names[0]), printable(names[1]))
-    head = (f"{'calls':>9} {'d calls':>9} {'tottime':>10} {'d tottime':>10} {'cumtime':>10} "
-            f"{'d cumtime':>10}  ")
+    head = (
+        f"{'calls':>9} {'d calls':>9} {'tottime':>10} {'d tottime':>10} {'cumtime':>10} "
+        f"{'d cumtime':>10}  "
+    )
 
     def line(c: Change, what: str) -> str:
         (na, ta_, ca), (nb, tb_, cb) = c
-        return (f"{nb:>9} {nb - na:>+9} {_secs(tb_):>10} {_secs(tb_ - ta_, True):>10} "
-                f"{_secs(cb):>10} {_secs(cb - ca, True):>10}  {what}")
+        return (
+            f"{nb:>9} {nb - na:>+9} {_secs(tb_):>10} {_secs(tb_ - ta_, True):>10} "
+            f"{_secs(cb):>10} {_secs(cb - ca, True):>10}  {what}"
+        )
 
     fc = [x for x in function_changes(a_stats, b_stats) if x[1][0] != x[1][1]]
-    out.append(f"functions that changed most ({min(top, len(fc))} of {len(fc)} that changed; "
-               f"figures of {names[1]}, d: change from {names[0]})")
+    out.append(
+        f"functions that changed most ({min(top, len(fc))} of {len(fc)} that changed; "
+        f"figures of {names[1]}, d: change from {names[0]})"
+    )
     out.append(head + "function")
     for k, c in fc[:top]:
         tag = " (new)" if c[0] == (0, 0.0, 0.0) else " (gone)" if c[1] == (0, 0.0, 0.0) else ""
@@ -130,8 +146,10 @@ def format_diff(a_stats: Dict[FuncKey, Figures], b_stats: Dict[FuncKey, Figures]
             out.append(line(c, _path_text(p, paths)))
     else:
         out.append("")
-        out.append("(per-path changes need both call trees: save the profiles with fastprof "
-                   "run -o, which writes FILE.tree.json beside FILE)")
+        out.append(
+            "(per-path changes need both call trees: save the profiles with fastprof "
+            "run -o, which writes FILE.tree.json beside FILE)"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -147,16 +165,26 @@ def _positive_int(text: str) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """``fastprof diff``: returns 0, or 2 when a file cannot be read."""
-    p = argparse.ArgumentParser(prog="fastprof diff",
-                                description="What changed between two saved profiles (A "
-                                            "before, B after), per function and per call path.")
+    p = argparse.ArgumentParser(
+        prog="fastprof diff",
+        description="What changed between two saved profiles (A "
+        "before, B after), per function and per call path.",
+    )
     p.add_argument("before", help="profile A (pstats file; FILE.tree.json beside it is used)")
     p.add_argument("after", help="profile B")
-    p.add_argument("--top", type=_positive_int, default=20, metavar="N",
-                   help="show the N functions and paths that changed most (default 20)")
-    p.add_argument("--html", metavar="OUT",
-                   help="write a differential flame graph (B's tree coloured by the change "
-                        "from A) and the function table with its changes to OUT")
+    p.add_argument(
+        "--top",
+        type=_positive_int,
+        default=20,
+        metavar="N",
+        help="show the N functions and paths that changed most (default 20)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write a differential flame graph (B's tree coloured by the change "
+        "from A) and the function table with its changes to OUT",
+    )
     opts = p.parse_args(list(argv))
     from .report.source import load_profile, totals_of
 
@@ -174,12 +202,17 @@ def main(argv: Sequence[str]) -> int:
             before = None
             if ta is not None and tb is not None:
                 before = {k: (v[2], v[1], v[0]) for k, v in paths_of(ta.merged_threads()).items()}
-            write_html(opts.html, sb, tb, title=f"fastprof diff: {opts.before} -> {opts.after}",
-                       before=before, before_funcs=fa)
+            write_html(
+                opts.html,
+                sb,
+                tb,
+                title=f"fastprof diff: {opts.before} -> {opts.after}",
+                before=before,
+                before_funcs=fa,
+            )
             print(f"fastprof: differential HTML report written to {opts.html}", file=sys.stderr)
             return 0
-        sys.stdout.write(format_diff(fa, fb, ta, tb, top=opts.top,
-                                     names=(opts.before, opts.after)))
+        sys.stdout.write(format_diff(fa, fb, ta, tb, top=opts.top, names=(opts.before, opts.after)))
     except BrokenPipeError:
         sys.stderr.close()
     except OSError as e:

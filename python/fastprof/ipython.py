@@ -24,18 +24,28 @@ _FRAME_HEIGHT = 720
 def _iframe(page: str) -> str:
     """``page`` in an iframe of its own (its script and styles stay apart from the
     notebook's)."""
-    return (f'<iframe srcdoc="{_html.escape(page, quote=True)}" style="width: 100%; '
-            f'height: {_FRAME_HEIGHT}px; border: 1px solid #ccc" '
-            f'sandbox="allow-scripts"></iframe>')
+    return (
+        f'<iframe srcdoc="{_html.escape(page, quote=True)}" style="width: 100%; '
+        f'height: {_FRAME_HEIGHT}px; border: 1px solid #ccc" '
+        f'sandbox="allow-scripts"></iframe>'
+    )
 
 
 class ProfileResult:
     """What ``%fastprof`` returns: ``stats`` (``fastprof.Stats``), ``tree`` (the call tree,
     or None when the core records none), ``text()`` and ``html()``."""
 
-    def __init__(self, stats: Any, tree: Any, title: str, *, sort: Optional[str] = None,
-                 top: Optional[int] = None, min_percent: float = 1.0,
-                 expand_libs: bool = False) -> None:
+    def __init__(
+        self,
+        stats: Any,
+        tree: Any,
+        title: str,
+        *,
+        sort: Optional[str] = None,
+        top: Optional[int] = None,
+        min_percent: float = 1.0,
+        expand_libs: bool = False,
+    ) -> None:
         self.stats = stats
         self.tree = tree
         self.title = title
@@ -51,9 +61,16 @@ class ProfileResult:
 
         from .report.outputs import emit
 
-        opts = argparse.Namespace(format=None, html=None, sort=self._sort, filter=None,
-                                  min_percent=self._min_percent, expand_libs=self._expand_libs,
-                                  merge_threads=False, color="never")
+        opts = argparse.Namespace(
+            format=None,
+            html=None,
+            sort=self._sort,
+            filter=None,
+            min_percent=self._min_percent,
+            expand_libs=self._expand_libs,
+            merge_threads=False,
+            color="never",
+        )
         out = io.StringIO()
         top = self._top if self._top is not None else (15 if self.tree is not None else 40)
         emit(self.stats, self.tree, opts, out, title=self.title, top=top)
@@ -128,16 +145,20 @@ def _magics_class() -> Any:
             from .report.source import tree_of
             from .stats import SORT_KEYS, Stats
 
-            opts, stmt = self.parse_options(line, "s:", "top=", "min-percent=", "expand-libs",
-                                            "html=", posix=False, strict=True)
+            opts, stmt = self.parse_options(
+                line, "s:", "top=", "min-percent=", "expand-libs", "html=", posix=False, strict=True
+            )
             code = cell if cell is not None else stmt
             if not code.strip():
-                raise UsageError("%fastprof: give a statement to profile (or use %%fastprof "
-                                 "on a cell)")
+                raise UsageError(
+                    "%fastprof: give a statement to profile (or use %%fastprof on a cell)"
+                )
             sort = opts.get("s")
             if sort is not None and sort not in SORT_KEYS:
-                raise UsageError(f"%fastprof -s: unknown sort key {sort!r}; expected one of "
-                                 f"{', '.join(SORT_KEYS)}")
+                raise UsageError(
+                    f"%fastprof -s: unknown sort key {sort!r}; expected one of "
+                    f"{', '.join(SORT_KEYS)}"
+                )
             top = _number(opts.get("top"), "--top", int, 1, None)
             minp = _number(opts.get("min-percent"), "--min-percent", float, 0, 100)
             ns = _user_ns(self.shell)
@@ -149,9 +170,15 @@ def _magics_class() -> Any:
             finally:
                 prof.disable()
             what = (cell if cell is not None else stmt).strip().splitlines()[0]
-            result = ProfileResult(Stats(prof), tree_of(prof), f"%fastprof {what}", sort=sort,
-                                   top=top, min_percent=1.0 if minp is None else minp,
-                                   expand_libs="expand-libs" in opts)
+            result = ProfileResult(
+                Stats(prof),
+                tree_of(prof),
+                f"%fastprof {what}",
+                sort=sort,
+                top=top,
+                min_percent=1.0 if minp is None else minp,
+                expand_libs="expand-libs" in opts,
+            )
             if opts.get("html"):
                 result.save_html(opts["html"])
             return result
@@ -162,8 +189,7 @@ def _magics_class() -> Any:
             statement`` times each line of the functions while the statement runs."""
             from .lines import LineProfiler
 
-            opts, stmt = self.parse_options(line, "f:", list_all=True, posix=False,
-                                            strict=True)
+            opts, stmt = self.parse_options(line, "f:", list_all=True, posix=False, strict=True)
             funcs = opts.get("f", [])
             if not funcs:
                 raise UsageError("%flprun: give at least one function with -f func")
@@ -175,8 +201,9 @@ def _magics_class() -> Any:
                 try:
                     f = eval(name, ns, ns)
                 except Exception as e:
-                    raise UsageError(f"%flprun -f {name}: could not evaluate it: "
-                                     f"{type(e).__name__}: {e}") from None
+                    raise UsageError(
+                        f"%flprun -f {name}: could not evaluate it: {type(e).__name__}: {e}"
+                    ) from None
                 try:
                     lp.add_function(f)
                 except (TypeError, ValueError) as e:

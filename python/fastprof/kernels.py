@@ -38,11 +38,14 @@ __all__ = [
 
 #: Boundary mode names -> the codes the compiled kernels take.
 MODE_CODES: Dict[str, int] = {
-    "reflect": 0, "grid-mirror": 0,
-    "constant": 1, "grid-constant": 1,
+    "reflect": 0,
+    "grid-mirror": 0,
+    "constant": 1,
+    "grid-constant": 1,
     "nearest": 2,
     "mirror": 3,
-    "wrap": 4, "grid-wrap": 4,
+    "wrap": 4,
+    "grid-wrap": 4,
 }
 
 _FLOAT_TYPES = (np.float32, np.float64)
@@ -149,8 +152,7 @@ def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[in
     return tuple(codes)
 
 
-def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False
-                   ) -> Tuple[int, ...]:
+def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False) -> Tuple[int, ...]:
     """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
     an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
     0."""
@@ -171,8 +173,10 @@ def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False
         origins = [0 if s == 1 else o for o, s in zip(origins, sizes)]
     for d, (o, s) in enumerate(zip(origins, sizes)):
         if not 0 <= s // 2 + o < s:
-            raise ValueError(f"origin: {o} is invalid for a kernel of size {s} on axis {d}"
-                             f" (expected {-(s // 2)} <= origin <= {(s - 1) // 2})")
+            raise ValueError(
+                f"origin: {o} is invalid for a kernel of size {s} on axis {d}"
+                f" (expected {-(s // 2)} <= origin <= {(s - 1) // 2})"
+            )
     return tuple(origins)
 
 
@@ -223,8 +227,10 @@ def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
         return None, _dtype_of(input).newbyteorder("=")  # scipy allocates native order
     if isinstance(output, np.ndarray) or _is_device_array(output):
         if tuple(output.shape) != tuple(input.shape):
-            raise ValueError(f"output has shape {tuple(output.shape)}, expected the input's"
-                             f" shape {tuple(input.shape)}")
+            raise ValueError(
+                f"output has shape {tuple(output.shape)}, expected the input's"
+                f" shape {tuple(input.shape)}"
+            )
         dt = _dtype_of(output)
         if isinstance(output, np.ndarray) and not output.flags.writeable:
             raise ValueError("output is read-only")
@@ -252,9 +258,16 @@ class ConvArgs(NamedTuple):
     origins: Tuple[int, ...]
 
 
-def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any = "reflect",
-                         cval: Any = 0.0, origin: Any = 0,
-                         convolution: bool = False, axes: Any = None) -> ConvArgs:
+def _check_convolve_args(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: Any = 0.0,
+    origin: Any = 0,
+    convolution: bool = False,
+    axes: Any = None,
+) -> ConvArgs:
     """Validates the arguments of convolve/correlate; returns them normalised to every axis of
     input (weights of size 1 and origin 0 on the axes that axes leaves out)."""
     input = _check_array(input, "input", allow_bool=True)
@@ -267,8 +280,10 @@ def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any
     w = w.astype(np.float64)
     ax = _check_axes(axes, input.ndim)
     if w.ndim != len(ax):
-        raise ValueError(f"weights has rank {w.ndim} but {len(ax)} axes are filtered"
-                         f" (input rank {input.ndim}, axes={axes!r})")
+        raise ValueError(
+            f"weights has rank {w.ndim} but {len(ax)} axes are filtered"
+            f" (input rank {input.ndim}, axes={axes!r})"
+        )
     if w.size == 0:
         raise ValueError(f"weights must not be empty, got shape {w.shape}")
     output, out_dtype = _check_output(output, input)
@@ -288,8 +303,7 @@ def _check_convolve_args(input: Any, weights: Any, output: Any = None, mode: Any
         w = w[tuple(slice(None, None, -1) for _ in range(w.ndim))]
         origins = [-o - (1 if w.shape[d] % 2 == 0 else 0) for d, o in enumerate(origins)]
     w = np.where(np.abs(w) > _EPS, w, 0.0)
-    return ConvArgs(input, np.ascontiguousarray(w), output, out_dtype, modes, cval,
-                    tuple(origins))
+    return ConvArgs(input, np.ascontiguousarray(w), output, out_dtype, modes, cval, tuple(origins))
 
 
 class UniformArgs(NamedTuple):
@@ -305,8 +319,15 @@ class UniformArgs(NamedTuple):
     axes: Tuple[int, ...]  # the filtered axes in the order scipy filters them
 
 
-def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
-                        cval: Any = 0.0, origin: Any = 0, axes: Any = None) -> UniformArgs:
+def _check_uniform_args(
+    input: Any,
+    size: Any = 3,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: Any = 0.0,
+    origin: Any = 0,
+    axes: Any = None,
+) -> UniformArgs:
     """Validates the arguments of uniform_filter; returns them normalised to one size, mode and
     origin per axis of input (size 1 on the axes that axes leaves out).  A sequence of sizes,
     modes or origins pairs with axes, as scipy's does."""
@@ -334,8 +355,16 @@ def _check_uniform_args(input: Any, size: Any = 3, output: Any = None, mode: Any
     full_sizes, full_modes, full_origins = [1] * input.ndim, [0] * input.ndim, [0] * input.ndim
     for a, s, m, o in zip(ax, sizes, modes, origins):
         full_sizes[a], full_modes[a], full_origins[a] = s, m, o
-    return UniformArgs(input, tuple(full_sizes), output, out_dtype, tuple(full_modes),
-                       _check_cval(cval), tuple(full_origins), ax)
+    return UniformArgs(
+        input,
+        tuple(full_sizes),
+        output,
+        out_dtype,
+        tuple(full_modes),
+        _check_cval(cval),
+        tuple(full_origins),
+        ax,
+    )
 
 
 # --- convolution on the CPU ------------------------------------------------------------------
@@ -365,9 +394,15 @@ def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
     return [np.ascontiguousarray(f) for f in factors]
 
 
-def _run_correlate(x: np.ndarray, target: np.ndarray, factors: Optional[List[np.ndarray]],
-                   w: Optional[np.ndarray], modes: Tuple[int, ...], cval: float,
-                   origins: Tuple[int, ...]) -> None:
+def _run_correlate(
+    x: np.ndarray,
+    target: np.ndarray,
+    factors: Optional[List[np.ndarray]],
+    w: Optional[np.ndarray],
+    modes: Tuple[int, ...],
+    cval: float,
+    origins: Tuple[int, ...],
+) -> None:
     """Runs the compiled kernel from float x into float target (same shape, no overlap)."""
     if factors is not None:
         _fastprof._correlate_separable(x, target, factors, modes, cval, origins)
@@ -405,49 +440,77 @@ def _correlate_cpu(a: ConvArgs) -> np.ndarray:
         x = x.copy()
     if a.out_dtype.kind in "biu" and x.size:
         # a truncated result depends on every rounding step: scipy's own order and cast
-        res = _ndimage_exact.correlate(x, a.weights, a.modes[0], a.cval, a.origins,
-                                       a.out_dtype)
+        res = _ndimage_exact.correlate(x, a.weights, a.modes[0], a.cval, a.origins, a.out_dtype)
         return _finish(res, output, a.out_dtype)
     x = _float_input(x)
     if output is not None and _native_float(output):
         target = output
     else:
-        target = np.empty(x.shape, dtype=a.out_dtype.newbyteorder("=")
-                          if a.out_dtype.type in _FLOAT_TYPES else np.float64)
+        target = np.empty(
+            x.shape,
+            dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in _FLOAT_TYPES else np.float64,
+        )
     if x.size:
         factors = _rank1_factors(a.weights)
         _run_correlate(x, target, factors, a.weights, a.modes, a.cval, a.origins)
     return _finish(target, output, a.out_dtype)
 
 
-def correlate(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-              cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
-              device: Any = None) -> Any:
+def correlate(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
     """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
     1.11+: weights and origins over those axes only)."""
     args = _check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
     if _wants_gpu(device, input, output):
-        return _gpu("correlate")(input, weights, output, mode, cval, origin, axes=axes,
-                                 device=device)
+        return _gpu("correlate")(
+            input, weights, output, mode, cval, origin, axes=axes, device=device
+        )
     return _correlate_cpu(args)
 
 
-def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect",
-             cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
-             device: Any = None) -> Any:
+def convolve(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
     """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
     1.11+)."""
-    args = _check_convolve_args(input, weights, output, mode, cval, origin, convolution=True,
-                                axes=axes)
+    args = _check_convolve_args(
+        input, weights, output, mode, cval, origin, convolution=True, axes=axes
+    )
     if _wants_gpu(device, input, output):
-        return _gpu("convolve")(input, weights, output, mode, cval, origin, axes=axes,
-                                device=device)
+        return _gpu("convolve")(
+            input, weights, output, mode, cval, origin, axes=axes, device=device
+        )
     return _correlate_cpu(args)
 
 
-def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "reflect",
-                   cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
-                   device: Any = None) -> Any:
+def uniform_filter(
+    input: Any,
+    size: Any = 3,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
     """Mean over a box of ``size`` (int or one per filtered axis), as
     ``scipy.ndimage.uniform_filter`` (``axes=`` as scipy 1.11+; sequences of sizes, modes and
     origins pair with axes).
@@ -456,8 +519,9 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
     scipy's exactly (its running sums, stored into the output dtype after each axis)."""
     a = _check_uniform_args(input, size, output, mode, cval, origin, axes)
     if _wants_gpu(device, input, output):
-        return _gpu("uniform_filter")(input, size, output, mode, cval, origin, axes=axes,
-                                      device=device)
+        return _gpu("uniform_filter")(
+            input, size, output, mode, cval, origin, axes=axes, device=device
+        )
     x = a.input
     output = a.output
     if x.ndim == 0 or x.size == 0 or all(s == 1 for s in a.sizes):
@@ -470,8 +534,9 @@ def uniform_filter(input: Any, size: Any = 3, output: Any = None, mode: Any = "r
         cur = x
         for d in a.axes:  # scipy's uniform_filter1d chain, in the order of axes
             if a.sizes[d] > 1:
-                cur = _ndimage_exact.uniform_filter1d(cur, a.sizes[d], d, a.origins[d],
-                                                      a.modes[d], a.cval, a.out_dtype)
+                cur = _ndimage_exact.uniform_filter1d(
+                    cur, a.sizes[d], d, a.origins[d], a.modes[d], a.cval, a.out_dtype
+                )
         return _finish(cur, output, a.out_dtype)
     if a.out_dtype.type in _FLOAT_TYPES and all(b is None for b in boxes):
         x = _float_input(x)
@@ -515,14 +580,15 @@ def _long_box(n: int, size: int, origin: int, mode: int) -> Optional[_LongBox]:
     box), or None when the box is short enough to run as it is."""
     if size <= 1 or n == 0:
         return None
-    center = size // 2 + origin  # output i reads extended indices i - center ... i - center + size - 1
+    center = (
+        size // 2 + origin
+    )  # output i reads extended indices i - center ... i - center + size - 1
     if mode in (1, 2):  # constant, nearest: beyond one axis length out, every value is the same
         left, right = min(center, n), min(size - 1 - center, n)
         if left == center and right == size - 1 - center:
             return None
         short = left + right + 1
-        return _LongBox(size, short, left - short // 2, 0, center - left,
-                        size - 1 - center - right)
+        return _LongBox(size, short, left - short // 2, 0, center - left, size - 1 - center - right)
     period = n if mode == 4 else 2 * n if mode == 0 else max(1, 2 * n - 2)  # wrap/reflect/mirror
     if size < 2 * period:
         return None
@@ -531,13 +597,21 @@ def _long_box(n: int, size: int, origin: int, mode: int) -> Optional[_LongBox]:
     return _LongBox(size, short, c - short // 2, (size - short) // period, 0, 0)
 
 
-def _box_along(x: np.ndarray, axis: int, size: int, origin: int, modes: Tuple[int, ...],
-               cval: float, box: Optional[_LongBox]) -> np.ndarray:
+def _box_along(
+    x: np.ndarray,
+    axis: int,
+    size: int,
+    origin: int,
+    modes: Tuple[int, ...],
+    cval: float,
+    box: Optional[_LongBox],
+) -> np.ndarray:
     """The float64 mean over a box of size along one axis of the float array x."""
     factors = [np.ones(1) for _ in range(x.ndim)]
     origins = [0] * x.ndim
-    factors[axis] = np.full(size if box is None else box.short,
-                            1.0 / (size if box is None else box.short))
+    factors[axis] = np.full(
+        size if box is None else box.short, 1.0 / (size if box is None else box.short)
+    )
     origins[axis] = origin if box is None else box.origin
     out = np.empty(x.shape)
     _fastprof._correlate_separable(x, out, factors, modes, cval, tuple(origins))
@@ -581,16 +655,17 @@ def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
     ka = a.shape[-1]
     kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if ka != kb:
-        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align"
-                         f" ({ka} != {kb})")
+        raise ValueError(
+            f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align ({ka} != {kb})"
+        )
     return a, b
 
 
 # --- fused elementwise expressions -----------------------------------------------------------
 
 
-_BLOCK = 16384          # elements per block: a few registers of it stay in L2
-_SMALL = 1 << 16        # below this many elements a plain NumPy evaluation is as fast
+_BLOCK = 16384  # elements per block: a few registers of it stay in L2
+_SMALL = 1 << 16  # below this many elements a plain NumPy evaluation is as fast
 _TREES: "OrderedDict[str, _expr.Node]" = OrderedDict()
 _TREES_MAX = 512
 _PLANS: "OrderedDict[tuple, Tuple[List[_Step], Tuple[str, Any]]]" = OrderedDict()
@@ -623,8 +698,12 @@ class EvalArgs(NamedTuple):
     out: Any
 
 
-def _check_evaluate_args(expr: str, local_dict: Optional[Dict[str, Any]], out: Any,
-                         frame_names: Optional[Dict[str, Any]] = None) -> EvalArgs:
+def _check_evaluate_args(
+    expr: str,
+    local_dict: Optional[Dict[str, Any]],
+    out: Any,
+    frame_names: Optional[Dict[str, Any]] = None,
+) -> EvalArgs:
     """Parses expr and looks its names up in local_dict (else frame_names); every value must be
     a bool/int/float scalar or array."""
     tree = _tree_of(expr)
@@ -643,8 +722,9 @@ def _check_evaluate_args(expr: str, local_dict: Optional[Dict[str, Any]], out: A
             v = np.asarray(v)
         dt = _dtype_of(v)
         if dt.kind not in "biuf":
-            raise TypeError(f"expr {expr!r}: {name!r} has dtype {dt}; expected bool, integer"
-                            " or float")
+            raise TypeError(
+                f"expr {expr!r}: {name!r} has dtype {dt}; expected bool, integer or float"
+            )
         values[name] = v
     if out is not None and not (isinstance(out, np.ndarray) or _is_device_array(out)):
         raise TypeError(f"out must be an array, got {type(out).__name__}")
@@ -663,9 +743,9 @@ def _executor(n: int) -> ThreadPoolExecutor:
 
 
 class _Step(NamedTuple):
-    kind: str            # "ufunc" or "where"
+    kind: str  # "ufunc" or "where"
     func: Any
-    args: Tuple[Tuple[str, Any], ...]   # ("v", name) | ("c", value) | ("r", step)
+    args: Tuple[Tuple[str, Any], ...]  # ("v", name) | ("c", value) | ("r", step)
     dtype: np.dtype
 
 
@@ -704,19 +784,38 @@ def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[s
     return steps, ref
 
 
-def _run_blocks(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int, hi: int,
-                block: int, flat: bool, errstate: Mapping[str, Any]) -> None:
+def _run_blocks(
+    steps: List[_Step],
+    views: Dict[str, Any],
+    dest: np.ndarray,
+    lo: int,
+    hi: int,
+    block: int,
+    flat: bool,
+    errstate: Mapping[str, Any],
+) -> None:
     """Computes rows/elements [lo, hi) of the result into dest, block by block, with private
     registers, under the caller's floating-point error settings."""
     with np.errstate(**errstate):
         _run_blocks_inner(steps, views, dest, lo, hi, block, flat)
 
 
-def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarray, lo: int,
-                      hi: int, block: int, flat: bool) -> None:
+def _run_blocks_inner(
+    steps: List[_Step],
+    views: Dict[str, Any],
+    dest: np.ndarray,
+    lo: int,
+    hi: int,
+    block: int,
+    flat: bool,
+) -> None:
     # a register for each step but the last, which writes into dest
-    regs = [np.empty(block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))),
-                     dtype=st.dtype) for st in steps[:-1]]
+    regs = [
+        np.empty(
+            block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))), dtype=st.dtype
+        )
+        for st in steps[:-1]
+    ]
     last = len(steps) - 1
     start = lo
     while start < hi:
@@ -749,20 +848,51 @@ def _run_blocks_inner(steps: List[_Step], views: Dict[str, Any], dest: np.ndarra
 
 # opcodes of the compiled evaluator (src/kernels/expr_vm.c keeps the same numbers)
 _VM_OPS: Dict[Any, int] = {
-    np.positive: 0, np.negative: 1, np.add: 2, np.subtract: 3, np.multiply: 4,
-    np.true_divide: 5, np.power: 6, np.square: 7, np.less: 8, np.less_equal: 9,
-    np.greater: 10, np.greater_equal: 11, np.equal: 12, np.not_equal: 13,
-    np.bitwise_and: 14, np.bitwise_or: 15, np.invert: 16, np.absolute: 18, np.sqrt: 19,
-    np.exp: 20, np.log: 21, np.log1p: 22, np.expm1: 23, np.sin: 24, np.cos: 25, np.tan: 26,
-    np.arcsin: 27, np.arccos: 28, np.arctan: 29, np.arctan2: 30, np.sinh: 31, np.cosh: 32,
-    np.tanh: 33, np.floor: 34, np.ceil: 35, np.minimum: 36, np.maximum: 37,
+    np.positive: 0,
+    np.negative: 1,
+    np.add: 2,
+    np.subtract: 3,
+    np.multiply: 4,
+    np.true_divide: 5,
+    np.power: 6,
+    np.square: 7,
+    np.less: 8,
+    np.less_equal: 9,
+    np.greater: 10,
+    np.greater_equal: 11,
+    np.equal: 12,
+    np.not_equal: 13,
+    np.bitwise_and: 14,
+    np.bitwise_or: 15,
+    np.invert: 16,
+    np.absolute: 18,
+    np.sqrt: 19,
+    np.exp: 20,
+    np.log: 21,
+    np.log1p: 22,
+    np.expm1: 23,
+    np.sin: 24,
+    np.cos: 25,
+    np.tan: 26,
+    np.arcsin: 27,
+    np.arccos: 28,
+    np.arctan: 29,
+    np.arctan2: 30,
+    np.sinh: 31,
+    np.cosh: 32,
+    np.tanh: 33,
+    np.floor: 34,
+    np.ceil: 35,
+    np.minimum: 36,
+    np.maximum: 37,
 }
 _VM_WHERE = 17
 _VM_TYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_))
 
 
-def _vm_program(steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
-                ) -> Optional[Tuple[list, list, list, int, int]]:
+def _vm_program(
+    steps: List[_Step], views: Dict[str, Any], probe: Dict[str, Any]
+) -> Optional[Tuple[list, list, list, int, int]]:
     """(steps, inputs, consts, nregs, result register) for the compiled evaluator, or None
     when some operand or step is outside what it handles (integers, other dtypes)."""
     inputs: List[np.ndarray] = []
@@ -840,11 +970,14 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
     shape = np.broadcast_shapes(*[v.shape for v in arrays]) if arrays else ()
     if out is not None and tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
-    probe = {k: (np.empty((0,) * v.ndim, v.dtype) if isinstance(v, np.ndarray) and v.ndim
-                 else v) for k, v in values.items()}
+    probe = {
+        k: (np.empty((0,) * v.ndim, v.dtype) if isinstance(v, np.ndarray) and v.ndim else v)
+        for k, v in values.items()
+    }
     signature = (a.expr,) + tuple(
         (k, v.dtype.str, v.ndim == 0) if isinstance(v, np.ndarray) else (k, type(v))
-        for k, v in values.items())
+        for k, v in values.items()
+    )
     planned = _PLANS.get(signature)
     if planned is None:
         try:
@@ -856,11 +989,13 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
             _PLANS.popitem(last=False)
     steps, ref = planned
     size = int(np.prod(shape, dtype=np.int64))
-    res_dtype = steps[-1].dtype if ref[0] == "r" else np.asarray(
-        _expr.evaluate_numpy(a.tree, probe)).dtype
+    res_dtype = (
+        steps[-1].dtype if ref[0] == "r" else np.asarray(_expr.evaluate_numpy(a.tree, probe)).dtype
+    )
     if out is not None and not np.can_cast(res_dtype, out.dtype, "same_kind"):
-        raise TypeError(f"out has dtype {out.dtype}; the result's dtype {res_dtype} cannot be"
-                        " cast to it")
+        raise TypeError(
+            f"out has dtype {out.dtype}; the result's dtype {res_dtype} cannot be cast to it"
+        )
     nthreads = get_num_threads()
     if ref[0] != "r" or size < _SMALL or len(shape) == 0:
         res = _expr.evaluate_numpy(a.tree, values)
@@ -870,23 +1005,34 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         return out
     if out is not None and any(np.may_share_memory(out, v) for v in arrays):
         # reading and writing one buffer block by block is only safe elementwise-aligned
-        if not all(v.shape == out.shape and v.strides == out.strides and
-                   v.__array_interface__["data"][0] == out.__array_interface__["data"][0]
-                   for v in arrays if np.may_share_memory(out, v)):
+        if not all(
+            v.shape == out.shape
+            and v.strides == out.strides
+            and v.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+            for v in arrays
+            if np.may_share_memory(out, v)
+        ):
             res = _evaluate_cpu(EvalArgs(a.expr, a.tree, values, None))
             np.copyto(out, res, casting="same_kind")
             return out
-    flat = all((v.shape == shape and v.flags.c_contiguous) or v.size == 1 for v in arrays) and \
-        (out is None or out.flags.c_contiguous)
+    flat = all((v.shape == shape and v.flags.c_contiguous) or v.size == 1 for v in arrays) and (
+        out is None or out.flags.c_contiguous
+    )
     if flat:
-        views = {k: (v.reshape(-1) if v.shape == shape else v.reshape(()))
-                 if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        views = {
+            k: (v.reshape(-1) if v.shape == shape else v.reshape(()))
+            if isinstance(v, np.ndarray)
+            else v
+            for k, v in values.items()
+        }
         dest = np.empty(size, dtype=res_dtype) if out is None else out.reshape(-1)
         block = _BLOCK
         n = size
     else:
-        views = {k: np.broadcast_to(v, shape) if isinstance(v, np.ndarray) else v
-                 for k, v in values.items()}
+        views = {
+            k: np.broadcast_to(v, shape) if isinstance(v, np.ndarray) else v
+            for k, v in values.items()
+        }
         dest = np.empty(shape, dtype=res_dtype) if out is None else out
         rowsize = max(1, size // shape[0])
         block = max(1, _BLOCK // rowsize)
@@ -895,8 +1041,12 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         prog = _vm_program(steps, views, probe)
         if prog is not None:
             vm_steps, inputs, consts, nregs, result = prog
-            direct = (out is not None and out.dtype == res_dtype and out.dtype.isnative
-                      and out.flags.aligned)
+            direct = (
+                out is not None
+                and out.dtype == res_dtype
+                and out.dtype.isnative
+                and out.flags.aligned
+            )
             target = dest if (out is None or direct) else np.empty(size, dtype=res_dtype)
             _fastprof._evaluate_program(vm_steps, inputs, consts, nregs, result, target)
             if out is not None:
@@ -916,8 +1066,9 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         for t in range(ntasks):
             lo, hi = t * per * block, min(n, (t + 1) * per * block)
             if lo < hi:
-                futures.append(pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat,
-                                           errstate))
+                futures.append(
+                    pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat, errstate)
+                )
         for f in futures:
             f.result()
     if out is not None:
@@ -925,8 +1076,9 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
     return dest.reshape(shape)
 
 
-def evaluate(expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = None, *,
-             device: Any = None) -> Any:
+def evaluate(
+    expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = None, *, device: Any = None
+) -> Any:
     """Evaluates an elementwise expression of arrays and scalars in one blocked, threaded pass.
 
     Names come from ``local_dict``, else from the caller's locals and globals (as numexpr).
@@ -945,5 +1097,6 @@ def evaluate(expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = 
             return _gpu("evaluate")(expr, args.values, out, device=device)
         return _evaluate_cpu(args)
     except RecursionError:  # the tree is within MAX_DEPTH, but the caller was deep already
-        raise ValueError(f"expr {_expr._shown(expr)}: nested too deeply for the remaining"
-                         " recursion depth") from None
+        raise ValueError(
+            f"expr {_expr._shown(expr)}: nested too deeply for the remaining recursion depth"
+        ) from None

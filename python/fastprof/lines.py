@@ -32,8 +32,14 @@ from ._lines_explicit import ExplicitProfiler
 from ._lines_wrap import Wrapping, is_c_callable, same_module, underlying
 from .report.lines_text import show_text
 
-__all__ = ["LineProfiler", "LineStats", "load_stats", "kernprof_builtin", "resolve_function",
-           "profile"]
+__all__ = [
+    "LineProfiler",
+    "LineStats",
+    "load_stats",
+    "kernprof_builtin",
+    "resolve_function",
+    "profile",
+]
 
 _MONITORING = sys.version_info >= (3, 12)
 _TOOL_NAME = "fastprof-lines"
@@ -58,8 +64,11 @@ class LineStats:
         return f"LineStats({len(self.timings)} functions, unit={self.unit:g})"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, LineStats) and self.timings == other.timings
-                and self.unit == other.unit)
+        return (
+            isinstance(other, LineStats)
+            and self.timings == other.timings
+            and self.unit == other.unit
+        )
 
     def total_time(self, key: Key) -> float:
         """Seconds charged to the lines of one function."""
@@ -97,13 +106,16 @@ class LineStats:
                     acc = lines.setdefault(lineno, [0, 0])
                     acc[0] += nhits
                     acc[1] += time * scale if scale != 1 else time
-        timings = {key: [(ln, h, t) for ln, (h, t) in sorted(lines.items())]
-                   for key, lines in merged.items()}
+        timings = {
+            key: [(ln, h, t) for ln, (h, t) in sorted(lines.items())]
+            for key, lines in merged.items()
+        }
         return cls(timings, unit)
 
     @classmethod
-    def from_files(cls, path: "str | os.PathLike[str]",
-                   *paths: "str | os.PathLike[str]") -> "LineStats":
+    def from_files(
+        cls, path: "str | os.PathLike[str]", *paths: "str | os.PathLike[str]"
+    ) -> "LineStats":
         """The stats of one or more .lprof files added up (read as ``load_stats`` does:
         no code of the file runs)."""
         return cls.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
@@ -113,23 +125,42 @@ class LineStats:
         with open(path, "wb") as f:
             pickle.dump(self, f, protocol=4)
 
-    def print(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
-              stripzeros: bool = False, details: bool = True, summarize: bool = False,
-              sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
+    def print(
+        self,
+        stream: Optional[IO[str]] = None,
+        output_unit: Optional[float] = None,
+        stripzeros: bool = False,
+        details: bool = True,
+        summarize: bool = False,
+        sort: bool = False,
+        rich: bool = False,
+        *,
+        config: Any = None,
+    ) -> None:
         """Print kernprof's table (line_profiler's options; rich and config are accepted
         and the output stays plain text)."""
-        show_text(self.timings, self.unit, output_unit, stream, stripzeros, summarize,
-                  details=details, sort=sort)
+        show_text(
+            self.timings,
+            self.unit,
+            output_unit,
+            stream,
+            stripzeros,
+            summarize,
+            details=details,
+            sort=sort,
+        )
 
 
 # The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
 # (5.x pickles line_profiler.line_profiler.LineStats, 4.x line_profiler._line_profiler's).
-_LINESTATS_CLASSES = frozenset({
-    ("fastprof.lines", "LineStats"),
-    ("line_profiler.line_profiler", "LineStats"),
-    ("line_profiler._line_profiler", "LineStats"),
-    ("line_profiler", "LineStats"),
-})
+_LINESTATS_CLASSES = frozenset(
+    {
+        ("fastprof.lines", "LineStats"),
+        ("line_profiler.line_profiler", "LineStats"),
+        ("line_profiler._line_profiler", "LineStats"),
+        ("line_profiler", "LineStats"),
+    }
+)
 _REPR = reprlib.Repr()
 _REPR.maxlevel = 3
 _REPR.maxstring = 60
@@ -169,7 +200,8 @@ class _LineStatsUnpickler(pickle.Unpickler):
         if module in ("builtins", "__builtin__") and name == "object":
             return object
         raise pickle.UnpicklingError(
-            f"it names {module}.{name}; only LineStats and plain data are accepted")
+            f"it names {module}.{name}; only LineStats and plain data are accepted"
+        )
 
     def persistent_load(self, pid: Any) -> Any:
         raise pickle.UnpicklingError("it holds a persistent id; only plain data is accepted")
@@ -182,22 +214,36 @@ def _check_timings(timings: Any) -> Dict[Key, List[LineTiming]]:
         raise ValueError(f"timings is a {type(timings).__name__}, expected a dict")
     out: Dict[Key, List[LineTiming]] = {}
     for key, rows in timings.items():
-        if (not isinstance(key, tuple) or len(key) != 3 or not isinstance(key[0], str)
-                or type(key[1]) is not int or not isinstance(key[2], str)
-                or not 0 <= key[1] <= _MAX_LINENO):
+        if (
+            not isinstance(key, tuple)
+            or len(key) != 3
+            or not isinstance(key[0], str)
+            or type(key[1]) is not int
+            or not isinstance(key[2], str)
+            or not 0 <= key[1] <= _MAX_LINENO
+        ):
             raise ValueError(f"timings key {_short(key)} is not (filename, first_lineno, name)")
         if not isinstance(rows, (list, tuple)):
-            raise ValueError(f"timings of {_short(key)} are a {type(rows).__name__}, "
-                             f"expected a list of (lineno, hits, time)")
+            raise ValueError(
+                f"timings of {_short(key)} are a {type(rows).__name__}, "
+                f"expected a list of (lineno, hits, time)"
+            )
         checked: List[Any] = []
         for row in rows:
-            if (not isinstance(row, (tuple, list)) or len(row) != 3
-                    or type(row[0]) is not int or type(row[1]) is not int
-                    or type(row[2]) not in (int, float)
-                    or not 0 <= row[0] <= _MAX_LINENO or row[1] < 0
-                    or not 0 <= row[2] < float("inf")):
-                raise ValueError(f"timings of {_short(key)}: {_short(row)} is not "
-                                 f"(lineno, hits, time) with non-negative numbers")
+            if (
+                not isinstance(row, (tuple, list))
+                or len(row) != 3
+                or type(row[0]) is not int
+                or type(row[1]) is not int
+                or type(row[2]) not in (int, float)
+                or not 0 <= row[0] <= _MAX_LINENO
+                or row[1] < 0
+                or not 0 <= row[2] < float("inf")
+            ):
+                raise ValueError(
+                    f"timings of {_short(key)}: {_short(row)} is not "
+                    f"(lineno, hits, time) with non-negative numbers"
+                )
             checked.append((row[0], row[1], row[2]))
         out[key] = checked
     return out
@@ -237,12 +283,12 @@ def _load_one(path: "str | os.PathLike[str]") -> LineStats:
     if isinstance(data, _PickledLineStats):
         data = data.state
     if not isinstance(data, dict) or "timings" not in data or "unit" not in data:
-        raise ValueError(f"{name}: does not hold line timings (expected a LineStats with "
-                         f"timings and unit)")
+        raise ValueError(
+            f"{name}: does not hold line timings (expected a LineStats with timings and unit)"
+        )
     unit = data["unit"]
     if type(unit) not in (int, float) or not 0 < unit < float("inf"):
-        raise ValueError(f"{name}: unit is {_short(unit)}, expected a positive number of "
-                         f"seconds")
+        raise ValueError(f"{name}: unit is {_short(unit)}, expected a positive number of seconds")
     try:
         timings = _check_timings(data["timings"])
     except ValueError as e:
@@ -278,8 +324,12 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
     """The plain functions behind func: the function the user wrote under decorators,
     methods, classmethod/staticmethod, property accessors and functools.partial."""
     if isinstance(func, property):
-        return [f for acc in (func.fget, func.fset, func.fdel) if acc is not None
-                for f in _unwrap(acc, argname)]
+        return [
+            f
+            for acc in (func.fget, func.fset, func.fdel)
+            if acc is not None
+            for f in _unwrap(acc, argname)
+        ]
     if isinstance(func, (classmethod, staticmethod)):
         return _unwrap(func.__func__, argname)
     if isinstance(func, functools.partial):
@@ -303,9 +353,11 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
         if inner is not func:
             return _unwrap(inner, argname)
         return [func]
-    raise TypeError(f"{argname} must be a Python function, method, property, classmethod, "
-                    f"staticmethod or class (or a decorator's wrapper of one), not "
-                    f"{type(func).__name__}")
+    raise TypeError(
+        f"{argname} must be a Python function, method, property, classmethod, "
+        f"staticmethod or class (or a decorator's wrapper of one), not "
+        f"{type(func).__name__}"
+    )
 
 
 def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str, types.CodeType]]:
@@ -322,8 +374,10 @@ def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str
 def _check_scoping(policy: Any) -> None:
     """Raises ValueError unless policy is None (line_profiler's default scoping)."""
     if policy is not None:
-        raise ValueError(f"scoping_policy must be None (the members of the class or module's "
-                         f"own module), not {_short(policy)}")
+        raise ValueError(
+            f"scoping_policy must be None (the members of the class or module's "
+            f"own module), not {_short(policy)}"
+        )
 
 
 class _LegacyState:
@@ -373,11 +427,13 @@ class LineProfiler(Wrapping):
     line_profiler-shaped results, ``print_stats()`` kernprof's table.
     """
 
-    def __init__(self, *funcs: Any, _timer: Optional[Callable[[], int]] = None,
-                 _timer_unit: float = 1e-9) -> None:
+    def __init__(
+        self, *funcs: Any, _timer: Optional[Callable[[], int]] = None, _timer_unit: float = 1e-9
+    ) -> None:
         if _timer is not None and not callable(_timer):
-            raise TypeError(f"_timer must be a callable returning an int, not "
-                            f"{type(_timer).__name__}")
+            raise TypeError(
+                f"_timer must be a callable returning an int, not {type(_timer).__name__}"
+            )
         self._tracer = _fastprof.LineTracer(_timer)
         if _timer is not None:
             self._unit = float(_timer_unit)
@@ -411,8 +467,9 @@ class LineProfiler(Wrapping):
             for nested in _nested_codes(f.__code__):
                 self._add_code(nested)
 
-    def add_callable(self, func: Any, guard: Optional[Callable[[Any], bool]] = None,
-                     name: Optional[str] = None) -> int:
+    def add_callable(
+        self, func: Any, guard: Optional[Callable[[Any], bool]] = None, name: Optional[str] = None
+    ) -> int:
         """Register the Python functions behind func (what ``prof(func)`` registers: a
         function, method, classmethod, staticmethod, property, cached_property, partial,
         partialmethod, class, callable object).  Functions for which guard returns true are
@@ -445,8 +502,9 @@ class LineProfiler(Wrapping):
         _check_scoping(scoping_policy)
         return self._add_namespace(cls, set(), wrap)
 
-    def add_module(self, module: types.ModuleType, *, scoping_policy: Any = None,
-                   wrap: bool = False) -> int:
+    def add_module(
+        self, module: types.ModuleType, *, scoping_policy: Any = None, wrap: bool = False
+    ) -> int:
         """Register every function defined in module (classes' methods too; imported names
         and submodules are left out).  With wrap, the module's members are replaced by
         profiling wrappers.  Returns how many members were added (line_profiler's count).
@@ -517,8 +575,7 @@ class LineProfiler(Wrapping):
 
     @staticmethod
     def _warn_c_callable(func: Any) -> None:
-        warnings.warn(f"{_short(func)} is implemented in C: it has no lines to time",
-                      stacklevel=3)
+        warnings.warn(f"{_short(func)} is implemented in C: it has no lines to time", stacklevel=3)
 
     # --- switching on and off -----------------------------------------------------------
 
@@ -544,8 +601,8 @@ class LineProfiler(Wrapping):
         assert self._tool is not None  # called only while the tool id is held
         E = sys.monitoring.events
         sys.monitoring.set_local_events(
-            self._tool, code,
-            E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
+            self._tool, code, E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD
+        )
 
     @staticmethod
     def _monitoring_events() -> int:
@@ -553,8 +610,9 @@ class LineProfiler(Wrapping):
         if sys.version_info < (3, 12):  # the type checker reads this check too
             raise RuntimeError("sys.monitoring needs Python 3.12+")
         E = sys.monitoring.events
-        return (E.PY_START | E.PY_RESUME | E.PY_THROW | E.LINE | E.PY_RETURN | E.PY_YIELD
-                | E.PY_UNWIND)
+        return (
+            E.PY_START | E.PY_RESUME | E.PY_THROW | E.LINE | E.PY_RETURN | E.PY_YIELD | E.PY_UNWIND
+        )
 
     def _enable_monitoring(self) -> None:
         if sys.version_info < (3, 12):  # the type checker reads this check too
@@ -595,8 +653,9 @@ class LineProfiler(Wrapping):
         if tool is None:
             return
         self._tool = None
-        steps: List[Callable[[], Any]] = [functools.partial(mon.set_local_events, tool, code, 0)
-                                          for code in self._tracer.codes()]
+        steps: List[Callable[[], Any]] = [
+            functools.partial(mon.set_local_events, tool, code, 0) for code in self._tracer.codes()
+        ]
         # the call profiler's release: global events, callbacks, the id
         steps.append(lambda: _fastprof._monitoring_release(tool, self._monitoring_events()))
         first: Optional[BaseException] = None
@@ -716,6 +775,7 @@ class LineProfiler(Wrapping):
     def run(self, cmd: str) -> "LineProfiler":
         """runctx(cmd) in __main__'s namespace; returns self."""
         import __main__
+
         main = __main__.__dict__
         return self.runctx(cmd, main, main)
 
@@ -741,9 +801,18 @@ class LineProfiler(Wrapping):
         """Zero every count (registrations stay)."""
         self._tracer.reset()
 
-    def print_stats(self, stream: Optional[IO[str]] = None, output_unit: Optional[float] = None,
-                    stripzeros: bool = False, details: bool = True, summarize: bool = False,
-                    sort: bool = False, rich: bool = False, *, config: Any = None) -> None:
+    def print_stats(
+        self,
+        stream: Optional[IO[str]] = None,
+        output_unit: Optional[float] = None,
+        stripzeros: bool = False,
+        details: bool = True,
+        summarize: bool = False,
+        sort: bool = False,
+        rich: bool = False,
+        *,
+        config: Any = None,
+    ) -> None:
         """Print kernprof -l -v's table of every registered function (in microseconds
         unless output_unit, in seconds, says otherwise), with line_profiler's options:
         details (the per-line blocks), summarize (one line per function), sort (by total
@@ -755,8 +824,7 @@ class LineProfiler(Wrapping):
         for f in self.functions:  # functions never run still get their (empty) block
             c = f.__code__
             stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
-        stats.print(stream, output_unit, stripzeros, details, summarize, sort, rich,
-                    config=config)
+        stats.print(stream, output_unit, stripzeros, details, summarize, sort, rich, config=config)
 
     def dump_stats(self, path: "str | os.PathLike[str]") -> None:
         """Write the timings to path as a pickled LineStats, like line_profiler's .lprof
@@ -797,14 +865,21 @@ def resolve_function(spec: str) -> Any:
         raise TypeError(f"spec must be a str like 'module:function', not {type(spec).__name__}")
     where, sep, qualname = spec.rpartition(":")
     if not sep or not where or not qualname:
-        raise ValueError(f"spec must look like 'module:qualname' or 'file.py:qualname', "
-                         f"got {spec!r}")
+        raise ValueError(
+            f"spec must look like 'module:qualname' or 'file.py:qualname', got {spec!r}"
+        )
     if where.endswith(".py") or os.sep in where or "/" in where:
         path = os.path.abspath(where)
         if not os.path.isfile(path):
             raise ImportError(f"no such file: {where!r} (from spec {spec!r})")
-        module = next((m for m in list(sys.modules.values())
-                       if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
+        module = next(
+            (
+                m
+                for m in list(sys.modules.values())
+                if os.path.abspath(getattr(m, "__file__", None) or "") == path
+            ),
+            None,
+        )
         if module is None:
             name = "_fastprof_lines_" + os.path.splitext(os.path.basename(path))[0]
             module_spec = importlib.util.spec_from_file_location(name, path)
@@ -818,8 +893,10 @@ def resolve_function(spec: str) -> Any:
     obj: Any = module
     for part in qualname.split("."):
         if part == "<locals>":
-            raise ValueError(f"{spec!r}: functions local to another function cannot be "
-                             f"reached by name; register the enclosing function")
+            raise ValueError(
+                f"{spec!r}: functions local to another function cannot be "
+                f"reached by name; register the enclosing function"
+            )
         try:
             obj = inspect.getattr_static(obj, part) if isinstance(obj, type) else getattr(obj, part)
         except AttributeError:

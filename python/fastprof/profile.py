@@ -112,9 +112,11 @@ class Profile(_fastprof.Profiler):
             mon = sys.monitoring
             held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
             if held:
-                raise ValueError(f"Another profiling tool is already active: a fastprof "
-                                 f"profiler holds sys.monitoring tool id {held[0]}; "
-                                 f"disable it first")
+                raise ValueError(
+                    f"Another profiling tool is already active: a fastprof "
+                    f"profiler holds sys.monitoring tool id {held[0]}; "
+                    f"disable it first"
+                )
         super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
@@ -309,8 +311,9 @@ class ProfileSession(_fastprof._Session):
         stream: Any = None,
     ) -> None:
         _check_sort_by(sort_by)
-        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
-                                  or top_n < 1):
+        if top_n is not None and (
+            isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1
+        ):
             raise ValueError(f"top_n must be a positive int or None, got {top_n!r}")
         if report not in _REPORT_WHEN:
             raise ValueError(f"report must be one of {_REPORT_WHEN}, got {report!r}")
@@ -414,12 +417,12 @@ def _check_sort_by(sort_by: Any) -> None:
 
     keys = sort_by if isinstance(sort_by, tuple) else (sort_by,)
     if not keys or not all(isinstance(k, str) for k in keys):
-        raise TypeError(f"sort_by must be a pstats sort key (str) or a tuple of them, "
-                        f"got {sort_by!r}")
+        raise TypeError(
+            f"sort_by must be a pstats sort key (str) or a tuple of them, got {sort_by!r}"
+        )
     bad = [k for k in keys if k not in SORT_KEYS]
     if bad:
-        raise ValueError(f"sort_by: unknown key {bad[0]!r}; expected one of "
-                         f"{', '.join(SORT_KEYS)}")
+        raise ValueError(f"sort_by: unknown key {bad[0]!r}; expected one of {', '.join(SORT_KEYS)}")
 
 
 def _accepts_stream(fn: Callable[..., Any]) -> bool:
@@ -448,6 +451,8 @@ def profile(func: Optional[_F] = None, **options: Any) -> Any:
     if func is None:
         return ProfileSession(**options)
     if not callable(func):
-        raise TypeError(f"fastprof.profile decorates a callable, got {type(func).__name__}; "
-                        f"pass options as keywords: profile(sort_by=...)")
+        raise TypeError(
+            f"fastprof.profile decorates a callable, got {type(func).__name__}; "
+            f"pass options as keywords: profile(sort_by=...)"
+        )
     return ProfileSession(**options)(func)

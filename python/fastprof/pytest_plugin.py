@@ -42,9 +42,11 @@ def _fixture_module() -> ModuleType:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "numpy":
             raise
-        raise ImportError("fastprof's benchmark fixtures need NumPy, which could not be "
-                          "imported; install it with pip install 'fastprof[kernels]'",
-                          name="numpy") from exc
+        raise ImportError(
+            "fastprof's benchmark fixtures need NumPy, which could not be "
+            "imported; install it with pip install 'fastprof[kernels]'",
+            name="numpy",
+        ) from exc
 
 
 def _make_profiler() -> Any:
@@ -95,8 +97,9 @@ class _State:
 
             try:
                 self.baseline_path = storage.find(self.storage, spec)
-                self.baseline = storage.check_baseline(storage.load(self.baseline_path),
-                                                       self.baseline_path)
+                self.baseline = storage.check_baseline(
+                    storage.load(self.baseline_path), self.baseline_path
+                )
             except (OSError, ValueError) as exc:
                 raise pytest.UsageError(str(exc)) from None
         self.summary: List[str] = []
@@ -108,8 +111,9 @@ class _State:
         if self._storage is None:
             from .bench import storage
 
-            self._storage = os.path.join(str(self.config.rootpath), ".fastprof", "benchmarks",
-                                         storage.machine_id())
+            self._storage = os.path.join(
+                str(self.config.rootpath), ".fastprof", "benchmarks", storage.machine_id()
+            )
         return self._storage
 
     def record(self, result: Dict[str, Any], prof_stats: Optional[Dict[Any, Any]]) -> None:
@@ -124,28 +128,55 @@ _STATE_KEY = pytest.StashKey[_State]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fastprof", "fastprof benchmarks")
-    group.addoption("--fastprof-save", metavar="NAME", default=None,
-                    help="save the benchmark results as NNNN_NAME.json in the storage folder")
-    group.addoption("--fastprof-compare", metavar="NAME", nargs="?", const="latest",
-                    default=None,
-                    help="compare with a saved run: NNNN, NAME or a path (the latest without "
-                         "a value; write --fastprof-compare=NAME)")
-    group.addoption("--fastprof-compare-fail", metavar="STAT:N%", action="append", default=[],
-                    help="fail the session when the 95%% confidence interval of STAT's ratio "
-                         "(min, mean or median) lies beyond N%% slower; repeatable")
-    group.addoption("--fastprof-profile", action="store_true", default=False,
-                    help="run one more round of each benchmark under the call profiler, keep "
-                         "its top rows and, on a regression, write its .prof file")
-    group.addoption("--fastprof-storage", metavar="DIR", default=None,
-                    help="folder of saved runs (default: ROOTDIR/.fastprof/benchmarks/MACHINE)")
-    group.addoption("--fastprof-sort", default="min",
-                    choices=["min", "max", "mean", "median", "stddev", "name"],
-                    help="column the summary table is sorted by (default: min)")
+    group.addoption(
+        "--fastprof-save",
+        metavar="NAME",
+        default=None,
+        help="save the benchmark results as NNNN_NAME.json in the storage folder",
+    )
+    group.addoption(
+        "--fastprof-compare",
+        metavar="NAME",
+        nargs="?",
+        const="latest",
+        default=None,
+        help="compare with a saved run: NNNN, NAME or a path (the latest without "
+        "a value; write --fastprof-compare=NAME)",
+    )
+    group.addoption(
+        "--fastprof-compare-fail",
+        metavar="STAT:N%",
+        action="append",
+        default=[],
+        help="fail the session when the 95%% confidence interval of STAT's ratio "
+        "(min, mean or median) lies beyond N%% slower; repeatable",
+    )
+    group.addoption(
+        "--fastprof-profile",
+        action="store_true",
+        default=False,
+        help="run one more round of each benchmark under the call profiler, keep "
+        "its top rows and, on a regression, write its .prof file",
+    )
+    group.addoption(
+        "--fastprof-storage",
+        metavar="DIR",
+        default=None,
+        help="folder of saved runs (default: ROOTDIR/.fastprof/benchmarks/MACHINE)",
+    )
+    group.addoption(
+        "--fastprof-sort",
+        default="min",
+        choices=["min", "max", "mean", "median", "stddev", "name"],
+        help="column the summary table is sorted by (default: min)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not (config.pluginmanager.hasplugin("benchmark")
-            or config.pluginmanager.hasplugin("pytest_benchmark.plugin")):
+    if not (
+        config.pluginmanager.hasplugin("benchmark")
+        or config.pluginmanager.hasplugin("pytest_benchmark.plugin")
+    ):
         config.addinivalue_line(
             "markers",
             "benchmark(group=None, min_rounds=5, min_time=5e-06, max_time=1.0, timer=..., "
@@ -215,7 +246,8 @@ def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
         pytest.skip(f"cuda_benchmark: no usable GPU: {reason}")
     state.cuda_used = True
     fixture: CudaBenchmarkFixture = _fixture_module().CudaBenchmarkFixture(
-        cuda=cuda, **_fixture_args(request, state))
+        cuda=cuda, **_fixture_args(request, state)
+    )
     return fixture
 
 
@@ -248,8 +280,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from . import __version__
     from .bench import storage
 
-    doc = storage.make_document(state.results, str(session.config.rootpath),
-                                _device_info(state), __version__)
+    doc = storage.make_document(
+        state.results, str(session.config.rootpath), _device_info(state), __version__
+    )
     lines = state.summary
     if state.baseline is not None:
         try:
@@ -276,8 +309,10 @@ def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str
     assert state.baseline is not None
     lines = state.summary
     comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
-    lines.append(f"compared with {state.baseline_path}"
-                 + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else ""))
+    lines.append(
+        f"compared with {state.baseline_path}"
+        + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else "")
+    )
     lines.extend(compare.format_comparison(comps, state.rules))
     if only_new:
         lines.append(f"new (no baseline): {', '.join(only_new)}")

@@ -116,8 +116,9 @@ def _sort_fields(keys: Sequence[Union[str, int]]) -> List[str]:
     fields: List[str] = []
     for k in keys:
         if not isinstance(k, str):
-            raise TypeError(f"sort: keys are strings (one of {', '.join(SORT_KEYS)}), "
-                            f"got {type(k).__name__}")
+            raise TypeError(
+                f"sort: keys are strings (one of {', '.join(SORT_KEYS)}), got {type(k).__name__}"
+            )
         if k not in _ALIASES:
             raise ValueError(f"sort: unknown key {k!r}; expected one of {', '.join(SORT_KEYS)}")
         fields.extend(_ALIASES[k])
@@ -162,8 +163,14 @@ _INF = float("inf")
 
 def _is_key(key: Any) -> bool:
     """True for a pstats key (file, line, name)."""
-    return (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str)
-            and type(key[1]) is int and key[1] >= 0 and isinstance(key[2], str))
+    return (
+        isinstance(key, tuple)
+        and len(key) == 3
+        and isinstance(key[0], str)
+        and type(key[1]) is int
+        and key[1] >= 0
+        and isinstance(key[2], str)
+    )
 
 
 def _is_count(x: Any) -> bool:
@@ -183,8 +190,10 @@ def _entry_error(key: Any, value: Any) -> Optional[str]:
         return f"{where}: expected (calls, primitive calls, tottime, cumtime, callers)"
     cc, nc, tt, ct, callers = value
     if not (_is_count(cc) and _is_count(nc) and _is_time(tt) and _is_time(ct)):
-        return f"{where}: counts and times must be non-negative finite numbers, got " \
-               f"{_REPR.repr(value[:4])}"
+        return (
+            f"{where}: counts and times must be non-negative finite numbers, got "
+            f"{_REPR.repr(value[:4])}"
+        )
     if not isinstance(callers, dict):
         return f"{where}: callers are a {type(callers).__name__}, expected a dict"
     for ck, cv in callers.items():
@@ -192,10 +201,18 @@ def _entry_error(key: Any, value: Any) -> Optional[str]:
             return f"{where}: caller {_REPR.repr(ck)} is not (file, line, name)"
         if _is_count(cv):  # profile.py's bare call count
             continue
-        if (not isinstance(cv, tuple) or len(cv) != 4 or not _is_count(cv[0])
-                or not _is_count(cv[1]) or not _is_time(cv[2]) or not _is_time(cv[3])):
-            return f"{where}: caller {_REPR.repr(ck)} has {_REPR.repr(cv)}, expected " \
-                   f"(calls, primitive calls, tottime, cumtime)"
+        if (
+            not isinstance(cv, tuple)
+            or len(cv) != 4
+            or not _is_count(cv[0])
+            or not _is_count(cv[1])
+            or not _is_time(cv[2])
+            or not _is_time(cv[3])
+        ):
+            return (
+                f"{where}: caller {_REPR.repr(ck)} has {_REPR.repr(cv)}, expected "
+                f"(calls, primitive calls, tottime, cumtime)"
+            )
     return None
 
 
@@ -278,8 +295,10 @@ class Stats:
             return src.stats
         if hasattr(src, "stats") and isinstance(src.stats, dict):  # pstats.Stats
             return src.stats
-        raise TypeError("Stats sources are a Profile, pstats.Stats, Stats, pstats dict or file "
-                        f"path; got {type(src).__name__}")
+        raise TypeError(
+            "Stats sources are a Profile, pstats.Stats, Stats, pstats dict or file "
+            f"path; got {type(src).__name__}"
+        )
 
     def add(self, *sources: Source) -> "Stats":
         """Adds the numbers of more sources (summing functions and callers); returns self."""
@@ -350,8 +369,9 @@ class Stats:
         if not found:
             raise KeyError(name)
         if len(found) > 1:
-            raise ValueError(f"{len(found)} functions named {name!r}: "
-                             + ", ".join(r.location for r in found))
+            raise ValueError(
+                f"{len(found)} functions named {name!r}: " + ", ".join(r.location for r in found)
+            )
         return found[0]
 
     @property
@@ -403,8 +423,9 @@ class Stats:
         elif isinstance(pattern, re.Pattern):
             rx = pattern
         else:
-            raise TypeError(f"filter: pattern must be a str or re.Pattern, "
-                            f"got {type(pattern).__name__}")
+            raise TypeError(
+                f"filter: pattern must be a str or re.Pattern, got {type(pattern).__name__}"
+            )
         out = Stats()
         for k in self._keys():
             r = self._row(k, self._stats[k])
@@ -426,8 +447,9 @@ class Stats:
 
     # -- showing ----------------------------------------------------------------------------
 
-    def table(self, top: Optional[int] = None, *, strip_dirs: bool = True,
-              title: Optional[str] = None) -> str:
+    def table(
+        self, top: Optional[int] = None, *, strip_dirs: bool = True, title: Optional[str] = None
+    ) -> str:
         """The text table of the first ``top`` rows (all when None)."""
         from .report.text import format_table
 
@@ -447,15 +469,23 @@ class Stats:
             title=title,
         )
 
-    def print(self, top: Optional[int] = None, *, stream: Optional[TextIO] = None,
-              strip_dirs: bool = True, title: Optional[str] = None) -> None:
+    def print(
+        self,
+        top: Optional[int] = None,
+        *,
+        stream: Optional[TextIO] = None,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+    ) -> None:
         """Prints ``table(top)`` to ``stream`` (stdout by default)."""
         out = sys.stdout if stream is None else stream
         out.write(self.table(top, strip_dirs=strip_dirs, title=title))
 
     def __repr__(self) -> str:
-        return (f"<fastprof.Stats: {len(self)} functions, {self.total_calls} calls, "
-                f"{self.total_tt:.6f} s>")
+        return (
+            f"<fastprof.Stats: {len(self)} functions, {self.total_calls} calls, "
+            f"{self.total_tt:.6f} s>"
+        )
 
     # -- exporting --------------------------------------------------------------------------
 

@@ -24,8 +24,18 @@ from . import _fastprof as _C
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 
 _KINDS = {0: "kernel", 1: "memcpy", 2: "memset"}
-_COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-               8: "DtoD", 9: "HtoH", 10: "PtoP"}
+_COPY_KINDS = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 
 
 def library_candidates(stem: str, sonames: tuple[str, ...], wheel: str) -> tuple[str, ...]:
@@ -82,8 +92,9 @@ def _record(t: tuple) -> TraceRecord:
         name = f"memcpy {_COPY_KINDS.get(copy_kind, '?')}"
     elif k == "memset":
         name = "memset"
-    return TraceRecord(k, name or "?", int(start), int(end), int(device), int(stream), int(corr),
-                       int(nbytes))
+    return TraceRecord(
+        k, name or "?", int(start), int(end), int(device), int(stream), int(corr), int(nbytes)
+    )
 
 
 _active: list["cuda_trace"] = []
@@ -106,8 +117,11 @@ class cuda_trace:
         _cuda_base._require()
         if _active:
             raise RuntimeError("a cuda_trace is already running (one at a time per process)")
-        _C._cuda_cupti_start(library_candidates(
-            "cupti", ("libcupti.so", "libcupti.so.13", "libcupti.so.12"), "cuda_cupti"))
+        _C._cuda_cupti_start(
+            library_candidates(
+                "cupti", ("libcupti.so", "libcupti.so.13", "libcupti.so.12"), "cuda_cupti"
+            )
+        )
         _active.append(self)
         return self
 
@@ -133,10 +147,19 @@ class cuda_trace:
     def to_chrome_trace(self) -> list[dict[str, Any]]:
         """Complete events ("ph": "X", microseconds) on one row per device and stream."""
         t0 = min((r.start_ns for r in self.records), default=0)
-        return [{"name": r.name, "cat": r.kind, "ph": "X", "ts": (r.start_ns - t0) / 1e3,
-                 "dur": r.duration_ns / 1e3, "pid": f"GPU {r.device}", "tid": f"stream {r.stream}",
-                 "args": {"bytes": r.bytes, "correlation": r.correlation_id}}
-                for r in self.records]
+        return [
+            {
+                "name": r.name,
+                "cat": r.kind,
+                "ph": "X",
+                "ts": (r.start_ns - t0) / 1e3,
+                "dur": r.duration_ns / 1e3,
+                "pid": f"GPU {r.device}",
+                "tid": f"stream {r.stream}",
+                "args": {"bytes": r.bytes, "correlation": r.correlation_id},
+            }
+            for r in self.records
+        ]
 
 
 def format_summary(records: list[TraceRecord]) -> str:
@@ -149,6 +172,8 @@ def format_summary(records: list[TraceRecord]) -> str:
     lines = [f"{'share':>6} {'total ms':>10} {'count':>7} {'mean us':>10}  kind    name"]
     for (kind, name), durs in rows:
         s = sum(durs)
-        lines.append(f"{100 * s / total:5.1f}% {s / 1e6:10.3f} {len(durs):7d} "
-                     f"{s / len(durs) / 1e3:10.2f}  {kind:7s} {name}")
+        lines.append(
+            f"{100 * s / total:5.1f}% {s / 1e6:10.3f} {len(durs):7d} "
+            f"{s / len(durs) / 1e3:10.2f}  {kind:7s} {name}"
+        )
     return "\n".join(lines)

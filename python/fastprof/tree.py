@@ -51,8 +51,10 @@ class Node:
 
     def __repr__(self) -> str:
         name = "<root>" if self.key is None else self.key[2]
-        return (f"Node({name!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
-                f"cumtime={self.cumtime:.6g}, children={len(self.children)})")
+        return (
+            f"Node({name!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
+            f"cumtime={self.cumtime:.6g}, children={len(self.children)})"
+        )
 
     @property
     def is_root(self) -> bool:
@@ -94,8 +96,12 @@ class CallTree:
     their parent node's total time).
     """
 
-    def __init__(self, threads: Optional[Dict[int, Node]] = None, merged: int = 0,
-                 node_cap: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        threads: Optional[Dict[int, Node]] = None,
+        merged: int = 0,
+        node_cap: Optional[int] = None,
+    ) -> None:
         self.threads: Dict[int, Node] = dict(threads or {})
         self.merged = merged
         self.node_cap = node_cap
@@ -119,8 +125,10 @@ class CallTree:
         made: List[Node] = []
         for parent, func, thread, ncalls, tt, it in nodes:
             if parent >= len(made) or not 0 <= thread < len(roots):
-                raise ValueError(f"malformed tree record {(parent, func, thread)!r}: a parent "
-                                 f"must precede its children and name a known thread")
+                raise ValueError(
+                    f"malformed tree record {(parent, func, thread)!r}: a parent "
+                    f"must precede its children and name a known thread"
+                )
             up = roots[thread] if parent < 0 else made[parent]
             n = Node(keys[func], ncalls, it * spt, tt * spt, up, func)
             up.children.append(n)
@@ -135,8 +143,7 @@ class CallTree:
         spt, funcs, _ = prof._raw()
         tspt, nodes, threads, merged = prof._raw_tree()
         keys = [label(f[0]) for f in funcs]
-        return cls.from_raw(tspt, keys, nodes, threads, merged,
-                            getattr(prof, "tree_nodes", None))
+        return cls.from_raw(tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None))
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -215,8 +222,14 @@ class CallTree:
                 index[id(n)] = len(records) - first
                 records.append([index[id(n.parent)], kid, n.ncalls, n.tottime, n.cumtime])
             threads.append({"ident": ident, "nodes": records[first:]})
-        return {"format": TREE_FORMAT, "version": _TREE_VERSION, "merged": self.merged,
-                "node_cap": self.node_cap, "keys": keys, "threads": threads}
+        return {
+            "format": TREE_FORMAT,
+            "version": _TREE_VERSION,
+            "merged": self.merged,
+            "node_cap": self.node_cap,
+            "keys": keys,
+            "threads": threads,
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> "CallTree":
@@ -224,8 +237,10 @@ class CallTree:
         if not isinstance(data, dict) or data.get("format") != TREE_FORMAT:
             raise ValueError(f"not a fastprof call tree (expected format {TREE_FORMAT!r})")
         if data.get("version") != _TREE_VERSION:
-            raise ValueError(f"call tree version {data.get('version')!r} is not supported "
-                             f"(this fastprof reads version {_TREE_VERSION})")
+            raise ValueError(
+                f"call tree version {data.get('version')!r} is not supported "
+                f"(this fastprof reads version {_TREE_VERSION})"
+            )
         try:
             keys = [_as_key(k) for k in data["keys"]]
             merged = int(data.get("merged", 0))
@@ -269,8 +284,13 @@ def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
 
 
 def _as_key(k: Any) -> FuncKey:
-    if not (isinstance(k, list) and len(k) == 3 and isinstance(k[0], str)
-            and isinstance(k[1], int) and isinstance(k[2], str)):
+    if not (
+        isinstance(k, list)
+        and len(k) == 3
+        and isinstance(k[0], str)
+        and isinstance(k[1], int)
+        and isinstance(k[2], str)
+    ):
         raise ValueError(f"malformed function key {k!r}")
     return (k[0], k[1], k[2])
 

@@ -3,7 +3,8 @@
  * ("fastprof was built without CUDA"); no CUDA call is ever made at import time. */
 #include "cuda/cuda_py.h"
 
-#define FP_CUDA_NOT_BUILT "fastprof was built without CUDA (no CUDA toolkit at build time, or FASTPROF_CUDA=0)"
+#define FP_CUDA_NOT_BUILT                                                                          \
+    "fastprof was built without CUDA (no CUDA toolkit at build time, or FASTPROF_CUDA=0)"
 
 /* See cuda_py.h. */
 PyObject *
@@ -88,7 +89,10 @@ fp_cuda_raise(PyObject *m, int err, const char *what)
     }
     return NULL;
 }
-#define FP_CUDA_FN(name, fn) {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS, NULL}
+#define FP_CUDA_FN(name, fn)                                                                       \
+    {                                                                                              \
+        name, (PyCFunction)(void (*)(void))fn, METH_VARARGS, NULL                                  \
+    }
 #else
 /* Every CUDA function of a CPU-only build.  Returns NULL with CudaUnavailableError set. */
 static PyObject *
@@ -103,7 +107,10 @@ fp_cuda_raise(PyObject *m, FP_UNUSED int err, FP_UNUSED const char *what)
 {
     return fp_cuda_unavailable(m, FP_CUDA_NOT_BUILT);
 }
-#define FP_CUDA_FN(name, fn) {name, (PyCFunction)(void (*)(void))fp_cuda_not_built, METH_VARARGS, NULL}
+#define FP_CUDA_FN(name, fn)                                                                       \
+    {                                                                                              \
+        name, (PyCFunction)(void (*)(void))fp_cuda_not_built, METH_VARARGS, NULL                   \
+    }
 #endif
 
 static PyMethodDef fp_cuda_methods[] = {

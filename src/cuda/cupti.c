@@ -40,7 +40,8 @@ typedef struct {
 
 _Static_assert(offsetof(fp_cupti_kernel, start) == 16 && offsetof(fp_cupti_kernel, device) == 40 &&
                    offsetof(fp_cupti_kernel, stream) == 48 &&
-                   offsetof(fp_cupti_kernel, correlation) == 92 && offsetof(fp_cupti_kernel, name) == 104,
+                   offsetof(fp_cupti_kernel, correlation) == 92 &&
+                   offsetof(fp_cupti_kernel, name) == 104,
                "CUPTI kernel record layout");
 _Static_assert(offsetof(fp_cupti_copy, bytes) == 8 && offsetof(fp_cupti_copy, device) == 32 &&
                    offsetof(fp_cupti_copy, correlation) == 44,
@@ -62,7 +63,8 @@ static size_t fp_trace_dropped;
 static void *fp_cupti;
 static int fp_cupti_registered;
 
-typedef CUptiResult (*fp_reg_t)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*fp_reg_t)(CUpti_BuffersCallbackRequestFunc,
+                                CUpti_BuffersCallbackCompleteFunc);
 typedef CUptiResult (*fp_kind_t)(CUpti_ActivityKind);
 typedef CUptiResult (*fp_flush_t)(uint32_t);
 typedef CUptiResult (*fp_next_t)(uint8_t *, size_t, CUpti_Activity **);
@@ -104,7 +106,8 @@ fp_trace_push(const fp_trace_rec *r)
 
 /* CUPTI returns a filled buffer: copy its records out, free it. */
 static void CUPTIAPI
-fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_UNUSED size_t size, size_t valid)
+fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_UNUSED size_t size,
+                  size_t valid)
 {
     CUpti_Activity *rec = NULL;
     size_t dropped = 0;
@@ -112,7 +115,8 @@ fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_UNUSED 
     while (valid > 0 && fp_cupti_next(buffer, valid, &rec) == CUPTI_SUCCESS) {
         fp_trace_rec r;
         memset(&r, 0, sizeof r);
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const fp_cupti_kernel *k = (const fp_cupti_kernel *)rec;
             r.kind = 0;
             r.start = k->start;
@@ -121,7 +125,8 @@ fp_trace_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_UNUSED 
             r.stream = k->stream;
             r.correlation = k->correlation;
             r.name = k->name ? strdup(k->name) : NULL;
-        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY || rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY ||
+                   rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const fp_cupti_copy *c = (const fp_cupti_copy *)rec;
             r.kind = rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY ? 1 : 2;
             r.start = c->start;
@@ -179,10 +184,12 @@ fp_cuda_cupti_start(PyObject *m, PyObject *args)
     if (!fp_cupti_registered) {
         fp_reg_t reg = (fp_reg_t)dlsym(fp_cupti, "cuptiActivityRegisterCallbacks");
         if (reg == NULL)
-            return fp_cuda_unavailable(m, "the loaded libcupti lacks cuptiActivityRegisterCallbacks");
+            return fp_cuda_unavailable(m,
+                                       "the loaded libcupti lacks cuptiActivityRegisterCallbacks");
         rc = reg(fp_trace_request, fp_trace_complete);
         if (rc != CUPTI_SUCCESS) {
-            PyErr_Format(PyExc_RuntimeError, "cuptiActivityRegisterCallbacks failed (CUPTI %d)", (int)rc);
+            PyErr_Format(PyExc_RuntimeError, "cuptiActivityRegisterCallbacks failed (CUPTI %d)",
+                         (int)rc);
             return NULL;
         }
         fp_cupti_registered = 1;
@@ -215,16 +222,13 @@ fp_cuda_cupti_stop(PyObject *m, FP_UNUSED PyObject *args)
         return fp_cuda_unavailable(m, "CUPTI tracing was not started");
     flush = (fp_flush_t)dlsym(fp_cupti, "cuptiActivityFlushAll");
     disable = (fp_kind_t)dlsym(fp_cupti, "cuptiActivityDisable");
-    Py_BEGIN_ALLOW_THREADS
-    if (flush != NULL)
-        flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    Py_BEGIN_ALLOW_THREADS if (flush != NULL) flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (disable != NULL)
         for (size_t i = 0; i < sizeof fp_trace_kinds / sizeof fp_trace_kinds[0]; i++)
             disable(fp_trace_kinds[i]);
     if (flush != NULL)
         flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    Py_END_ALLOW_THREADS
-    pthread_mutex_lock(&fp_trace_lock);
+    Py_END_ALLOW_THREADS pthread_mutex_lock(&fp_trace_lock);
     recs = fp_trace_recs;
     n = fp_trace_n;
     dropped = fp_trace_dropped;

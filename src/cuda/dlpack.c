@@ -7,8 +7,15 @@
 #ifdef FP_HAVE_CUDA
 #include <string.h>
 
-typedef struct { int32_t device_type; int32_t device_id; } fp_dl_device;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } fp_dl_dtype;
+typedef struct {
+    int32_t device_type;
+    int32_t device_id;
+} fp_dl_device;
+typedef struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} fp_dl_dtype;
 typedef struct {
     void *data;
     fp_dl_device device;
@@ -55,8 +62,8 @@ fp_cuda_dlpack_export(FP_UNUSED PyObject *m, PyObject *args)
     void *ptr;
     Py_ssize_t nd;
     fp_dl_managed *t = NULL;
-    if (!PyArg_ParseTuple(args, "OO!O!iiiiO", &optr, &PyTuple_Type, &shape, &PyTuple_Type,
-                          &strides, &code, &bits, &devtype, &devid, &owner) ||
+    if (!PyArg_ParseTuple(args, "OO!O!iiiiO", &optr, &PyTuple_Type, &shape, &PyTuple_Type, &strides,
+                          &code, &bits, &devtype, &devid, &owner) ||
         fp_cuda_ptr(optr, &ptr) < 0)
         goto error;
     nd = PyTuple_GET_SIZE(shape);
@@ -154,9 +161,8 @@ fp_cuda_dlpack_import(FP_UNUSED PyObject *m, PyObject *args)
             PyTuple_SET_ITEM(strides, i, v);
         }
     }
-    res = Py_BuildValue("NOO(iii)iiO",
-                        PyLong_FromVoidPtr((char *)d->data + d->byte_offset), shape, strides,
-                        (int)d->dtype.code, (int)d->dtype.bits, (int)d->dtype.lanes,
+    res = Py_BuildValue("NOO(iii)iiO", PyLong_FromVoidPtr((char *)d->data + d->byte_offset), shape,
+                        strides, (int)d->dtype.code, (int)d->dtype.bits, (int)d->dtype.lanes,
                         (int)d->device.device_type, (int)d->device.device_id, keeper);
 error:
     Py_XDECREF(shape);

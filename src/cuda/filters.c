@@ -79,8 +79,8 @@ fp_cuda_correlate(PyObject *m, PyObject *args)
     double cval, boxw;
     void *in, *out, *w, *s;
     fp_cu_geom g;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO", &dtype, &oin, &oout, &ow, &shape, &strides,
-                          &wshape, &shift, &mode, &cval, &boxw, &os))
+    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO", &dtype, &oin, &oout, &ow, &shape, &strides, &wshape,
+                          &shift, &mode, &cval, &boxw, &os))
         return NULL;
     if (fp_cuda_ptr(oin, &in) < 0 || fp_cuda_ptr(oout, &out) < 0 || fp_cuda_ptr(ow, &w) < 0 ||
         fp_cuda_ptr(os, &s) < 0)

@@ -27,7 +27,7 @@ typedef struct fp_cu_geom {
     int mode;
     double cval;
     double box_weight;
-    int64_t size;                   /* number of output elements */
+    int64_t size; /* number of output elements */
     int64_t shape[FP_CU_MAXDIM];
     int64_t in_strides[FP_CU_MAXDIM];
     int64_t wshape[FP_CU_MAXDIM];
@@ -37,8 +37,8 @@ typedef struct fp_cu_geom {
 /* Launches the correlation of in into out on stream (a cudaStream_t): the tiled kernel when
  * fp_cu_tiled_ok, else one thread per output element.  Returns a
  * cudaError_t (0 on success); sets no Python exception. */
-int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights,
-                    const fp_cu_geom *g, void *stream);
+int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+                    void *stream);
 
 /* Runs the very same device code on the host (in, out, weights in host memory), block by
  * block for the tiled path; used by the tests to check indexing and boundary logic without a

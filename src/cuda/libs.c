@@ -87,7 +87,8 @@ fp_cuda_nvrtc_compile(PyObject *m, PyObject *args)
         !(compile = (fp_nvrtc_compile_t)fp_cuda_sym(m, h, "nvrtcCompileProgram")) ||
         !(logsize = (fp_nvrtc_size_t)fp_cuda_sym(m, h, "nvrtcGetProgramLogSize")) ||
         !(getlog = (fp_nvrtc_get_t)fp_cuda_sym(m, h, "nvrtcGetProgramLog")) ||
-        !(outsize = (fp_nvrtc_size_t)fp_cuda_sym(m, h, cubin ? "nvrtcGetCUBINSize" : "nvrtcGetPTXSize")) ||
+        !(outsize = (fp_nvrtc_size_t)fp_cuda_sym(
+              m, h, cubin ? "nvrtcGetCUBINSize" : "nvrtcGetPTXSize")) ||
         !(getout = (fp_nvrtc_get_t)fp_cuda_sym(m, h, cubin ? "nvrtcGetCUBIN" : "nvrtcGetPTX")) ||
         !(destroy = (fp_nvrtc_destroy_t)fp_cuda_sym(m, h, "nvrtcDestroyProgram")))
         goto error;
@@ -104,12 +105,12 @@ fp_cuda_nvrtc_compile(PyObject *m, PyObject *args)
         PyErr_Format(PyExc_RuntimeError, "nvrtcCreateProgram failed (%d)", rc);
         goto error;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = compile(prog, (int)nopt, cop);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_BEGIN_ALLOW_THREADS rc = compile(prog, (int)nopt, cop);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
         PyObject *log = NULL;
-        if (logsize(prog, &n) == 0 && (buf = PyMem_Malloc(n + 1)) != NULL && getlog(prog, buf) == 0) {
+        if (logsize(prog, &n) == 0 && (buf = PyMem_Malloc(n + 1)) != NULL &&
+            getlog(prog, buf) == 0) {
             buf[n] = '\0';
             log = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
         }
@@ -174,7 +175,12 @@ fp_cuda_launch(PyObject *m, PyObject *args)
     const char *fmt;
     unsigned int grid, block;
     void *k, *s;
-    union { void *p; long long q; double d; float f; } slots[FP_MAX_ARGS];
+    union {
+        void *p;
+        long long q;
+        double d;
+        float f;
+    } slots[FP_MAX_ARGS];
     void *argv[FP_MAX_ARGS];
     Py_ssize_t n;
     cudaError_t err;
@@ -211,8 +217,12 @@ fp_cuda_launch(PyObject *m, PyObject *args)
             return NULL;
         argv[i] = &slots[i];
     }
-    g.x = grid; g.y = 1; g.z = 1;
-    b.x = block; b.y = 1; b.z = 1;
+    g.x = grid;
+    g.y = 1;
+    g.z = 1;
+    b.x = block;
+    b.y = 1;
+    b.z = 1;
     err = cudaLaunchKernel((const void *)k, g, b, argv, 0, (cudaStream_t)s);
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaLaunchKernel");

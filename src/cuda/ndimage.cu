@@ -121,11 +121,11 @@ fp_cu_blocks(int64_t n)
 
 // Window and tile sizes of one tiled launch.
 struct fp_cu_tile {
-    int64_t nz, ny, nx;       // output (= input) shape, 2-D as nz = 1
-    int64_t sz, sy, sx;       // input strides (elements)
-    int kz, ky, kx;           // weights shape
-    int64_t hz, hy, hx;       // shifts
-    int SZ, SY, SX;           // staged window
+    int64_t nz, ny, nx; // output (= input) shape, 2-D as nz = 1
+    int64_t sz, sy, sx; // input strides (elements)
+    int kz, ky, kx;     // weights shape
+    int64_t hz, hy, hx; // shifts
+    int SZ, SY, SX;     // staged window
 };
 
 // Fills t from g for the tiled path; returns the shared-memory bytes it needs, or 0 when the
@@ -240,9 +240,10 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
 }
 
 template <typename T, int TZ, int KZ>
-__global__ static void __launch_bounds__(FP_TX *FP_TY)
-fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
-                   const fp_cu_geom g, const fp_cu_tile t)
+__global__ static void
+__launch_bounds__(FP_TX *FP_TY)
+    fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
+                       const fp_cu_geom g, const fp_cu_tile t)
 {
     extern __shared__ unsigned char fp_smem[];
     T *win = (T *)fp_smem;
@@ -261,11 +262,12 @@ static int
 fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
                  size_t smem, bool host, cudaStream_t s)
 {
-    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX),
+             gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_tiled_kernel<T, TZ, KZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(
-            in, out, w, g, t);
+        fp_cu_tiled_kernel<T, TZ, KZ>
+            <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, w, g, t);
         return (int)cudaGetLastError();
     }
     T *buf = (T *)malloc(smem);
@@ -350,9 +352,9 @@ fp_cu_box_zsum(T *out, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
 }
 
 template <typename T, int TZ>
-__global__ static void __launch_bounds__(FP_TX *FP_TY)
-fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geom g,
-                 const fp_cu_tile t)
+__global__ static void
+__launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out,
+                                                 const fp_cu_geom g, const fp_cu_tile t)
 {
     extern __shared__ unsigned char fp_smem[];
     T *win = (T *)fp_smem;
@@ -375,10 +377,12 @@ static int
 fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
                bool host, cudaStream_t s)
 {
-    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX), gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
+    unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX),
+             gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_box_kernel<T, TZ><<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
+        fp_cu_box_kernel<T, TZ>
+            <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
         return (int)cudaGetLastError();
     }
     T *win = (T *)malloc(smem);
@@ -411,7 +415,8 @@ fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, c
     fp_cu_tile t;
     const int tz = g->ndim == 3 ? 8 : 1;
     size_t smem;
-    if (w != NULL || fp_cu_tile_plan(g, sizeof(T), tz, &t) == 0 || (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
+    if (w != NULL || fp_cu_tile_plan(g, sizeof(T), tz, &t) == 0 ||
+        (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
         return -2;
     if (tz == 1)
         return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s);
@@ -465,8 +470,8 @@ fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const
         if (dtype == FP_CU_F32)
             return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
                                           g, false, s);
-        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
-                                       (const double *)weights, g, false, s);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out, (const double *)weights,
+                                       g, false, s);
     }
     if (dtype == FP_CU_F32)
         fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
@@ -478,8 +483,8 @@ fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const
 }
 
 extern "C" int
-fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
-                     const fp_cu_geom *g, int path)
+fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+                     int path)
 {
     if (g->size == 0)
         return 0;
@@ -487,12 +492,13 @@ fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
         if (dtype == FP_CU_F32)
             return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
                                           g, true, NULL);
-        return fp_cu_tiled_run<double>((const double *)in, (double *)out,
-                                       (const double *)weights, g, true, NULL);
+        return fp_cu_tiled_run<double>((const double *)in, (double *)out, (const double *)weights,
+                                       g, true, NULL);
     }
     for (int64_t i = 0; i < g->size; i++) {
         if (dtype == FP_CU_F32)
-            ((float *)out)[i] = fp_cu_point<float>((const float *)in, (const float *)weights, *g, i);
+            ((float *)out)[i] =
+                fp_cu_point<float>((const float *)in, (const float *)weights, *g, i);
         else
             ((double *)out)[i] =
                 fp_cu_point<double>((const double *)in, (const double *)weights, *g, i);

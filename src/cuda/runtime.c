@@ -17,12 +17,10 @@ fp_cuda_probe(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
     int count = 0, driver = 0, runtime = 0;
     cudaError_t err;
     char reason[512];
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaGetDeviceCount(&count);
+    Py_BEGIN_ALLOW_THREADS err = cudaGetDeviceCount(&count);
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
-    Py_END_ALLOW_THREADS
-    reason[0] = '\0';
+    Py_END_ALLOW_THREADS reason[0] = '\0';
     if (err == cudaSuccess && count == 0)
         err = cudaErrorNoDevice;
     if (err == cudaErrorInsufficientDriver && driver == 0)
@@ -30,12 +28,13 @@ fp_cuda_probe(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
                  "no NVIDIA driver: libcuda.so.1 could not be loaded (CUDA runtime %d.%d)",
                  runtime / 1000, (runtime % 1000) / 10);
     else if (err == cudaErrorInsufficientDriver)
-        snprintf(reason, sizeof reason,
-                 "the NVIDIA driver is too old: it supports CUDA %d.%d, fastprof's runtime needs %d.%d",
-                 driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
+        snprintf(
+            reason, sizeof reason,
+            "the NVIDIA driver is too old: it supports CUDA %d.%d, fastprof's runtime needs %d.%d",
+            driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
     else if (err == cudaErrorNoDevice)
-        snprintf(reason, sizeof reason, "no CUDA device found (driver CUDA %d.%d)",
-                 driver / 1000, (driver % 1000) / 10);
+        snprintf(reason, sizeof reason, "no CUDA device found (driver CUDA %d.%d)", driver / 1000,
+                 (driver % 1000) / 10);
     else if (err != cudaSuccess)
         snprintf(reason, sizeof reason, "CUDA initialization failed: %s (%s)",
                  cudaGetErrorString(err), cudaGetErrorName(err));
@@ -78,17 +77,16 @@ fp_cuda_device_props(PyObject *m, PyObject *args)
     err = cudaGetDeviceProperties(&p, dev);
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaGetDeviceProperties");
-    return Py_BuildValue(
-        "{s:i,s:s,s:(ii),s:i,s:K,s:i,s:i,s:i,s:i,s:i,s:i,s:K,s:i,s:i}",
-        "index", dev, "name", p.name, "compute_capability", p.major, p.minor,
-        "multiprocessors", p.multiProcessorCount, "total_memory", (unsigned long long)p.totalGlobalMem,
-        "l2_cache_bytes", p.l2CacheSize,
-        "clock_khz", fp_cuda_attr(cudaDevAttrClockRate, dev),
-        "memory_clock_khz", fp_cuda_attr(cudaDevAttrMemoryClockRate, dev),
-        "memory_bus_bits", fp_cuda_attr(cudaDevAttrGlobalMemoryBusWidth, dev),
-        "warp_size", p.warpSize, "max_threads_per_block", p.maxThreadsPerBlock,
-        "shared_memory_per_block", (unsigned long long)p.sharedMemPerBlock,
-        "pci_bus_id", p.pciBusID, "integrated", p.integrated);
+    return Py_BuildValue("{s:i,s:s,s:(ii),s:i,s:K,s:i,s:i,s:i,s:i,s:i,s:i,s:K,s:i,s:i}", "index",
+                         dev, "name", p.name, "compute_capability", p.major, p.minor,
+                         "multiprocessors", p.multiProcessorCount, "total_memory",
+                         (unsigned long long)p.totalGlobalMem, "l2_cache_bytes", p.l2CacheSize,
+                         "clock_khz", fp_cuda_attr(cudaDevAttrClockRate, dev), "memory_clock_khz",
+                         fp_cuda_attr(cudaDevAttrMemoryClockRate, dev), "memory_bus_bits",
+                         fp_cuda_attr(cudaDevAttrGlobalMemoryBusWidth, dev), "warp_size",
+                         p.warpSize, "max_threads_per_block", p.maxThreadsPerBlock,
+                         "shared_memory_per_block", (unsigned long long)p.sharedMemPerBlock,
+                         "pci_bus_id", p.pciBusID, "integrated", p.integrated);
 }
 
 /* _cuda_set_device(dev) -> None.  Returns NULL with CudaError. */
@@ -122,11 +120,9 @@ PyObject *
 fp_cuda_synchronize(PyObject *m, FP_UNUSED PyObject *args)
 {
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaDeviceSynchronize();
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess)
-        return fp_cuda_raise(m, err, "cudaDeviceSynchronize");
+    Py_BEGIN_ALLOW_THREADS err = cudaDeviceSynchronize();
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return fp_cuda_raise(m, err,
+                                                                      "cudaDeviceSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -139,11 +135,9 @@ fp_cuda_stream_synchronize(PyObject *m, PyObject *args)
     cudaError_t err;
     if (!PyArg_ParseTuple(args, "O", &o) || fp_cuda_ptr(o, &s) < 0)
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaStreamSynchronize((cudaStream_t)s);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess)
-        return fp_cuda_raise(m, err, "cudaStreamSynchronize");
+    Py_BEGIN_ALLOW_THREADS err = cudaStreamSynchronize((cudaStream_t)s);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return fp_cuda_raise(m, err,
+                                                                      "cudaStreamSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -200,13 +194,11 @@ fp_cuda_event_elapsed(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &o0, &o1) || fp_cuda_ptr(o0, &e0) < 0 ||
         fp_cuda_ptr(o1, &e1) < 0)
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaEventSynchronize((cudaEvent_t)e1);
+    Py_BEGIN_ALLOW_THREADS err = cudaEventSynchronize((cudaEvent_t)e1);
     if (err == cudaSuccess)
         err = cudaEventElapsedTime(&ms, (cudaEvent_t)e0, (cudaEvent_t)e1);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess)
-        return fp_cuda_raise(m, err, "cudaEventElapsedTime");
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return fp_cuda_raise(m, err,
+                                                                      "cudaEventElapsedTime");
     return PyFloat_FromDouble((double)ms);
 }
 
@@ -241,8 +233,8 @@ fp_cuda_pools(int dev)
     if (fp_pool_state[dev] == 0) {
         int ok = 0;
         cudaMemPool_t pool;
-        if (cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && ok &&
-            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+        if (cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess &&
+            ok && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
             uint64_t keep = UINT64_MAX;
             cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
             fp_pool_state[dev] = 1;
@@ -324,7 +316,8 @@ fp_cuda_pointer_device(PyObject *m, PyObject *args)
         return NULL;
     memset(&a, 0, sizeof a);
     err = cudaPointerGetAttributes(&a, p);
-    if (err != cudaSuccess || a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost) {
+    if (err != cudaSuccess || a.type == cudaMemoryTypeUnregistered ||
+        a.type == cudaMemoryTypeHost) {
         cudaGetLastError();
         err = cudaGetDevice(&dev);
         if (err != cudaSuccess)
@@ -360,12 +353,11 @@ fp_cuda_memcpy_htod(PyObject *m, PyObject *args)
         PyBuffer_Release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMemcpyAsync(d, b.buf, (size_t)b.len, cudaMemcpyHostToDevice, (cudaStream_t)s);
+    Py_BEGIN_ALLOW_THREADS err =
+        cudaMemcpyAsync(d, b.buf, (size_t)b.len, cudaMemcpyHostToDevice, (cudaStream_t)s);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize((cudaStream_t)s);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&b);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&b);
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaMemcpy host to device");
     Py_RETURN_NONE;
@@ -386,12 +378,11 @@ fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args)
         PyBuffer_Release(&b);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMemcpyAsync(b.buf, src, (size_t)b.len, cudaMemcpyDeviceToHost, (cudaStream_t)s);
+    Py_BEGIN_ALLOW_THREADS err =
+        cudaMemcpyAsync(b.buf, src, (size_t)b.len, cudaMemcpyDeviceToHost, (cudaStream_t)s);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize((cudaStream_t)s);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&b);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&b);
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaMemcpy device to host");
     Py_RETURN_NONE;

@@ -12,8 +12,13 @@
 #define FP_MAXDIM 32
 
 /* Extension modes, numbered as Python passes them. */
-enum { FP_MODE_REFLECT = 0, FP_MODE_CONSTANT = 1, FP_MODE_NEAREST = 2, FP_MODE_MIRROR = 3,
-       FP_MODE_WRAP = 4 };
+enum {
+    FP_MODE_REFLECT = 0,
+    FP_MODE_CONSTANT = 1,
+    FP_MODE_NEAREST = 2,
+    FP_MODE_MIRROR = 3,
+    FP_MODE_WRAP = 4
+};
 
 typedef struct fp_conv {
     int ndim;
@@ -25,7 +30,7 @@ typedef struct fp_conv {
     int idouble; /* input is float64 (else float32) */
     int odouble; /* output is float64 (else float32) */
     double cval;
-    ptrdiff_t ntaps[FP_MAXDIM];  /* kernel length per axis */
+    ptrdiff_t ntaps[FP_MAXDIM]; /* kernel length per axis */
     /* map[d][e], e in [0, shape[d] + ntaps[d] - 1): input index read by output index i with
      * tap k at e = i + k, or -1 for "cval" (constant mode outside the input). */
     ptrdiff_t *map[FP_MAXDIM];
@@ -49,21 +54,20 @@ void fp_conv_free_maps(fp_conv *c);
 
 /* Reads input elements into doubles: dst[t] = in[map[lo + t]] along the row at byte offset
  * ioff (or cval), t in [0, len).  Returns nothing. */
-void fp_conv_gather_row(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len,
-                        double *dst);
+void fp_conv_gather_row(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len, double *dst);
 
 /* Writes doubles to an output row at byte offset ooff, len elements.  Returns nothing. */
 void fp_conv_store_row(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const double *src);
 
 /* dst[x] = (accumulate ? dst[x] : add) + sum_k w[k] * src[k][x] for x in [0, n); with no
  * sources and no accumulate dst is set to add.  Returns nothing. */
-void fp_conv_combine(double *dst, const double *const *src, const double *w, int nk,
-                     double add, ptrdiff_t n, int accumulate);
+void fp_conv_combine(double *dst, const double *const *src, const double *w, int nk, double add,
+                     ptrdiff_t n, int accumulate);
 
 /* dst[x] = sum_j w[j] * row[x + off[j]] (+ dst[x] when accumulate), x in [0, n).  Returns
  * nothing. */
-void fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *off,
-                  int nk, ptrdiff_t n, int accumulate);
+void fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *off, int nk,
+                  ptrdiff_t n, int accumulate);
 
 /* The same four loops accumulating in float (for float32 data and short kernels). */
 void fp_conv_gather_row_f(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len,

@@ -97,4 +97,3 @@ fp_simd_level(void)
     }
     return v;
 }
-

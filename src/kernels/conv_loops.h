@@ -6,8 +6,8 @@
 
 /* The body of fp_conv_gather_row (see conv.h). */
 FP_BODY void
-FP_CAT(FP_NAME(fp_conv_gather_row), _body)(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len,
-                                 FP_T *dst)
+FP_CAT(FP_NAME(fp_conv_gather_row), _body)(const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo,
+                                           ptrdiff_t len, FP_T *dst)
 {
     int last = c->ndim - 1;
     const ptrdiff_t *m = c->map[last] + lo;
@@ -23,7 +23,7 @@ FP_CAT(FP_NAME(fp_conv_gather_row), _body)(const fp_conv *c, ptrdiff_t ioff, ptr
     if (t1 < t0)
         t1 = t0;
     for (; t < t0; t++)
-        dst[t] = (FP_T)(m[t] < 0 ? c->cval
+        dst[t] = (FP_T)(m[t] < 0     ? c->cval
                         : c->idouble ? *(const double *)(base + m[t] * s)
                                      : (double)*(const float *)(base + m[t] * s));
     if (t1 > t0) {
@@ -49,7 +49,7 @@ FP_CAT(FP_NAME(fp_conv_gather_row), _body)(const fp_conv *c, ptrdiff_t ioff, ptr
         }
     }
     for (t = t1; t < len; t++)
-        dst[t] = (FP_T)(m[t] < 0 ? c->cval
+        dst[t] = (FP_T)(m[t] < 0     ? c->cval
                         : c->idouble ? *(const double *)(base + m[t] * s)
                                      : (double)*(const float *)(base + m[t] * s));
 }
@@ -57,7 +57,7 @@ FP_CAT(FP_NAME(fp_conv_gather_row), _body)(const fp_conv *c, ptrdiff_t ioff, ptr
 /* The body of fp_conv_store_row (see conv.h). */
 FP_BODY void
 FP_CAT(FP_NAME(fp_conv_store_row), _body)(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len,
-                                const FP_T *src)
+                                          const FP_T *src)
 {
     int last = c->ndim - 1;
     ptrdiff_t s = c->ostride[last];
@@ -87,26 +87,26 @@ FP_CAT(FP_NAME(fp_conv_store_row), _body)(const fp_conv *c, ptrdiff_t ooff, ptrd
 /* dst[x] = (init ? dst[x] : add) + sum_{k<NK} w[k] * src[k][x]; NK is a constant after
  * inlining, so the tap loop unrolls, the x loop vectorises, and up to four independent
  * accumulators keep the FMA units busy instead of waiting on one dependency chain. */
-#define FP_COMBINE_BODY(NK)                                                                   \
-    do {                                                                                      \
-        const FP_T *s_[NK];                                                                   \
-        FP_T w_[NK];                                                                          \
-        for (int k_ = 0; k_ < NK; k_++) {                                                     \
-            s_[k_] = src[k_];                                                                 \
-            w_[k_] = w[k_];                                                                   \
-        }                                                                                     \
-        for (ptrdiff_t x = 0; x < n; x++) {                                                   \
-            FP_T a_[4];                                                                       \
-            a_[0] = (init ? dst[x] : add) + w_[0] * s_[0][x];                                 \
-            for (int k_ = 1; k_ < NK && k_ < 4; k_++)                                         \
-                a_[k_] = w_[k_] * s_[k_][x];                                                  \
-            for (int k_ = 4; k_ < NK; k_++)                                                   \
-                a_[k_ & 3] += w_[k_] * s_[k_][x];                                             \
-            dst[x] = NK >= 4   ? (a_[0] + a_[1]) + (a_[2] + a_[3])                            \
-                     : NK == 3 ? (a_[0] + a_[1]) + a_[2]                                      \
-                     : NK == 2 ? a_[0] + a_[1]                                                \
-                               : a_[0];                                                       \
-        }                                                                                     \
+#define FP_COMBINE_BODY(NK)                                                                        \
+    do {                                                                                           \
+        const FP_T *s_[NK];                                                                        \
+        FP_T w_[NK];                                                                               \
+        for (int k_ = 0; k_ < NK; k_++) {                                                          \
+            s_[k_] = src[k_];                                                                      \
+            w_[k_] = w[k_];                                                                        \
+        }                                                                                          \
+        for (ptrdiff_t x = 0; x < n; x++) {                                                        \
+            FP_T a_[4];                                                                            \
+            a_[0] = (init ? dst[x] : add) + w_[0] * s_[0][x];                                      \
+            for (int k_ = 1; k_ < NK && k_ < 4; k_++)                                              \
+                a_[k_] = w_[k_] * s_[k_][x];                                                       \
+            for (int k_ = 4; k_ < NK; k_++)                                                        \
+                a_[k_ & 3] += w_[k_] * s_[k_][x];                                                  \
+            dst[x] = NK >= 4   ? (a_[0] + a_[1]) + (a_[2] + a_[3])                                 \
+                     : NK == 3 ? (a_[0] + a_[1]) + a_[2]                                           \
+                     : NK == 2 ? a_[0] + a_[1]                                                     \
+                               : a_[0];                                                            \
+        }                                                                                          \
     } while (0)
 
 /* Up to 8 sources into dst.  Returns nothing. */
@@ -115,21 +115,37 @@ FP_NAME(fp_combine_upto8)(FP_T *restrict dst, const FP_T *const *src, const FP_T
                           FP_T add, ptrdiff_t n, int init)
 {
     switch (nk) {
-    case 1: FP_COMBINE_BODY(1); break;
-    case 2: FP_COMBINE_BODY(2); break;
-    case 3: FP_COMBINE_BODY(3); break;
-    case 4: FP_COMBINE_BODY(4); break;
-    case 5: FP_COMBINE_BODY(5); break;
-    case 6: FP_COMBINE_BODY(6); break;
-    case 7: FP_COMBINE_BODY(7); break;
-    default: FP_COMBINE_BODY(8); break;
+    case 1:
+        FP_COMBINE_BODY(1);
+        break;
+    case 2:
+        FP_COMBINE_BODY(2);
+        break;
+    case 3:
+        FP_COMBINE_BODY(3);
+        break;
+    case 4:
+        FP_COMBINE_BODY(4);
+        break;
+    case 5:
+        FP_COMBINE_BODY(5);
+        break;
+    case 6:
+        FP_COMBINE_BODY(6);
+        break;
+    case 7:
+        FP_COMBINE_BODY(7);
+        break;
+    default:
+        FP_COMBINE_BODY(8);
+        break;
     }
 }
 
 /* The body of fp_conv_combine (see conv.h). */
 FP_BODY void
 FP_CAT(FP_NAME(fp_conv_combine), _body)(FP_T *dst, const FP_T *const *src, const FP_T *w, int nk,
-                              FP_T add, ptrdiff_t n, int accumulate)
+                                        FP_T add, ptrdiff_t n, int accumulate)
 {
     if (nk == 0) {
         if (!accumulate)
@@ -145,8 +161,8 @@ FP_CAT(FP_NAME(fp_conv_combine), _body)(FP_T *dst, const FP_T *const *src, const
 
 /* The body of fp_conv_taps (see conv.h). */
 FP_BODY void
-FP_CAT(FP_NAME(fp_conv_taps), _body)(FP_T *dst, const FP_T *row, const FP_T *w, const ptrdiff_t *off,
-                           int nk, ptrdiff_t n, int accumulate)
+FP_CAT(FP_NAME(fp_conv_taps), _body)(FP_T *dst, const FP_T *row, const FP_T *w,
+                                     const ptrdiff_t *off, int nk, ptrdiff_t n, int accumulate)
 {
     const FP_T *src[8];
     if (nk == 0) {
@@ -169,13 +185,12 @@ FP_DISPATCH(void, FP_NAME(fp_conv_gather_row),
             (const fp_conv *c, ptrdiff_t ioff, ptrdiff_t lo, ptrdiff_t len, FP_T *dst),
             (c, ioff, lo, len, dst))
 FP_DISPATCH(void, FP_NAME(fp_conv_store_row),
-            (const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const FP_T *src),
-            (c, ooff, len, src))
+            (const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const FP_T *src), (c, ooff, len, src))
 FP_DISPATCH(void, FP_NAME(fp_conv_combine),
-            (FP_T *dst, const FP_T *const *src, const FP_T *w, int nk, FP_T add,
-             ptrdiff_t n, int accumulate),
+            (FP_T * dst, const FP_T *const *src, const FP_T *w, int nk, FP_T add, ptrdiff_t n,
+             int accumulate),
             (dst, src, w, nk, add, n, accumulate))
 FP_DISPATCH(void, FP_NAME(fp_conv_taps),
-            (FP_T *dst, const FP_T *row, const FP_T *w, const ptrdiff_t *off, int nk,
-             ptrdiff_t n, int accumulate),
+            (FP_T * dst, const FP_T *row, const FP_T *w, const ptrdiff_t *off, int nk, ptrdiff_t n,
+             int accumulate),
             (dst, row, w, off, nk, n, accumulate))

@@ -29,11 +29,44 @@
 
 /* Opcodes; kernels.py keeps the same numbers in _VM_OPS. */
 enum {
-    FP_OP_COPY, FP_OP_NEG, FP_OP_ADD, FP_OP_SUB, FP_OP_MUL, FP_OP_DIV, FP_OP_POW, FP_OP_SQUARE,
-    FP_OP_LT, FP_OP_LE, FP_OP_GT, FP_OP_GE, FP_OP_EQ, FP_OP_NE, FP_OP_AND, FP_OP_OR, FP_OP_NOT,
-    FP_OP_WHERE, FP_OP_ABS, FP_OP_SQRT, FP_OP_EXP, FP_OP_LOG, FP_OP_LOG1P, FP_OP_EXPM1,
-    FP_OP_SIN, FP_OP_COS, FP_OP_TAN, FP_OP_ASIN, FP_OP_ACOS, FP_OP_ATAN, FP_OP_ATAN2,
-    FP_OP_SINH, FP_OP_COSH, FP_OP_TANH, FP_OP_FLOOR, FP_OP_CEIL, FP_OP_MIN, FP_OP_MAX,
+    FP_OP_COPY,
+    FP_OP_NEG,
+    FP_OP_ADD,
+    FP_OP_SUB,
+    FP_OP_MUL,
+    FP_OP_DIV,
+    FP_OP_POW,
+    FP_OP_SQUARE,
+    FP_OP_LT,
+    FP_OP_LE,
+    FP_OP_GT,
+    FP_OP_GE,
+    FP_OP_EQ,
+    FP_OP_NE,
+    FP_OP_AND,
+    FP_OP_OR,
+    FP_OP_NOT,
+    FP_OP_WHERE,
+    FP_OP_ABS,
+    FP_OP_SQRT,
+    FP_OP_EXP,
+    FP_OP_LOG,
+    FP_OP_LOG1P,
+    FP_OP_EXPM1,
+    FP_OP_SIN,
+    FP_OP_COS,
+    FP_OP_TAN,
+    FP_OP_ASIN,
+    FP_OP_ACOS,
+    FP_OP_ATAN,
+    FP_OP_ATAN2,
+    FP_OP_SINH,
+    FP_OP_COSH,
+    FP_OP_TANH,
+    FP_OP_FLOOR,
+    FP_OP_CEIL,
+    FP_OP_MIN,
+    FP_OP_MAX,
     FP_OP_COUNT
 };
 
@@ -116,38 +149,62 @@ fp_mvec_run(void *f, int two, double *dst, const double *a, const double *b, ptr
 /* One step over n elements: dst = op(a, b, c).  Returns nothing. */
 FP_BODY void
 fp_vm_step_simple_body(int op, int round32, double *restrict dst, const double *a, const double *b,
-                const double *c, ptrdiff_t n)
+                       const double *c, ptrdiff_t n)
 {
     ptrdiff_t i = 0;
-#define FP_LOOP(expr)                                                                         \
-    for (; i < n; i++)                                                                        \
-        dst[i] = (expr);                                                                      \
+#define FP_LOOP(expr)                                                                              \
+    for (; i < n; i++)                                                                             \
+        dst[i] = (expr);                                                                           \
     break
     switch (op) {
-    case FP_OP_COPY: FP_LOOP(a[i]);
-    case FP_OP_NEG: FP_LOOP(-a[i]);
-    case FP_OP_ADD: FP_LOOP(a[i] + b[i]);
-    case FP_OP_SUB: FP_LOOP(a[i] - b[i]);
-    case FP_OP_MUL: FP_LOOP(a[i] * b[i]);
-    case FP_OP_DIV: FP_LOOP(a[i] / b[i]);
-    case FP_OP_SQUARE: FP_LOOP(a[i] * a[i]);
-    case FP_OP_LT: FP_LOOP(a[i] < b[i] ? 1.0 : 0.0);
-    case FP_OP_LE: FP_LOOP(a[i] <= b[i] ? 1.0 : 0.0);
-    case FP_OP_GT: FP_LOOP(a[i] > b[i] ? 1.0 : 0.0);
-    case FP_OP_GE: FP_LOOP(a[i] >= b[i] ? 1.0 : 0.0);
-    case FP_OP_EQ: FP_LOOP(a[i] == b[i] ? 1.0 : 0.0);
-    case FP_OP_NE: FP_LOOP(a[i] != b[i] ? 1.0 : 0.0);
-    case FP_OP_AND: FP_LOOP((a[i] != 0.0) & (b[i] != 0.0) ? 1.0 : 0.0);
-    case FP_OP_OR: FP_LOOP((a[i] != 0.0) | (b[i] != 0.0) ? 1.0 : 0.0);
-    case FP_OP_NOT: FP_LOOP(a[i] == 0.0 ? 1.0 : 0.0);
-    case FP_OP_WHERE: FP_LOOP(a[i] != 0.0 ? b[i] : c[i]);
-    case FP_OP_ABS: FP_LOOP(fabs(a[i]));
-    case FP_OP_SQRT: FP_LOOP(sqrt(a[i]));
-    case FP_OP_FLOOR: FP_LOOP(floor(a[i]));
-    case FP_OP_CEIL: FP_LOOP(ceil(a[i]));
-    case FP_OP_MIN: FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] <= b[i] ? a[i] : b[i]));
-    case FP_OP_MAX: FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] >= b[i] ? a[i] : b[i]));
-    default: break;
+    case FP_OP_COPY:
+        FP_LOOP(a[i]);
+    case FP_OP_NEG:
+        FP_LOOP(-a[i]);
+    case FP_OP_ADD:
+        FP_LOOP(a[i] + b[i]);
+    case FP_OP_SUB:
+        FP_LOOP(a[i] - b[i]);
+    case FP_OP_MUL:
+        FP_LOOP(a[i] * b[i]);
+    case FP_OP_DIV:
+        FP_LOOP(a[i] / b[i]);
+    case FP_OP_SQUARE:
+        FP_LOOP(a[i] * a[i]);
+    case FP_OP_LT:
+        FP_LOOP(a[i] < b[i] ? 1.0 : 0.0);
+    case FP_OP_LE:
+        FP_LOOP(a[i] <= b[i] ? 1.0 : 0.0);
+    case FP_OP_GT:
+        FP_LOOP(a[i] > b[i] ? 1.0 : 0.0);
+    case FP_OP_GE:
+        FP_LOOP(a[i] >= b[i] ? 1.0 : 0.0);
+    case FP_OP_EQ:
+        FP_LOOP(a[i] == b[i] ? 1.0 : 0.0);
+    case FP_OP_NE:
+        FP_LOOP(a[i] != b[i] ? 1.0 : 0.0);
+    case FP_OP_AND:
+        FP_LOOP((a[i] != 0.0) & (b[i] != 0.0) ? 1.0 : 0.0);
+    case FP_OP_OR:
+        FP_LOOP((a[i] != 0.0) | (b[i] != 0.0) ? 1.0 : 0.0);
+    case FP_OP_NOT:
+        FP_LOOP(a[i] == 0.0 ? 1.0 : 0.0);
+    case FP_OP_WHERE:
+        FP_LOOP(a[i] != 0.0 ? b[i] : c[i]);
+    case FP_OP_ABS:
+        FP_LOOP(fabs(a[i]));
+    case FP_OP_SQRT:
+        FP_LOOP(sqrt(a[i]));
+    case FP_OP_FLOOR:
+        FP_LOOP(floor(a[i]));
+    case FP_OP_CEIL:
+        FP_LOOP(ceil(a[i]));
+    case FP_OP_MIN:
+        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] <= b[i] ? a[i] : b[i]));
+    case FP_OP_MAX:
+        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] >= b[i] ? a[i] : b[i]));
+    default:
+        break;
     }
 #undef FP_LOOP
     if (round32)
@@ -164,26 +221,52 @@ FP_DISPATCH(void, fp_vm_step_simple,
 
 /* One step, transcendental functions included.  Returns nothing. */
 static void
-fp_vm_run_step(const fp_vm_step *st, double *dst, const double *a, const double *b,
-           const double *c, ptrdiff_t n)
+fp_vm_run_step(const fp_vm_step *st, double *dst, const double *a, const double *b, const double *c,
+               ptrdiff_t n)
 {
     ptrdiff_t i = 0;
     double (*f1)(double) = NULL;
     int op = st->op;
     switch (op) {
-    case FP_OP_EXP: f1 = exp; break;
-    case FP_OP_LOG: f1 = log; break;
-    case FP_OP_LOG1P: f1 = log1p; break;
-    case FP_OP_EXPM1: f1 = expm1; break;
-    case FP_OP_SIN: f1 = sin; break;
-    case FP_OP_COS: f1 = cos; break;
-    case FP_OP_TAN: f1 = tan; break;
-    case FP_OP_ASIN: f1 = asin; break;
-    case FP_OP_ACOS: f1 = acos; break;
-    case FP_OP_ATAN: f1 = atan; break;
-    case FP_OP_SINH: f1 = sinh; break;
-    case FP_OP_COSH: f1 = cosh; break;
-    case FP_OP_TANH: f1 = tanh; break;
+    case FP_OP_EXP:
+        f1 = exp;
+        break;
+    case FP_OP_LOG:
+        f1 = log;
+        break;
+    case FP_OP_LOG1P:
+        f1 = log1p;
+        break;
+    case FP_OP_EXPM1:
+        f1 = expm1;
+        break;
+    case FP_OP_SIN:
+        f1 = sin;
+        break;
+    case FP_OP_COS:
+        f1 = cos;
+        break;
+    case FP_OP_TAN:
+        f1 = tan;
+        break;
+    case FP_OP_ASIN:
+        f1 = asin;
+        break;
+    case FP_OP_ACOS:
+        f1 = acos;
+        break;
+    case FP_OP_ATAN:
+        f1 = atan;
+        break;
+    case FP_OP_SINH:
+        f1 = sinh;
+        break;
+    case FP_OP_COSH:
+        f1 = cosh;
+        break;
+    case FP_OP_TANH:
+        f1 = tanh;
+        break;
     case FP_OP_POW:
     case FP_OP_ATAN2:
         break;
@@ -214,7 +297,7 @@ fp_vm_run_step(const fp_vm_step *st, double *dst, const double *a, const double 
 }
 
 typedef struct {
-    int kind;     /* 0 float64, 1 float32, 2 bool */
+    int kind; /* 0 float64, 1 float32, 2 bool */
     const char *data;
     ptrdiff_t len; /* N, or 1 for a broadcast scalar */
 } fp_vm_input;
@@ -313,14 +396,16 @@ fp_vm_kind(PyObject *o, const char *what)
     PyArrayObject *a = (PyArrayObject *)o;
     if (!PyArray_Check(o) || PyArray_NDIM(a) != 1 || !PyArray_IS_C_CONTIGUOUS(a) ||
         !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an aligned native contiguous 1-D array",
-                     what);
+        PyErr_Format(PyExc_TypeError, "%s must be an aligned native contiguous 1-D array", what);
         return -1;
     }
     switch (PyArray_TYPE(a)) {
-    case NPY_DOUBLE: return 0;
-    case NPY_FLOAT: return 1;
-    case NPY_BOOL: return 2;
+    case NPY_DOUBLE:
+        return 0;
+    case NPY_FLOAT:
+        return 1;
+    case NPY_BOOL:
+        return 2;
     default:
         PyErr_Format(PyExc_TypeError, "%s must be float64, float32 or bool", what);
         return -1;
@@ -342,8 +427,8 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
     double *consts = NULL;
     int rc;
     memset(&job, 0, sizeof(job));
-    if (!PyArg_ParseTuple(args, "OOOiiO:_evaluate_program", &steps_obj, &inputs_obj,
-                          &consts_obj, &nregs, &res, &out))
+    if (!PyArg_ParseTuple(args, "OOOiiO:_evaluate_program", &steps_obj, &inputs_obj, &consts_obj,
+                          &nregs, &res, &out))
         return NULL;
     if (fp_numpy_ready() < 0)
         return NULL;
@@ -379,9 +464,8 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
         PyObject *t = PySequence_Fast_GET_ITEM(sfast, s);
         if (!PyArg_ParseTuple(t, "iiiiii", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
             goto done;
-        if (v[0] < 0 || v[0] >= FP_OP_COUNT || v[1] < job.ninputs + job.nconsts ||
-            v[1] >= nregs || v[2] < 0 || v[2] >= nregs || v[3] < 0 || v[3] >= nregs ||
-            v[4] < 0 || v[4] >= nregs) {
+        if (v[0] < 0 || v[0] >= FP_OP_COUNT || v[1] < job.ninputs + job.nconsts || v[1] >= nregs ||
+            v[2] < 0 || v[2] >= nregs || v[3] < 0 || v[3] >= nregs || v[4] < 0 || v[4] >= nregs) {
             PyErr_Format(PyExc_ValueError, "_evaluate_program: bad step %d", s);
             goto done;
         }
@@ -425,11 +509,8 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
             goto done;
         }
         fp_mvec_load();
-        Py_BEGIN_ALLOW_THREADS
-        rc = fp_pool_run(nblocks, nthreads, fp_vm_item, &job);
-        Py_END_ALLOW_THREADS
-        for (int w = 0; w < nthreads; w++)
-            free(job.scratch[w]);
+        Py_BEGIN_ALLOW_THREADS rc = fp_pool_run(nblocks, nthreads, fp_vm_item, &job);
+        Py_END_ALLOW_THREADS for (int w = 0; w < nthreads; w++) free(job.scratch[w]);
         free(job.scratch);
         if (rc < 0) {
             PyErr_NoMemory();

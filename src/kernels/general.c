@@ -15,18 +15,18 @@
 #define FP_GEN_CACHE_BYTES (512 * 1024)
 
 typedef struct {
-    ptrdiff_t nk;      /* nonzero taps along the last axis */
-    ptrdiff_t first;   /* index of its first entry in off/w */
+    ptrdiff_t nk;           /* nonzero taps along the last axis */
+    ptrdiff_t first;        /* index of its first entry in off/w */
     ptrdiff_t k[FP_MAXDIM]; /* tap index on axes 0..ndim-2 */
 } fp_gen_tap;
 
 typedef struct {
     int ready;
-    double *blocks;   /* ntaps[0] blocks of block_rows * rowlen doubles */
+    double *blocks; /* ntaps[0] blocks of block_rows * rowlen doubles */
     ptrdiff_t *tags;
     ptrdiff_t *slotk;
     double *acc;
-    double *crow;     /* a row of cval */
+    double *crow; /* a row of cval */
     const double **rowptr;
 } fp_gen_scratch;
 

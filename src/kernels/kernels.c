@@ -46,8 +46,8 @@ done:
     return result;
 }
 
-/* Checks that o is an aligned native float32/float64 ndarray; `what` names it.  Returns its "is float64" flag
- * (0 or 1), or -1 with a TypeError set. */
+/* Checks that o is an aligned native float32/float64 ndarray; `what` names it.  Returns its "is
+ * float64" flag (0 or 1), or -1 with a TypeError set. */
 static int
 fp_float_kind(PyObject *o, const char *what)
 {
@@ -172,8 +172,8 @@ fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
     const double *fac[FP_MAXDIM];
     int perm[FP_MAXDIM], rc = 0, nd;
     c.ndim = 0;
-    if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_separable", &in, &out, &factors, &modes,
-                          &cval, &origins))
+    if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_separable", &in, &out, &factors, &modes, &cval,
+                          &origins))
         return NULL;
     if (fp_numpy_ready() < 0)
         return NULL;
@@ -210,10 +210,8 @@ fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
             if (c.ntaps[d] > FP_SINGLE_MAX_TAPS)
                 c.single = 0;
         }
-        Py_BEGIN_ALLOW_THREADS
-        rc = fp_conv_separable(&c);
-        Py_END_ALLOW_THREADS
-        fp_conv_free_maps(&c);
+        Py_BEGIN_ALLOW_THREADS rc = fp_conv_separable(&c);
+        Py_END_ALLOW_THREADS fp_conv_free_maps(&c);
         if (rc < 0) {
             PyErr_NoMemory();
             goto done;
@@ -273,16 +271,15 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
         tr = PyArray_Transpose(w, &pd);
         if (tr == NULL)
             goto done;
-        wt = (PyArrayObject *)PyArray_FROM_OTF(tr, NPY_DOUBLE, NPY_ARRAY_C_CONTIGUOUS |
-                                                                 NPY_ARRAY_ALIGNED);
+        wt = (PyArrayObject *)PyArray_FROM_OTF(tr, NPY_DOUBLE,
+                                               NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
         Py_DECREF(tr);
         if (wt == NULL)
             goto done;
         c.weights = (const double *)PyArray_DATA(wt);
-        Py_BEGIN_ALLOW_THREADS
-        rc = fp_conv_general(&c);
-        Py_END_ALLOW_THREADS
-        if (rc < 0) {
+        Py_BEGIN_ALLOW_THREADS rc = fp_conv_general(&c);
+        Py_END_ALLOW_THREADS if (rc < 0)
+        {
             PyErr_NoMemory();
             goto done;
         }

@@ -20,9 +20,9 @@ typedef struct {
     pthread_mutex_t run_lock; /* one job at a time */
     pthread_t threads[FP_POOL_MAX];
     unsigned long born[FP_POOL_MAX]; /* generation when each worker was started */
-    int nstarted;   /* worker threads alive */
-    int nwanted;    /* workers taking part in the current job */
-    int nbusy;      /* workers still inside the current job */
+    int nstarted;                    /* worker threads alive */
+    int nwanted;                     /* workers taking part in the current job */
+    int nbusy;                       /* workers still inside the current job */
     unsigned long generation;
     int shutdown;
     /* the current job */

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #define FP_SEP_CACHE_BYTES (384 * 1024)
-#define FP_RUN_MIN 24       /* boxes longer than this use running sums */
-#define FP_RUN_RESTART 64   /* a running sum restarts from a direct sum this often */
+#define FP_RUN_MIN 24     /* boxes longer than this use running sums */
+#define FP_RUN_RESTART 64 /* a running sum restarts from a direct sum this often */
 #define FP_CAT2_(a, b) a##_##b
 #define FP_CAT2(a, b) FP_CAT2_(a, b)
 

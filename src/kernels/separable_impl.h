@@ -2,17 +2,16 @@
  * accumulation type FP_T and included by separable.c for double and for float (names through
  * FP_NAME, row loops through FP_LOOP).  See separable.c for the method. */
 
-
 typedef struct {
     int ready;
     FP_T *cache[FP_MAXDIM]; /* level d: ntaps[d] slots of slot_len[d] FP_Ts */
     ptrdiff_t *tags[FP_MAXDIM];
-    unsigned char *fin[FP_MAXDIM]; /* running levels: slot holds only finite values */
+    unsigned char *fin[FP_MAXDIM];  /* running levels: slot holds only finite values */
     ptrdiff_t *slot_of[FP_MAXDIM];  /* running levels: input index -> slot, or -1 */
     ptrdiff_t *last_use[FP_MAXDIM]; /* running levels: last extended index a slot served */
-    FP_T *top;  /* level-0 result for one output index: slot_len[0] FP_Ts */
-    FP_T *ext;  /* a gathered row */
-    FP_T *row;  /* a row result (rank 1) */
+    FP_T *top;                      /* level-0 result for one output index: slot_len[0] FP_Ts */
+    FP_T *ext;                      /* a gathered row */
+    FP_T *row;                      /* a row result (rank 1) */
     ptrdiff_t lo[FP_MAXDIM], hi[FP_MAXDIM];
 } FP_NAME(fp_sep_scratch);
 
@@ -20,17 +19,17 @@ typedef struct {
     fp_conv *c;
     ptrdiff_t chunk0, nchunks0, tile1, ntiles1;
     ptrdiff_t slot_len[FP_MAXDIM]; /* max FP_Ts of a level d+1 result */
-    FP_T cconst[FP_MAXDIM + 1];  /* value of level-d result on an all-cval slice */
-    FP_T *fac[FP_MAXDIM];         /* the factors in FP_T */
-    int run[FP_MAXDIM];           /* axis d is a long box: running sums (see fp_sep_level_run) */
+    FP_T cconst[FP_MAXDIM + 1];    /* value of level-d result on an all-cval slice */
+    FP_T *fac[FP_MAXDIM];          /* the factors in FP_T */
+    int run[FP_MAXDIM];            /* axis d is a long box: running sums (see fp_sep_level_run) */
     ptrdiff_t maxk;
     int nworkers;
-    FP_NAME(fp_sep_scratch) *scratch;
+    FP_NAME(fp_sep_scratch) * scratch;
 } FP_NAME(fp_sep_job);
 
 /* Frees one worker's scratch.  Returns nothing. */
 static void
-FP_NAME(fp_sep_free)(FP_NAME(fp_sep_scratch) *s, int ndim)
+FP_NAME(fp_sep_free)(FP_NAME(fp_sep_scratch) * s, int ndim)
 {
     for (int d = 0; d < ndim; d++) {
         free(s->cache[d]);
@@ -47,7 +46,7 @@ FP_NAME(fp_sep_free)(FP_NAME(fp_sep_scratch) *s, int ndim)
 
 /* Allocates one worker's scratch.  Returns 0, or -1 when out of memory. */
 static int
-FP_NAME(fp_sep_alloc)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s)
+FP_NAME(fp_sep_alloc)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s)
 {
     fp_conv *c = job->c;
     int R = c->ndim;
@@ -89,7 +88,8 @@ FP_NAME(fp_sep_finite)(const FP_T *v, ptrdiff_t n)
 
 /* The last axis: res[x] = sum_k f[k] * in[prefix, map(lo + x + k)].  Returns nothing. */
 static void
-FP_NAME(fp_sep_row)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdiff_t ioff, FP_T *res)
+FP_NAME(fp_sep_row)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrdiff_t ioff,
+                    FP_T *res)
 {
     fp_conv *c = job->c;
     int last = c->ndim - 1;
@@ -134,7 +134,8 @@ FP_NAME(fp_sep_row)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdif
 /* Writes the level-0 result of output index i0 (layout: the tile's axes 1.. in C order) to the
  * output array.  Returns nothing. */
 static void
-FP_NAME(fp_sep_store)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdiff_t i0, const FP_T *src)
+FP_NAME(fp_sep_store)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrdiff_t i0,
+                      const FP_T *src)
 {
     fp_conv *c = job->c;
     int R = c->ndim;
@@ -161,8 +162,8 @@ FP_NAME(fp_sep_store)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrd
 /* Level 0 with every tap in one batch: output index i0 = sum_q w[q] * src[q] + add, combined
  * one output row at a time into a small buffer that is stored at once.  Returns nothing. */
 static void
-FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdiff_t i0, const FP_T *const *src,
-           const FP_T *w, int nk, FP_T add)
+FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrdiff_t i0,
+                    const FP_T *const *src, const FP_T *w, int nk, FP_T add)
 {
     fp_conv *c = job->c;
     int R = c->ndim;
@@ -194,12 +195,11 @@ FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, ptrdif
  * fp_sep_level, but while the window holds only finite values each result is the previous one
  * plus the slice that enters minus the slice that leaves (restarted with a direct sum every
  * FP_RUN_RESTART outputs), so the cost does not grow with the box.  Returns nothing. */
-static void
-FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int d,
-                      ptrdiff_t ioff, FP_T *res);
+static void FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, int d,
+                                  ptrdiff_t ioff, FP_T *res);
 
 static void
-FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int d,
+FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, int d,
                           ptrdiff_t ioff, FP_T *res)
 {
     fp_conv *c = job->c;
@@ -249,8 +249,8 @@ FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, 
                 if (d + 2 == R)
                     FP_NAME(fp_sep_row)(job, s, ioff + j * c->istride[d], cache + slot * S);
                 else
-                    FP_NAME(fp_sep_level)(job, s, d + 1, ioff + j * c->istride[d],
-                                          cache + slot * S);
+                    FP_NAME(fp_sep_level)
+                (job, s, d + 1, ioff + j * c->istride[d], cache + slot * S);
                 tags[slot] = j;
                 slot_of[j] = slot;
                 fin[slot] = (unsigned char)FP_NAME(fp_sep_finite)(cache + slot * S, S);
@@ -311,7 +311,8 @@ FP_NAME(fp_sep_level_run)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, 
 /* Level d < ndim-1 for the input prefix at byte offset ioff: res[(i - lo) * S + p] for i in
  * [lo[d], hi[d]).  At d == 0 (res == NULL) each result goes to the output.  Returns nothing. */
 static void
-FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int d, ptrdiff_t ioff, FP_T *res)
+FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, int d, ptrdiff_t ioff,
+                      FP_T *res)
 {
     fp_conv *c = job->c;
     int R = c->ndim;
@@ -374,10 +375,10 @@ FP_NAME(fp_sep_level)(FP_NAME(fp_sep_job) *job, FP_NAME(fp_sep_scratch) *s, int 
                             slot = t;
                     }
                     if (d + 2 == R)
-                        FP_NAME(fp_sep_row)(job, s, ioff + need[q] * c->istride[d], cache + slot * S);
-                    else
-                        FP_NAME(fp_sep_level)(job, s, d + 1, ioff + need[q] * c->istride[d],
-                                     cache + slot * S);
+                        FP_NAME(fp_sep_row)
+                    (job, s, ioff + need[q] * c->istride[d], cache + slot * S);
+                    else FP_NAME(fp_sep_level)(job, s, d + 1, ioff + need[q] * c->istride[d],
+                                               cache + slot * S);
                     tags[slot] = need[q];
                 }
                 src[q] = cache + slot * S;
@@ -461,8 +462,8 @@ FP_NAME(fp_conv_separable_t)(fp_conv *c)
         for (ptrdiff_t k = 0; k < c->ntaps[d]; k++)
             job.fac[d][k] = (FP_T)c->factors[d][k];
         /* long boxes run as running sums, in double only */
-        job.run[d] = sizeof(FP_T) == sizeof(double) && c->ntaps[d] > FP_RUN_MIN &&
-                     c->factors[d][0] != 0.0;
+        job.run[d] =
+            sizeof(FP_T) == sizeof(double) && c->ntaps[d] > FP_RUN_MIN && c->factors[d][0] != 0.0;
         for (ptrdiff_t k = 1; k < c->ntaps[d] && job.run[d]; k++)
             if (c->factors[d][k] != c->factors[d][0])
                 job.run[d] = 0;
@@ -510,7 +511,8 @@ FP_NAME(fp_conv_separable_t)(fp_conv *c)
         }
     }
     job.nworkers = c->nthreads;
-    job.scratch = (FP_NAME(fp_sep_scratch) *)calloc((size_t)job.nworkers, sizeof(FP_NAME(fp_sep_scratch)));
+    job.scratch =
+        (FP_NAME(fp_sep_scratch) *)calloc((size_t)job.nworkers, sizeof(FP_NAME(fp_sep_scratch)));
     if (job.scratch == NULL)
         goto done;
     result = fp_pool_run(job.nchunks0 * job.ntiles1, c->nthreads, FP_NAME(fp_sep_item), &job);

@@ -21,23 +21,29 @@
 int fp_simd_level(void);
 
 #if FP_HAVE_AVX2_DISPATCH
-#define FP_DISPATCH_(ret, name, params, args)                                                 \
-    __attribute__((target("avx2,fma"))) static ret FP_CAT(name, _avx2) params                 \
-    {                                                                                         \
-        FP_CAT(name, _body) args;                                                             \
-    }                                                                                         \
-    static ret FP_CAT(name, _base) params { FP_CAT(name, _body) args; }                       \
-    ret name params                                                                           \
-    {                                                                                         \
-        if (fp_simd_level() > 0)                                                              \
-            FP_CAT(name, _avx2) args;                                                         \
-        else                                                                                  \
-            FP_CAT(name, _base) args;                                                         \
+#define FP_DISPATCH_(ret, name, params, args)                                                      \
+    __attribute__((target("avx2,fma"))) static ret FP_CAT(name, _avx2) params                      \
+    {                                                                                              \
+        FP_CAT(name, _body) args;                                                                  \
+    }                                                                                              \
+    static ret FP_CAT(name, _base) params                                                          \
+    {                                                                                              \
+        FP_CAT(name, _body) args;                                                                  \
+    }                                                                                              \
+    ret name params                                                                                \
+    {                                                                                              \
+        if (fp_simd_level() > 0)                                                                   \
+            FP_CAT(name, _avx2) args;                                                              \
+        else                                                                                       \
+            FP_CAT(name, _base) args;                                                              \
     }
 #define FP_DISPATCH(ret, name, params, args) FP_DISPATCH_(ret, name, params, args)
 #else
-#define FP_DISPATCH_(ret, name, params, args)                                                 \
-    ret name params { FP_CAT(name, _body) args; }
+#define FP_DISPATCH_(ret, name, params, args)                                                      \
+    ret name params                                                                                \
+    {                                                                                              \
+        FP_CAT(name, _body) args;                                                                  \
+    }
 #define FP_DISPATCH(ret, name, params, args) FP_DISPATCH_(ret, name, params, args)
 #endif
 

@@ -9,15 +9,14 @@
 #include <structmember.h>
 
 typedef struct fp_empty {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
 } fp_empty;
 
 /* The callback's vectorcall: does nothing, for any event's arguments.  Returns None (never
  * fails). */
 static PyObject *
-fp_empty_call(FP_UNUSED PyObject *self, FP_UNUSED PyObject *const *args,
-              FP_UNUSED size_t nargsf, FP_UNUSED PyObject *kwnames)
+fp_empty_call(FP_UNUSED PyObject *self, FP_UNUSED PyObject *const *args, FP_UNUSED size_t nargsf,
+              FP_UNUSED PyObject *kwnames)
 {
     Py_RETURN_NONE;
 }

@@ -15,7 +15,7 @@
 typedef struct fp_map {
     uint64_t *keys; /* 0 marks an empty slot */
     int32_t *vals;
-    uint32_t mask;  /* capacity - 1 (capacity a power of two), 0 when never allocated */
+    uint32_t mask; /* capacity - 1 (capacity a power of two), 0 when never allocated */
     uint32_t used;
     uint32_t shift; /* 64 - log2(capacity) */
 } fp_map;
@@ -28,7 +28,6 @@ fp_map_slot(const fp_map *m, uint64_t key)
 {
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
 }
-
 
 /* Returns the value stored under key, or -1. */
 FP_INLINE int32_t
@@ -74,7 +73,7 @@ fp_index_slot(const fp_index_map *m, uint64_t key)
 }
 
 /* The edge map's key of caller -> callee. */
-#define FP_EDGE_KEY(caller, callee)                                                            \
+#define FP_EDGE_KEY(caller, callee)                                                                \
     (((uint64_t)(uint32_t)((caller) + 1) << 32) | (uint32_t)((callee) + 1))
 
 struct fp_profiler;
@@ -101,8 +100,8 @@ typedef struct fp_counts {
 /* A function's record: 48 bytes, what cProfile's entry holds less its tree links (a program
  * that makes code objects without end keeps one per code object, as cProfile does). */
 typedef struct fp_func {
-    PyObject *key;       /* strong: the code object, or the label str of a builtin (whose
-                          * frames are keyed by its PyMethodDef, see fp_frame) */
+    PyObject *key; /* strong: the code object, or the label str of a builtin (whose
+                    * frames are keyed by its PyMethodDef, see fp_frame) */
     fp_counts c;
     int32_t last_from; /* cache: what this function was last entered from (-1: none): the
                         * parent node with the tree on, else the caller function ... */
@@ -129,14 +128,14 @@ typedef struct fp_node {
 
 typedef struct fp_frame {
     int32_t func;
-    int32_t node;        /* its tree node, -1 without one (tree off, or merged: see fp_enter) */
-    int32_t edge;        /* a frame without a node: its edge, -1 without a recorded caller */
-    int32_t inner;       /* ... 1 when a framed ancestor pair of the same edge is open (the
-                          * edge's time is counted there) */
-    fp_tick t0;          /* when it was entered */
-    fp_tick subt;        /* time of its completed children */
-    const void *key;     /* what the leave event will name: the frame object (3.9-3.11), the
-                          * code object (3.12+) or the PyMethodDef of a builtin */
+    int32_t node;    /* its tree node, -1 without one (tree off, or merged: see fp_enter) */
+    int32_t edge;    /* a frame without a node: its edge, -1 without a recorded caller */
+    int32_t inner;   /* ... 1 when a framed ancestor pair of the same edge is open (the
+                      * edge's time is counted there) */
+    fp_tick t0;      /* when it was entered */
+    fp_tick subt;    /* time of its completed children */
+    const void *key; /* what the leave event will name: the frame object (3.9-3.11), the
+                      * code object (3.12+) or the PyMethodDef of a builtin */
 } fp_frame;
 
 typedef struct fp_thread {
@@ -160,20 +159,19 @@ enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
 #define FP_CODE_SET_BITS 9 /* the code cache has 2 << FP_CODE_SET_BITS entries */
 
 typedef struct fp_profiler {
-    PyObject_HEAD
-    int enabled;
+    PyObject_HEAD int enabled;
     int subcalls;
     int builtins;
     int threads;
-    int prune;           /* 3.12+ prune_call_sites: DISABLE a CALL site whose callee was a
-                          * Python function (loses builtins called there later) */
-    int clock;           /* FP_CLOCK_* */
-    int tsc;             /* the wall clock reads the TSC: fp_now's one test, and the copy of
-                          * the hooks' fast paths that enable() installs */
-    PyObject *timer;     /* FP_CLOCK_USER: the callable */
-    double timeunit;     /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
-    fp_tick last_user;   /* the user timer's last good reading */
-    int busy;            /* running Python code from a hook (the timer, a label's repr) */
+    int prune;         /* 3.12+ prune_call_sites: DISABLE a CALL site whose callee was a
+                        * Python function (loses builtins called there later) */
+    int clock;         /* FP_CLOCK_* */
+    int tsc;           /* the wall clock reads the TSC: fp_now's one test, and the copy of
+                        * the hooks' fast paths that enable() installs */
+    PyObject *timer;   /* FP_CLOCK_USER: the callable */
+    double timeunit;   /* FP_CLOCK_USER: seconds per integer tick, 0 for float seconds */
+    fp_tick last_user; /* the user timer's last good reading */
+    int busy;          /* running Python code from a hook (the timer, a label's repr) */
 
     fp_func *funcs;
     int32_t nfuncs, capfuncs;
@@ -198,13 +196,13 @@ typedef struct fp_profiler {
     } code_cache[1 << FP_CODE_SET_BITS][2];
 
     fp_thread *threads_list;
-    PyThreadState *owner; /* threads == 0: the one thread profiled */
-    const void *cache_key;       /* the thread last looked up (FP_THREAD_KEY), NULL when the
-                                  * cache is empty ... */
-    fp_thread *cache_thread;     /* ... and its record (NULL: not profiled) */
-    const void *fast_key;        /* cache_key where the hooks' fast paths may run (the wall
-                                  * clock, a profiled thread), else NULL */
-    PyObject *error;      /* sticky: the first exception a hook met (reported at disable) */
+    PyThreadState *owner;    /* threads == 0: the one thread profiled */
+    const void *cache_key;   /* the thread last looked up (FP_THREAD_KEY), NULL when the
+                              * cache is empty ... */
+    fp_thread *cache_thread; /* ... and its record (NULL: not profiled) */
+    const void *fast_key;    /* cache_key where the hooks' fast paths may run (the wall
+                              * clock, a profiled thread), else NULL */
+    PyObject *error;         /* sticky: the first exception a hook met (reported at disable) */
 
     /* 3.12+: sys.monitoring */
     int tool_id;       /* the shared tool id while enabled, else -1 */
@@ -260,8 +258,8 @@ void fp_set_sticky(fp_profiler *p);
 int32_t fp_func_for_code_slow(fp_profiler *p, PyObject *code);
 
 /* The code cache's set for code: the top bits of a Fibonacci product of its address. */
-#define FP_CODE_SET(code)                                                                      \
-    ((size_t)(((uint64_t)(uintptr_t)(code) * 0x9E3779B97F4A7C15ull) >> (64 - FP_CODE_SET_BITS)))
+#define FP_CODE_SET(code)                                                                          \
+    ((size_t)(((uint64_t)(uintptr_t)(code)*0x9E3779B97F4A7C15ull) >> (64 - FP_CODE_SET_BITS)))
 
 /* Returns the function index of code when the code cache holds it, else -1 (no lookup). */
 FP_INLINE int32_t
@@ -438,8 +436,7 @@ fp_enter_fast(fp_profiler *p, fp_thread *t, int32_t fi, fp_tick now, const void 
         ni = fp_node_find(p, parent, fi, 0);
         if (FP_UNLIKELY(ni < 0))
             return 0;
-    }
-    else if (p->subcalls && t->depth > 0) {
+    } else if (p->subcalls && t->depth > 0) {
         ei = fp_edge_find(p, t->stack[t->depth - 1].func, fi, 0);
         if (FP_UNLIKELY(ei < 0 || ei >= t->nedge_rec))
             return 0;

@@ -122,36 +122,35 @@ fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc)
 /* Defines one copy of the profile function for the wall clock tsc (see above), named
  * fp_legacy_hook_<sfx>: one out-of-line function per event, each keeping to the registers it
  * needs, behind a dispatcher that returns 0 always (a hook never raises). */
-#define FP_LEGACY_HOOK_COPY(sfx, tsc)                                                         \
-    static FP_NOINLINE int fp_legacy_call_##sfx(fp_profiler *p, PyFrameObject *frame)         \
-    {                                                                                          \
-        return fp_legacy_call(p, frame, tsc);                                                  \
-    }                                                                                          \
-    static FP_NOINLINE int fp_legacy_return_##sfx(fp_profiler *p, PyFrameObject *frame)       \
-    {                                                                                          \
-        return fp_legacy_return(p, frame, tsc);                                                \
-    }                                                                                          \
-    static FP_NOINLINE int fp_legacy_c_call_##sfx(fp_profiler *p, PyObject *arg)              \
-    {                                                                                          \
-        return fp_legacy_c_call(p, arg, tsc);                                                  \
-    }                                                                                          \
-    static FP_NOINLINE int fp_legacy_c_return_##sfx(fp_profiler *p, PyObject *arg)            \
-    {                                                                                          \
-        return fp_legacy_c_return(p, arg, tsc);                                                \
-    }                                                                                          \
-    static int fp_legacy_hook_##sfx(PyObject *obj, PyFrameObject *frame, int what,            \
-                                    PyObject *arg)                                             \
-    {                                                                                          \
-        fp_profiler *p = (fp_profiler *)obj;                                                   \
-        if (FP_LIKELY(what == PyTrace_CALL))                                                   \
-            return fp_legacy_call_##sfx(p, frame);                                             \
-        if (FP_LIKELY(what == PyTrace_RETURN))                                                 \
-            return fp_legacy_return_##sfx(p, frame);                                           \
-        if (what == PyTrace_C_CALL)                                                            \
-            return fp_legacy_c_call_##sfx(p, arg);                                             \
-        if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)                           \
-            return fp_legacy_c_return_##sfx(p, arg);                                           \
-        return 0;                                                                              \
+#define FP_LEGACY_HOOK_COPY(sfx, tsc)                                                              \
+    static FP_NOINLINE int fp_legacy_call_##sfx(fp_profiler *p, PyFrameObject *frame)              \
+    {                                                                                              \
+        return fp_legacy_call(p, frame, tsc);                                                      \
+    }                                                                                              \
+    static FP_NOINLINE int fp_legacy_return_##sfx(fp_profiler *p, PyFrameObject *frame)            \
+    {                                                                                              \
+        return fp_legacy_return(p, frame, tsc);                                                    \
+    }                                                                                              \
+    static FP_NOINLINE int fp_legacy_c_call_##sfx(fp_profiler *p, PyObject *arg)                   \
+    {                                                                                              \
+        return fp_legacy_c_call(p, arg, tsc);                                                      \
+    }                                                                                              \
+    static FP_NOINLINE int fp_legacy_c_return_##sfx(fp_profiler *p, PyObject *arg)                 \
+    {                                                                                              \
+        return fp_legacy_c_return(p, arg, tsc);                                                    \
+    }                                                                                              \
+    static int fp_legacy_hook_##sfx(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)  \
+    {                                                                                              \
+        fp_profiler *p = (fp_profiler *)obj;                                                       \
+        if (FP_LIKELY(what == PyTrace_CALL))                                                       \
+            return fp_legacy_call_##sfx(p, frame);                                                 \
+        if (FP_LIKELY(what == PyTrace_RETURN))                                                     \
+            return fp_legacy_return_##sfx(p, frame);                                               \
+        if (what == PyTrace_C_CALL)                                                                \
+            return fp_legacy_c_call_##sfx(p, arg);                                                 \
+        if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)                               \
+            return fp_legacy_c_return_##sfx(p, arg);                                               \
+        return 0;                                                                                  \
     }
 
 FP_LEGACY_HOOK_COPY(tsc, 1)
@@ -172,8 +171,7 @@ fp_legacy_is_hook(Py_tracefunc f)
 }
 
 /* Returns 1 when f is the function fastprof gives threading.setprofile, else 0. */
-static int
-fp_legacy_is_thread_start(PyObject *f);
+static int fp_legacy_is_thread_start(PyObject *f);
 
 /* The function given to threading.setprofile, bound to a weak reference to the profiler (the
  * threading module must not keep a dropped profiler alive): in a new thread, replaces itself
@@ -201,9 +199,9 @@ fp_legacy_thread_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef fp_legacy_thread_def = {
-    "_fastprof_thread_start", (PyCFunction)(void (*)(void))fp_legacy_thread_start, METH_FASTCALL,
-    NULL};
+static PyMethodDef fp_legacy_thread_def = {"_fastprof_thread_start",
+                                           (PyCFunction)(void (*)(void))fp_legacy_thread_start,
+                                           METH_FASTCALL, NULL};
 
 /* See its declaration above. */
 static int
@@ -370,8 +368,7 @@ fp_legacy_stamp_hook(FP_UNUSED PyObject *obj, PyFrameObject *frame, int what, Py
         key = code;
     } else if (what == PyTrace_C_CALL) {
         key = arg;
-    } else if (what == PyTrace_RETURN || what == PyTrace_C_RETURN ||
-               what == PyTrace_C_EXCEPTION) {
+    } else if (what == PyTrace_RETURN || what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION) {
         if (fp_stamps.depth > 0) { /* not a call begun before the hook was set */
             int32_t d = --fp_stamps.depth;
             if (d < FP_STAMP_DEPTH)

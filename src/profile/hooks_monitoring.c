@@ -17,8 +17,7 @@ struct fp_mon_tool;
  * hooks (prof set) serve it alone, registered while it is the only one enabled; the shared
  * tool's hooks (prof NULL) hand each event to every enabled profiler. */
 typedef struct fp_hook {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     fp_profiler *prof;        /* strong, or NULL in a hook of the shared tool */
     struct fp_mon_tool *tool; /* the shared tool (prof NULL), NULL once it is gone */
 } fp_hook;
@@ -27,11 +26,11 @@ typedef struct fp_hook {
  * per interpreter: it lives in the module state).  Claimed when the first profiler is
  * enabled, given back when the last is disabled. */
 typedef struct fp_mon_tool {
-    int id;               /* -1: not held */
+    int id; /* -1: not held */
     int n, cap;
-    fp_profiler **profs;  /* strong: the enabled profilers, in the order they were enabled */
+    fp_profiler **profs; /* strong: the enabled profilers, in the order they were enabled */
     PyObject *shared[FP_MON_NCALLBACKS]; /* hooks calling every enabled profiler (n > 1) */
-    int pruned;           /* a pruning profiler was registered alone since the last restart */
+    int pruned; /* a pruning profiler was registered alone since the last restart */
 } fp_mon_tool;
 
 enum { FP_MON_ENTER, FP_MON_LEAVE, FP_MON_C_ENTER, FP_MON_C_LEAVE };
@@ -156,11 +155,11 @@ enum { FP_MON_CB_START, FP_MON_CB_RETURN, FP_MON_CB_CALL, FP_MON_CB_CRETURN };
 
 /* Defines the copy of callback name for the wall clock tsc, as name_<sfx>, the vectorcall of
  * a profiler's own hook. */
-#define FP_MON_COPY(name, sfx, tsc)                                                            \
-    static PyObject *name##_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,        \
-                                  FP_UNUSED PyObject *kwnames)                                 \
-    {                                                                                          \
-        return name(((fp_hook *)self)->prof, args, PyVectorcall_NARGS(nargsf), tsc);           \
+#define FP_MON_COPY(name, sfx, tsc)                                                                \
+    static PyObject *name##_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,            \
+                                  FP_UNUSED PyObject *kwnames)                                     \
+    {                                                                                              \
+        return name(((fp_hook *)self)->prof, args, PyVectorcall_NARGS(nargsf), tsc);               \
     }
 FP_MON_COPY(fp_mon_start, tsc, 1)
 FP_MON_COPY(fp_mon_return, tsc, 1)
@@ -214,11 +213,11 @@ fp_mon_each(PyObject *self, PyObject *const *args, size_t nargsf, int cb)
 }
 
 /* Defines the shared tool's vectorcall of callback cb, as fp_mon_each_<sfx>. */
-#define FP_MON_EACH(sfx, cb)                                                                   \
-    static PyObject *fp_mon_each_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,   \
-                                       FP_UNUSED PyObject *kwnames)                            \
-    {                                                                                          \
-        return fp_mon_each(self, args, nargsf, cb);                                            \
+#define FP_MON_EACH(sfx, cb)                                                                       \
+    static PyObject *fp_mon_each_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,       \
+                                       FP_UNUSED PyObject *kwnames)                                \
+    {                                                                                              \
+        return fp_mon_each(self, args, nargsf, cb);                                                \
     }
 FP_MON_EACH(start, FP_MON_CB_START)
 FP_MON_EACH(return, FP_MON_CB_RETURN)
@@ -277,9 +276,9 @@ static const struct {
     int callback;
     int builtin;
 } fp_mon_events[] = {
-    {"PY_START", 0, 0},  {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},   {"PY_RETURN", 1, 0},
-    {"PY_YIELD", 1, 0},  {"PY_UNWIND", 1, 0}, {"CALL", 2, 1},       {"C_RETURN", 3, 1},
-    {"C_RAISE", 3, 1},
+    {"PY_START", 0, 0},  {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
+    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0},  {"PY_UNWIND", 1, 0},
+    {"CALL", 2, 1},      {"C_RETURN", 3, 1},  {"C_RAISE", 3, 1},
 };
 #define FP_MON_NEVENTS ((int)(sizeof(fp_mon_events) / sizeof(fp_mon_events[0])))
 
@@ -327,8 +326,8 @@ fp_mon_invoke(PyObject *mon, const char *name, PyObject *const *args, Py_ssize_t
         PyObject *self = PyCFunction_GetSelf(f);
         int flags = PyCFunction_GetFlags(f) & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
         if (flags == METH_FASTCALL) {
-            r = ((PyObject * (*)(PyObject *, PyObject *const *, Py_ssize_t))(void (*)(void))
-                     meth)(self, args, nargs);
+            r = ((PyObject * (*)(PyObject *, PyObject *const *, Py_ssize_t))(void (*)(void))meth)(
+                self, args, nargs);
             goto done;
         }
         if (flags == METH_O && nargs == 1) {
@@ -541,8 +540,7 @@ fp_mon_leave(PyObject *mon, fp_mon_tool *tool, fp_profiler *p, PyTypeObject *hoo
     int rc = 0;
     if (tool->n > 0) {
         rc = fp_mon_sync(mon, tool, hook_type);
-    }
-    else if (tool->id >= 0) {
+    } else if (tool->id >= 0) {
         long mask = fp_mon_mask(mon, -1);
         rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask);
         tool->id = -1;

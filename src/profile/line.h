@@ -51,8 +51,8 @@ typedef struct fp_ltracer {
     Py_ssize_t nrecs, caprecs;
     fp_lthread **threads;
     Py_ssize_t nthreads, capthreads;
-    const void *cache_key;   /* the thread last looked up ... */
-    fp_lthread *cache_ts;    /* ... and its stack (threads live as long as the tracer) */
+    const void *cache_key;          /* the thread last looked up ... */
+    fp_lthread *cache_ts;           /* ... and its stack (threads live as long as the tracer) */
     PyObject *timer;                /* NULL: fp_clock_ticks(); else a callable returning an int */
     PyObject *name_trace_lines;     /* "f_trace_lines" (used below 3.12) */
     Py_ssize_t trace_lines_offset;  /* 3.11: offset of the frame's f_trace_lines, or -1 */

@@ -181,8 +181,7 @@ fp_line_int_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i)
  * yield, on the line of the yield at offset args[1] (which gets no new line event).
  * Returns None. */
 static PyObject *
-fp_line_begin(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs, int resumed,
-              fp_tick now)
+fp_line_begin(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs, int resumed, fp_tick now)
 {
     fp_lrec *rec;
     fp_lthread *ts;

@@ -120,8 +120,8 @@ fp_arg_tree_nodes(PyObject *value, int32_t *cap)
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (overflow || v < 0 || v > INT32_MAX / 2) {
-        PyErr_Format(PyExc_ValueError, "tree_nodes must be between 0 and %d, not %R",
-                     INT32_MAX / 2, value);
+        PyErr_Format(PyExc_ValueError, "tree_nodes must be between 0 and %d, not %R", INT32_MAX / 2,
+                     value);
         return -1;
     }
     *cap = (int32_t)v;
@@ -137,14 +137,14 @@ static int
 fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)self;
-    static char *kwlist[] = {"timer",   "timeunit", "subcalls",         "builtins", "clock",
+    static char *kwlist[] = {"timer",   "timeunit", "subcalls",         "builtins",   "clock",
                              "threads", "strict",   "prune_call_sites", "tree_nodes", NULL};
     PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
     PyObject *threads = NULL, *strict = NULL, *prune = NULL, *tree_nodes = NULL;
     const char *clock = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOOO:Profiler", kwlist, &timer,
-                                     &timeunit, &subcalls, &builtins, &clock, &threads, &strict,
-                                     &prune, &tree_nodes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOOO:Profiler", kwlist, &timer, &timeunit,
+                                     &subcalls, &builtins, &clock, &threads, &strict, &prune,
+                                     &tree_nodes))
         return -1;
     if (p->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
@@ -169,7 +169,8 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
         if (unit == -1.0 && PyErr_Occurred())
             return -1;
         if (!(unit >= 0.0)) {
-            PyErr_SetString(PyExc_ValueError, "timeunit must be >= 0 (0: the timer returns seconds)");
+            PyErr_SetString(PyExc_ValueError,
+                            "timeunit must be >= 0 (0: the timer returns seconds)");
             return -1;
         }
     }
@@ -187,8 +188,7 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
     }
     if (timer != Py_None) {
         if (!PyCallable_Check(timer)) {
-            PyErr_Format(PyExc_TypeError,
-                         "timer must be a callable returning the time, not %.80s",
+            PyErr_Format(PyExc_TypeError, "timer must be a callable returning the time, not %.80s",
                          Py_TYPE(timer)->tp_name);
             return -1;
         }
@@ -547,8 +547,7 @@ static PyMethodDef fp_profiler_methods[] = {
 static PyGetSetDef fp_profiler_getset[] = {
     {"enabled", fp_profiler_get_enabled, NULL, "Whether the profiler is collecting.", NULL},
     {"clock", fp_profiler_get_clock, NULL, "The clock: wall, cpu, process_cpu or user.", NULL},
-    {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.",
-     NULL},
+    {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.", NULL},
     {"tree_nodes", fp_profiler_get_tree_nodes, NULL,
      "The calling-context tree's node cap (0: no tree).", NULL},
     {NULL, NULL, NULL, NULL, NULL},

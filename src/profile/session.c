@@ -17,19 +17,17 @@
 #define FP_HEADROOM 100
 
 typedef struct fp_session {
-    PyObject_HEAD
-    PyObject *profiler;      /* what enable() and disable() are called on */
-    Py_ssize_t active;       /* open calls and blocks; the profiler is on while > 0 */
-    PyThread_type_lock lock; /* serialises the switch between threads */
+    PyObject_HEAD PyObject *profiler; /* what enable() and disable() are called on */
+    Py_ssize_t active;                /* open calls and blocks; the profiler is on while > 0 */
+    PyThread_type_lock lock;          /* serialises the switch between threads */
     PyObject *dict;
     PyObject *weakreflist;
 } fp_session;
 
 typedef struct fp_guarded {
-    PyObject_HEAD
-    fp_session *session; /* strong */
-    PyObject *func;      /* strong: the decorated callable */
-    PyObject *dict;      /* functools.update_wrapper's attributes and the user's */
+    PyObject_HEAD fp_session *session; /* strong */
+    PyObject *func;                    /* strong: the decorated callable */
+    PyObject *dict;                    /* functools.update_wrapper's attributes and the user's */
 } fp_guarded;
 
 /* The current exception, set aside and put back (any Python version). */
@@ -95,8 +93,7 @@ static void
 fp_session_lock(fp_session *s)
 {
     if (!PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(s->lock, WAIT_LOCK);
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(s->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
 }

@@ -169,8 +169,7 @@ fp_now_slow(fp_profiler *p)
         goto error;
     if (p->timeunit > 0.0 && PyLong_Check(o)) {
         t = PyLong_AsLongLong(o);
-    }
-    else {
+    } else {
         /* In ticks: integer units, or float seconds in ns.  NaN, inf and what no fp_tick
          * holds are an error, never a cast (that would be undefined). */
         double d = PyFloat_AsDouble(o);
@@ -246,8 +245,7 @@ error:
 
 /* See fp_profile.h. */
 int32_t
-fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable,
-                         PyObject *self_arg)
+fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable, PyObject *self_arg)
 {
     int32_t fi;
     p->busy++;
@@ -334,8 +332,7 @@ fp_node_enter(fp_profiler *p, fp_thread *t, int32_t fi)
     int32_t parent, ni;
     if (t->depth > 0) {
         parent = t->stack[t->depth - 1].node;
-    }
-    else {
+    } else {
         /* a thread that reuses a finished thread's ident shares its root: one node per path
          * under each ident */
         for (fp_thread *o = p->threads_list; t->root < 0 && o != NULL; o = o->next)

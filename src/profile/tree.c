@@ -131,8 +131,7 @@ fp_tree_raw(const fp_profiler *p, double spt)
         thread[ni] = thread[nd->parent];
         index[ni] = k++;
         PyObject *row = Py_BuildValue("(iiiLLL)", index[nd->parent], nd->func, thread[ni],
-                                      (long long)nd->ncalls, (long long)nd->tt,
-                                      (long long)nd->it);
+                                      (long long)nd->ncalls, (long long)nd->tt, (long long)nd->it);
         if (row == NULL || PyList_Append(nodes, row) < 0) {
             Py_XDECREF(row);
             goto error;

@@ -20,6 +20,7 @@ line_profiler.LineProfiler = fastprof.LineProfiler  # type: ignore[misc]
 try:
     import ubelt  # noqa: F401
 except ImportError:
+
     @contextlib.contextmanager
     def _chdir(path: Any) -> Iterator[None]:
         before = os.getcwd()

@@ -13,7 +13,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    skip = None if cuda.is_available() else pytest.mark.skip(reason=f"no usable GPU: {cuda.status()}")
+    skip = (
+        None if cuda.is_available() else pytest.mark.skip(reason=f"no usable GPU: {cuda.status()}")
+    )
     for item in items:
         if str(item.fspath).startswith(HERE):
             item.add_marker(pytest.mark.gpu)

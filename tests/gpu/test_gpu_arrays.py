@@ -8,13 +8,19 @@ import pytest
 from fastprof import _gpu_kernels, cuda
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64, np.uint16, np.bool_,
-                                   np.complex64])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.int8, np.int64, np.uint16, np.bool_, np.complex64]
+)
 @pytest.mark.parametrize("shape", [(0,), (5,), (3, 4), (2, 3, 4)])
 def test_roundtrip(dtype, shape) -> None:
     host = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
     d = cuda.DeviceArray.from_numpy(host)
-    assert (d.shape, d.dtype, d.strides, d.nbytes) == (host.shape, host.dtype, host.strides, host.nbytes)
+    assert (d.shape, d.dtype, d.strides, d.nbytes) == (
+        host.shape,
+        host.dtype,
+        host.strides,
+        host.nbytes,
+    )
     np.testing.assert_array_equal(d.to_numpy(), host)
     np.testing.assert_array_equal(d.copy().to_numpy(), host)
 
@@ -96,8 +102,9 @@ def test_torch_interop_without_copies() -> None:
     out = _gpu_kernels.uniform_filter(x, 3, mode="wrap")
     import scipy.ndimage as ndi
 
-    np.testing.assert_allclose(out.to_numpy(), ndi.uniform_filter(x.cpu().numpy(), 3, mode="wrap"),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        out.to_numpy(), ndi.uniform_filter(x.cpu().numpy(), 3, mode="wrap"), rtol=1e-12, atol=1e-12
+    )
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         y = torch.ones(1000, device="cuda", dtype=torch.float32)

@@ -12,13 +12,23 @@ from fastprof import cuda
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
-MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap"]
+MODES = [
+    "reflect",
+    "constant",
+    "nearest",
+    "mirror",
+    "wrap",
+    "grid-mirror",
+    "grid-constant",
+    "grid-wrap",
+]
 
 
 def cpu(name: str):
     """The CPU kernel: fastprof.kernels.<name> when it is there, else scipy.ndimage's."""
     try:
         from fastprof import kernels
+
         fn = getattr(kernels, name, None)
     except ImportError:
         fn = None
@@ -26,8 +36,16 @@ def cpu(name: str):
 
 
 @pytest.mark.parametrize("fn", ["correlate", "convolve"])
-@pytest.mark.parametrize("shape, wshape", [((50,), (5,)), ((31, 17), (3, 4)), ((12, 9, 10), (5, 5, 5)),
-                                           ((8, 1, 6), (3, 1, 2)), ((4, 5, 3, 3), (2, 3, 1, 3))])
+@pytest.mark.parametrize(
+    "shape, wshape",
+    [
+        ((50,), (5,)),
+        ((31, 17), (3, 4)),
+        ((12, 9, 10), (5, 5, 5)),
+        ((8, 1, 6), (3, 1, 2)),
+        ((4, 5, 3, 3), (2, 3, 1, 3)),
+    ],
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_filters_host_input(fn, shape, wshape, dtype) -> None:
     rng = np.random.default_rng(sum(shape))
@@ -50,20 +68,35 @@ def test_filters_device_input_with_strides(dtype) -> None:
     item = host.itemsize
     views = {
         "contiguous": (base, host),
-        "transposed": (cuda.DeviceArray(base.ptr, (30, 20), dtype, (item, 30 * item), base.device, base), host.T),
-        "reversed": (cuda.DeviceArray(base.ptr + 29 * item, (20, 30), dtype, (30 * item, -item), base.device, base),
-                     host[:, ::-1]),
-        "every other": (cuda.DeviceArray(base.ptr, (10, 15), dtype, (60 * item, 2 * item), base.device, base),
-                        host[::2, ::2]),
+        "transposed": (
+            cuda.DeviceArray(base.ptr, (30, 20), dtype, (item, 30 * item), base.device, base),
+            host.T,
+        ),
+        "reversed": (
+            cuda.DeviceArray(
+                base.ptr + 29 * item, (20, 30), dtype, (30 * item, -item), base.device, base
+            ),
+            host[:, ::-1],
+        ),
+        "every other": (
+            cuda.DeviceArray(base.ptr, (10, 15), dtype, (60 * item, 2 * item), base.device, base),
+            host[::2, ::2],
+        ),
     }
     w = rng.standard_normal((3, 5))
     for name, (dev, ref_in) in views.items():
         for mode in ("reflect", "wrap", "constant"):
             got = gk.correlate(dev, w, mode=mode, cval=0.5)
             assert isinstance(got, cuda.DeviceArray), name
-            close(got.to_numpy(), cpu("correlate")(np.ascontiguousarray(ref_in), w, mode=mode, cval=0.5))
+            close(
+                got.to_numpy(),
+                cpu("correlate")(np.ascontiguousarray(ref_in), w, mode=mode, cval=0.5),
+            )
             got = gk.uniform_filter(dev, (3, 4), mode=mode)
-            close(got.to_numpy(), cpu("uniform_filter")(np.ascontiguousarray(ref_in), (3, 4), mode=mode))
+            close(
+                got.to_numpy(),
+                cpu("uniform_filter")(np.ascontiguousarray(ref_in), (3, 4), mode=mode),
+            )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -71,8 +104,10 @@ def test_filters_device_input_with_strides(dtype) -> None:
 def test_uniform_filter(mode, dtype) -> None:
     x = (np.random.default_rng(2).random((16, 15, 14)) * 200).astype(dtype)
     for size, origin in ((3, 0), (5, -2), ((1, 4, 2), (0, 1, -1))):
-        close(gk.uniform_filter(x, size, mode=mode, origin=origin, cval=3.0),
-              cpu("uniform_filter")(x, size, mode=mode, origin=origin, cval=3.0))
+        close(
+            gk.uniform_filter(x, size, mode=mode, origin=origin, cval=3.0),
+            cpu("uniform_filter")(x, size, mode=mode, origin=origin, cval=3.0),
+        )
 
 
 def test_separable_and_general_paths_agree() -> None:
@@ -98,11 +133,15 @@ def test_output_argument_and_caller_data_untouched() -> None:
 EXPRS = {
     "sin(a) + cos(b)": lambda a, b: np.sin(a) + np.cos(b),
     "sin(a) + cos(a) + sqrt(abs(b))": lambda a, b: np.sin(a) + np.cos(a) + np.sqrt(np.abs(b)),
-    "a ** 2 - b * 3.5 + a % 1.5": lambda a, b: a ** 2 - b * 3.5 + np.mod(a, 1.5),
+    "a ** 2 - b * 3.5 + a % 1.5": lambda a, b: a**2 - b * 3.5 + np.mod(a, 1.5),
     "where(a > b, a, -b) / 2": lambda a, b: np.where(a > b, a, -b) / 2,
     "(a > 0) & (b < 0.5)": lambda a, b: (a > 0) & (b < 0.5),
-    "exp(-a * a) + log1p(abs(b)) + arctan2(a, b)": lambda a, b: np.exp(-a * a) + np.log1p(np.abs(b)) + np.arctan2(a, b),
-    "minimum(a, b) + maximum(a, 0.25) + tanh(b)": lambda a, b: np.minimum(a, b) + np.maximum(a, 0.25) + np.tanh(b),
+    "exp(-a * a) + log1p(abs(b)) + arctan2(a, b)": lambda a, b: (
+        np.exp(-a * a) + np.log1p(np.abs(b)) + np.arctan2(a, b)
+    ),
+    "minimum(a, b) + maximum(a, 0.25) + tanh(b)": lambda a, b: (
+        np.minimum(a, b) + np.maximum(a, 0.25) + np.tanh(b)
+    ),
 }
 
 
@@ -156,8 +195,9 @@ def test_against_cupyx() -> None:
         ref = cndi.correlate(x, w, mode=mode)
         np.testing.assert_allclose(cp.asnumpy(ours), cp.asnumpy(ref), rtol=1e-4, atol=1e-3)
         ours = cp.asarray(gk.uniform_filter(x, 5, mode=mode))
-        np.testing.assert_allclose(cp.asnumpy(ours), cp.asnumpy(cndi.uniform_filter(x, 5, mode=mode)),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            cp.asnumpy(ours), cp.asnumpy(cndi.uniform_filter(x, 5, mode=mode)), rtol=1e-5, atol=1e-5
+        )
 
 
 def test_cuda_trace_records_kernels_and_copies() -> None:
@@ -179,8 +219,14 @@ def test_axes_and_output_dtype() -> None:
     x = np.random.default_rng(8).standard_normal((16, 12, 10))
     w = np.random.default_rng(9).standard_normal((3, 4))
     if "axes" in ndimage.correlate.__code__.co_varnames:
-        close(gk.correlate(x, w, axes=(0, 2), mode="mirror"), ndimage.correlate(x, w, axes=(0, 2), mode="mirror"))
-        close(gk.convolve(x, w, axes=(2, 1), origin=(1, 0)), ndimage.convolve(x, w, axes=(2, 1), origin=(1, 0)))
+        close(
+            gk.correlate(x, w, axes=(0, 2), mode="mirror"),
+            ndimage.correlate(x, w, axes=(0, 2), mode="mirror"),
+        )
+        close(
+            gk.convolve(x, w, axes=(2, 1), origin=(1, 0)),
+            ndimage.convolve(x, w, axes=(2, 1), origin=(1, 0)),
+        )
     got = gk.uniform_filter(x, 3, output=np.float32)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, ndimage.uniform_filter(x, 3), rtol=1e-5, atol=1e-6)

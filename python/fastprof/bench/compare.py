@@ -101,8 +101,9 @@ def compare_benchmark(old: Dict[str, Any], new: Dict[str, Any], rules: List[Rule
     return comp
 
 
-def compare_runs(old_doc: Dict[str, Any], new_doc: Dict[str, Any], rules: List[Rule]
-                 ) -> Tuple[List[Comparison], List[str], List[str]]:
+def compare_runs(
+    old_doc: Dict[str, Any], new_doc: Dict[str, Any], rules: List[Rule]
+) -> Tuple[List[Comparison], List[str], List[str]]:
     """Return (comparisons, only_old, only_new): benchmarks matched by fullname."""
     old = {b["fullname"]: b for b in old_doc.get("benchmarks", [])}
     new = {b["fullname"]: b for b in new_doc.get("benchmarks", [])}
@@ -110,8 +111,9 @@ def compare_runs(old_doc: Dict[str, Any], new_doc: Dict[str, Any], rules: List[R
     return comps, sorted(set(old) - set(new)), sorted(set(new) - set(old))
 
 
-def format_comparison(comps: List[Comparison], rules: List[Rule], stat: str = "median"
-                      ) -> List[str]:
+def format_comparison(
+    comps: List[Comparison], rules: List[Rule], stat: str = "median"
+) -> List[str]:
     """Return the lines of the comparison table (ratio new/old of `stat` with its 95% CI) and,
     for each regression, the old and new figures and the functions whose tottime grew."""
     if not comps:
@@ -119,14 +121,18 @@ def format_comparison(comps: List[Comparison], rules: List[Rule], stat: str = "m
     unit = pick_unit(c.stats[stat].old for c in comps)
     names = {c.fullname: printable(c.name) for c in comps}
     width = max(len(n) for n in names.values())
-    lines = [f"{'Name'.ljust(width)}  {'old ' + stat:>12}  {'new ' + stat:>12}  "
-             f"{'ratio':>7}  95% CI of ratio"]
+    lines = [
+        f"{'Name'.ljust(width)}  {'old ' + stat:>12}  {'new ' + stat:>12}  "
+        f"{'ratio':>7}  95% CI of ratio"
+    ]
     for c in comps:
         s = c.stats[stat]
         flag = "  REGRESSION" if c.regressions else ""
         ci = "(no raw samples)" if s.exact else f"[{s.lo:.3f}, {s.hi:.3f}]"
-        lines.append(f"{names[c.fullname].ljust(width)}  {fmt_time(s.old, unit):>12}  "
-                     f"{fmt_time(s.new, unit):>12}  {s.ratio:7.3f}  {ci}{flag}")
+        lines.append(
+            f"{names[c.fullname].ljust(width)}  {fmt_time(s.old, unit):>12}  "
+            f"{fmt_time(s.new, unit):>12}  {s.ratio:7.3f}  {ci}{flag}"
+        )
     for c in comps:
         for rule in c.regressions:
             s = c.stats[rule.stat]
@@ -136,11 +142,15 @@ def format_comparison(comps: List[Comparison], rules: List[Rule], stat: str = "m
                 f"(x{s.ratio:.3f}, 95% CI [{s.lo:.3f}, {s.hi:.3f}] beyond {rule})"
             )
         if c.regressions and c.profiled[1] and not c.profiled[0]:
-            lines.append(f"  {names[c.fullname]}: the baseline has no profiled round to "
-                         "compare with (save it with --fastprof-profile)")
+            lines.append(
+                f"  {names[c.fullname]}: the baseline has no profiled round to "
+                "compare with (save it with --fastprof-profile)"
+            )
         if c.regressions and c.growth:
             lines.append(f"  tottime per call that grew most in {names[c.fullname]}:")
             for g in c.growth:
-                lines.append(f"    +{fmt_time(g['delta'])}  {printable(g['func'])}  "
-                             f"({fmt_time(g['old'])} -> {fmt_time(g['new'])})")
+                lines.append(
+                    f"    +{fmt_time(g['delta'])}  {printable(g['func'])}  "
+                    f"({fmt_time(g['old'])} -> {fmt_time(g['new'])})"
+                )
     return lines

@@ -140,8 +140,16 @@ class BenchmarkFixture:
     def _where(self, label: Optional[str]) -> str:
         return f"{self.fixture_name}({self.fullname}{'::' + label if label else ''})"
 
-    def _round_runner(self, fn: Any, args: Tuple, kwargs: Dict, setup: Any, teardown: Any,
-                      is_async: bool, box: List[Any]) -> Callable[[int], Any]:
+    def _round_runner(
+        self,
+        fn: Any,
+        args: Tuple,
+        kwargs: Dict,
+        setup: Any,
+        teardown: Any,
+        is_async: bool,
+        box: List[Any],
+    ) -> Callable[[int], Any]:
         """Return the round runner: sync, or a coroutine function when is_async."""
         timer = self.options.timer
         where = f"{self.fixture_name}.pedantic"
@@ -155,6 +163,7 @@ class BenchmarkFixture:
                     teardown(*a, **k)
 
         if is_async:
+
             async def run_async(n: int) -> float:
                 calls = prepare(n) if setup is not None else [(args, kwargs)] * n
                 t0 = timer()
@@ -163,9 +172,11 @@ class BenchmarkFixture:
                 t1 = timer()
                 finish(calls)
                 return t1 - t0
+
             return run_async
 
         if setup is None and teardown is None and not args and not kwargs:
+
             def run_bare(n: int) -> float:  # the common case: the cheapest loop Python has
                 loop = range(n)
                 r = None
@@ -175,9 +186,11 @@ class BenchmarkFixture:
                 t1 = timer()
                 box[0] = r
                 return t1 - t0
+
             return run_bare
 
         if setup is None and teardown is None:
+
             def run_plain(n: int) -> float:
                 loop = range(n)
                 r = None
@@ -187,6 +200,7 @@ class BenchmarkFixture:
                 t1 = timer()
                 box[0] = r
                 return t1 - t0
+
             return run_plain
 
         def run_setup(n: int) -> float:
@@ -199,10 +213,20 @@ class BenchmarkFixture:
             box[0] = r
             finish(calls)
             return t1 - t0
+
         return run_setup
 
-    def _run(self, label: Optional[str], fn: Any, args: Tuple, kwargs: Dict, setup: Any,
-             teardown: Any, plan: Plan, resolution: float) -> Any:
+    def _run(
+        self,
+        label: Optional[str],
+        fn: Any,
+        args: Tuple,
+        kwargs: Dict,
+        setup: Any,
+        teardown: Any,
+        plan: Plan,
+        resolution: float,
+    ) -> Any:
         """Drive plan with fn's round runner, record the result; return fn's last result
         (a coroutine to await when fn is async and a loop is already running)."""
         is_async = inspect.iscoroutinefunction(fn)
@@ -267,8 +291,15 @@ class BenchmarkFixture:
         """Return fixture-specific additions to the "fastprof" section of a result."""
         return {}
 
-    def _finish(self, label: Optional[str], sampled: Sampled, resolution: float,
-                prof_stats: Optional[Dict], kind: str, extra: Dict[str, Any]) -> None:
+    def _finish(
+        self,
+        label: Optional[str],
+        sampled: Sampled,
+        resolution: float,
+        prof_stats: Optional[Dict],
+        kind: str,
+        extra: Dict[str, Any],
+    ) -> None:
         """Build the pytest-benchmark-shaped result dict and hand it to the session."""
         suffix = f"::{label}" if label else ""
         section: Dict[str, Any] = {
@@ -278,8 +309,7 @@ class BenchmarkFixture:
             "timer_resolution": resolution,
         }
         if prof_stats is not None:
-            section["profile"] = profiling.top_rows(prof_stats, sampled.iterations,
-                                                    root=self._root)
+            section["profile"] = profiling.top_rows(prof_stats, sampled.iterations, root=self._root)
         section.update(extra)
         stats = compute_stats(sampled.samples, sampled.iterations)
         section["median_ci"] = stats["median_ci"]
@@ -320,9 +350,16 @@ def _setup_call(where: str, setup: Any, args: Tuple, kwargs: Dict) -> Tuple[Tupl
     return tuple(made[0]), made[1]
 
 
-def _pedantic_args(where: str, args: Any = (), kwargs: Any = None, setup: Any = None,
-                   teardown: Any = None, rounds: Any = 1, warmup_rounds: Any = 0,
-                   iterations: Any = 1) -> Dict[str, Any]:
+def _pedantic_args(
+    where: str,
+    args: Any = (),
+    kwargs: Any = None,
+    setup: Any = None,
+    teardown: Any = None,
+    rounds: Any = 1,
+    warmup_rounds: Any = 0,
+    iterations: Any = 1,
+) -> Dict[str, Any]:
     """Check pedantic()'s arguments; return them normalised. Raises TypeError/ValueError."""
     if not isinstance(args, (tuple, list)):
         raise FixtureUsageError(f"{where}: args must be a tuple or list, got {args!r}")
@@ -333,12 +370,22 @@ def _pedantic_args(where: str, args: Any = (), kwargs: Any = None, setup: Any = 
     for name, fn in (("setup", setup), ("teardown", teardown)):
         if fn is not None and not callable(fn):
             raise FixtureUsageError(f"{where}: {name} must be callable or None, got {fn!r}")
-    for name, value, low in (("rounds", rounds, 1), ("iterations", iterations, 1),
-                             ("warmup_rounds", warmup_rounds, 0)):
+    for name, value, low in (
+        ("rounds", rounds, 1),
+        ("iterations", iterations, 1),
+        ("warmup_rounds", warmup_rounds, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-    return {"args": tuple(args), "kwargs": kwargs, "setup": setup, "teardown": teardown,
-            "rounds": rounds, "warmup_rounds": warmup_rounds, "iterations": iterations}
+    return {
+        "args": tuple(args),
+        "kwargs": kwargs,
+        "setup": setup,
+        "teardown": teardown,
+        "rounds": rounds,
+        "warmup_rounds": warmup_rounds,
+        "iterations": iterations,
+    }
 
 
 class CudaBenchmarkFixture(BenchmarkFixture):
@@ -365,11 +412,13 @@ class CudaBenchmarkFixture(BenchmarkFixture):
         host.clear()
 
         if is_async:
+
             async def timed_async(n: int) -> float:
                 with cuda.cuda_timer(stream=self.stream) as t:
                     await run_round(n)
                 host.append(float(t.cpu_ms) / 1e3)
                 return float(t.elapsed_ms) / 1e3
+
             return timed_async
 
         def timed(n: int) -> float:
@@ -377,17 +426,25 @@ class CudaBenchmarkFixture(BenchmarkFixture):
                 run_round(n)
             host.append(float(t.cpu_ms) / 1e3)
             return float(t.elapsed_ms) / 1e3
+
         return timed
 
     def _extra(self, sampled: Sampled) -> Dict[str, Any]:
         rounds = len(sampled.samples)
-        host = [h / sampled.iterations for h in self._host[len(self._host) - rounds:]]
+        host = [h / sampled.iterations for h in self._host[len(self._host) - rounds :]]
         self._host = []
         out: Dict[str, Any] = {"clock": "cuda_event"}
         if host:
             out["host"] = compute_stats(host, sampled.iterations)
         return out
 
-    def _finish(self, label: Optional[str], sampled: Sampled, resolution: float,
-                prof_stats: Optional[Dict], kind: str, extra: Dict[str, Any]) -> None:
+    def _finish(
+        self,
+        label: Optional[str],
+        sampled: Sampled,
+        resolution: float,
+        prof_stats: Optional[Dict],
+        kind: str,
+        extra: Dict[str, Any],
+    ) -> None:
         super()._finish(label, sampled, resolution, prof_stats, "cuda", extra)

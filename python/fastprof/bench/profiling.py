@@ -18,7 +18,7 @@ def short_path(filename: str, root: Optional[str] = None) -> str:
     if root:
         prefix = os.path.join(os.path.abspath(root), "")
         if filename.startswith(prefix):
-            return filename[len(prefix):]
+            return filename[len(prefix) :]
     marker = os.sep + "site-packages" + os.sep
     if marker in filename:
         return filename.rsplit(marker, 1)[1]
@@ -44,8 +44,9 @@ def _is_machinery(key: Tuple[str, int, str]) -> bool:
     )
 
 
-def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS,
-             root: Optional[str] = None) -> Dict[str, Any]:
+def top_rows(
+    stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS, root: Optional[str] = None
+) -> Dict[str, Any]:
     """Return {"iterations", "rows"}: the `top` functions by tottime from a pstats dict
     (file names relative to root where they lie under it).
 
@@ -57,7 +58,13 @@ def top_rows(stats: Dict[Any, Any], iterations: int, top: int = TOP_ROWS,
             continue
         cc, nc, tt, ct = value[:4]
         rows.append(
-            {"func": func_label(key, root), "ncalls": nc, "primcalls": cc, "tottime": tt, "cumtime": ct}
+            {
+                "func": func_label(key, root),
+                "ncalls": nc,
+                "primcalls": cc,
+                "tottime": tt,
+                "cumtime": ct,
+            }
         )
     rows.sort(key=lambda r: (-r["tottime"], r["func"]))
     return {"iterations": int(iterations), "rows": rows[:top]}
@@ -94,6 +101,8 @@ def growth(
     for func in set(a) | set(b):
         delta = b.get(func, 0.0) - a.get(func, 0.0)
         if delta > 0:
-            out.append({"func": func, "old": a.get(func, 0.0), "new": b.get(func, 0.0), "delta": delta})
+            out.append(
+                {"func": func, "old": a.get(func, 0.0), "new": b.get(func, 0.0), "delta": delta}
+            )
     out.sort(key=lambda r: (-r["delta"], r["func"]))
     return out[:top]

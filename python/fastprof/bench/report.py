@@ -50,8 +50,20 @@ def results_table(benchmarks: List[Dict[str, Any]], sort: str = "min") -> List[s
         else:
             rows = sorted(rows, key=lambda b: (b["stats"].get(sort, 0), b["name"]))
         name, scale = pick_unit(b["stats"]["min"] for b in rows)
-        header = ["Name", f"Min ({name})", "Max", "Mean", "StdDev", "Median", "95% CI of median",
-                  "IQR", "Outliers", "OPS", "Rounds", "Iterations"]
+        header = [
+            "Name",
+            f"Min ({name})",
+            "Max",
+            "Mean",
+            "StdDev",
+            "Median",
+            "95% CI of median",
+            "IQR",
+            "Outliers",
+            "OPS",
+            "Rounds",
+            "Iterations",
+        ]
         body = []
         for b in rows:
             s = b["stats"]
@@ -60,18 +72,31 @@ def results_table(benchmarks: List[Dict[str, Any]], sort: str = "min") -> List[s
             def v(k: str, s: Dict[str, Any] = s, scale: float = scale) -> str:
                 return f"{s[k] / scale:.4f}"
 
-            body.append([
-                b["name"], v("min"), v("max"), v("mean"), v("stddev"), v("median"),
-                f"[{ci[0] / scale:.4f}, {ci[1] / scale:.4f}]" if ci else "-",
-                v("iqr"), s.get("outliers", "-"), f"{s['ops']:.4g}", s["rounds"], s["iterations"],
-            ])
+            body.append(
+                [
+                    b["name"],
+                    v("min"),
+                    v("max"),
+                    v("mean"),
+                    v("stddev"),
+                    v("median"),
+                    f"[{ci[0] / scale:.4f}, {ci[1] / scale:.4f}]" if ci else "-",
+                    v("iqr"),
+                    s.get("outliers", "-"),
+                    f"{s['ops']:.4g}",
+                    s["rounds"],
+                    s["iterations"],
+                ]
+            )
         title = f"benchmark group {group!r}" if group is not None else "benchmarks"
         lines.append(f"{title}: {len(rows)} (times in {name})")
         lines.extend(_table(header, body))
         for b in rows:
             host = b.get("fastprof", {}).get("host")
             if host:
-                lines.append(f"  {b['name']}: device median {fmt_time(b['stats']['median'])}, "
-                             f"host median {fmt_time(host['median'])}")
+                lines.append(
+                    f"  {b['name']}: device median {fmt_time(b['stats']['median'])}, "
+                    f"host median {fmt_time(host['median'])}"
+                )
         lines.append("")
     return lines

@@ -21,8 +21,9 @@ RoundRunner = Callable[[int], float]
 Plan = Generator[int, float, Tuple[List[float], int]]
 
 # marker keys of pytest-benchmark that only its own machinery uses; read and ignored here
-_FOREIGN_KEYS = frozenset({"cprofile", "cprofile_loops", "cprofile_top", "cprofile_dump",
-                           "precision", "confidence"})
+_FOREIGN_KEYS = frozenset(
+    {"cprofile", "cprofile_loops", "cprofile_top", "cprofile_dump", "precision", "confidence"}
+)
 # the longest a warm-up runs, whatever max_time says
 _MAX_WARMUP_SECONDS = 0.5
 

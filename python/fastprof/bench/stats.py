@@ -81,8 +81,9 @@ def _bootstrap(data: np.ndarray, stat: str, resamples: int, rng: np.random.Gener
             u = rng.random(resamples)
             ranks = np.minimum(np.floor(n * (1.0 - u ** (1.0 / n))).astype(np.int64), n - 1)
             return ordered[ranks]
-        return rng.normal(float(np.mean(data)), float(np.std(data, ddof=1)) / math.sqrt(n),
-                          size=resamples)
+        return rng.normal(
+            float(np.mean(data)), float(np.std(data, ddof=1)) / math.sqrt(n), size=resamples
+        )
     fn = _STATISTICS[stat]
     out = np.empty(resamples, dtype=np.float64)
     step = max(1, _CHUNK_ELEMENTS // max(n, 1))
@@ -187,4 +188,3 @@ def compute_stats(data: Samples, iterations: int = 1, ci: bool = True) -> Dict[s
     if ci:
         out["median_ci"] = list(bootstrap_ci(arr, "median"))
     return out
-

@@ -82,8 +82,9 @@ def commit_info(root: str) -> Dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def make_document(benchmarks: List[Dict[str, Any]], root: str, device: Dict[str, Any],
-                  version: str) -> Dict[str, Any]:
+def make_document(
+    benchmarks: List[Dict[str, Any]], root: str, device: Dict[str, Any], version: str
+) -> Dict[str, Any]:
     """Return the JSON document for a run."""
     return {
         "machine_info": machine_info(),
@@ -177,11 +178,12 @@ def _bench_error(bench: Any) -> Optional[str]:
         return f"{where}: 'stats' must be an object"
     for stat in _COMPARED:
         if not _is_number(st.get(stat)):
-            return f"{where}: stats.{stat} must be a finite non-negative number, " \
-                   f"got {_REPR.repr(st.get(stat))}"
+            return (
+                f"{where}: stats.{stat} must be a finite non-negative number, "
+                f"got {_REPR.repr(st.get(stat))}"
+            )
     data = st.get("data")
-    if data is not None and (not isinstance(data, list)
-                             or not all(_is_number(x) for x in data)):
+    if data is not None and (not isinstance(data, list) or not all(_is_number(x) for x in data)):
         return f"{where}: stats.data must be a list of finite non-negative numbers"
     extra = bench.get("fastprof")
     if extra is None:
@@ -192,12 +194,19 @@ def _bench_error(bench: Any) -> Optional[str]:
     if prof is None:
         return None
     rows = prof.get("rows") if isinstance(prof, dict) else None
-    if (not isinstance(prof, dict) or not isinstance(rows, list)
-            or not isinstance(prof.get("iterations", 1), int)
-            or not all(isinstance(r, dict) and isinstance(r.get("func"), str)
-                       and _is_number(r.get("tottime")) for r in rows)):
-        return f"{where}: fastprof.profile must hold 'iterations' and 'rows' of " \
-               f"{{'func': str, 'tottime': seconds}}"
+    if (
+        not isinstance(prof, dict)
+        or not isinstance(rows, list)
+        or not isinstance(prof.get("iterations", 1), int)
+        or not all(
+            isinstance(r, dict) and isinstance(r.get("func"), str) and _is_number(r.get("tottime"))
+            for r in rows
+        )
+    ):
+        return (
+            f"{where}: fastprof.profile must hold 'iterations' and 'rows' of "
+            f"{{'func': str, 'tottime': seconds}}"
+        )
     return None
 
 
@@ -234,6 +243,8 @@ def check_baseline(doc: Dict[str, Any], path: str) -> Dict[str, Any]:
         data = st.get("data")
         if zero or (data and not any(x > 0 for x in data)):
             what = f"{', '.join(zero)} of 0" if zero else "all samples 0"
-            raise ValueError(f"{path}: benchmark {_REPR.repr(bench['fullname'])} has "
-                             f"{what}: a zero baseline cannot be compared")
+            raise ValueError(
+                f"{path}: benchmark {_REPR.repr(bench['fullname'])} has "
+                f"{what}: a zero baseline cannot be compared"
+            )
     return doc

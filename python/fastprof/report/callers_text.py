@@ -39,19 +39,21 @@ def format_callers(stats: Any, pattern: str, which: str, *, strip_dirs: bool = T
     edges: Dict[Tuple[FuncKey, FuncKey], Tuple[int, int, float, float]] = {}
     for r in rows:
         for c in r.callers:
-            edges[((c.file, c.line, c.name), r.key)] = (c.ncalls, c.primcalls, c.tottime,
-                                                        c.cumtime)
+            edges[((c.file, c.line, c.name), r.key)] = (c.ncalls, c.primcalls, c.tottime, c.cumtime)
     files = [r.file for r in rows] + [k[0][0] for k in edges]
     paths = short_paths(files) if strip_dirs else {f: f for f in files}
-    matched = [r for r in rows if rx.search(r.location) or rx.search(f"{r.file}:{r.line}"
-                                                                      f"({r.name})")]
+    matched = [
+        r for r in rows if rx.search(r.location) or rx.search(f"{r.file}:{r.line}({r.name})")
+    ]
     if not matched:
         return f"no function matches {printable(repr(pattern))}\n"
     out: List[str] = []
     for r in sorted(matched, key=lambda r: -r.cumtime):
         nc = str(r.ncalls) if r.ncalls == r.primcalls else f"{r.ncalls}/{r.primcalls}"
-        out.append(f"{which} of {_where(r.key, paths)}: {nc} calls, own {_secs(r.tottime)} s, "
-                   f"total {_secs(r.cumtime)} s")
+        out.append(
+            f"{which} of {_where(r.key, paths)}: {nc} calls, own {_secs(r.tottime)} s, "
+            f"total {_secs(r.cumtime)} s"
+        )
         if which == "callers":
             lst = [(ck, v) for (ck, fk), v in edges.items() if fk == r.key]
         else:

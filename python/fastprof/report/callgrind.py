@@ -48,8 +48,14 @@ def format_callgrind(pstats_dict: Dict[FuncKey, Any]) -> str:
         label = key[2] if seen.get((key[0], key[2]), 0) <= 1 else f"{key[2]}:{key[1]}"
         return f"({names[key]}) {label}"
 
-    out = ["# callgrind format", "version: 1", "creator: fastprof", "positions: line",
-           "events: ns", ""]
+    out = [
+        "# callgrind format",
+        "version: 1",
+        "creator: fastprof",
+        "positions: line",
+        "events: ns",
+        "",
+    ]
     total = 0
     for key in sorted(pstats_dict, key=lambda k: (k[0], k[1], k[2])):
         cc, nc, tt, ct, _ = pstats_dict[key]
@@ -69,8 +75,9 @@ def format_callgrind(pstats_dict: Dict[FuncKey, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_callgrind(pstats_dict: Dict[FuncKey, Any],
-                    dest: Union[str, "os.PathLike[str]", TextIO]) -> None:
+def write_callgrind(
+    pstats_dict: Dict[FuncKey, Any], dest: Union[str, "os.PathLike[str]", TextIO]
+) -> None:
     """Writes ``format_callgrind(pstats_dict)`` to a path or an open text stream."""
     if not hasattr(dest, "write") and not isinstance(dest, (str, os.PathLike)):
         raise TypeError(f"dest must be a path or a text stream, got {type(dest).__name__}")

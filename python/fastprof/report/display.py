@@ -99,11 +99,22 @@ class Row:
     code), the calls, own and total time summed over the paths folded into it, the levels of
     direct recursion folded (1: none), and how many library frames were folded into it."""
 
-    __slots__ = ("key", "library", "ncalls", "tottime", "cumtime", "levels", "hidden",
-                 "children", "parent", "_index")
+    __slots__ = (
+        "key",
+        "library",
+        "ncalls",
+        "tottime",
+        "cumtime",
+        "levels",
+        "hidden",
+        "children",
+        "parent",
+        "_index",
+    )
 
-    def __init__(self, key: Optional[FuncKey], library: Optional[str],
-                 parent: Optional["Row"] = None) -> None:
+    def __init__(
+        self, key: Optional[FuncKey], library: Optional[str], parent: Optional["Row"] = None
+    ) -> None:
         self.key = key
         self.library = library
         self.ncalls = 0
@@ -136,8 +147,10 @@ class Row:
         return out
 
     def __repr__(self) -> str:
-        return (f"Row({self.key!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
-                f"cumtime={self.cumtime:.6g}, levels={self.levels}, hidden={self.hidden})")
+        return (
+            f"Row({self.key!r}, ncalls={self.ncalls}, tottime={self.tottime:.6g}, "
+            f"cumtime={self.cumtime:.6g}, levels={self.levels}, hidden={self.hidden})"
+        )
 
 
 def display_tree(root: Node, *, expand_libs: bool = False, fold_recursion: bool = True) -> Row:
@@ -162,8 +175,9 @@ def display_tree(root: Node, *, expand_libs: bool = False, fold_recursion: bool 
             row.levels = max(row.levels, level)
             row.ncalls += n.ncalls
             row.tottime += n.tottime
-        elif (not expand_libs and lib is not None and up.library is not None
-              and up.parent is not None):
+        elif (
+            not expand_libs and lib is not None and up.library is not None and up.parent is not None
+        ):
             row = up
             row.hidden += 1
             row.tottime += n.tottime
@@ -183,8 +197,11 @@ def display_tree(root: Node, *, expand_libs: bool = False, fold_recursion: bool 
 
 def is_runner_frame(key: FuncKey) -> bool:
     """The profiler's own ``disable`` call, which a run records as a top-level frame."""
-    return key[0] == "~" and key[2].startswith("<method 'disable' of '") and (
-        "fastprof" in key[2] or "Profiler" in key[2])
+    return (
+        key[0] == "~"
+        and key[2].startswith("<method 'disable' of '")
+        and ("fastprof" in key[2] or "Profiler" in key[2])
+    )
 
 
 def thread_label(ident: int, index: int) -> str:

@@ -43,9 +43,11 @@ class _Keys:
         return i
 
 
-def _tree_threads(tree: CallTree, keys: _Keys,
-                  before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None
-                  ) -> List[Dict[str, Any]]:
+def _tree_threads(
+    tree: CallTree,
+    keys: _Keys,
+    before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None,
+) -> List[Dict[str, Any]]:
     """Each thread as columns: parent (index into the thread's nodes, -1 for top level),
     key, calls, own and total time, and the levels of direct recursion folded into the node
     (a chain f -> f -> f is drawn as one frame, as the terminal view shows it); with
@@ -97,8 +99,15 @@ def _tree_threads(tree: CallTree, keys: _Keys,
                 btotal.append(b[0])
                 bown.append(b[1])
                 bcalls.append(b[2])
-        t: Dict[str, Any] = {"ident": ident, "label": thread_label(ident, ti), "parent": parent,
-                             "key": key, "calls": calls, "self": own, "total": total}
+        t: Dict[str, Any] = {
+            "ident": ident,
+            "label": thread_label(ident, ti),
+            "parent": parent,
+            "key": key,
+            "calls": calls,
+            "self": own,
+            "total": total,
+        }
         if any(x > 1 for x in levels):
             t["levels"] = levels
         if before is not None:
@@ -126,8 +135,10 @@ def _lines(line_stats: Any) -> List[Dict[str, Any]]:
     out = []
     for (file, first, name), rows in sorted(line_stats.timings.items()):
         linecache.checkcache(file)
-        rs = [[ln, hits, t * line_stats.unit, linecache.getline(file, ln).rstrip("\n")]
-              for ln, hits, t in sorted(rows)]
+        rs = [
+            [ln, hits, t * line_stats.unit, linecache.getline(file, ln).rstrip("\n")]
+            for ln, hits, t in sorted(rows)
+        ]
         out.append({"file": file, "line": first, "name": name, "rows": rs})
     return out
 
@@ -163,12 +174,23 @@ def report_data(
 
 def _inline_json(data: Dict[str, Any]) -> str:
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
-def render_html(stats: Any = None, tree: Optional[CallTree] = None, line_stats: Any = None, *,
-                title: str = "fastprof profile", **kw: Any) -> str:
+def render_html(
+    stats: Any = None,
+    tree: Optional[CallTree] = None,
+    line_stats: Any = None,
+    *,
+    title: str = "fastprof profile",
+    **kw: Any,
+) -> str:
     """The page, as one string."""
     from ._html_page import PAGE
 
@@ -177,8 +199,13 @@ def render_html(stats: Any = None, tree: Optional[CallTree] = None, line_stats: 
     return head.replace("__TITLE__", html.escape(title)) + _inline_json(data) + tail
 
 
-def write_html(path: Union[str, Any], stats: Any = None, tree: Optional[CallTree] = None,
-               line_stats: Any = None, **kw: Any) -> None:
+def write_html(
+    path: Union[str, Any],
+    stats: Any = None,
+    tree: Optional[CallTree] = None,
+    line_stats: Any = None,
+    **kw: Any,
+) -> None:
     """Writes ``render_html(...)`` to ``path``."""
     text = render_html(stats, tree, line_stats, **kw)
     with open(path, "w", encoding="utf-8") as f:

@@ -27,14 +27,21 @@ def _source_block(filename: str, start_lineno: int) -> List[str]:
     if not all_lines or start_lineno < 1 or start_lineno > len(all_lines):
         return []
     try:
-        return inspect.getblock(all_lines[start_lineno - 1:])
+        return inspect.getblock(all_lines[start_lineno - 1 :])
     except Exception:  # tokenizer errors on odd sources: show the one line
-        return all_lines[start_lineno - 1:start_lineno]
+        return all_lines[start_lineno - 1 : start_lineno]
 
 
-def show_func(filename: str, start_lineno: int, func_name: str,
-              timings: Sequence[LineTiming], unit: float, output_unit: Optional[float] = None,
-              stream: Optional[IO[str]] = None, stripzeros: bool = False) -> None:
+def show_func(
+    filename: str,
+    start_lineno: int,
+    func_name: str,
+    timings: Sequence[LineTiming],
+    unit: float,
+    output_unit: Optional[float] = None,
+    stream: Optional[IO[str]] = None,
+    stripzeros: bool = False,
+) -> None:
     """Print one function's block: totals, then one row per source line."""
     stream = sys.stdout if stream is None else stream
     total_hits = sum(t[1] for t in timings)
@@ -73,10 +80,17 @@ def show_func(filename: str, start_lineno: int, func_name: str,
     stream.write("\n")
 
 
-def show_text(timings: Mapping[Key, Sequence[LineTiming]], unit: float,
-              output_unit: Optional[float] = None, stream: Optional[IO[str]] = None,
-              stripzeros: bool = False, summarize: bool = False, *, details: bool = True,
-              sort: bool = False) -> None:
+def show_text(
+    timings: Mapping[Key, Sequence[LineTiming]],
+    unit: float,
+    output_unit: Optional[float] = None,
+    stream: Optional[IO[str]] = None,
+    stripzeros: bool = False,
+    summarize: bool = False,
+    *,
+    details: bool = True,
+    sort: bool = False,
+) -> None:
     """Print every function's block (in file and line order, or by ascending total time
     with sort; none without details), then with summarize one line per function, as
     ``kernprof -l -v`` and line_profiler's ``show_text`` do."""
@@ -88,13 +102,13 @@ def show_text(timings: Mapping[Key, Sequence[LineTiming]], unit: float,
         order.sort(key=lambda item: sum(t[2] for t in item[1]))
     if details:
         for (filename, start_lineno, name), lines in order:
-            show_func(filename, start_lineno, name, lines, unit, output_unit, stream,
-                      stripzeros)
+            show_func(filename, start_lineno, name, lines, unit, output_unit, stream, stripzeros)
     if summarize:
         rows = [(sum(t[2] for t in lines) * unit, key) for key, lines in order]
         for seconds, (filename, start_lineno, name) in sorted(rows, key=lambda r: r[0]):
             if stripzeros and seconds == 0:
                 continue
             where = os.path.relpath(filename) if os.path.exists(filename) else filename
-            stream.write(f"{seconds:10.6f} seconds - {printable(where)}:{start_lineno} - "
-                         f"{printable(name)}\n")
+            stream.write(
+                f"{seconds:10.6f} seconds - {printable(where)}:{start_lineno} - {printable(name)}\n"
+            )

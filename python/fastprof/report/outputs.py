@@ -24,34 +24,54 @@ def _percent(text: str) -> float:
         x = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a percentage between 0 and 100, got {text!r}") from None
+            f"expected a percentage between 0 and 100, got {text!r}"
+        ) from None
     if not 0 <= x <= 100:
-        raise argparse.ArgumentTypeError(
-            f"expected a percentage between 0 and 100, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a percentage between 0 and 100, got {text!r}")
     return x
 
 
 def add_view_options(p: argparse.ArgumentParser) -> None:
     """The options of the views, shared by ``run`` and ``view``."""
-    p.add_argument("--format", choices=FORMATS, default=None,
-                   help="what to write: text (the call tree, the default view), pstats "
-                        "(with -o; the default there), speedscope (JSON), collapsed (folded "
-                        "stacks: flamegraph.pl, inferno, speedscope), callgrind (KCachegrind); "
-                        "to -o FILE, or to the standard output")
-    p.add_argument("--html", metavar="FILE",
-                   help="write one self-contained HTML report to FILE (flame graph, "
-                        "function table, callers and callees, threads, line timings)")
-    p.add_argument("--min-percent", type=_percent, default=DEFAULT_MIN_PERCENT, metavar="P",
-                   help=f"call tree: leave out paths below P%% of the run "
-                        f"(default {DEFAULT_MIN_PERCENT:g})")
-    p.add_argument("--expand-libs", action="store_true",
-                   help="call tree: show the frames inside libraries (stdlib, site-packages, "
-                        "builtins) instead of one row per library call")
-    p.add_argument("--merge-threads", action="store_true",
-                   help="call tree: one tree of all threads, summed by path")
-    p.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                   help="colour the call tree: auto (on a terminal, unless NO_COLOR is set), "
-                        "always, never")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="what to write: text (the call tree, the default view), pstats "
+        "(with -o; the default there), speedscope (JSON), collapsed (folded "
+        "stacks: flamegraph.pl, inferno, speedscope), callgrind (KCachegrind); "
+        "to -o FILE, or to the standard output",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write one self-contained HTML report to FILE (flame graph, "
+        "function table, callers and callees, threads, line timings)",
+    )
+    p.add_argument(
+        "--min-percent",
+        type=_percent,
+        default=DEFAULT_MIN_PERCENT,
+        metavar="P",
+        help=f"call tree: leave out paths below P%% of the run (default {DEFAULT_MIN_PERCENT:g})",
+    )
+    p.add_argument(
+        "--expand-libs",
+        action="store_true",
+        help="call tree: show the frames inside libraries (stdlib, site-packages, "
+        "builtins) instead of one row per library call",
+    )
+    p.add_argument(
+        "--merge-threads",
+        action="store_true",
+        help="call tree: one tree of all threads, summed by path",
+    )
+    p.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="colour the call tree: auto (on a terminal, unless NO_COLOR is set), always, never",
+    )
 
 
 def _open_out(path: Optional[str], stream: TextIO) -> Any:
@@ -60,9 +80,18 @@ def _open_out(path: Optional[str], stream: TextIO) -> Any:
     return open(path, "w", encoding="utf-8")
 
 
-def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO, *,
-         title: str, outfile: Optional[str] = None, default_sort: str = "tottime",
-         top: Optional[int] = None, strip_dirs: bool = True) -> str:
+def emit(
+    stats: Any,
+    tree: Optional["CallTree"],
+    opts: argparse.Namespace,
+    stream: TextIO,
+    *,
+    title: str,
+    outfile: Optional[str] = None,
+    default_sort: str = "tottime",
+    top: Optional[int] = None,
+    strip_dirs: bool = True,
+) -> str:
     """Writes what ``opts`` asks for (``outfile`` is where --format writes; None: ``stream``)
     and prints the default view when nothing else was asked.  Returns a line for stderr
     saying what was written (empty when it printed)."""
@@ -70,8 +99,10 @@ def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, strea
     wrote = False
     fmt = opts.format
     if fmt in ("speedscope", "collapsed") and tree is None:
-        raise ValueError(f"--format {fmt} needs the call tree, and this profile has none "
-                         f"(a pstats file without FILE.tree.json beside it)")
+        raise ValueError(
+            f"--format {fmt} needs the call tree, and this profile has none "
+            f"(a pstats file without FILE.tree.json beside it)"
+        )
     if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
         wrote = True
         if fmt == "pstats":
@@ -120,8 +151,16 @@ def emit(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, strea
     return "; ".join(notes)
 
 
-def _print_view(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace, stream: TextIO,
-                title: str, default_sort: str, top: Optional[int], strip_dirs: bool) -> None:
+def _print_view(
+    stats: Any,
+    tree: Optional["CallTree"],
+    opts: argparse.Namespace,
+    stream: TextIO,
+    title: str,
+    default_sort: str,
+    top: Optional[int],
+    strip_dirs: bool,
+) -> None:
     """Prints the call tree (when there is one and neither -s nor --filter was given) or the
     flat table."""
     if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
@@ -130,9 +169,15 @@ def _print_view(stats: Any, tree: Optional["CallTree"], opts: argparse.Namespace
 
         totals = totals_of(stats)
         text = format_tree_report(
-            tree, title=title, min_percent=opts.min_percent, expand_libs=opts.expand_libs,
-            color=use_color(opts.color, stream), top=len(totals) if top is None else top,
-            threads="merged" if opts.merge_threads else "each", totals=totals)
+            tree,
+            title=title,
+            min_percent=opts.min_percent,
+            expand_libs=opts.expand_libs,
+            color=use_color(opts.color, stream),
+            top=len(totals) if top is None else top,
+            threads="merged" if opts.merge_threads else "each",
+            totals=totals,
+        )
         stream.write(text)
     else:
         stats.sort(opts.sort or default_sort)

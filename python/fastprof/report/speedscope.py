@@ -24,8 +24,9 @@ def _frame(key: FuncKey) -> Dict[str, Any]:
     return {"name": key[2], "file": key[0], "line": key[1]}
 
 
-def _events(root: Node, frame_of: Dict[FuncKey, int], frames: List[Dict[str, Any]]
-            ) -> Tuple[List[Dict[str, Any]], float]:
+def _events(
+    root: Node, frame_of: Dict[FuncKey, int], frames: List[Dict[str, Any]]
+) -> Tuple[List[Dict[str, Any]], float]:
     events: List[Dict[str, Any]] = []
     # (node, start, closing?)  Children are laid out from the parent's start.
     t = 0.0  # the last event's time: events never go back in time
@@ -35,7 +36,8 @@ def _events(root: Node, frame_of: Dict[FuncKey, int], frames: List[Dict[str, Any
         starts.append(cursor)
         cursor += max(c.cumtime, 0.0)
     stack: List[Tuple[Node, float, bool]] = [
-        (c, s, False) for c, s in zip(reversed(root.children), reversed(starts))]
+        (c, s, False) for c, s in zip(reversed(root.children), reversed(starts))
+    ]
     while stack:
         n, start, closing = stack.pop()
         assert n.key is not None
@@ -61,8 +63,9 @@ def _events(root: Node, frame_of: Dict[FuncKey, int], frames: List[Dict[str, Any
     return events, t
 
 
-def to_speedscope(tree: CallTree, *, name: str = "fastprof profile",
-                  thread_names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
+def to_speedscope(
+    tree: CallTree, *, name: str = "fastprof profile", thread_names: Optional[Dict[int, str]] = None
+) -> Dict[str, Any]:
     """The speedscope document (a dict ready for json.dump)."""
     frames: List[Dict[str, Any]] = []
     frame_of: Dict[FuncKey, int] = {}
@@ -70,10 +73,24 @@ def to_speedscope(tree: CallTree, *, name: str = "fastprof profile",
     for i, (ident, root) in enumerate(tree.threads.items()):
         events, end = _events(root, frame_of, frames)
         label = (thread_names or {}).get(ident, f"thread {i + 1} (id {ident})")
-        profiles.append({"type": "evented", "name": label, "unit": "seconds",
-                         "startValue": 0.0, "endValue": end, "events": events})
-    return {"$schema": SCHEMA, "shared": {"frames": frames}, "profiles": profiles,
-            "name": name, "activeProfileIndex": 0, "exporter": "fastprof"}
+        profiles.append(
+            {
+                "type": "evented",
+                "name": label,
+                "unit": "seconds",
+                "startValue": 0.0,
+                "endValue": end,
+                "events": events,
+            }
+        )
+    return {
+        "$schema": SCHEMA,
+        "shared": {"frames": frames},
+        "profiles": profiles,
+        "name": name,
+        "activeProfileIndex": 0,
+        "exporter": "fastprof",
+    }
 
 
 def write_speedscope(tree: CallTree, out: TextIO, *, name: str = "fastprof profile") -> None:

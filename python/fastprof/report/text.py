@@ -62,8 +62,17 @@ def format_table(
         tper = _secs(r.tottime / r.ncalls) if r.ncalls else "-"
         cper = _secs(r.cumtime / r.primcalls) if r.primcalls else "-"
         share = f"{100.0 * r.tottime / total_tt:.1f}" if total_tt > 0 else "-"
-        body.append((nc, _secs(r.tottime), tper, _secs(r.cumtime), cper, share,
-                     format_location(r, strip_dirs)))
+        body.append(
+            (
+                nc,
+                _secs(r.tottime),
+                tper,
+                _secs(r.cumtime),
+                cper,
+                share,
+                format_location(r, strip_dirs),
+            )
+        )
     widths = [max([len(cols[i])] + [len(b[i]) for b in body]) for i in range(len(cols) - 1)]
 
     def line(cells: Sequence[str]) -> str:

@@ -87,8 +87,7 @@ def _location(key: FuncKey, paths: Dict[str, str]) -> str:
 
 
 def _pruned_note(kept: int, dropped: int, dropped_time: float, whole: float) -> str:
-    return (f"{dropped} more below the threshold ({_pct(dropped_time, whole).strip()} "
-            f"of the run)")
+    return f"{dropped} more below the threshold ({_pct(dropped_time, whole).strip()} of the run)"
 
 
 def format_tree(
@@ -119,8 +118,9 @@ def format_tree(
         items: List[Tuple[Any, str, str]] = []
         for i, c in enumerate(kids):
             last = i == len(kids) - 1 and not small
-            items.append((c, prefix + ("   " if last else "│  "), prefix + ("└─ " if last
-                                                                                else "├─ ")))
+            items.append(
+                (c, prefix + ("   " if last else "│  "), prefix + ("└─ " if last else "├─ "))
+            )
         if small:
             t = sum(c.cumtime for c in small)
             items.append((("note", len(small), t), "", prefix + "└─ "))
@@ -156,9 +156,11 @@ def format_tree(
                 text += "  " + paint(loc, _DIM)
         else:
             text = f"{paint(name, _BOLD, *_heat(share))}  {paint(loc, _GREEN)}"
-        out.append(f"{paint(_pct(r.cumtime, total).rjust(7), *_heat(share))} "
-                   f"{_secs(r.cumtime):>9} {_secs(r.tottime):>9} {r.ncalls:>8}  "
-                   f"{paint(lead, _DIM)}{text}")
+        out.append(
+            f"{paint(_pct(r.cumtime, total).rjust(7), *_heat(share))} "
+            f"{_secs(r.cumtime):>9} {_secs(r.tottime):>9} {r.ncalls:>8}  "
+            f"{paint(lead, _DIM)}{text}"
+        )
         shown += 1
         push_children(r, child_prefix)
     if left:
@@ -182,21 +184,26 @@ def format_top(
     for key, (nc, tt, ct) in rows:
         # pstats' file:line(name), with the file's path as long as it takes to be unique
         loc = _location(key, paths)
-        text = (f"{paint(loc, _GREEN)}({printable(key[2])})" if loc
-                else printable(key_label(key)))
-        out.append(f"{paint(_pct(tt, total).rjust(7), *_heat(tt / total if total else 0))} "
-                   f"{_secs(tt):>9} {_secs(ct):>9} {nc:>8}  {text}")
+        text = f"{paint(loc, _GREEN)}({printable(key[2])})" if loc else printable(key_label(key))
+        out.append(
+            f"{paint(_pct(tt, total).rjust(7), *_heat(tt / total if total else 0))} "
+            f"{_secs(tt):>9} {_secs(ct):>9} {nc:>8}  {text}"
+        )
     return out
 
 
 def _drop_runner_frames(root: Node) -> Node:
     """A copy of a root without the profiler's own top-level ``disable`` call."""
-    if not any(c.key is not None and is_runner_frame(c.key) and not c.children
-               for c in root.children):
+    if not any(
+        c.key is not None and is_runner_frame(c.key) and not c.children for c in root.children
+    ):
         return root
     out = Node(None)
-    out.children = [c for c in root.children
-                    if not (c.key is not None and is_runner_frame(c.key) and not c.children)]
+    out.children = [
+        c
+        for c in root.children
+        if not (c.key is not None and is_runner_frame(c.key) and not c.children)
+    ]
     out.cumtime = sum(c.cumtime for c in out.children)
     return out
 
@@ -222,8 +229,9 @@ def format_tree_report(
     if threads not in ("each", "merged"):
         raise ValueError(f"threads must be 'each' or 'merged'; got {threads!r}")
     paint = _Paint(color)
-    roots = [(ident, i, _drop_runner_frames(r)) for i, (ident, r) in
-             enumerate(tree.threads.items())]
+    roots = [
+        (ident, i, _drop_runner_frames(r)) for i, (ident, r) in enumerate(tree.threads.items())
+    ]
     total = sum(r.cumtime for _, _, r in roots)
     if totals is None:
         totals = _totals(tree, roots)
@@ -233,14 +241,17 @@ def format_tree_report(
         head.append(paint(printable(title), _BOLD))
     nthreads = len(roots)
     # the first words as cProfile's header says them
-    head.append(f"{calls} function calls in {total:.6f} seconds ({nthreads} "
-                f"thread{'s' if nthreads != 1 else ''}); the call tree of the paths above "
-                f"{min_percent:g}% of the run"
-                + ("" if expand_libs else ", library internals folded (--expand-libs shows "
-                                          "them)"))
+    head.append(
+        f"{calls} function calls in {total:.6f} seconds ({nthreads} "
+        f"thread{'s' if nthreads != 1 else ''}); the call tree of the paths above "
+        f"{min_percent:g}% of the run"
+        + ("" if expand_libs else ", library internals folded (--expand-libs shows them)")
+    )
     if tree.merged:
-        head.append(f"{tree.merged} calls merged (node cap {tree.node_cap}): counted in the "
-                    f"functions' totals, not in the tree")
+        head.append(
+            f"{tree.merged} calls merged (node cap {tree.node_cap}): counted in the "
+            f"functions' totals, not in the tree"
+        )
     out = head + [""]
     colhead = f"{'total%':>7} {'total':>9} {'self':>9} {'calls':>8}  call tree"
     files = [n.key[0] for _, _, r in roots for n in r.walk() if n.key is not None]
@@ -259,8 +270,16 @@ def format_tree_report(
             out.append("")
             continue
         out.append(colhead)
-        out.extend(format_tree(r, total=total, min_percent=min_percent,
-                               expand_libs=expand_libs, color=color, paths=paths))
+        out.extend(
+            format_tree(
+                r,
+                total=total,
+                min_percent=min_percent,
+                expand_libs=expand_libs,
+                color=color,
+                paths=paths,
+            )
+        )
         out.append("")
     shown = min(top, len(totals))
     out.append(paint(f"top functions by own time ({shown} of {len(totals)} functions)", _BOLD))
@@ -270,8 +289,9 @@ def format_tree_report(
 
 def _totals(tree: CallTree, roots: List[Tuple[int, int, Node]]) -> Dict[FuncKey, Any]:
     """function_totals over the roots shown (without the runner's own frames)."""
-    return CallTree({ident: r for ident, _, r in roots}, tree.merged,
-                    tree.node_cap).function_totals()
+    return CallTree(
+        {ident: r for ident, _, r in roots}, tree.merged, tree.node_cap
+    ).function_totals()
 
 
 def print_tree_report(tree: CallTree, stream: TextIO, **kw: Any) -> None:
