@@ -27,6 +27,7 @@ import types
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._runstats import own_stats as _own_stats
+from .report.options import positive_int as _positive_int
 from .stats import SORT_KEYS
 
 __all__ = ["main"]
@@ -34,16 +35,6 @@ __all__ = ["main"]
 _MISSING = object()
 _DEFAULT_SORT = "tottime"
 _DEFAULT_TOP = 40
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def _sort_key(text: str) -> str:

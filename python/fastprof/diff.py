@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .report.options import positive_int as _positive_int
 from .tree import CallTree, FuncKey, Node
 
 __all__ = ["function_changes", "path_changes", "format_diff", "main"]
@@ -151,16 +152,6 @@ def format_diff(
             "run -o, which writes FILE.tree.json beside FILE)"
         )
     return "\n".join(out) + "\n"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def main(argv: Sequence[str]) -> int:
