@@ -24,6 +24,13 @@ window.addEventListener("unhandledrejection", function (e) {
 </script>"""
 
 
+def _browser_env() -> dict:
+    """The environment for Chromium: this process's, less the sanitizer preload (under
+    .ci/sanitize the tests run with libasan preloaded; the browser runs none of fastprof)."""
+    drop = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def chromium() -> Tuple[Optional[str], str]:
     """(path of a Chromium, "") or (None, why there is none)."""
     for name in _CANDIDATES:
@@ -79,7 +86,7 @@ def probe(
         "--dump-dom",
         "file://" + path,
     ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_browser_env())
     dom = r.stdout
     start = dom.find('<pre id="__probe">')
     if start < 0:
@@ -107,4 +114,5 @@ def screenshot(browser: str, path_html: str, png: str, tmpdir: str) -> None:
         ],
         capture_output=True,
         timeout=120,
+        env=_browser_env(),
     )
