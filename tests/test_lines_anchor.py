@@ -23,6 +23,8 @@ from typing import Any, Dict
 
 import pytest
 
+import fastprof
+
 SDIST = "line_profiler-5.1.0.tar.gz"
 SDIST_SHA256 = "5717a2dccf0ced65fd19ba5e479581c47412831fe768bc211c6d0f5ba1ad9b47"
 MEMBER = "line_profiler-5.1.0/tests/test_line_profiler.py"
@@ -93,9 +95,9 @@ def test_line_profiler_51_suite(anchor_tests: Path) -> None:
     """Every test of line_profiler 5.1's test_line_profiler.py but the listed internals
     passes with fastprof's LineProfiler."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(HERE.parent / "python")] + [p for p in [env.get("PYTHONPATH")] if p]
-    )
+    # the fastprof these tests import (an installed one, or the checkout's in-place build)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(fastprof.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
     args = [
         sys.executable,
         "-m",

@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 
+import fastprof
 from fastprof import LineProfiler
 
 
@@ -352,7 +353,8 @@ def test_explicit_profile_switches_on_from_the_environment(tmp_path, how):
     env = {
         k: v for k, v in os.environ.items() if k not in ("LINE_PROFILE", "FASTPROF_LINE_PROFILE")
     }
-    package_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+    # the fastprof these tests import (an installed one, or the checkout's in-place build)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(fastprof.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
     if how in ("FASTPROF_LINE_PROFILE", "LINE_PROFILE"):
         env[how] = "1"
