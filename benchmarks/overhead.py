@@ -8,7 +8,9 @@ ratio of fastprof's added time to cProfile's and to "no tree"'s (what the tree c
 Python 3.12 two floors run too: an "empty hook" (a C profile function that does nothing: what
 the interpreter's profiling mode costs whatever the hook does) and a "stamp hook" (one that
 names each call and times it, keeping no records: the least any timing profiler does); the last
-columns give each as a fraction of cProfile's added time.
+columns give each as a fraction of cProfile's added time.  On 3.12+ the floor is an "empty
+callback": an empty C callback for the exact default's sys.monitoring events
+(benchmarks/floors.py), what the interpreter spends delivering them.
 
     python benchmarks/overhead.py [--rounds 15] [--quick] [--json out.json] [--processes N]
 
@@ -320,6 +322,17 @@ def floor_runner(set_hook: Callable[[bool], object]) -> Callable[[Callable[[], N
     return run
 
 
+def run_monitoring_floor(fn: Callable[[], None]) -> float:
+    """Times fn under an empty C callback for the exact default's sys.monitoring events (3.12+):
+    the interpreter's delivery of the events, beneath any profiler (benchmarks/floors.py)."""
+    from floors import monitoring_floor
+
+    t0 = time.perf_counter()
+    with monitoring_floor(exact=True):
+        fn()
+    return time.perf_counter() - t0
+
+
 def run_yappi(fn: Callable[[], None]) -> float:  # pragma: no cover - optional peer
     yappi.clear_stats()
     yappi.set_clock_type("wall")
@@ -341,8 +354,8 @@ def count_calls(fn: Callable[[], None]) -> int:
 
 def across_processes(n: int, argv: list[str]) -> int:
     """Runs this script n times in fresh interpreters with argv (less --processes) and prints
-    each workload's fastprof/cProfile ratio per run, and the medians (with the floors',
-    below 3.12).  Returns 0, or the first failing run's exit status."""
+    each workload's fastprof/cProfile ratio per run, and the medians (with the tree's cost and
+    the floors': the empty and stamp hooks below 3.12, the empty callback on 3.12+).  Returns 0, or the first failing run's exit status."""
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(n):
@@ -364,6 +377,12 @@ def across_processes(n: int, argv: list[str]) -> int:
         med = statistics.median(ratios)
         worst = max(worst, med)
         line = f"{name:<28} " + " ".join(f"{x:.2f}" for x in ratios) + f"  median {med:.2f}"
+        trees = [r["results"][name].get("tree_over_no_tree") for r in runs]
+        if None not in trees:
+            line += f"  (tree/no tree median {statistics.median(trees):.2f})"
+        if "empty_callback_over_cprofile" in runs[0]["results"][name]:
+            cb = [r["results"][name]["empty_callback_over_cprofile"] for r in runs]
+            line += f"  (empty callback median {statistics.median(cb):.2f})"
         if "empty_hook_over_cprofile" in runs[0]["results"][name]:
             floors = [r["results"][name]["empty_hook_over_cprofile"] for r in runs]
             stamps = [r["results"][name]["stamp_hook_over_cprofile"] for r in runs]
@@ -411,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     if floor:
         runners["empty hook"] = floor_runner(fastprof._fastprof._empty_profile_hook)
         runners["stamp hook"] = floor_runner(fastprof._fastprof._stamp_profile_hook)
+    callback_floor = sys.version_info >= (3, 12)
+    if callback_floor:
+        runners["empty callback"] = run_monitoring_floor
     names = list(WORKLOADS) if not args.only else args.only.split(",")
 
     print(
@@ -425,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(f"{r + ' ns/call':>17}" for r in runners if r != "bare")
         + f" {'fastprof/cProfile':>18} {'tree/no tree':>13}"
         + (f" {'empty hook/cProfile':>20} {'stamp hook/cProfile':>20}" if floor else "")
+        + (f" {'empty callback/cProfile':>24}" if callback_floor else "")
     )
     print(header)
     results: dict = {}
@@ -468,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
                 floor_ratio = added[runner] / added["cProfile"]
                 results[name][runner.replace(" ", "_") + "_over_cprofile"] = floor_ratio
                 line += f" {floor_ratio:>20.2f}"
+        if callback_floor:
+            floor_ratio = added["empty callback"] / added["cProfile"]
+            results[name]["empty_callback_over_cprofile"] = floor_ratio
+            line += f" {floor_ratio:>24.2f}"
         print(line)
     worst = max(v["fastprof_over_cprofile"] for v in results.values())
     print(f"worst fastprof/cProfile added-time ratio: {worst:.2f}")
