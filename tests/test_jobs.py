@@ -33,7 +33,30 @@ def _env(extra_path: Optional[str] = None) -> Dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     for k in ("FASTPROF_RUN_DIR", "FASTPROF_RUN_PYTHON", "FASTPROF_RUN_OPTIONS"):
         env.pop(k, None)
+    env["PYTHONFAULTHANDLER"] = "1"  # a hung job's processes show their stacks (see fastprof())
     return env
+
+
+def _group_listing(pgid: int) -> str:
+    """One line per live process of process group pgid: pid, parent, state, what it waits in,
+    command line (from /proc; a failure to diagnose a hang never hides the hang)."""
+    lines = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{name}/wchan") as f:
+                wchan = f.read()
+            lines.append(f"{name} ppid={fields[1]} state={fields[0]} wchan={wchan} {argv}")
+        except (OSError, IndexError, ValueError):
+            continue
+    return "\n".join(lines) or "(none left)"
 
 
 def fastprof(
@@ -53,9 +76,15 @@ def fastprof(
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{cmd} hung\nstdout:\n{out}\nstderr:\n{err}")
+        group = _group_listing(proc.pid)
+        # faulthandler (PYTHONFAULTHANDLER in _env) prints every thread's stack on SIGABRT
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"{cmd} hung\nprocesses:\n{group}\nstdout:\n{out}\nstderr:\n{err}")
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
