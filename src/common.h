@@ -114,5 +114,6 @@ int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
 int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback type (floors.c) */
+int fp_watchdog_exec(PyObject *m); /* the SIGTERM watchdog of job children (exit_watchdog.c) */
 
 #endif

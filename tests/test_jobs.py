@@ -338,6 +338,58 @@ def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
     assert f"{killed}" in r.stderr and "wrote no profile" in r.stderr
 
 
+# A SIGTERM that runs the interpreter's C handler without interrupting the main thread's
+# blocking call (it lands just before the call, or in another thread): the Python handler that
+# writes the profile is then due but never runs, unless fastprof's watchdog nudges the main
+# thread (src/profile/exit_watchdog.c).  Here the main thread blocks SIGTERM, so the signal goes
+# to a helper thread, which makes the race certain.
+BLOCKED_AT_TERM = """\
+    import multiprocessing as mp
+    import signal
+    import sys
+    import threading
+    import time
+
+    def child(lock, ready):
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        ready.set()
+        lock.acquire()  # blocks: the parent holds the lock
+
+    if __name__ == "__main__":
+        ctx = mp.get_context(sys.argv[1])
+        lock = ctx.Lock()
+        lock.acquire()
+        ready = ctx.Event()
+        p = ctx.Process(target=child, args=(lock, ready))
+        p.start()
+        ready.wait()
+        time.sleep(0.5)
+        p.terminate()
+        p.join(60)
+        print(p.pid, "alive" if p.is_alive() else p.exitcode)
+        if p.is_alive():
+            p.kill()
+            p.join()
+"""
+
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_sigterm_that_interrupts_nothing_still_writes_and_ends(tmp_path: Any, method: str) -> None:
+    script = write(tmp_path, "blocked.py", BLOCKED_AT_TERM)
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--run-dir", str(run_dir), "-o", "all.prof", str(script), method],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    pid, ending = r.stdout.split()
+    assert ending == str(-signal.SIGTERM)  # it died of SIGTERM, as without fastprof
+    rec = records(run_dir)[int(pid)]
+    assert rec["complete"], rec
+    assert calls(load(run_dir / f"{pid}.prof"), script, "child") == 1
+
+
 # -- merge and view of a run directory ------------------------------------------------------
 
 

@@ -271,6 +271,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     """Writes the profile, then ends the process by SIGTERM's default action.  A process
     already writing its profile on its way out (a pool worker that got its sentinel, then
     terminate's SIGTERM) finishes the write and ends as it was ending."""
+    try:
+        _C()._sigterm_watchdog_cancel()
+    except Exception:  # an extension without the watchdog: nothing was armed
+        pass
     s = _session
     if s is not None and s.written and s.pid == os.getpid():
         return
@@ -279,11 +283,23 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _C() -> Any:
+    from . import _fastprof
+
+    return _fastprof
+
+
 def _install_sigterm() -> None:
+    """Catches SIGTERM (when the program has no handler of its own) to write the profile, with
+    the C watchdog that makes the handler run even when the signal lands just before a
+    blocking call (see src/profile/exit_watchdog.c)."""
     try:
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, _on_sigterm)
+            _C()._sigterm_watchdog()
     except ValueError:  # not the main thread: the runtime cannot catch the signal here
+        pass
+    except (ImportError, AttributeError, OSError):  # the handler alone, as before
         pass
 
 
