@@ -471,9 +471,9 @@ def _weak(v: Any) -> bool:
 
 def _loop_dtypes(ufunc: Any, samples: List[Any], out: np.dtype) -> Tuple[np.dtype, ...]:
     """The input dtypes of the loop NumPy runs for ufunc on samples (out: its result dtype)."""
-    spec = tuple(
-        type(v) if _weak(v) else np.asarray(v).dtype for v in samples
-    ) + (None,) * ufunc.nout
+    spec = (
+        tuple(type(v) if _weak(v) else np.asarray(v).dtype for v in samples) + (None,) * ufunc.nout
+    )
     try:
         return tuple(np.dtype(d) for d in ufunc.resolve_dtypes(spec)[: ufunc.nin])
     except (TypeError, ValueError, AttributeError):
@@ -497,7 +497,8 @@ def typed(tree: Node, probe: Dict[str, Any]) -> Typed:
         kids, samples = zip(*[visit(a) for a in n.args])
         if n.kind == "reduce":
             ufunc = REDUCTIONS[n.op]
-            sample = ufunc.reduce(samples[0], axis=n.value)
+            # the dtype does not depend on the axis, which the caller checks against the shape
+            sample = ufunc.reduce(np.asarray(samples[0]).reshape(-1))
             dt = np.asarray(sample).dtype
             return Typed("reduce", n.op, n.value, kids, dt, (dt,)), sample
         if n.kind == "call" and n.op == "where":
