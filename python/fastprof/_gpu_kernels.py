@@ -997,7 +997,7 @@ def evaluate(
         if timing:
             timing.mark(3)
         if src.reduce is not None:
-            host = _finish_reduce(host, src, res_shape, inner == 1 and nred != size)
+            host = _finish_reduce(host, src, res_shape, res_shape == () and nout != 1)
             if on_device:
                 return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
         host = host.reshape(res_shape)
@@ -1017,7 +1017,7 @@ def _reduce_plan(
         return shape, size, 1, 1
     tree_axis = _expr.parse(expr).value
     if tree_axis is None:
-        return (), max(1, -(-size // _CHUNK)) if size else 0, _CHUNK, 1
+        return (), max(1, -(-size // _CHUNK)), _CHUNK, 1
     ndim = len(shape)
     if not -ndim <= tree_axis < ndim:
         raise ValueError(
