@@ -335,7 +335,9 @@ def test_generated_source_names_and_kind(expr) -> None:
     assert src.dtype == cpu.dtype  # one typed tree: the CPU's dtype
     assert {p.name for p in src.params} <= {"a", "b", "k"}
     for i, p in enumerate(src.params):
-        assert (f"double s{i}" if p.name == "k" else f"const float *__restrict__ a{i}") in src.source
+        assert (
+            f"double s{i}" if p.name == "k" else f"const float *__restrict__ a{i}"
+        ) in src.source
     src64 = _gpu_kernels.generate_source(expr, {"a": np.dtype(np.float64), "b": 2.0, "k": 1})
     assert "sinf" not in src64.source and "const float" not in src64.source
 
@@ -348,7 +350,9 @@ def test_nvrtc_compiles_every_generated_kernel(dtype) -> None:
     except cuda.CudaUnavailableError as e:
         pytest.skip(f"NVRTC not loadable here: {e}")
     for expr in EXPRS:
-        src = _gpu_kernels.generate_source(expr, {"a": np.dtype(dtype), "b": np.dtype(dtype), "k": 1.5})
+        src = _gpu_kernels.generate_source(
+            expr, {"a": np.dtype(dtype), "b": np.dtype(dtype), "k": 1.5}
+        )
         image = _gpu_kernels.compile_source(src.source, "sm_80")
         assert image[:4] == b"\x7fELF"
     with pytest.raises(RuntimeError, match="NVRTC could not compile"):

@@ -256,7 +256,10 @@ GPU_CASES = [
 
 
 def _gpu_names(dts, n=(40, 25)):
-    return {"x": _array(dts[0], n[0] * n[1], 11).reshape(n), "y": _array(dts[1], n[0] * n[1], 12).reshape(n)}
+    return {
+        "x": _array(dts[0], n[0] * n[1], 11).reshape(n),
+        "y": _array(dts[1], n[0] * n[1], 12).reshape(n),
+    }
 
 
 @pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")

@@ -275,7 +275,7 @@ class _Gen:
         op = n.op
         ins = n.in_dtypes
         kind = ins[0].kind if ins else "f"
-        out_ct = c_type(n.dtype)
+        out_ct = c_type(np.dtype(n.dtype))
         if n.kind == "where":
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if op in _CMP:

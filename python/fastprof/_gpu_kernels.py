@@ -972,7 +972,8 @@ def evaluate(
         result = _cuda.DeviceArray.empty((nout,), src.out_dtype, stream=handle)
         if timing:
             timing.mark(1)
-        fmt, args = "", []
+        fmt = ""
+        args: list[Any] = []
         for p in src.params:
             fmt += p.fmt
             if p.fmt == "p":
