@@ -921,6 +921,9 @@ def evaluate(
     handle = _cuda.stream_handle(stream)
     if not operands:
         raise ValueError("expr must reference at least one array on the GPU")
+    planned = None
+    if all(op.dtype is not None for op in operands.values()):  # checked before any CUDA call
+        planned = _evaluate_plan(expr, operands, scalars, out)
     _cuda._require()
     if index is None:
         for op in operands.values():
@@ -928,19 +931,12 @@ def evaluate(
                 index = op.view(stream).device  # run where the data lives
                 break
     with _cuda._on_device(index):
-        for op in operands.values():
-            if op.dtype is None:
+        if planned is None:
+            for op in operands.values():
                 op.view(stream)
-        kinds: dict[str, Any] = {n: np.dtype(op.dtype) for n, op in operands.items()}
-        kinds.update(scalars)
-        src = generate_source(expr, kinds)
-        shape = next(iter(operands.values())).shape
-        assert shape is not None  # known for host arrays, set by view() for device ones
-        size = int(np.prod(shape, dtype=np.int64))
-        plan = _reduce_plan(src, shape, expr)
+            planned = _evaluate_plan(expr, operands, scalars, out)
+        src, shape, size, plan = planned
         res_shape = plan[0]
-        if out is not None and out.shape != res_shape:
-            raise ValueError(f"out must have shape {res_shape}, got {out.shape}")
         dev = _C._cuda_get_device()
         cc = _cuda._props(dev)["compute_capability"]
         key = (src.source, dev)
@@ -1004,6 +1000,23 @@ def evaluate(
         host = host.reshape(res_shape)
         assert timing is not None  # host input
         return _finish_host(host, timing, out)
+
+
+def _evaluate_plan(
+    expr: str, operands: dict[str, _Operand], scalars: dict[str, Any], out: Any
+) -> tuple[_expr_cuda.Source, tuple[int, ...], int, tuple[tuple[int, ...], int, int, int]]:
+    """(kernel source, operand shape, its size, reduction plan) once every dtype is known;
+    raises for what is outside the language, the GPU's dtypes, or a bad out's shape."""
+    kinds: dict[str, Any] = {n: np.dtype(op.dtype) for n, op in operands.items()}
+    kinds.update(scalars)
+    src = generate_source(expr, kinds)
+    shape = next(iter(operands.values())).shape
+    assert shape is not None  # known for host arrays, set by view() for device ones
+    size = int(np.prod(shape, dtype=np.int64))
+    plan = _reduce_plan(src, shape, expr)
+    if out is not None and out.shape != plan[0]:
+        raise ValueError(f"out must have shape {plan[0]}, got {out.shape}")
+    return src, shape, size, plan
 
 
 _CHUNK = 4096  # elements a thread reduces before the host adds the partials
