@@ -282,3 +282,21 @@ def test_gpu_refuses_float16_results_clearly():
     _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
     with pytest.raises(TypeError, match="float16; evaluate on the GPU computes in"):
         _gpu_kernels.generate_source("sqrt(x)", {"x": np.dtype(np.int8)})
+
+
+def test_bool_arithmetic_feeding_floats_is_numpys():
+    # NumPy's bool + bool is a logical or (True), so (b + c) * 1.5 is at most 1.5; the compiled
+    # program once held the sum as 2.0 and gave 3.0
+    b = np.arange(LARGE) % 3 == 0
+    c = np.arange(LARGE) % 2 == 0
+    for expr in ("(b + c) * 1.5", "(b * c) + 0.5", "abs(b) * 2.5", "maximum(b, c) - 0.25"):
+        _check(expr, {"b": b, "c": c})
+
+
+def test_the_parse_cache_is_shared_by_both_devices():
+    expr = "x * 3 + 17.25 - x"
+    tree = kernels._tree_of(expr)
+    assert _expr.parse_cached(expr) is tree
+    gk = pytest.importorskip("fastprof._gpu_kernels")
+    assert gk.generate_source(expr, {"x": np.dtype(np.float32)}).dtype == np.float32
+    assert _expr.parse_cached(expr) is tree

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ast
 import operator
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -308,6 +310,29 @@ def parse(expr: str) -> Node:
         return _convert(tree, expr, top=True)
     except RecursionError:  # the caller was already deep in recursion
         raise _bad(expr, "nested too deeply for the remaining recursion depth") from None
+
+
+_TREES: "OrderedDict[str, Node]" = OrderedDict()
+_TREES_MAX = 512
+_TREES_LOCK = threading.Lock()
+
+
+def parse_cached(expr: str) -> Node:
+    """parse(expr), computed once per string (an LRU cache of _TREES_MAX expressions) for both
+    devices; raises as parse does."""
+    if not isinstance(expr, str):
+        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
+    with _TREES_LOCK:
+        tree = _TREES.get(expr)
+        if tree is not None:
+            _TREES.move_to_end(expr)
+            return tree
+    tree = parse(expr)
+    with _TREES_LOCK:
+        _TREES[expr] = tree
+        if len(_TREES) > _TREES_MAX:
+            _TREES.popitem(last=False)
+    return tree
 
 
 def names(tree: Node) -> List[str]:

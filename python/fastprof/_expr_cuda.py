@@ -174,14 +174,15 @@ class Param(NamedTuple):
 class Source(NamedTuple):
     """A generated kernel: its CUDA source, the arguments for the names in order (the launch
     appends out and the counts), the result dtype, the dtype the kernel writes (a
-    reduction's partials: double for a float result) and the reduction (None, or its
-    NumPy ufunc name)."""
+    reduction's partials: double for a float result), the reduction (None, "sum" or
+    "prod") and its axis (None: the whole array)."""
 
     source: str
     params: Tuple[Param, ...]
     dtype: np.dtype
     out_dtype: np.dtype
     reduce: Optional[str]
+    axis: Optional[int] = None
 
 
 def c_type(dt: np.dtype, what: str = "a value") -> str:
@@ -433,4 +434,4 @@ def generate(tree: _expr.Typed, operands: Dict[str, Any]) -> Source:
             "    }",
         ]
     src = "\n".join([PRELUDE, f'extern "C" __global__ void fp_eval({sig})', "{", *loop, "}", ""])
-    return Source(src, tuple(params), res_dt, out_dt, reduce_op)
+    return Source(src, tuple(params), res_dt, out_dt, reduce_op, tree.value if reduce_op else None)

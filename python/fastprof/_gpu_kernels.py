@@ -840,7 +840,7 @@ def generate_source(expr: str, operands: dict[str, Any]) -> _expr_cuda.Source:
     (fastprof._expr), so both devices accept one language with one result dtype.  Raises
     ValueError for expressions outside the language, TypeError for operations NumPy has no
     loop for or the GPU cannot compute (e.g. float16 results)."""
-    tree = _expr.parse(expr)
+    tree = _expr.parse_cached(expr)
     probe = {n: np.empty(0, v) if isinstance(v, np.dtype) else v for n, v in operands.items()}
     try:
         typed = _expr.typed(tree, probe)
@@ -886,7 +886,7 @@ def evaluate(
     array or one axis.  Names come from local_dict (and global_dict), else from the caller's
     frame.
     """
-    tree = _expr.parse(expr)
+    tree = _expr.parse_cached(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
     if local_dict is None and global_dict is None:
@@ -1029,7 +1029,7 @@ def _reduce_plan(
     size = int(np.prod(shape, dtype=np.int64))
     if src.reduce is None:
         return shape, size, 1, 1
-    tree_axis = _expr.parse(expr).value
+    tree_axis = src.axis
     if tree_axis is None:
         return (), max(1, -(-size // _CHUNK)), _CHUNK, 1
     ndim = len(shape)

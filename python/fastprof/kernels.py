@@ -666,7 +666,6 @@ def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
 
 _BLOCK = 16384  # elements per block: a few registers of it stay in L2
 _SMALL = 1 << 16  # below this many elements a plain NumPy evaluation is as fast
-_TREES: "OrderedDict[str, _expr.Node]" = OrderedDict()
 _TREES_MAX = 512
 _PLANS: "OrderedDict[tuple, Tuple[List[_Step], Tuple[str, Any]]]" = OrderedDict()
 _pool_lock = threading.Lock()
@@ -675,18 +674,9 @@ _pool_size = 0
 
 
 def _tree_of(expr: str) -> _expr.Node:
-    """The parsed tree of expr, compiled once per string (LRU cache)."""
-    if not isinstance(expr, str):
-        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
-    tree = _TREES.get(expr)
-    if tree is None:
-        tree = _expr.parse(expr)
-        _TREES[expr] = tree
-        if len(_TREES) > _TREES_MAX:
-            _TREES.popitem(last=False)
-    else:
-        _TREES.move_to_end(expr)
-    return tree
+    """The parsed tree of expr, compiled once per string (fastprof._expr's cache, which the
+    GPU path reads too)."""
+    return _expr.parse_cached(expr)
 
 
 class EvalArgs(NamedTuple):
