@@ -244,7 +244,8 @@ def test_integer_division_by_zero_warns_as_numpy(n):
 GPU_CASES = [
     (["i1", "i1"], ["x + y", "x * y - 3", "x // y", "x % y", "fmod(x, y)", "x ** 2", "~x"]),
     (["u2", "i4"], ["x + y", "x // y", "x % y", "x < y", "abs(y) + x", "x ^ y", "min(x, y)"]),
-    (["i8", "u8"], ["x < y", "x == y", "x >= y", "maximum(x, 3)"]),
+    (["i8", "u8"], ["x < y", "x == y", "x >= y", "maximum(x, 3)", "x < 2**63", "y > -5"]),
+    (["i1", "u1"], ["x < 1000", "y == -1", "(x > -200) & (y <= 300)"]),
     (["?", "?"], ["x & y", "x | ~y", "x ^ y", "x + y", "x * y", "where(x, 1, 2) + y"]),
     (["f4", "f4"], ["x % y", "x // y", "fmod(x, y)", "floor(x) * ceil(y)", "sqrt(abs(x)) - y"]),
     (["f4", "i2"], ["x / y", "x ** 2 + y", "minimum(x, y)", "where(x > y, x, -y)"]),

@@ -265,7 +265,10 @@ class _Gen:
             return self.arrays[n.value]
         assert n.dtype is not None
         codes = [self.visit(a) for a in n.args]
-        args = [self.cast(a, c, d) for a, c, d in zip(n.args, codes, n.in_dtypes)]
+        ins = _compare_dtypes(n) if n.op in _CMP else n.in_dtypes
+        if ins != n.in_dtypes:
+            n = _expr.Typed(n.kind, n.op, n.value, n.args, n.dtype, ins)
+        args = [self.cast(a, c, d) for a, c, d in zip(n.args, codes, ins)]
         expr = self.operation(n, args)
         name = f"t{self.count}"
         self.count += 1
@@ -348,6 +351,27 @@ class _Gen:
             if op in _MATH:
                 return f"{_MATH[op]}{sfx}({', '.join(a)})"
         raise TypeError(f"{op} on {', '.join(str(d) for d in ins)} has no GPU code")
+
+
+def _compare_dtypes(n: _expr.Typed) -> Tuple[np.dtype, ...]:
+    """The dtypes a comparison reads its operands as: NumPy's loop, except that an integer
+    literal outside the other side's integer dtype (int8 < 1000, uint8 == -1) is compared by
+    value, as NumPy 2 does: both sides as 64-bit integers."""
+    ins = n.in_dtypes
+    for k, arg in enumerate(n.args):
+        d = ins[k]
+        if arg.kind != "const" or arg.dtype is not None or d.kind not in "iu":
+            continue
+        if not isinstance(arg.value, int) or isinstance(arg.value, bool):
+            continue
+        info = np.iinfo(d)
+        if info.min <= arg.value <= info.max:
+            continue
+        other = ins[1 - k]
+        lit = np.dtype(np.int64) if arg.value < 2**63 else np.dtype(np.uint64)
+        wide = np.dtype(np.int64) if other.kind == "i" else np.dtype(np.uint64)
+        return (lit, wide) if k == 0 else (wide, lit)
+    return ins
 
 
 def generate(tree: _expr.Typed, operands: Dict[str, Any]) -> Source:
