@@ -1,24 +1,29 @@
-"""The expression language of ``fastprof.kernels.evaluate``, parsed once into a small tree.
+"""The expression language of ``fastprof.kernels.evaluate``, parsed once into a small tree
+and typed once into the tree both devices compile.
 
 ``parse(expr)`` checks an expression string against the language and returns its tree of
-:class:`Node`, which the CPU evaluator walks; ``fastprof.kernels.evaluate`` checks every
-expression with it, on either device.  The CUDA code generator reads the Python AST that
-``parse_ast(expr)`` returns within the same bounds.
+:class:`Node` (``parse_cached`` keeps the trees of recent strings); ``typed(tree, probe)``
+gives each operation NumPy's result dtype and the input dtypes of NumPy's loop for it
+(:class:`Typed`).  The CPU compiler (fastprof.kernels) and the CUDA generator
+(fastprof._expr_cuda) both walk that typed tree; the opcode numbers of the compiled CPU
+program come from the extension's one table (:func:`opcodes`).
 
 The language (NumPy semantics and broadcasting for each):
 
 - operands: names (arrays or scalars taken from ``local_dict`` or the caller's frame),
   int / float / bool literals;
-- binary operators ``+ - * / **``, comparisons ``< <= > >= == !=``, ``&  |`` (bitwise,
-  logical on booleans); unary ``-``, ``+`` and ``~``;
-- the functions in :data:`FUNCTIONS` (``where(c, a, b)``, ``abs``, ``sqrt``, ``exp`` ...).
+- binary operators ``+ - * / // % **``, comparisons ``< <= > >= == !=``, ``& | ^``
+  (bitwise, logical on booleans); unary ``-``, ``+`` and ``~``;
+- the functions in :data:`FUNCTIONS` (``where(c, a, b)``, ``abs``, ``sqrt``, ``exp`` ...);
+- ``sum(e)`` / ``prod(e)``, optionally with ``axis=k``, as the outermost operation only
+  (:data:`REDUCTIONS`).
 
 Operators and functions are NumPy's ufuncs, with NumPy's promotion (NEP 50: Python scalars are
 weak). A subexpression made only of literals is folded once at parse time as Python computes
 it (``x + 2 ** 3`` reads ``x + 8``, as Python's own evaluation would), within bounds: an
 integer constant must fit in :data:`MAX_INT_BITS` bits. Expressions are bounded too
 (:data:`MAX_LENGTH` characters, :data:`MAX_DEPTH` levels of nesting); whatever breaks a bound
-raises ValueError naming the expression.
+or the language raises ValueError naming the expression (and the token's column).
 """
 
 from __future__ import annotations

@@ -1046,9 +1046,10 @@ def evaluate(
     """Evaluates an elementwise expression of arrays and scalars in one blocked, threaded pass.
 
     Names come from ``local_dict``, else from the caller's locals and globals (as numexpr).
-    The language is fastprof._expr's (operators, comparisons, & | ~, where, abs, sqrt, exp,
-    log, trig ...); results follow NumPy's dtypes and broadcasting.  ``out`` receives the
-    result when given."""
+    The language is fastprof._expr's (operators with ``//``, ``%`` and ``**``, comparisons,
+    ``& | ^ ~``, where, abs, sqrt, exp, log, trig, fmod, hypot ..., and ``sum``/``prod`` over
+    the whole array or ``axis=`` as the outermost operation); results follow NumPy's dtypes
+    and broadcasting.  ``out`` receives the result when given."""
     frame_names = None
     if local_dict is None:
         frame = sys._getframe(1)
