@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import fastprof
-from fastprof import _fastprof, _gpu_kernels, cuda
+from fastprof import _fastprof, _gpu_kernels, cuda, kernels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cuda_build = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -328,26 +328,32 @@ EXPRS = [
 
 @pytest.mark.parametrize("expr", EXPRS)
 def test_generated_source_names_and_kind(expr) -> None:
-    src, names, kind = _gpu_kernels.generate_source(expr, True, ("k",))
-    assert 'extern "C" __global__ void fp_eval(' in src
-    assert kind == ("b" if "&" in expr else "f")
-    assert set(names) <= {"a", "b", "k"}
-    if "k" in names:
-        assert f"double s{names.index('k')}" in src
-    src64, _, _ = _gpu_kernels.generate_source(expr, False, ())
-    assert "typedef double T;" in src64 and "sinf" not in src64
+    f32 = np.dtype(np.float32)
+    src = _gpu_kernels.generate_source(expr, {"a": f32, "b": f32, "k": 1.25})
+    assert 'extern "C" __global__ void fp_eval(' in src.source
+    cpu = kernels.evaluate(expr, {"a": np.ones(3, f32), "b": np.ones(3, f32), "k": 1.25})
+    assert src.dtype == cpu.dtype  # one typed tree: the CPU's dtype
+    assert {p.name for p in src.params} <= {"a", "b", "k"}
+    for i, p in enumerate(src.params):
+        assert (
+            f"double s{i}" if p.name == "k" else f"const float *__restrict__ a{i}"
+        ) in src.source
+    src64 = _gpu_kernels.generate_source(expr, {"a": np.dtype(np.float64), "b": 2.0, "k": 1})
+    assert "sinf" not in src64.source and "const float" not in src64.source
 
 
 @cuda_build
-@pytest.mark.parametrize("f32", [True, False])
-def test_nvrtc_compiles_every_generated_kernel(f32) -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nvrtc_compiles_every_generated_kernel(dtype) -> None:
     try:
         _gpu_kernels.compile_source('extern "C" __global__ void k() {}', "sm_80")
     except cuda.CudaUnavailableError as e:
         pytest.skip(f"NVRTC not loadable here: {e}")
     for expr in EXPRS:
-        src, _, _ = _gpu_kernels.generate_source(expr, f32, ("k",))
-        image = _gpu_kernels.compile_source(src, "sm_80")
+        src = _gpu_kernels.generate_source(
+            expr, {"a": np.dtype(dtype), "b": np.dtype(dtype), "k": 1.5}
+        )
+        image = _gpu_kernels.compile_source(src.source, "sm_80")
         assert image[:4] == b"\x7fELF"
     with pytest.raises(RuntimeError, match="NVRTC could not compile"):
         _gpu_kernels.compile_source("this is not CUDA", "sm_80")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
 
 from fastprof import _fastprof, _gpu_kernels, cuda
 from kernel_helpers import close
+from test_expr_language import GPU_CASES, _gpu_names, _ulps
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -417,6 +419,7 @@ EXPRS = {
     ),
     "a < b": lambda a, b, k: a < b,
     "where(a, 1, 2) + (a >= b) * 3": lambda a, b, k: np.where(a != 0, 1, 2) + (a >= b) * 3,
+    "-a + k": lambda a, b, k: -a + 1.25,
     "2 ** a + power(abs(a), 0.5) + floor(b) * ceil(a)": lambda a, b, k: (
         2**a + np.power(np.abs(a), 0.5) + np.floor(b) * np.ceil(a)
     ),
@@ -433,13 +436,12 @@ def test_evaluate_generated_kernels_match_numpy(dev, dtype) -> None:
     for expr, ref_fn in EXPRS.items():
         ref = np.asarray(ref_fn(a, b, dtype(k)))
         got = _gpu_kernels.evaluate(expr, {"a": a, "b": b, "k": k})
-        if ref.dtype == bool:
-            assert got.dtype == bool
+        assert got.dtype == ref.dtype, expr  # NumPy's dtype, as on the CPU
+        if ref.dtype.kind != "f":
             np.testing.assert_array_equal(got, ref, err_msg=expr)
         else:
-            assert got.dtype == dtype, expr
-            tol = 2e-6 if dtype == np.float32 else 1e-13
-            np.testing.assert_allclose(got, ref.astype(dtype), rtol=tol, atol=tol, err_msg=expr)
+            tol = 2e-6 if ref.dtype == np.float32 else 1e-13
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=expr)
     n = dev.compiles
     _gpu_kernels.evaluate("sin(a) + cos(b)", {"a": a, "b": b})
     assert dev.compiles == n  # cached per expression and dtype
@@ -471,3 +473,35 @@ def test_benchmark_and_timer_on_the_fake(dev) -> None:
     with cuda.cuda_timer() as t:
         pass
     assert t.elapsed_ms == 1.0
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+@pytest.mark.parametrize("case", range(len(GPU_CASES)))
+def test_every_gpu_case_runs_with_the_cpus_results(dev, case) -> None:
+    # the CUDA source of each case, built for the host, gives what evaluate gives on the CPU:
+    # bit for bit where the operations are exact, within the documented ulps otherwise
+    from fastprof import kernels
+
+    dts, exprs = GPU_CASES[case]
+    names = _gpu_names(dts)
+    for expr in exprs:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.asarray(kernels.evaluate(expr, dict(names)))
+        got = np.asarray(_gpu_kernels.evaluate(expr, dict(names)))
+        assert got.dtype == want.dtype, expr
+        assert got.shape == want.shape, expr
+        if want.dtype.kind == "f" and ("sum" in expr or "prod" in expr):
+            # the device adds in double, NumPy pairwise in the dtype
+            tol = 1e-5 if want.dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got, want, rtol=tol, err_msg=expr)
+        elif want.dtype.kind == "f" and any(f in expr for f in ("log", "arc", "hypot")):
+            assert _ulps(got, want) <= 4, expr
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=expr)
+    d = _gpu_kernels.evaluate(
+        exprs[0], {k: cuda.DeviceArray.from_numpy(v) for k, v in names.items()}
+    )
+    want = np.asarray(kernels.evaluate(exprs[0], dict(names)))
+    got = d.to_numpy() if isinstance(d, cuda.DeviceArray) else np.asarray(d)
+    np.testing.assert_allclose(got, want, rtol=1e-5)

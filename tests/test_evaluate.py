@@ -435,32 +435,31 @@ def test_depth_limit_holds_deep_in_the_callers_recursion():
 
 def test_gpu_code_generator_shares_the_bounds():
     _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
+    f8 = {"x": np.dtype(np.float64)}
     for expr in ("x+" * 100_000 + "x", "(" * 5_000 + "x" + ")" * 5_000, "x+" * 3_000 + "x"):
         with pytest.raises(ValueError, match="too long|nested too deeply"):
-            _gpu_kernels.generate_source(expr, False)
-    with pytest.raises(ValueError, match="out of the float64 range"):
-        _gpu_kernels.generate_source("x + " + str(2**1100), False)
+            _gpu_kernels.generate_source(expr, f8)
+    with pytest.raises(ValueError, match="integer constant has 1101 bits"):
+        _gpu_kernels.generate_source("x + " + str(2**1100), f8)
 
 
-def test_gpu_compute_type_follows_numpy_promotion():
+def test_gpu_dtypes_are_the_cpus():
+    # one typed tree: the generated kernel's result dtype is NumPy's (NEP 50), as on the CPU
     gk = pytest.importorskip("fastprof._gpu_kernels")
-    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    f32 = np.dtype(np.float32)
     cases = [
-        ([f32], [2.5], True),  # a Python float is weak
-        ([f32, np.dtype(bool)], [], True),  # bool with float32: float32, as NumPy
-        ([f32, np.dtype(np.int8)], [], True),
-        ([f32, np.dtype(np.int32)], [], False),
-        ([f32], [np.float64(0.5)], False),  # a NumPy float64 scalar is strong
-        ([f32], [np.array(0.5)], False),  # so is a 0-d float64 array
-        ([f32], [np.float32(0.5), 7], True),
-        ([f64], [], False),
-        ([], [1.0], False),
+        ({"a": f32, "s": 2.5}, "a * s"),  # a Python float is weak
+        ({"a": f32, "b": np.dtype(bool)}, "a + b"),
+        ({"a": f32, "b": np.dtype(np.int8)}, "a + b"),
+        ({"a": f32, "b": np.dtype(np.int32)}, "a + b"),
+        ({"a": f32, "s": np.float64(0.5)}, "a * s"),  # a NumPy float64 scalar is strong
+        ({"a": np.dtype(np.int8), "b": np.dtype(np.uint8)}, "a * b"),
+        ({"a": np.dtype(np.int16), "s": 7}, "a // s"),
     ]
-    for dtypes, scalars, want in cases:
-        assert gk.compute_in_float32(dtypes, scalars) is want, (dtypes, scalars)
-        if dtypes:
-            probe = [np.empty(0, d) for d in dtypes]
-            assert (np.result_type(*probe, *scalars) == np.float32) is want
+    for kinds, expr in cases:
+        probe = {k: np.zeros(3, v) if isinstance(v, np.dtype) else v for k, v in kinds.items()}
+        want = np.asarray(kernels.evaluate(expr, probe)).dtype
+        assert gk.generate_source(expr, kinds).dtype == want, (kinds, expr)
 
 
 def test_depth_bound_is_exact():

@@ -1,32 +1,39 @@
-"""The expression language of ``fastprof.kernels.evaluate``, parsed once into a small tree.
+"""The expression language of ``fastprof.kernels.evaluate``, parsed once into a small tree
+and typed once into the tree both devices compile.
 
 ``parse(expr)`` checks an expression string against the language and returns its tree of
-:class:`Node`, which the CPU evaluator walks; ``fastprof.kernels.evaluate`` checks every
-expression with it, on either device.  The CUDA code generator reads the Python AST that
-``parse_ast(expr)`` returns within the same bounds.
+:class:`Node` (``parse_cached`` keeps the trees of recent strings); ``typed(tree, probe)``
+gives each operation NumPy's result dtype and the input dtypes of NumPy's loop for it
+(:class:`Typed`).  The CPU compiler (fastprof.kernels) and the CUDA generator
+(fastprof._expr_cuda) both walk that typed tree; the opcode numbers of the compiled CPU
+program come from the extension's one table (:func:`opcodes`).
 
 The language (NumPy semantics and broadcasting for each):
 
 - operands: names (arrays or scalars taken from ``local_dict`` or the caller's frame),
   int / float / bool literals;
-- binary operators ``+ - * / **``, comparisons ``< <= > >= == !=``, ``&  |`` (bitwise,
-  logical on booleans); unary ``-``, ``+`` and ``~``;
-- the functions in :data:`FUNCTIONS` (``where(c, a, b)``, ``abs``, ``sqrt``, ``exp`` ...).
+- binary operators ``+ - * / // % **``, comparisons ``< <= > >= == !=``, ``& | ^``
+  (bitwise, logical on booleans); unary ``-``, ``+`` and ``~``;
+- the functions in :data:`FUNCTIONS` (``where(c, a, b)``, ``abs``, ``sqrt``, ``exp`` ...);
+- ``sum(e)`` / ``prod(e)``, optionally with ``axis=k``, as the outermost operation only
+  (:data:`REDUCTIONS`).
 
 Operators and functions are NumPy's ufuncs, with NumPy's promotion (NEP 50: Python scalars are
 weak). A subexpression made only of literals is folded once at parse time as Python computes
 it (``x + 2 ** 3`` reads ``x + 8``, as Python's own evaluation would), within bounds: an
 integer constant must fit in :data:`MAX_INT_BITS` bits. Expressions are bounded too
 (:data:`MAX_LENGTH` characters, :data:`MAX_DEPTH` levels of nesting); whatever breaks a bound
-raises ValueError naming the expression.
+or the language raises ValueError naming the expression (and the token's column).
 """
 
 from __future__ import annotations
 
 import ast
 import operator
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,8 +44,11 @@ BINARY_OPS: Dict[str, Tuple[str, Callable[..., Any]]] = {
     "Mult": ("*", np.multiply),
     "Div": ("/", np.true_divide),
     "Pow": ("**", np.power),
+    "FloorDiv": ("//", np.floor_divide),
+    "Mod": ("%", np.remainder),
     "BitAnd": ("&", np.bitwise_and),
     "BitOr": ("|", np.bitwise_or),
+    "BitXor": ("^", np.bitwise_xor),
 }
 
 #: Comparison operators: AST class name -> (symbol, NumPy function).
@@ -66,6 +76,8 @@ FUNCTIONS: Dict[str, Tuple[int, Callable[..., Any]]] = {
     "sqrt": (1, np.sqrt),
     "exp": (1, np.exp),
     "log": (1, np.log),
+    "log10": (1, np.log10),
+    "log2": (1, np.log2),
     "log1p": (1, np.log1p),
     "expm1": (1, np.expm1),
     "sin": (1, np.sin),
@@ -78,11 +90,24 @@ FUNCTIONS: Dict[str, Tuple[int, Callable[..., Any]]] = {
     "sinh": (1, np.sinh),
     "cosh": (1, np.cosh),
     "tanh": (1, np.tanh),
+    "arcsinh": (1, np.arcsinh),
+    "arccosh": (1, np.arccosh),
+    "arctanh": (1, np.arctanh),
     "floor": (1, np.floor),
     "ceil": (1, np.ceil),
+    "power": (2, np.power),
+    "fmod": (2, np.fmod),
+    "hypot": (2, np.hypot),
     "minimum": (2, np.minimum),
     "maximum": (2, np.maximum),
+    "min": (2, np.minimum),
+    "max": (2, np.maximum),
 }
+
+#: Reductions, allowed only as the outermost call: name -> the ufunc whose ``reduce`` it is.
+#: ``sum(e)`` / ``prod(e)`` reduce the whole array, ``sum(e, axis=k)`` (or ``sum(e, k)``) one
+#: axis, with NumPy's result dtype (e.g. an int8 sum is int64).
+REDUCTIONS: Dict[str, Any] = {"sum": np.add, "prod": np.multiply}
 
 
 #: The longest expression accepted, in characters.
@@ -118,37 +143,47 @@ def _bad(expr: str, what: str) -> ValueError:
     return ValueError(f"expr {_shown(expr)}: {what}")
 
 
-def _convert(node: ast.AST, expr: str) -> Node:
-    """The Node for one AST node; raises ValueError for anything outside the language."""
+def _at(node: ast.AST) -> str:
+    """Where node starts in the expression, for error messages ("" when unknown)."""
+    col = getattr(node, "col_offset", None)
+    return "" if col is None else f" at column {col + 1}"
+
+
+def _convert(node: ast.AST, expr: str, top: bool = False) -> Node:
+    """The Node for one AST node; raises ValueError naming the token and its column for
+    anything outside the language.  top: whether node is the whole expression (the only
+    place a reduction may stand)."""
     if isinstance(node, ast.Expression):
-        return _convert(node.body, expr)
+        return _convert(node.body, expr, top)
     if isinstance(node, ast.Name):
-        if node.id in FUNCTIONS:
-            raise _bad(expr, f"{node.id!r} is a function and must be called")
+        if node.id in FUNCTIONS or node.id in REDUCTIONS:
+            raise _bad(expr, f"{node.id!r}{_at(node)} is a function and must be called")
         return Node("name", value=node.id)
     if isinstance(node, ast.Constant):
         v = node.value
         if isinstance(v, bool) or isinstance(v, (int, float)):
             return Node("const", value=_checked_constant(v, expr))
-        raise _bad(expr, f"unsupported literal {v!r} (only int, float and bool)")
+        raise _bad(expr, f"unsupported literal {v!r}{_at(node)} (only int, float and bool)")
     if isinstance(node, ast.BinOp):
         name = type(node.op).__name__
         if name not in BINARY_OPS:
-            raise _bad(expr, f"unsupported operator {name}")
+            raise _bad(expr, f"unsupported operator {name}{_at(node)}")
         return _operation(
             BINARY_OPS[name][0], _convert(node.left, expr), _convert(node.right, expr), expr=expr
         )
     if isinstance(node, ast.UnaryOp):
         name = type(node.op).__name__
         if name not in UNARY_OPS:
-            raise _bad(expr, "'not' is not supported; use ~")
+            raise _bad(expr, f"'not'{_at(node)} is not supported; use ~")
         return _operation(UNARY_OPS[name][0], _convert(node.operand, expr), expr=expr)
     if isinstance(node, ast.Compare):
         if len(node.ops) != 1:
-            raise _bad(expr, "chained comparisons are not supported; use (a < b) & (b < c)")
+            raise _bad(
+                expr, f"chained comparisons{_at(node)} are not supported; use (a < b) & (b < c)"
+            )
         name = type(node.ops[0]).__name__
         if name not in COMPARE_OPS:
-            raise _bad(expr, f"unsupported comparison {name}")
+            raise _bad(expr, f"unsupported comparison {name}{_at(node)}")
         return _operation(
             COMPARE_OPS[name][0],
             _convert(node.left, expr),
@@ -156,20 +191,63 @@ def _convert(node: ast.AST, expr: str) -> Node:
             expr=expr,
         )
     if isinstance(node, ast.BoolOp):
-        raise _bad(expr, "'and'/'or' are not supported; use & and |")
+        raise _bad(expr, f"'and'/'or'{_at(node)} are not supported; use & and |")
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
-            raise _bad(expr, "only plain function names can be called")
+            raise _bad(expr, f"only plain function names can be called{_at(node)}")
         fname = node.func.id
+        if fname in REDUCTIONS:
+            return _reduction(node, expr, top)
         if fname not in FUNCTIONS:
-            raise _bad(expr, f"unknown function {fname!r}; known: {', '.join(sorted(FUNCTIONS))}")
+            raise _bad(
+                expr,
+                f"unknown function {fname!r}{_at(node)}; known:"
+                f" {', '.join(sorted(FUNCTIONS) + sorted(REDUCTIONS))}",
+            )
         if node.keywords:
-            raise _bad(expr, f"{fname}() takes no keyword arguments")
+            raise _bad(expr, f"{fname}(){_at(node)} takes no keyword arguments")
         nargs = FUNCTIONS[fname][0]
         if len(node.args) != nargs:
-            raise _bad(expr, f"{fname}() takes {nargs} argument(s), got {len(node.args)}")
+            raise _bad(
+                expr, f"{fname}(){_at(node)} takes {nargs} argument(s), got {len(node.args)}"
+            )
         return Node("call", op=fname, args=tuple(_convert(a, expr) for a in node.args))
-    raise _bad(expr, f"unsupported syntax {type(node).__name__}")
+    raise _bad(expr, f"unsupported syntax {type(node).__name__}{_at(node)}")
+
+
+def _reduction(node: ast.Call, expr: str, top: bool) -> Node:
+    """The reduce Node of sum(e) / sum(e, axis=k) / sum(e, k) (prod alike); ValueError naming
+    the call for one that is not the whole expression or has other arguments."""
+    fname = node.func.id  # type: ignore[attr-defined]
+    if not top:
+        raise _bad(
+            expr,
+            f"{fname}(){_at(node)} must be the outermost operation (a reduction cannot be an"
+            " operand)",
+        )
+    axis_nodes = list(node.args[1:])
+    for kw in node.keywords:
+        if kw.arg != "axis":
+            raise _bad(expr, f"{fname}(){_at(node)} takes only the keyword axis, got {kw.arg!r}")
+        axis_nodes.append(kw.value)
+    if len(node.args) < 1 or len(axis_nodes) > 1:
+        raise _bad(expr, f"{fname}(){_at(node)} takes an expression and at most one axis")
+    axis = None
+    if axis_nodes:
+        a = axis_nodes[0]
+        if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub):
+            a, sign = a.operand, -1
+        else:
+            sign = 1
+        if (
+            not isinstance(a, ast.Constant)
+            or isinstance(a.value, bool)
+            or not isinstance(a.value, int)
+        ):
+            raise _bad(expr, f"the axis of {fname}(){_at(node)} must be an integer literal")
+        axis = sign * a.value
+    inner = _convert(node.args[0], expr)
+    return Node("reduce", op=fname, value=axis, args=(inner,))
 
 
 def _depth(tree: ast.AST, limit: int) -> int:
@@ -234,9 +312,32 @@ def parse(expr: str) -> Node:
     language, an expression beyond MAX_LENGTH or MAX_DEPTH, or a constant out of bounds."""
     tree = parse_ast(expr)
     try:
-        return _convert(tree, expr)
+        return _convert(tree, expr, top=True)
     except RecursionError:  # the caller was already deep in recursion
         raise _bad(expr, "nested too deeply for the remaining recursion depth") from None
+
+
+_TREES: "OrderedDict[str, Node]" = OrderedDict()
+_TREES_MAX = 512
+_TREES_LOCK = threading.Lock()
+
+
+def parse_cached(expr: str) -> Node:
+    """parse(expr), computed once per string (an LRU cache of _TREES_MAX expressions) for both
+    devices; raises as parse does."""
+    if not isinstance(expr, str):
+        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
+    with _TREES_LOCK:
+        tree = _TREES.get(expr)
+        if tree is not None:
+            _TREES.move_to_end(expr)
+            return tree
+    tree = parse(expr)
+    with _TREES_LOCK:
+        _TREES[expr] = tree
+        if len(_TREES) > _TREES_MAX:
+            _TREES.popitem(last=False)
+    return tree
 
 
 def names(tree: Node) -> List[str]:
@@ -275,9 +376,12 @@ _PY_OPS: Dict[str, Callable[..., Any]] = {
     "-": operator.sub,
     "*": operator.mul,
     "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
     "**": operator.pow,
     "&": operator.and_,
     "|": operator.or_,
+    "^": operator.xor,
     "<": operator.lt,
     "<=": operator.le,
     ">": operator.gt,
@@ -352,6 +456,8 @@ def evaluate_numpy(tree: Node, values: Dict[str, Any]) -> Any:
         return values[tree.value]
     if tree.kind == "const":
         return tree.value
+    if tree.kind == "reduce":
+        return REDUCTIONS[tree.op].reduce(evaluate_numpy(tree.args[0], values), axis=tree.value)
     args = [evaluate_numpy(a, values) for a in tree.args]
     if tree.kind == "binary" and tree.op == "**":
         return power(*args)
@@ -363,3 +469,113 @@ def power(a: Any, b: Any) -> Any:
     ``bool_array ** 2`` is ``np.square``, int8), ``np.power`` otherwise (a Python scalar base
     stays weak)."""
     return a**b if isinstance(a, np.ndarray) else np.power(a, b)
+
+
+# --- the typed tree: what both code generators walk ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Typed:
+    """One node of a typed expression tree, NumPy's promotion applied once.
+
+    kind is "name", "const", "op" (op: the NumPy ufunc's name, e.g. "add", "square"),
+    "where" or "reduce" (op: "sum" or "prod", value: the axis or None).  dtype is the node's
+    result dtype, None for a weak leaf (a Python int/float literal or scalar, NEP 50) whose
+    consumer casts it; in_dtypes are the dtypes the operation reads its operands as (NumPy's
+    loop for it: where reads its condition as bool, a reduction its operand in the result's
+    dtype).  value: the name, the constant, or the reduction's axis.
+    """
+
+    kind: str
+    op: str = ""
+    value: Any = None
+    args: Tuple["Typed", ...] = ()
+    dtype: Optional[np.dtype] = None
+    in_dtypes: Tuple[np.dtype, ...] = ()
+
+
+def _weak(v: Any) -> bool:
+    """Whether NumPy treats v as a weakly typed Python scalar (NEP 50)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _loop_dtypes(ufunc: Any, samples: List[Any], out: np.dtype) -> Tuple[np.dtype, ...]:
+    """The input dtypes of the loop NumPy runs for ufunc on samples (out: its result dtype)."""
+    spec = (
+        tuple(type(v) if _weak(v) else np.asarray(v).dtype for v in samples) + (None,) * ufunc.nout
+    )
+    try:
+        return tuple(np.dtype(d) for d in ufunc.resolve_dtypes(spec)[: ufunc.nin])
+    except (TypeError, ValueError, AttributeError):
+        return (out,) * len(samples)
+
+
+def typed(tree: Node, probe: Dict[str, Any]) -> Typed:
+    """The typed tree of tree for operands like probe's (zero-size arrays of the operands'
+    dtypes and ndim, scalars as they are): each dtype is the one NumPy gives when it runs the
+    expression.  Raises what NumPy raises for an operation it has no loop for (TypeError) or
+    a Python scalar out of an array's range (OverflowError)."""
+
+    def visit(n: Node) -> Tuple[Typed, Any]:
+        if n.kind == "name":
+            v = probe[n.value]
+            dt = None if _weak(v) else np.asarray(v).dtype
+            return Typed("name", value=n.value, dtype=dt), v
+        if n.kind == "const":
+            v = n.value
+            return Typed("const", value=v, dtype=None if _weak(v) else np.asarray(v).dtype), v
+        kids, samples = zip(*[visit(a) for a in n.args])
+        if n.kind == "reduce":
+            ufunc = REDUCTIONS[n.op]
+            # the dtype does not depend on the axis, which the caller checks against the shape
+            sample = ufunc.reduce(np.asarray(samples[0]).reshape(-1))
+            dt = np.asarray(sample).dtype
+            return Typed("reduce", n.op, n.value, kids, dt, (dt,)), sample
+        if n.kind == "call" and n.op == "where":
+            sample = np.where(*samples)
+            dt = np.asarray(sample).dtype
+            return Typed("where", "where", None, kids, dt, (np.dtype(bool), dt, dt)), sample
+        ufunc = numpy_function(n)
+        if n.kind == "binary" and n.op == "**":
+            sample = power(*samples)  # a Python scalar base stays weak (NEP 50)
+            dt = np.asarray(sample).dtype
+            base = samples[0]
+            if kids[1].kind == "const" and isinstance(base, np.ndarray):
+                # the ndarray operator's fast paths: x ** 2 is np.square (bool ** 2 is int8)
+                if kids[1].value == 2 and np.square(base).dtype == dt:
+                    ufunc, kids, samples = np.square, kids[:1], samples[:1]
+                elif kids[1].value == 0.5 and base.dtype.kind == "f" and dt == base.dtype:
+                    ufunc, kids, samples = np.sqrt, kids[:1], samples[:1]
+        else:
+            sample = ufunc(*samples)
+            dt = np.asarray(sample).dtype
+        loop = _loop_dtypes(ufunc, list(samples), dt)
+        return Typed("op", ufunc.__name__, None, tuple(kids), dt, loop), sample
+
+    return visit(tree)[0]
+
+
+def typed_names(tree: Typed) -> List[str]:
+    """The distinct names a typed tree reads, in order of first appearance."""
+    seen: List[str] = []
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if n.kind == "name" and n.value not in seen:
+            seen.append(n.value)
+        stack.extend(reversed(n.args))
+    return seen
+
+
+_OPCODES: Optional[Dict[str, int]] = None
+
+
+def opcodes() -> Dict[str, int]:
+    """The compiled evaluator's opcode numbers by operation name ({"add": 2, ...}), read once
+    from the extension's table (src/kernels/expr_ops.h, the one place they are written)."""
+    global _OPCODES
+    if _OPCODES is None:
+        from . import _fastprof
+
+        _OPCODES = dict(_fastprof._expr_opcodes())
+    return _OPCODES

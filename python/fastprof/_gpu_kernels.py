@@ -20,14 +20,13 @@ Every argument is checked before any CUDA call; then availability is checked and
 
 from __future__ import annotations
 
-import ast
 import sys
 import threading
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
-from . import _expr, _ndimage_exact
+from . import _expr, _expr_cuda, _ndimage_exact
 from . import _fastprof as _C
 from . import cuda as _cuda
 from .trace import library_candidates
@@ -834,178 +833,23 @@ def uniform_filter(
 
 # --- evaluate -----------------------------------------------------------------------------------
 
-_FUNCS1 = {  # name: (float32 spelling, float64 spelling)
-    "sin": ("sinf", "sin"),
-    "cos": ("cosf", "cos"),
-    "tan": ("tanf", "tan"),
-    "arcsin": ("asinf", "asin"),
-    "arccos": ("acosf", "acos"),
-    "arctan": ("atanf", "atan"),
-    "sinh": ("sinhf", "sinh"),
-    "cosh": ("coshf", "cosh"),
-    "tanh": ("tanhf", "tanh"),
-    "arcsinh": ("asinhf", "asinh"),
-    "arccosh": ("acoshf", "acosh"),
-    "arctanh": ("atanhf", "atanh"),
-    "exp": ("expf", "exp"),
-    "expm1": ("expm1f", "expm1"),
-    "log": ("logf", "log"),
-    "log1p": ("log1pf", "log1p"),
-    "log10": ("log10f", "log10"),
-    "log2": ("log2f", "log2"),
-    "sqrt": ("sqrtf", "sqrt"),
-    "abs": ("fabsf", "fabs"),
-    "absolute": ("fabsf", "fabs"),
-    "floor": ("floorf", "floor"),
-    "ceil": ("ceilf", "ceil"),
-}
-_FUNCS2 = {
-    "arctan2": ("atan2f", "atan2"),
-    "minimum": ("fminf", "fmin"),
-    "maximum": ("fmaxf", "fmax"),
-    "power": ("powf", "pow"),
-    "fmod": ("fmodf", "fmod"),
-}
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+def generate_source(expr: str, operands: dict[str, Any]) -> _expr_cuda.Source:
+    """The fused kernel ``fp_eval`` for expr (fastprof._expr_cuda.Source), given each name's
+    operand: an array's dtype, or a scalar.  expr is parsed and typed as on the CPU
+    (fastprof._expr), so both devices accept one language with one result dtype.  Raises
+    ValueError for expressions outside the language, TypeError for operations NumPy has no
+    loop for or the GPU cannot compute (e.g. float16 results)."""
+    tree = _expr.parse_cached(expr)
+    probe = {n: np.empty(0, v) if isinstance(v, np.dtype) else v for n, v in operands.items()}
+    try:
+        typed = _expr.typed(tree, probe)
+    except TypeError as exc:
+        raise TypeError(f"expr {_expr._shown(expr)}: {exc}") from None
+    return _expr_cuda.generate(typed, operands)
 
 
-class _Gen:
-    """CUDA C code of an expression: each node gives (code, kind) with kind "f" (value of the
-    compute type T) or "b" (bool)."""
-
-    def __init__(self, f32: bool) -> None:
-        self.f32 = f32
-        self.names: list[str] = []
-
-    def fn(self, pair: tuple[str, str]) -> str:
-        return pair[0] if self.f32 else pair[1]
-
-    def num(self, code: str, kind: str) -> str:
-        return f"((T)({code}))" if kind == "b" else code
-
-    def visit(self, node: ast.AST) -> tuple[str, str]:
-        if isinstance(node, ast.Expression):
-            return self.visit(node.body)
-        if isinstance(node, ast.Constant):
-            v = node.value
-            if isinstance(v, bool):
-                return ("true" if v else "false"), "b"
-            if isinstance(v, (int, float)):
-                try:
-                    return f"((T){float(v)!r})".replace("inf", "INFINITY"), "f"
-                except OverflowError:  # only an int can overflow float()
-                    raise ValueError(
-                        f"integer constant of {int(v).bit_length()} bits in"
-                        " expression is out of the float64 range"
-                    ) from None
-            raise ValueError(f"unsupported constant {v!r} in expression")
-        if isinstance(node, ast.Name):
-            if node.id not in self.names:
-                self.names.append(node.id)
-            return f"v{self.names.index(node.id)}", "f"
-        if isinstance(node, ast.UnaryOp):
-            code, kind = self.visit(node.operand)
-            if isinstance(node.op, ast.USub):
-                return f"(-{self.num(code, kind)})", "f"
-            if isinstance(node.op, ast.UAdd):
-                return self.num(code, kind), "f"
-            if isinstance(node.op, (ast.Invert, ast.Not)):
-                return f"(!({code}))", "b"
-        if isinstance(node, ast.BinOp):
-            a, ka = self.visit(node.left)
-            b, kb = self.visit(node.right)
-            op = type(node.op)
-            if op in _BINOPS:
-                return f"({self.num(a, ka)} {_BINOPS[op]} {self.num(b, kb)})", "f"
-            if op is ast.Pow:
-                if isinstance(node.right, ast.Constant) and node.right.value == 2:
-                    x = self.num(a, ka)
-                    return f"fp_sq({x})", "f"
-                return f"{self.fn(('powf', 'pow'))}({self.num(a, ka)}, {self.num(b, kb)})", "f"
-            if op is ast.Mod:
-                return f"fp_mod({self.num(a, ka)}, {self.num(b, kb)})", "f"
-            if op in (ast.BitAnd, ast.BitOr):
-                if ka != "b" or kb != "b":
-                    raise ValueError("& and | need comparisons or booleans on both sides")
-                return f"({a} {'&&' if op is ast.BitAnd else '||'} {b})", "b"
-        if isinstance(node, ast.BoolOp):
-            parts = [self.visit(v) for v in node.values]
-            joiner = " && " if isinstance(node.op, ast.And) else " || "
-            return "(" + joiner.join(f"({c} != 0)" if k == "f" else c for c, k in parts) + ")", "b"
-        if isinstance(node, ast.Compare):
-            terms = []
-            left, kl = self.visit(node.left)
-            for cmp, right in zip(node.ops, node.comparators):
-                if type(cmp) not in _CMPOPS:
-                    raise ValueError(f"unsupported comparison {type(cmp).__name__}")
-                r, kr = self.visit(right)
-                terms.append(f"({self.num(left, kl)} {_CMPOPS[type(cmp)]} {self.num(r, kr)})")
-                left, kl = r, kr
-            return "(" + " && ".join(terms) + ")", "b"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            name, args = node.func.id, [self.visit(a) for a in node.args]
-            if name in _FUNCS1 and len(args) == 1:
-                return f"{self.fn(_FUNCS1[name])}({self.num(*args[0])})", "f"
-            if name in _FUNCS2 and len(args) == 2:
-                return f"{self.fn(_FUNCS2[name])}({self.num(*args[0])}, {self.num(*args[1])})", "f"
-            if name == "where" and len(args) == 3:
-                c, kc = args[0]
-                cond = c if kc == "b" else f"({c} != 0)"
-                return f"({cond} ? {self.num(*args[1])} : {self.num(*args[2])})", "f"
-            raise ValueError(f"unsupported function {name}() with {len(args)} argument(s)")
-        raise ValueError(f"unsupported syntax in expression: {ast.dump(node)[:60]}")
-
-
-def _parse(expr: Any) -> ast.Expression:
-    """The AST of expr within the shared bounds (fastprof._expr.parse_ast): ValueError naming
-    the problem for syntax errors, expressions too long or too deep."""
-    return _expr.parse_ast(expr)
-
-
-def generate_source(
-    expr: str, f32: bool, scalar_names: Sequence[str] = ()
-) -> tuple[str, list[str], str]:
-    """(CUDA source, variable names in argument order, result kind "f" or "b") of the fused
-    kernel ``fp_eval`` for expr. Names in scalar_names become double arguments, the others
-    read arrays. Raises ValueError for syntax outside the expression language."""
-    gen = _Gen(f32)
-    body, kind = gen.visit(_parse(expr))
-    names = gen.names
-    params, loads = [], []
-    for i, n in enumerate(names):
-        if n in scalar_names:
-            params.append(f"double s{i}")
-            loads.append(f"        const T v{i} = (T)s{i};")
-        else:
-            params.append(f"const T *__restrict__ a{i}")
-            loads.append(f"        const T v{i} = a{i}[i];")
-    out_t = "bool" if kind == "b" else "T"
-    sig = ", ".join(params + [f"{out_t} *__restrict__ out", "long long n"])
-    src = "\n".join(
-        [
-            f"typedef {'float' if f32 else 'double'} T;",
-            "#define INFINITY __int_as_float(0x7f800000)"
-            if f32
-            else "#define INFINITY __longlong_as_double(0x7ff0000000000000LL)",
-            "__device__ __forceinline__ T fp_sq(T x) { return x * x; }",
-            f"__device__ __forceinline__ T fp_mod(T a, T b) {{ T r = {'fmodf' if f32 else 'fmod'}(a, b);"
-            " if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }",
-            f'extern "C" __global__ void fp_eval({sig})',
-            "{",
-            "    const long long step = (long long)gridDim.x * blockDim.x;",
-            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {",
-            *loads,
-            f"        out[i] = ({out_t})({body});",
-            "    }",
-            "}",
-            "",
-        ]
-    )
-    return src, names, kind
-
-
-_kernel_cache: dict[tuple, tuple[int, list[str], str]] = {}
+_kernel_cache: dict[tuple, tuple[int, _expr_cuda.Source]] = {}
 _nvrtc_names = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12")
 
 
@@ -1025,19 +869,6 @@ def compile_source(source: str, arch: str, cubin: bool = True) -> bytes:
     )
 
 
-def compute_in_float32(array_dtypes: Sequence[np.dtype], scalars: Sequence[Any]) -> bool:
-    """Whether a generated kernel computes in float32: when NumPy's promotion of the arrays'
-    dtypes and the scalars (Python scalars weak, NumPy scalars and 0-d arrays strong, NEP 50)
-    is float32, as the CPU gives (a bool or int8 array with a float32 one stays float32; a
-    float64 NumPy scalar makes float64)."""
-    if not array_dtypes:
-        return False
-    try:
-        return bool(np.result_type(*[np.empty(0, d) for d in array_dtypes], *scalars) == np.float32)
-    except (TypeError, ValueError, OverflowError):
-        return False
-
-
 def evaluate(
     expr: str,
     local_dict: Optional[dict] = None,
@@ -1048,47 +879,34 @@ def evaluate(
     stream: Any = None,
     _frame_depth: int = 1,
 ) -> Any:
-    """Evaluates an elementwise expression as one fused GPU kernel.
+    """Evaluates an expression as one fused GPU kernel, with the CPU's language and dtypes.
 
-    Arrays must share one shape (scalars broadcast); the computation is float32 when NumPy's
-    promotion of the operands is float32 (compute_in_float32), else float64; comparisons at
-    the top give bool. Names come from
-    local_dict (and global_dict), else from the caller's frame.
+    Arrays must share one shape (scalars broadcast); every operation computes in the dtypes
+    NumPy's loop for it uses (fastprof._expr.typed); a sum/prod at the top reduces the whole
+    array or one axis.  Names come from local_dict (and global_dict), else from the caller's
+    frame.
     """
-    tree = _parse(expr)
+    tree = _expr.parse_cached(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
-    names = sorted(
-        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        - {
-            n.func.id
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        }
-    )
     if local_dict is None and global_dict is None:
         frame = sys._getframe(_frame_depth)
         scope = {**frame.f_globals, **frame.f_locals}
     else:
         scope = {**(global_dict or {}), **(local_dict or {})}
-    values: dict[str, Any] = {}
-    for n in names:
+    operands: dict[str, _Operand] = {}
+    scalars: dict[str, Any] = {}
+    for n in _expr.names(tree):
         if n not in scope:
             raise KeyError(f"name {n!r} in expr is not defined")
-        values[n] = scope[n]
-    operands: dict[str, _Operand] = {}
-    scalars: dict[str, float] = {}
-    typed: list[Any] = []  # what NumPy's promotion sees of each scalar (Python ones are weak)
-    for n, v in values.items():
+        v = scope[n]
         if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
-            scalars[n] = float(v)
-            typed.append(v)
+            scalars[n] = v
             continue
         op = _Operand(v, f"variable {n!r}")
         if op.host is not None and op.host.ndim == 0:
             _check_real_dtype(op.host.dtype, f"variable {n!r}")
-            scalars[n] = float(op.host)
-            typed.append(op.host)
+            scalars[n] = op.host[()]
             continue
         if op.dtype is not None:
             _check_real_dtype(op.dtype, f"variable {n!r}")
@@ -1096,18 +914,16 @@ def evaluate(
     shapes = {op.shape for op in operands.values() if op.shape is not None}
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
-    dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
-    f32 = compute_in_float32(dtypes, typed)
-    source, order, kind = generate_source(expr, f32, tuple(scalars))
     on_device = any(op.on_device for op in operands.values())
     if out is not None and (on_device or not isinstance(out, np.ndarray)):
         raise TypeError("out must be a NumPy array, and only for NumPy input")
-    if out is not None and shapes and out.shape != next(iter(shapes)):
-        raise ValueError(f"out must have shape {next(iter(shapes))}, got {out.shape}")
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
     if not operands:
         raise ValueError("expr must reference at least one array on the GPU")
+    planned = None
+    if all(op.dtype is not None for op in operands.values()):  # checked before any CUDA call
+        planned = _evaluate_plan(expr, operands, scalars, out)
     _cuda._require()
     if index is None:
         for op in operands.values():
@@ -1115,15 +931,20 @@ def evaluate(
                 index = op.view(stream).device  # run where the data lives
                 break
     with _cuda._on_device(index):
+        if planned is None:
+            for op in operands.values():
+                op.view(stream)
+            planned = _evaluate_plan(expr, operands, scalars, out)
+        src, shape, size, plan = planned
+        res_shape = plan[0]
         dev = _C._cuda_get_device()
         cc = _cuda._props(dev)["compute_capability"]
-        key = (expr, f32, tuple(scalars), dev)
+        key = (src.source, dev)
         if key not in _kernel_cache:
-            image = compile_source(source, f"sm_{cc[0]}{cc[1]}")
+            image = compile_source(src.source, f"sm_{cc[0]}{cc[1]}")
             _lib, kernel = _C._cuda_library_load(image, "fp_eval")
-            _kernel_cache[key] = (kernel, order, kind)
-        kernel, order, kind = _kernel_cache[key]
-        cdt = np.dtype(np.float32 if f32 else np.float64)
+            _kernel_cache[key] = (kernel, src)
+        kernel, _src = _kernel_cache[key]
         keep: list = []
         timing = None if on_device else _Timing(handle)
         if timing:
@@ -1132,49 +953,121 @@ def evaluate(
         for n, op in operands.items():
             if op.on_device:
                 v = op.view(stream)
-                if v.dtype != cdt or not v.is_c_contiguous:
-                    raise ValueError(
-                        f"device variable {n!r} must be C-contiguous {cdt} "
-                        f"(got {v.dtype}, contiguous={v.is_c_contiguous})"
-                    )
+                if not v.is_c_contiguous:
+                    raise ValueError(f"device variable {n!r} must be C-contiguous")
                 if stream is None and v.stream:
                     handle = v.stream
             else:
                 assert op.host is not None  # not on the device
-                v = _cuda.DeviceArray.from_numpy(op.host.astype(cdt, copy=False), stream=handle)
+                v = _cuda.DeviceArray.from_numpy(op.host, stream=handle)
                 keep.append(v)
             views[n] = v
-        shape = next(iter(views.values())).shape
         if any(v.shape != shape for v in views.values()):
             raise ValueError("arrays in expr must share one shape on the GPU")
-        res_dtype = np.dtype(bool) if kind == "b" else cdt
-        result = _cuda.DeviceArray.empty(shape, res_dtype, stream=handle)
-        n_elem = result.size
+        _res_shape, nout, nred, inner = plan
+        result = _cuda.DeviceArray.empty((nout,), src.out_dtype, stream=handle)
         if timing:
             timing.mark(1)
-        fmt, args = "", []
-        for name in order:
-            if name in scalars:
-                fmt += "d"
-                args.append(scalars[name])
+        fmt = ""
+        args: list[Any] = []
+        for p in src.params:
+            fmt += p.fmt
+            if p.fmt == "p":
+                args.append(views[p.name].ptr)
             else:
-                fmt += "p"
-                args.append(views[name].ptr)
-        fmt += "pq"
-        args += [result.ptr, n_elem]
-        if n_elem:
-            blocks = int(min((n_elem + 255) // 256, 65535 * 8))
+                value = scalars[p.name]
+                args.append(float(value) if p.fmt == "d" else _as_long_long(int(value)))
+        if src.reduce is None:
+            fmt += "pq"
+            args += [result.ptr, nout]
+        else:
+            fmt += "pqqqq"
+            args += [result.ptr, nout, nred, inner, size]
+        if nout:
+            blocks = int(min((nout + 255) // 256, 65535 * 8))
             _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
-        if on_device:
-            return result
-        assert timing is not None  # host input
-        timing.mark(2)
+        if on_device and src.reduce is None:
+            return _reshape_device(result, res_shape)
+        if timing:
+            timing.mark(2)
         host = result.to_numpy(stream=handle)
-        timing.mark(3)
-        if out is not None:
-            if out.shape != host.shape:
-                raise ValueError(f"out must have shape {host.shape}, got {out.shape}")
+        if timing:
+            timing.mark(3)
+        if src.reduce is not None:
+            host = _finish_reduce(host, src, res_shape, res_shape == () and nout != 1)
+            if on_device:
+                return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
+        host = host.reshape(res_shape)
+        assert timing is not None  # host input
         return _finish_host(host, timing, out)
+
+
+def _evaluate_plan(
+    expr: str, operands: dict[str, _Operand], scalars: dict[str, Any], out: Any
+) -> tuple[_expr_cuda.Source, tuple[int, ...], int, tuple[tuple[int, ...], int, int, int]]:
+    """(kernel source, operand shape, its size, reduction plan) once every dtype is known;
+    raises for what is outside the language, the GPU's dtypes, or a bad out's shape."""
+    kinds: dict[str, Any] = {n: np.dtype(op.dtype) for n, op in operands.items()}
+    kinds.update(scalars)
+    src = generate_source(expr, kinds)
+    shape = next(iter(operands.values())).shape
+    assert shape is not None  # known for host arrays, set by view() for device ones
+    size = int(np.prod(shape, dtype=np.int64))
+    plan = _reduce_plan(src, shape, expr)
+    if out is not None and out.shape != plan[0]:
+        raise ValueError(f"out must have shape {plan[0]}, got {out.shape}")
+    return src, shape, size, plan
+
+
+_CHUNK = 4096  # elements a thread reduces before the host adds the partials
+
+
+def _reduce_plan(
+    src: _expr_cuda.Source, shape: tuple[int, ...], expr: str
+) -> tuple[tuple[int, ...], int, int, int]:
+    """(result shape, outputs the kernel writes, elements each reduces, inner stride)."""
+    size = int(np.prod(shape, dtype=np.int64))
+    if src.reduce is None:
+        return shape, size, 1, 1
+    tree_axis = src.axis
+    if tree_axis is None:
+        return (), max(1, -(-size // _CHUNK)), _CHUNK, 1
+    ndim = len(shape)
+    if not -ndim <= tree_axis < ndim:
+        raise ValueError(
+            f"expr {_expr._shown(expr)}: axis {tree_axis} is out of range for the {ndim}-d"
+            f" value of {src.reduce}()'s operand"
+        )
+    axis = tree_axis % ndim
+    inner = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    return shape[:axis] + shape[axis + 1 :], outer * inner, shape[axis], max(inner, 1)
+
+
+def _finish_reduce(
+    host: np.ndarray, src: _expr_cuda.Source, res_shape: tuple[int, ...], partials: bool
+) -> np.ndarray:
+    """The reduction's result in its dtype from the kernel's outputs (partials of the
+    whole-array form are added here)."""
+    ufunc = _expr.REDUCTIONS[src.reduce or "sum"]
+    if partials:
+        if host.size == 0:
+            return np.asarray(ufunc.reduce(np.empty(0, src.dtype)))
+        host = np.asarray(ufunc.reduce(host))
+    return np.asarray(host.astype(src.dtype)).reshape(res_shape)
+
+
+def _as_long_long(v: int) -> int:
+    """v as the signed 64-bit value with its low 64 bits (a uint64 above 2**63 wraps)."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _reshape_device(result: _cuda.DeviceArray, shape: tuple[int, ...]) -> _cuda.DeviceArray:
+    """The flat device result viewed with shape (C order)."""
+    item = result.dtype.itemsize
+    strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * item for i in range(len(shape)))
+    return _cuda.DeviceArray(result.ptr, shape, result.dtype, strides, 0, result)
 
 
 # --- matmul -------------------------------------------------------------------------------------

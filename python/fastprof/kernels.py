@@ -666,7 +666,6 @@ def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
 
 _BLOCK = 16384  # elements per block: a few registers of it stay in L2
 _SMALL = 1 << 16  # below this many elements a plain NumPy evaluation is as fast
-_TREES: "OrderedDict[str, _expr.Node]" = OrderedDict()
 _TREES_MAX = 512
 _PLANS: "OrderedDict[tuple, Tuple[List[_Step], Tuple[str, Any]]]" = OrderedDict()
 _pool_lock = threading.Lock()
@@ -675,18 +674,9 @@ _pool_size = 0
 
 
 def _tree_of(expr: str) -> _expr.Node:
-    """The parsed tree of expr, compiled once per string (LRU cache)."""
-    if not isinstance(expr, str):
-        raise TypeError(f"expr must be a str, got {type(expr).__name__}")
-    tree = _TREES.get(expr)
-    if tree is None:
-        tree = _expr.parse(expr)
-        _TREES[expr] = tree
-        if len(_TREES) > _TREES_MAX:
-            _TREES.popitem(last=False)
-    else:
-        _TREES.move_to_end(expr)
-    return tree
+    """The parsed tree of expr, compiled once per string (fastprof._expr's cache, which the
+    GPU path reads too)."""
+    return _expr.parse_cached(expr)
 
 
 class EvalArgs(NamedTuple):
@@ -747,40 +737,28 @@ class _Step(NamedTuple):
     func: Any
     args: Tuple[Tuple[str, Any], ...]  # ("v", name) | ("c", value) | ("r", step)
     dtype: np.dtype
+    in_dtypes: Tuple[np.dtype, ...]  # the dtypes the step reads its operands as
 
 
 def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[str, Any]]:
-    """The steps computing tree in post-order and the reference of the result; each step's
-    dtype comes from running NumPy on zero-size stand-ins."""
+    """The steps computing tree in post-order and the reference of the result, from its typed
+    tree (fastprof._expr.typed: NumPy's dtypes, applied once)."""
     steps: List[_Step] = []
 
-    def visit(n: _expr.Node) -> Tuple[Tuple[str, Any], Any]:
+    def visit(n: _expr.Typed) -> Tuple[str, Any]:
         if n.kind == "name":
-            return ("v", n.value), probe[n.value]
+            return ("v", n.value)
         if n.kind == "const":
-            return ("c", n.value), n.value
-        refs, samples = zip(*[visit(a) for a in n.args])  # literals are folded by parse
-        if n.kind == "call" and n.op == "where":
-            sample = np.where(*samples)
-            steps.append(_Step("where", None, tuple(refs), np.asarray(sample).dtype))
-            return ("r", len(steps) - 1), sample
-        func = _expr.numpy_function(n)
-        if n.kind == "binary" and n.op == "**":
-            sample = _expr.power(*samples)  # a Python scalar base stays weak (NEP 50)
-            base = np.asarray(samples[0]).dtype
-            dtype = np.asarray(sample).dtype
-            if refs[1][0] == "c" and isinstance(samples[0], np.ndarray):
-                # the ndarray operator's fast paths: x ** 2 is np.square (bool ** 2 is int8)
-                if refs[1][1] == 2 and np.square(samples[0]).dtype == dtype:
-                    func, refs = np.square, refs[:1]
-                elif refs[1][1] == 0.5 and base.kind == "f" and dtype == base:
-                    func, refs = np.sqrt, refs[:1]
+            return ("c", n.value)
+        refs = tuple(visit(a) for a in n.args)
+        assert n.dtype is not None  # an operation's result is typed
+        if n.kind == "where":
+            steps.append(_Step("where", None, refs, n.dtype, n.in_dtypes))
         else:
-            sample = func(*samples)
-        steps.append(_Step("ufunc", func, tuple(refs), np.asarray(sample).dtype))
-        return ("r", len(steps) - 1), sample
+            steps.append(_Step("ufunc", getattr(np, n.op), refs, n.dtype, n.in_dtypes))
+        return ("r", len(steps) - 1)
 
-    ref, _ = visit(tree)
+    ref = visit(_expr.typed(tree, probe))
     return steps, ref
 
 
@@ -846,48 +824,13 @@ def _run_blocks_inner(
         start = stop
 
 
-# opcodes of the compiled evaluator (src/kernels/expr_vm.c keeps the same numbers)
-_VM_OPS: Dict[Any, int] = {
-    np.positive: 0,
-    np.negative: 1,
-    np.add: 2,
-    np.subtract: 3,
-    np.multiply: 4,
-    np.true_divide: 5,
-    np.power: 6,
-    np.square: 7,
-    np.less: 8,
-    np.less_equal: 9,
-    np.greater: 10,
-    np.greater_equal: 11,
-    np.equal: 12,
-    np.not_equal: 13,
-    np.bitwise_and: 14,
-    np.bitwise_or: 15,
-    np.invert: 16,
-    np.absolute: 18,
-    np.sqrt: 19,
-    np.exp: 20,
-    np.log: 21,
-    np.log1p: 22,
-    np.expm1: 23,
-    np.sin: 24,
-    np.cos: 25,
-    np.tan: 26,
-    np.arcsin: 27,
-    np.arccos: 28,
-    np.arctan: 29,
-    np.arctan2: 30,
-    np.sinh: 31,
-    np.cosh: 32,
-    np.tanh: 33,
-    np.floor: 34,
-    np.ceil: 35,
-    np.minimum: 36,
-    np.maximum: 37,
-}
-_VM_WHERE = 17
 _VM_TYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_))
+# operations whose bool result the VM's 0.0/1.0 registers hold as NumPy does (bool + bool is
+# NumPy's logical or, which a register holding 2.0 would not be)
+_VM_BOOL_OPS = frozenset(
+    "less less_equal greater greater_equal equal not_equal bitwise_and bitwise_or bitwise_xor"
+    " invert where positive absolute minimum maximum".split()
+)
 
 
 def _vm_program(
@@ -895,8 +838,8 @@ def _vm_program(
 ) -> Optional[Tuple[list, list, list, int, int]]:
     """(steps, inputs, consts, nregs, result register) for the compiled evaluator, or None
     when some operand or step is outside what it handles (integers, other dtypes)."""
+    opcodes = _expr.opcodes()
     inputs: List[np.ndarray] = []
-    consts: List[float] = []
     reg_of_name: Dict[str, int] = {}
     for name, v in views.items():
         if isinstance(v, np.ndarray):
@@ -907,46 +850,34 @@ def _vm_program(
         elif not isinstance(v, (bool, int, float)):
             return None
 
-    def sample(kind: str, val: Any) -> Any:
-        if kind == "v":
-            return probe[val]
-        if kind == "c":
-            return val
-        return np.empty(0, dtype=steps[val].dtype)
-
     program = []
-    pending_consts: List[Tuple[float, bool]] = []
+    consts: List[float] = []
     for st in steps:
-        if st.dtype not in _VM_TYPES:
-            return None
-        if st.kind == "where":
-            op: Optional[int] = _VM_WHERE
-            values = st.args[1:]
-        else:
-            op = _VM_OPS.get(st.func)
-            if op is None:
-                return None
-            values = st.args
-        try:
-            cdtype = np.result_type(*(sample(k, v) for k, v in values))
-        except TypeError:
-            return None
-        if cdtype not in _VM_TYPES:
+        name = "where" if st.kind == "where" else st.func.__name__
+        op = opcodes.get(name)
+        if (
+            op is None
+            or st.dtype not in _VM_TYPES
+            or any(d not in _VM_TYPES for d in st.in_dtypes)
+            or (st.dtype == np.bool_ and name not in _VM_BOOL_OPS)
+            # the float32 floor quotient rounds differently through a double
+            or (name == "floor_divide" and st.dtype == np.float32)
+        ):
             return None
         refs = []
-        for kind, val in st.args:
+        for (kind, val), in_dt in zip(st.args, st.in_dtypes):
             if kind == "r":
                 refs.append(("t", val))
             elif kind == "v" and val in reg_of_name:
                 refs.append(("i", reg_of_name[val]))
             else:
                 scalar = views[val] if kind == "v" else val
-                in_values = (kind, val) in values
-                f32 = bool(cdtype == np.float32 and in_values)
-                pending_consts.append((float(np.float32(scalar)) if f32 else float(scalar), f32))
-                refs.append(("k", len(pending_consts) - 1))
+                try:  # the scalar as the step reads it (a Python float rounded to float32)
+                    consts.append(float(in_dt.type(scalar)))
+                except (OverflowError, ValueError, TypeError):
+                    return None
+                refs.append(("k", len(consts) - 1))
         program.append((op, refs, st.dtype == np.float32))
-    consts = [c for c, _ in pending_consts]
     nin, nk = len(inputs), len(consts)
     nregs = nin + nk + len(steps)
 
@@ -963,7 +894,40 @@ def _vm_program(
     return out_steps, inputs, consts, nregs, nin + nk + len(steps) - 1
 
 
+def _reduce_cpu(a: EvalArgs) -> Any:
+    """sum/prod of an expression: its elementwise value, then NumPy's reduction of it (so the
+    result is np.sum's / np.prod's of that array, bit for bit)."""
+    tree = a.tree
+    inner = _evaluate_cpu(EvalArgs(a.expr, tree.args[0], a.values, None))
+    inner = np.asarray(inner)
+    axis = tree.value
+    if axis is not None and not -inner.ndim <= axis < max(inner.ndim, 1):
+        raise ValueError(
+            f"expr {_expr._shown(a.expr)}: axis {axis} is out of range for the"
+            f" {inner.ndim}-d value of {tree.op}()'s operand"
+        )
+    if axis is not None and inner.ndim == 0:
+        raise ValueError(
+            f"expr {_expr._shown(a.expr)}: {tree.op}() of a scalar takes no axis, got {axis}"
+        )
+    res = _expr.REDUCTIONS[tree.op].reduce(inner, axis=axis)
+    out = a.out
+    if out is None:
+        return res
+    res = np.asarray(res)
+    if tuple(out.shape) != res.shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {res.shape}")
+    if not np.can_cast(res.dtype, out.dtype, "same_kind"):
+        raise TypeError(
+            f"out has dtype {out.dtype}; the result's dtype {res.dtype} cannot be cast to it"
+        )
+    np.copyto(out, res, casting="same_kind")
+    return out
+
+
 def _evaluate_cpu(a: EvalArgs) -> Any:
+    if a.tree.kind == "reduce":
+        return _reduce_cpu(a)
     values = a.values
     out = a.out
     arrays = [v for v in values.values() if isinstance(v, np.ndarray)]
@@ -983,7 +947,7 @@ def _evaluate_cpu(a: EvalArgs) -> Any:
         try:
             planned = _plan(a.tree, probe)
         except TypeError as exc:  # e.g. ~ on floats, & on floats: NumPy has no such loop
-            raise TypeError(f"expr {a.expr!r}: {exc}") from None
+            raise TypeError(f"expr {_expr._shown(a.expr)}: {exc}") from None
         _PLANS[signature] = planned
         if len(_PLANS) > _TREES_MAX:
             _PLANS.popitem(last=False)
@@ -1082,9 +1046,10 @@ def evaluate(
     """Evaluates an elementwise expression of arrays and scalars in one blocked, threaded pass.
 
     Names come from ``local_dict``, else from the caller's locals and globals (as numexpr).
-    The language is fastprof._expr's (operators, comparisons, & | ~, where, abs, sqrt, exp,
-    log, trig ...); results follow NumPy's dtypes and broadcasting.  ``out`` receives the
-    result when given."""
+    The language is fastprof._expr's (operators with ``//``, ``%`` and ``**``, comparisons,
+    ``& | ^ ~``, where, abs, sqrt, exp, log, trig, fmod, hypot ..., and ``sum``/``prod`` over
+    the whole array or ``axis=`` as the outermost operation); results follow NumPy's dtypes
+    and broadcasting.  ``out`` receives the result when given."""
     frame_names = None
     if local_dict is None:
         frame = sys._getframe(1)

@@ -1,12 +1,14 @@
 /* kernels/expr_vm.c - the compiled evaluator behind fastprof.kernels.evaluate.
  *
- * Python (kernels.py) turns a parsed expression into a straight-line program over numbered
- * registers (inputs, constants, temporaries) when every operand is a float32/float64/bool
- * array or a scalar; this file runs it in blocks of FP_VM_BLOCK elements on the thread pool
- * with the GIL released.  Registers hold doubles; a step whose NumPy dtype is float32 rounds
- * its result to float32 (exact NumPy float32 arithmetic for + - * / sqrt).  Transcendental
- * functions use glibc's libmvec AVX2 variants when present (loaded with dlopen), else libm. */
+ * Python (kernels.py) turns a typed expression tree (fastprof._expr) into a straight-line
+ * program over numbered registers (inputs, constants, temporaries), with the opcodes of
+ * expr_ops.h, when every operand is a float32/float64/bool array or a scalar; this file runs it in
+ * blocks of FP_VM_BLOCK elements on the thread pool with the GIL released.  Registers hold doubles;
+ * a step whose NumPy dtype is float32 rounds its result to float32 (exact NumPy float32 arithmetic
+ * for + - * / sqrt).  Transcendental functions use glibc's libmvec AVX2 variants when present
+ * (loaded with dlopen), else libm. */
 #include "common.h"
+#include "kernels/expr_ops.h"
 #include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"
@@ -27,48 +29,10 @@
 #define FP_VM_MAXREG 512
 #define FP_VM_PER_THREAD (64 * 1024) /* elements */
 
-/* Opcodes; kernels.py keeps the same numbers in _VM_OPS. */
-enum {
-    FP_OP_COPY,
-    FP_OP_NEG,
-    FP_OP_ADD,
-    FP_OP_SUB,
-    FP_OP_MUL,
-    FP_OP_DIV,
-    FP_OP_POW,
-    FP_OP_SQUARE,
-    FP_OP_LT,
-    FP_OP_LE,
-    FP_OP_GT,
-    FP_OP_GE,
-    FP_OP_EQ,
-    FP_OP_NE,
-    FP_OP_AND,
-    FP_OP_OR,
-    FP_OP_NOT,
-    FP_OP_WHERE,
-    FP_OP_ABS,
-    FP_OP_SQRT,
-    FP_OP_EXP,
-    FP_OP_LOG,
-    FP_OP_LOG1P,
-    FP_OP_EXPM1,
-    FP_OP_SIN,
-    FP_OP_COS,
-    FP_OP_TAN,
-    FP_OP_ASIN,
-    FP_OP_ACOS,
-    FP_OP_ATAN,
-    FP_OP_ATAN2,
-    FP_OP_SINH,
-    FP_OP_COSH,
-    FP_OP_TANH,
-    FP_OP_FLOOR,
-    FP_OP_CEIL,
-    FP_OP_MIN,
-    FP_OP_MAX,
-    FP_OP_COUNT
-};
+/* Opcodes, from the one table in expr_ops.h (fastprof._expr reads the same table). */
+#define FP_OP_ENUM(id, name, mvec, two) FP_OP_##id,
+enum { FP_EXPR_OPS(FP_OP_ENUM) FP_OP_COUNT };
+#undef FP_OP_ENUM
 
 typedef struct {
     int op, dst, a, b, c, round32;
@@ -93,14 +57,9 @@ fp_mvec_load(void)
         const char *name;
         int two;
     } names[] = {
-        {FP_OP_EXP, "_ZGVdN4v_exp", 0},     {FP_OP_LOG, "_ZGVdN4v_log", 0},
-        {FP_OP_LOG1P, "_ZGVdN4v_log1p", 0}, {FP_OP_EXPM1, "_ZGVdN4v_expm1", 0},
-        {FP_OP_SIN, "_ZGVdN4v_sin", 0},     {FP_OP_COS, "_ZGVdN4v_cos", 0},
-        {FP_OP_TAN, "_ZGVdN4v_tan", 0},     {FP_OP_ASIN, "_ZGVdN4v_asin", 0},
-        {FP_OP_ACOS, "_ZGVdN4v_acos", 0},   {FP_OP_ATAN, "_ZGVdN4v_atan", 0},
-        {FP_OP_SINH, "_ZGVdN4v_sinh", 0},   {FP_OP_COSH, "_ZGVdN4v_cosh", 0},
-        {FP_OP_TANH, "_ZGVdN4v_tanh", 0},   {FP_OP_ATAN2, "_ZGVdN4vv_atan2", 1},
-        {FP_OP_POW, "_ZGVdN4vv_pow", 1},
+#define FP_OP_MVEC(id, name, mvec, two) {FP_OP_##id, mvec, two},
+        FP_EXPR_OPS(FP_OP_MVEC)
+#undef FP_OP_MVEC
     };
     if (__atomic_load_n(&fp_mvec.loaded, __ATOMIC_ACQUIRE))
         return;
@@ -109,7 +68,7 @@ fp_mvec_load(void)
         void *h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
         if (h != NULL)
             for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-                void *f = dlsym(h, names[i].name);
+                void *f = names[i].name != NULL ? dlsym(h, names[i].name) : NULL;
                 if (names[i].two)
                     fp_mvec.v2[names[i].op] = f;
                 else
@@ -145,6 +104,57 @@ fp_mvec_run(void *f, int two, double *dst, const double *a, const double *b, ptr
     return i;
 }
 #endif
+
+/* NumPy's float divmod (npy_divmod): returns the floor quotient, stores the remainder with
+ * the sign of b in *mod.  Sets no exception. */
+static inline double
+fp_vm_divmod(double a, double b, double *mod)
+{
+    double m = fmod(a, b), div, fl;
+    if (b == 0.0) {
+        *mod = m;
+        return a / b;
+    }
+    div = (a - m) / b;
+    if (m != 0.0) {
+        if ((b < 0.0) != (m < 0.0)) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = copysign(0.0, b);
+    }
+    if (div != 0.0) {
+        fl = floor(div);
+        if (div - fl > 0.5)
+            fl += 1.0;
+    } else {
+        fl = copysign(0.0, a / b);
+    }
+    *mod = m;
+    return fl;
+}
+
+/* numpy.remainder of two doubles.  Returns it; sets no exception. */
+static inline double
+fp_vm_remainder(double a, double b)
+{
+    double m;
+    if (b == 0.0)
+        return fmod(a, b);
+    (void)fp_vm_divmod(a, b, &m);
+    return m;
+}
+
+/* numpy.floor_divide of two doubles.  Returns it; sets no exception. */
+static inline double
+fp_vm_floor_divide(double a, double b)
+{
+    double m;
+    if (b == 0.0)
+        return a / b;
+    return fp_vm_divmod(a, b, &m);
+}
 
 /* One step over n elements: dst = op(a, b, c).  Returns nothing. */
 FP_BODY void
@@ -187,6 +197,8 @@ fp_vm_step_simple_body(int op, int round32, double *restrict dst, const double *
         FP_LOOP((a[i] != 0.0) & (b[i] != 0.0) ? 1.0 : 0.0);
     case FP_OP_OR:
         FP_LOOP((a[i] != 0.0) | (b[i] != 0.0) ? 1.0 : 0.0);
+    case FP_OP_XOR:
+        FP_LOOP((a[i] != 0.0) != (b[i] != 0.0) ? 1.0 : 0.0);
     case FP_OP_NOT:
         FP_LOOP(a[i] == 0.0 ? 1.0 : 0.0);
     case FP_OP_WHERE:
@@ -199,6 +211,12 @@ fp_vm_step_simple_body(int op, int round32, double *restrict dst, const double *
         FP_LOOP(floor(a[i]));
     case FP_OP_CEIL:
         FP_LOOP(ceil(a[i]));
+    case FP_OP_FMOD:
+        FP_LOOP(fmod(a[i], b[i]));
+    case FP_OP_MOD:
+        FP_LOOP(fp_vm_remainder(a[i], b[i]));
+    case FP_OP_FLOORDIV:
+        FP_LOOP(fp_vm_floor_divide(a[i], b[i]));
     case FP_OP_MIN:
         FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] <= b[i] ? a[i] : b[i]));
     case FP_OP_MAX:
@@ -267,15 +285,31 @@ fp_vm_run_step(const fp_vm_step *st, double *dst, const double *a, const double 
     case FP_OP_TANH:
         f1 = tanh;
         break;
+    case FP_OP_LOG10:
+        f1 = log10;
+        break;
+    case FP_OP_LOG2:
+        f1 = log2;
+        break;
+    case FP_OP_ASINH:
+        f1 = asinh;
+        break;
+    case FP_OP_ACOSH:
+        f1 = acosh;
+        break;
+    case FP_OP_ATANH:
+        f1 = atanh;
+        break;
     case FP_OP_POW:
     case FP_OP_ATAN2:
+    case FP_OP_HYPOT:
         break;
     default:
         fp_vm_step_simple(op, st->round32, dst, a, b, c, n);
         return;
     }
 #if FP_HAVE_AVX2_DISPATCH
-    if (op == FP_OP_POW || op == FP_OP_ATAN2) {
+    if (op == FP_OP_POW || op == FP_OP_ATAN2 || op == FP_OP_HYPOT) {
         if (fp_mvec.v2[op] != NULL)
             i = fp_mvec_run(fp_mvec.v2[op], 1, dst, a, b, n);
     } else if (fp_mvec.v1[op] != NULL) {
@@ -288,6 +322,9 @@ fp_vm_run_step(const fp_vm_step *st, double *dst, const double *a, const double 
     else if (op == FP_OP_ATAN2)
         for (; i < n; i++)
             dst[i] = atan2(a[i], b[i]);
+    else if (op == FP_OP_HYPOT)
+        for (; i < n; i++)
+            dst[i] = hypot(a[i], b[i]);
     else
         for (; i < n; i++)
             dst[i] = f1(a[i]);
@@ -526,4 +563,30 @@ done:
     Py_XDECREF(ifast);
     Py_XDECREF(cfast);
     return result;
+}
+
+/* _expr_opcodes(): {ufunc name: opcode} of the table in expr_ops.h.  Returns a new dict, or
+ * NULL with an exception set. */
+PyObject *
+fp_expr_opcodes(FP_UNUSED PyObject *self, FP_UNUSED PyObject *unused)
+{
+    static const char *const names[] = {
+#define FP_OP_NAME(id, name, mvec, two) name,
+        FP_EXPR_OPS(FP_OP_NAME)
+#undef FP_OP_NAME
+    };
+    PyObject *d = PyDict_New(), *num = NULL;
+    if (d == NULL)
+        goto error;
+    for (int op = 0; op < FP_OP_COUNT; op++) {
+        num = PyLong_FromLong(op);
+        if (num == NULL || PyDict_SetItemString(d, names[op], num) < 0)
+            goto error;
+        Py_CLEAR(num);
+    }
+    return d;
+error:
+    Py_XDECREF(num);
+    Py_XDECREF(d);
+    return NULL;
 }

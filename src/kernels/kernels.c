@@ -19,6 +19,7 @@
 #define FP_SINGLE_MAX_TAPS 16
 
 PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
+PyObject *fp_expr_opcodes(PyObject *self, PyObject *unused);   /* expr_vm.c */
 PyObject *fp_uniform_filter1d(PyObject *self, PyObject *args); /* box_exact.c */
 
 /* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
@@ -332,6 +333,7 @@ static PyMethodDef fp_kernels_methods[] = {
      "_uniform_filter1d(input, output, size, axis, mode, cval, origin)"},
     {"_evaluate_program", fp_evaluate_program, METH_VARARGS,
      "_evaluate_program(steps, inputs, consts, nregs, result, out)"},
+    {"_expr_opcodes", fp_expr_opcodes, METH_NOARGS, "_expr_opcodes() -> {name: opcode}"},
     {"_set_num_threads", fp_set_num_threads, METH_O, "_set_num_threads(n)"},
     {"_get_num_threads", fp_get_num_threads, METH_NOARGS, "_get_num_threads()"},
     {"_usable_cores", fp_usable_cores, METH_NOARGS, "_usable_cores()"},
