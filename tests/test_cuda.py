@@ -333,7 +333,7 @@ def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
 
 
 def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
-    from fastprof import _cuda_base, trace
+    from fastprof import _cuda_base, cupti
 
     calls = []
 
@@ -357,7 +357,7 @@ def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
                 3,
             )
 
-    monkeypatch.setattr(trace, "_C", FakeCupti())
+    monkeypatch.setattr(cupti, "_C", FakeCupti())
     monkeypatch.setattr(_cuda_base, "_probe", lambda: (1, ""))
     with cuda.cuda_trace() as tr:
         assert calls[0][0] == "start" and all(isinstance(p, str) for p in calls[0][1])

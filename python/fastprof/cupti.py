@@ -1,4 +1,4 @@
-"""fastprof.trace: CUPTI activity traces of kernels, copies and memsets.
+"""fastprof.cupti: CUPTI activity traces of kernels, copies and memsets.
 
     >>> with fastprof.cuda_trace() as tr:
     ...     run_kernels()
