@@ -67,7 +67,9 @@ def stub_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("cuda_home")
     (home / "lib64").mkdir()
     so = home / "lib64" / "libcupti.so"
-    subprocess.run([CC, "-shared", "-fPIC", "-O1", "-o", str(so), str(STUB), "-lpthread"], check=True)
+    subprocess.run(
+        [CC, "-shared", "-fPIC", "-O1", "-o", str(so), str(STUB), "-lpthread"], check=True
+    )
     return home
 
 
@@ -114,17 +116,20 @@ TMPL = b"_Z22fp_cu_correlate_kernelIfLi2EEvPKT_PS0_PKS0_10fp_cu_geom"
 
 def _workload(lib: ctypes.CDLL) -> None:
     """Known launches from known lines (times on the stub's CUPTI axis, offsets from C0)."""
-    # cudaLaunchKernel of KBOOL (corr 1), with its nested cuLaunchKernel
-    lib.stub_api(RUNTIME, 0, b"cudaLaunchKernel", 1, C0 + 100, C0 + 600, 0, b"cuLaunchKernel")  # L_BOOL
+    api, rt = lib.stub_api, RUNTIME
+    launch, cu_launch = b"cudaLaunchKernel", b"cuLaunchKernel"
+    copy, cu_copy = b"cudaMemcpyAsync", b"cuMemcpyHtoDAsync_v2"
+    # cudaLaunchKernel of KBOOL (corr 1), with its nested cuLaunchKernel (corr 1000001)
+    api(rt, 0, launch, 1, C0 + 100, C0 + 600, 0, cu_launch)  # L_BOOL
     for i in range(3):
         s = C0 + 1000 + 1000 * i
-        lib.stub_api(RUNTIME, 0, b"cudaLaunchKernel", 10 + i, s, s + 400, 0, b"cuLaunchKernel")  # L_LOOP
-    lib.stub_api(RUNTIME, 0, b"cudaLaunchKernel", 13, C0 + 4000, C0 + 4300, 0, b"cuLaunchKernel")  # L_TMPL
-    lib.stub_api(RUNTIME, 1, b"cudaMemcpyAsync", 20, C0 + 5000, C0 + 5200, 1, b"cuMemcpyHtoDAsync_v2")  # L_H2D
-    lib.stub_api(RUNTIME, 1, b"cudaMemcpyAsync", 21, C0 + 5300, C0 + 5400, 1, b"cuMemcpyHtoDAsync_v2")  # L_D2H
-    lib.stub_api(RUNTIME, 2, b"cudaMemsetAsync", 22, C0 + 5500, C0 + 5550, 2, b"cuMemsetD8Async")  # L_SET
-    lib.stub_api(RUNTIME, 4, b"cudaStreamSynchronize", 23, C0 + 6000, C0 + 16000, 4, b"cuStreamSynchronize")
-    lib.stub_api(DRIVER, 5, b"cuMemAlloc_v2", 24, C0 + 17000, C0 + 17100, -1, None)
+        api(rt, 0, launch, 10 + i, s, s + 400, 0, cu_launch)  # L_LOOP
+    api(rt, 0, launch, 13, C0 + 4000, C0 + 4300, 0, cu_launch)  # L_TMPL
+    api(rt, 1, copy, 20, C0 + 5000, C0 + 5200, 1, cu_copy)  # L_H2D
+    api(rt, 1, copy, 21, C0 + 5300, C0 + 5400, 1, cu_copy)  # L_D2H
+    api(rt, 2, b"cudaMemsetAsync", 22, C0 + 5500, C0 + 5550, 2, b"cuMemsetD8Async")  # L_SET
+    api(rt, 4, b"cudaStreamSynchronize", 23, C0 + 6000, C0 + 16000, 4, b"cuStreamSynchronize")
+    api(DRIVER, 5, b"cuMemAlloc_v2", 24, C0 + 17000, C0 + 17100, -1, None)
     # the GPU side: kernels, copies, a memset, the synchronisation, an NVTX range
     lib.stub_kernel(KBOOL, 0, 1, 7, 1, C0 + 700, C0 + 2700)
     for i, d in enumerate((1000, 3000, 2000)):
@@ -205,8 +210,28 @@ def test_summary_tables_are_nsys_stats_exactly(stub: Stub) -> None:
     )
     total = 2000 + 6000 + 500
     assert kern.rows == [
-        (100 * 6000 / total, 6000, 3, 2000.0, 2000.0, 1000, 3000, 1000.0, "saxpy(int, float, float const*, float*)"),
-        (100 * 2000 / total, 2000, 1, 2000.0, 2000.0, 2000, 2000, 0.0, "void kernel<true>(float const*, float*, int)"),
+        (
+            100 * 6000 / total,
+            6000,
+            3,
+            2000.0,
+            2000.0,
+            1000,
+            3000,
+            1000.0,
+            "saxpy(int, float, float const*, float*)",
+        ),
+        (
+            100 * 2000 / total,
+            2000,
+            1,
+            2000.0,
+            2000.0,
+            2000,
+            2000,
+            0.0,
+            "void kernel<true>(float const*, float*, int)",
+        ),
         (
             100 * 500 / total,
             500,
@@ -242,8 +267,28 @@ def test_summary_tables_are_nsys_stats_exactly(stub: Stub) -> None:
     mem_t = s.tables["cuda_gpu_mem_time_sum"]
     assert mem_t.columns[2] == "Count" and mem_t.columns[-1] == "Operation"
     assert mem_t.rows == [
-        (100 * 4000 / 5100, 4000, 1, 4000.0, 4000.0, 4000, 4000, 0.0, "[CUDA memcpy Host-to-Device]"),
-        (100 * 1000 / 5100, 1000, 1, 1000.0, 1000.0, 1000, 1000, 0.0, "[CUDA memcpy Device-to-Host]"),
+        (
+            100 * 4000 / 5100,
+            4000,
+            1,
+            4000.0,
+            4000.0,
+            4000,
+            4000,
+            0.0,
+            "[CUDA memcpy Host-to-Device]",
+        ),
+        (
+            100 * 1000 / 5100,
+            1000,
+            1,
+            1000.0,
+            1000.0,
+            1000,
+            1000,
+            0.0,
+            "[CUDA memcpy Device-to-Host]",
+        ),
         (100 * 100 / 5100, 100, 1, 100.0, 100.0, 100, 100, 0.0, "[CUDA memset]"),
     ]
     mem_s = s.tables["cuda_gpu_mem_size_sum"]
@@ -292,7 +337,14 @@ def test_gpu_time_is_charged_to_the_python_lines_that_launched_it(stub: Stub) ->
         row = g.line(here, _line(marker))
         assert row is not None, marker
         assert row.function == "_workload"
-        return (row.self_launches, row.self_gpu_ns, row.launches, row.gpu_ns, row.api_calls, row.api_ns)
+        return (
+            row.self_launches,
+            row.self_gpu_ns,
+            row.launches,
+            row.gpu_ns,
+            row.api_calls,
+            row.api_ns,
+        )
 
     assert line("L_BOOL") == (1, 2000, 1, 2000, 1, 500)
     assert line("L_LOOP") == (3, 6000, 3, 6000, 3, 1200)
@@ -355,9 +407,30 @@ def test_a_launch_without_the_gil_has_no_stack_and_is_charged_to_the_timeline(st
     assert unknown is not None and (unknown.launches, unknown.gpu_ns) == (2, 500 + 700)
     m0 = rec.clock_start[1]
     spans = [
-        {"tid": box["tid"], "start_ns": m0, "end_ns": m0 + 1000, "filename": "w.py", "function": "worker", "firstlineno": 3},
-        {"tid": box["tid"], "start_ns": m0 + 50, "end_ns": m0 + 250, "filename": "w.py", "function": "inner", "firstlineno": 9},
-        {"tid": box["tid"], "start_ns": m0 + 600, "end_ns": m0 + 700, "filename": "w.py", "function": "inner", "firstlineno": 9},
+        {
+            "tid": box["tid"],
+            "start_ns": m0,
+            "end_ns": m0 + 1000,
+            "filename": "w.py",
+            "function": "worker",
+            "firstlineno": 3,
+        },
+        {
+            "tid": box["tid"],
+            "start_ns": m0 + 50,
+            "end_ns": m0 + 250,
+            "filename": "w.py",
+            "function": "inner",
+            "firstlineno": 9,
+        },
+        {
+            "tid": box["tid"],
+            "start_ns": m0 + 600,
+            "end_ns": m0 + 700,
+            "filename": "w.py",
+            "function": "inner",
+            "firstlineno": 9,
+        },
     ]
     g = rec.gpu_by_python(spans)
     inner = g.function("inner")
@@ -374,7 +447,15 @@ def test_cupti_is_released_at_stop(stub: Stub) -> None:
     rec = _start(stub)
     lib = stub.py
     assert lib.stub_subscribed() == 1 and lib.stub_domains() == (1 << RUNTIME) | (1 << DRIVER)
-    kinds = (KIND_RUNTIME, KIND_DRIVER, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_MARKER)
+    kinds = (
+        KIND_RUNTIME,
+        KIND_DRIVER,
+        KIND_KERNEL,
+        KIND_MEMCPY,
+        KIND_MEMSET,
+        KIND_SYNC,
+        KIND_MARKER,
+    )
     assert all(lib.stub_enabled(k) for k in kinds) and lib.stub_enabled_count() == len(kinds)
     assert sorted(rec.enabled_kinds) == sorted(kinds)
     assert lib.stub_thread_id_type() == 1  # CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM
@@ -455,7 +536,9 @@ def test_chrome_events_have_tracks_and_flows(stub: Stub) -> None:
     ev = rec.chrome_events(pid=4242)
     assert all(e["pid"] == 4242 for e in ev)
     tid = threading.get_native_id()
-    names = {(e["tid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = {
+        (e["tid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert (API_TID + tid, f"CUDA API (thread {tid})") in names
     assert (NVTX_TID + tid, f"NVTX (thread {tid})") in names
     assert (GPU_TID + 0, "GPU 0 stream 7") in names and (GPU_TID + 1, "GPU 0 stream 9") in names
@@ -522,4 +605,25 @@ def test_demangle_leaves_other_names_alone() -> None:
     assert demangle("my_kernel") == "my_kernel"
     assert demangle("_Z1fIiLi3EEvRAT0__T_") == "_Z1fIiLi3EEvRAT0__T_"  # arrays: outside the subset
     assert demangle("_Zgarbage") == "_Zgarbage"
-    assert demangle("_Z5saxpyifPKfPf.constprop.0") == "saxpy(int, float, float const*, float*) [clone .constprop.0]"
+    assert (
+        demangle("_Z5saxpyifPKfPf.constprop.0")
+        == "saxpy(int, float, float const*, float*) [clone .constprop.0]"
+    )
+
+
+def test_nvtx_injection_points_at_cupti_during_the_trace_only(
+    stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    libc.getenv.argtypes = [ctypes.c_char_p]
+    monkeypatch.delenv("NVTX_INJECTION64_PATH", raising=False)
+    rec = _start(stub)
+    assert libc.getenv(b"NVTX_INJECTION64_PATH") == stub.path.encode()
+    rec.stop()
+    assert libc.getenv(b"NVTX_INJECTION64_PATH") is None  # children after the trace: no CUPTI
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "/opt/tool/libinject.so")  # the user's choice
+    rec = _start(stub)
+    assert libc.getenv(b"NVTX_INJECTION64_PATH") == b"/opt/tool/libinject.so"
+    rec.stop()
+    assert libc.getenv(b"NVTX_INJECTION64_PATH") == b"/opt/tool/libinject.so"

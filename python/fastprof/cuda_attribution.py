@@ -87,17 +87,29 @@ class GpuByPython:
     def text(self) -> str:
         if not self.total_launches:
             return "GPU time by Python line: no data (no kernel, copy or memset recorded)"
-        out = [f"GPU time by Python line ({self.total_launches:,} launches, {self.total_gpu_ns:,} ns):"]
+        out = [
+            f"GPU time by Python line ({self.total_launches:,} launches, {self.total_gpu_ns:,} ns):"
+        ]
         out.append(f"{'GPU ns':>14} {'self ns':>14} {'launches':>9} {'API ns':>12}  line")
         for r in self.lines:
-            where = f"{os.path.basename(r.filename)}:{r.lineno} {r.function}" if r.filename else r.function
-            out.append(f"{r.gpu_ns:>14,} {r.self_gpu_ns:>14,} {r.launches:>9,} {r.api_ns:>12,}  {where}")
+            where = (
+                f"{os.path.basename(r.filename)}:{r.lineno} {r.function}"
+                if r.filename
+                else r.function
+            )
+            out.append(
+                f"{r.gpu_ns:>14,} {r.self_gpu_ns:>14,} {r.launches:>9,} {r.api_ns:>12,}  {where}"
+            )
         out.append("")
         out.append("GPU time by Python function:")
         out.append(f"{'GPU ns':>14} {'self ns':>14} {'launches':>9} {'host ns':>14}  function")
         for f in self.functions:
             host = "-" if f.host_ns is None else f"{f.host_ns:,}"
-            where = f"{f.function} ({os.path.basename(f.filename)}:{f.firstlineno})" if f.filename else f.function
+            where = (
+                f"{f.function} ({os.path.basename(f.filename)}:{f.firstlineno})"
+                if f.filename
+                else f.function
+            )
             out.append(f"{f.gpu_ns:>14,} {f.self_gpu_ns:>14,} {f.launches:>9,} {host:>14}  {where}")
         return "\n".join(out)
 
@@ -158,7 +170,9 @@ class _SpanIndex:
         return out
 
 
-def attribute(rec: Any, spans: Optional[Sequence[Any]], skip_dirs: Sequence[str] = ()) -> GpuByPython:
+def attribute(
+    rec: Any, spans: Optional[Sequence[Any]], skip_dirs: Sequence[str] = ()
+) -> GpuByPython:
     """GPU time per Python line and function of a stopped CudaRecorder (see the module)."""
     index = _SpanIndex(spans) if spans is not None else None
     lines: dict[tuple[str, str, int], LineRow] = {}
@@ -174,7 +188,9 @@ def attribute(rec: Any, spans: Optional[Sequence[Any]], skip_dirs: Sequence[str]
         call = rec.api_call_of(r)
         frames: list[tuple[str, str, int, int]] = []
         if launch is not None and launch.stack:
-            mine = [f for f in launch.stack if not _own(f.filename, skip_dirs)] or list(launch.stack)
+            mine = [f for f in launch.stack if not _own(f.filename, skip_dirs)] or list(
+                launch.stack
+            )
             frames = [(f.filename, f.function, f.firstlineno, f.lineno) for f in mine]
         elif index is not None:
             tid = launch.tid if launch is not None else (call.tid if call is not None else None)
@@ -221,7 +237,13 @@ def attribute(rec: Any, spans: Optional[Sequence[Any]], skip_dirs: Sequence[str]
             frow.host_ns = host.get(fk)
 
     def order(row: Any) -> tuple:
-        return (-row.gpu_ns, -row.self_gpu_ns, row.filename, getattr(row, "lineno", 0), row.function)
+        return (
+            -row.gpu_ns,
+            -row.self_gpu_ns,
+            row.filename,
+            getattr(row, "lineno", 0),
+            row.function,
+        )
 
     return GpuByPython(
         sorted(lines.values(), key=order), sorted(funcs.values(), key=order), total_gpu, total_n

@@ -33,7 +33,13 @@ def _us(ns: int) -> float:
 def _meta(pid: int, tid: int, name: str, order: int) -> list[dict[str, Any]]:
     return [
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
-        {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}},
+        {
+            "ph": "M",
+            "name": "thread_sort_index",
+            "pid": pid,
+            "tid": tid,
+            "args": {"sort_index": order},
+        },
     ]
 
 

@@ -70,7 +70,9 @@ class Table:
         head = f"** {self.title} ({self.name}):"
         if not self.rows:
             return f"{head}\n\n   (no data: nothing of this kind was recorded)"
-        cells = [list(self.columns)] + [[_fmt(v, c) for v, c in zip(r, self.columns)] for r in self.rows]
+        cells = [list(self.columns)] + [
+            [_fmt(v, c) for v, c in zip(r, self.columns)] for r in self.rows
+        ]
         widths = [max(len(row[k]) for row in cells) for k in range(len(self.columns))]
         lines = [head, ""]
         for n, row in enumerate(cells):
@@ -157,7 +159,9 @@ def _size_table(groups: dict) -> Table:
     rows = []
     for key, sizes in groups.items():
         total, avg, med, lo, hi, sd = _stats(sizes)
-        rows.append((total / 1e6, len(sizes), avg / 1e6, med / 1e6, lo / 1e6, hi / 1e6, sd / 1e6, key))
+        rows.append(
+            (total / 1e6, len(sizes), avg / 1e6, med / 1e6, lo / 1e6, hi / 1e6, sd / 1e6, key)
+        )
     rows.sort(key=lambda r: (-r[0], r[-1]))
     return Table("cuda_gpu_mem_size_sum", "CUDA GPU MemOps Summary (by Size)", _SIZE_COLUMNS, rows)
 
@@ -234,14 +238,16 @@ def summarize(rec: Any) -> CudaSummary:
         mem_t.setdefault(_memop(m), []).append(m.duration_ns)
         mem_b.setdefault(_memop(m), []).append(m.bytes)
     tables = {
-        "cuda_api_sum": _time_table(
-            "cuda_api_sum", "CUDA API Summary", "Num Calls", "Name", api
-        ),
+        "cuda_api_sum": _time_table("cuda_api_sum", "CUDA API Summary", "Num Calls", "Name", api),
         "cuda_gpu_kern_sum": _time_table(
             "cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", "Instances", "Name", kern
         ),
         "cuda_gpu_mem_time_sum": _time_table(
-            "cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", "Count", "Operation", mem_t
+            "cuda_gpu_mem_time_sum",
+            "CUDA GPU MemOps Summary (by Time)",
+            "Count",
+            "Operation",
+            mem_t,
         ),
         "cuda_gpu_mem_size_sum": _size_table(mem_b),
     }

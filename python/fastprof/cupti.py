@@ -5,9 +5,9 @@
     >>> for r in tr.records: print(r.name, r.duration_ns)
     >>> print(tr.summary())
 
-Timestamps are on time.monotonic_ns()'s axis (CUPTI's clock mapped onto CLOCK_MONOTONIC). libcupti is loaded on first use
-(the toolkit's first: CUDA_HOME / CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti
-wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
+Timestamps are on time.monotonic_ns()'s axis (CUPTI's clock mapped onto CLOCK_MONOTONIC).
+libcupti is loaded on first use (the toolkit's first: CUDA_HOME / CUDA_PATH /
+/usr/local/cuda, then the nvidia-cuda-cupti wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
 (Nsight Systems) makes the start fail with a clear error.
 """
 
@@ -18,7 +18,6 @@ from typing import Any, Optional
 
 from ._cuda_libs import library_candidates
 from .cuda_timeline import CudaRecorder
-
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 

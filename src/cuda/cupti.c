@@ -23,6 +23,7 @@ static CUpti_SubscriberHandle fp_cupti_sub;
 static int fp_cupti_subscribed;
 static unsigned fp_cupti_enabled; /* bit i: fp_cupti_kinds[i] is enabled */
 static unsigned long long fp_clock0[3];
+static int fp_cupti_set_nvtx; /* this trace set NVTX_INJECTION64_PATH */
 
 /* The activity kinds a trace enables, and whether a refusal fails the start. */
 static const struct {
@@ -172,8 +173,26 @@ fp_cupti_release(void)
     fp_cupti_enabled = 0;
 }
 
-/* Subscribes, registers the buffers and enables the kinds.  Returns 0, or -1 with a
- * RuntimeError (the caller releases what was done). */
+/* NVTX ranges reach CUPTI through NVTX's injection hook, which each NVTX user reads at its
+ * first NVTX call: on (1) points NVTX_INJECTION64_PATH at this libcupti unless the user chose
+ * another; off (0) takes back what on set, so that processes started after the trace do not
+ * load libcupti.  Call with the GIL (the environment is shared with os.environ's writers).
+ * Never fails. */
+static void
+fp_cupti_nvtx_env(int on)
+{
+    if (on && fp_cupti_path[0] != '\0' && getenv("NVTX_INJECTION64_PATH") == NULL) {
+        fp_cupti_set_nvtx = setenv("NVTX_INJECTION64_PATH", fp_cupti_path, 0) == 0;
+    } else if (!on && fp_cupti_set_nvtx) {
+        const char *v = getenv("NVTX_INJECTION64_PATH");
+        if (v != NULL && strcmp(v, fp_cupti_path) == 0)
+            unsetenv("NVTX_INJECTION64_PATH");
+        fp_cupti_set_nvtx = 0;
+    }
+}
+
+/* Subscribes, points NVTX at CUPTI, registers the buffers and enables the kinds.  Returns 0, or -1
+ * with a RuntimeError (the caller releases what was done). */
 static int
 fp_cupti_begin(void)
 {
@@ -183,10 +202,7 @@ fp_cupti_begin(void)
         goto error;
     }
     fp_cupti_subscribed = 1;
-    /* NVTX ranges reach CUPTI through NVTX's injection hook, read at the first NVTX call of
-     * each NVTX user: point it at this libcupti unless the user chose another. */
-    if (fp_cupti_path[0] != '\0')
-        setenv("NVTX_INJECTION64_PATH", fp_cupti_path, 0);
+    fp_cupti_nvtx_env(1);
     rc = fp_cupti_fn.register_callbacks(fp_cupti_buffer_request, fp_cupti_buffer_complete);
     if (rc != CUPTI_SUCCESS) {
         fp_cupti_error("cuptiActivityRegisterCallbacks failed", rc);
@@ -242,7 +258,8 @@ fp_cuda_cupti_start(PyObject *m, PyObject *args)
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
         Py_BEGIN_ALLOW_THREADS fp_cupti_release();
-        Py_END_ALLOW_THREADS PyErr_Restore(et, ev, tb);
+        Py_END_ALLOW_THREADS fp_cupti_nvtx_env(0);
+        PyErr_Restore(et, ev, tb);
         goto error;
     }
     fp_cupti_started = 1;
@@ -286,7 +303,8 @@ fp_cuda_cupti_stop(PyObject *m, FP_UNUSED PyObject *args)
     fp_cupti_started = 0;
     Py_BEGIN_ALLOW_THREADS fp_cupti_clock(clock1);
     fp_cupti_release();
-    Py_END_ALLOW_THREADS recs = fp_cupti_take_records(&dropped);
+    Py_END_ALLOW_THREADS fp_cupti_nvtx_env(0);
+    recs = fp_cupti_take_records(&dropped);
     launches = fp_cupti_take_launches(&ldropped);
     if (recs == NULL || launches == NULL)
         goto error;

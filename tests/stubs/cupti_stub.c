@@ -253,10 +253,10 @@ cuptiActivitySetThreadIdType(int type)
 CUptiResult
 cuptiGetCallbackName(int domain, uint32_t cbid, const char **name)
 {
-    static const char *rt[] = {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+    static const char *rt[] = {"cudaLaunchKernel",      "cudaMemcpyAsync",       "cudaMemsetAsync",
                                "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMalloc"};
-    static const char *drv[] = {"cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuMemsetD8Async",
-                                "cuCtxSynchronize", "cuStreamSynchronize", "cuMemAlloc_v2"};
+    static const char *drv[] = {"cuLaunchKernel",   "cuMemcpyHtoDAsync_v2", "cuMemsetD8Async",
+                                "cuCtxSynchronize", "cuStreamSynchronize",  "cuMemAlloc_v2"};
     if (cbid >= 6 || (domain != 1 && domain != 2))
         return 1;
     *name = domain == 2 ? rt[cbid] : drv[cbid];
@@ -396,8 +396,8 @@ stub_gettid(void)
  * driver_cbid >= 0 (correlation corr + 1000000), the exit callback, and the API activity
  * record(s) (runtime: domain 2, driver: domain 1). */
 void
-stub_api(int domain, uint32_t cbid, const char *fname, uint32_t corr, uint64_t start,
-         uint64_t end, int driver_cbid, const char *driver_name)
+stub_api(int domain, uint32_t cbid, const char *fname, uint32_t corr, uint64_t start, uint64_t end,
+         int driver_cbid, const char *driver_name)
 {
     cb_data d;
     uint32_t tid = stub_gettid();
