@@ -9,6 +9,7 @@
 #include "cuda/cupti_int.h"
 
 #ifdef FP_HAVE_CUDA
+#include <frameobject.h> /* PyFrame_GetBack on 3.9 */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
