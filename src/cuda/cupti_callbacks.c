@@ -134,7 +134,9 @@ fp_cupti_api_callback(FP_UNUSED void *userdata, CUpti_CallbackDomain domain, CUp
         return;
     }
     fp_tl_outer = l.correlation;
-    if (PyGILState_Check()) {
+    /* PyGILState_Check() alone answers 1 on any thread once subinterpreters have turned its
+     * check off: a thread that never ran Python has no thread state of its own. */
+    if (PyGILState_GetThisThreadState() != NULL && PyGILState_Check()) {
         fp_capture_stack(&l);
         if (fp_launch_push(&l) != 0)
             for (int i = 0; i < l.depth; i++)
