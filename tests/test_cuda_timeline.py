@@ -627,3 +627,38 @@ def test_nvtx_injection_points_at_cupti_during_the_trace_only(
     assert libc.getenv(b"NVTX_INJECTION64_PATH") == b"/opt/tool/libinject.so"
     rec.stop()
     assert libc.getenv(b"NVTX_INJECTION64_PATH") == b"/opt/tool/libinject.so"
+
+
+NVTX_CHILD = """
+import json, threading
+from fastprof import _cuda_base, cuda_timeline, nvtx
+_cuda_base._probe = lambda: (1, "")
+cuda_timeline._synchronize = lambda: None
+rec = cuda_timeline.CudaRecorder().start()
+with nvtx.range("outer"):
+    with nvtx.range("inner"):
+        pass
+rec.stop()
+rows = [(r.name, r.tid, rec.start_ns <= r.start_ns <= r.end_ns <= rec.stop_ns)
+        for r in rec.nvtx_ranges]
+print(json.dumps({"ranges": rows, "tid": threading.get_native_id(), "lib": rec.library}))
+"""
+
+
+def test_fastprof_nvtx_ranges_reach_the_trace_through_nvtx_injection(stub_home: Path) -> None:
+    # a fresh process: NVTX reads NVTX_INJECTION64_PATH once, at its first call
+    import json
+    import sys
+
+    env = dict(os.environ, CUDA_HOME=str(stub_home))
+    env.pop("NVTX_INJECTION64_PATH", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    out = subprocess.run(
+        [sys.executable, "-c", NVTX_CHILD], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    if os.path.realpath(got["lib"]) != os.path.realpath(stub_home / "lib64" / "libcupti.so"):
+        pytest.skip(f"the child loaded {got['lib']}")
+    tid = got["tid"]
+    assert got["ranges"] == [["outer", tid, True], ["inner", tid, True]]

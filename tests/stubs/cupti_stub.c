@@ -566,3 +566,60 @@ stub_launch_on_new_thread(uint32_t corr, uint64_t start, uint64_t end)
     pthread_join(t, NULL);
     return a.tid;
 }
+
+/* ---- NVTX injection, as libcupti offers it: NVTX loads the library named by
+ * NVTX_INJECTION64_PATH at its first call and hands it its function table; the stand-in
+ * turns nvtxRangePushA / nvtxRangePop into marker records. ---- */
+
+typedef void (*nvtx_fp)(void);
+typedef struct {
+    size_t struct_size;
+    int (*get_module_table)(int module, nvtx_fp ***table, unsigned *size);
+} nvtx_callbacks_table;
+typedef const void *(*nvtx_get_export_table)(uint32_t id);
+
+static uint32_t g_nvtx_ids;
+static int g_nvtx_injected;
+static _Thread_local uint32_t t_nvtx_stack[64];
+static _Thread_local int t_nvtx_depth;
+
+static int
+nvtx_push_a(const char *message)
+{
+    uint32_t id = __atomic_add_fetch(&g_nvtx_ids, 1, __ATOMIC_RELAXED);
+    if (t_nvtx_depth < 64)
+        t_nvtx_stack[t_nvtx_depth] = id;
+    stub_marker(2, id, stub_gettid(), message, stub_now());
+    return t_nvtx_depth++;
+}
+
+static int
+nvtx_pop(void)
+{
+    if (t_nvtx_depth <= 0)
+        return -1;
+    t_nvtx_depth--;
+    if (t_nvtx_depth < 64)
+        stub_marker(4, t_nvtx_stack[t_nvtx_depth], stub_gettid(), NULL, stub_now());
+    return t_nvtx_depth;
+}
+
+int
+InitializeInjectionNvtx2(nvtx_get_export_table get)
+{
+    const nvtx_callbacks_table *cb = get(1); /* NVTX_ETID_CALLBACKS */
+    nvtx_fp **table = NULL;
+    unsigned size = 0;
+    if (cb == NULL || !cb->get_module_table(1, &table, &size) || size < 11) /* core module */
+        return 0;
+    *table[9] = (nvtx_fp)nvtx_push_a; /* NVTX_CBID_CORE_RangePushA */
+    *table[11] = (nvtx_fp)nvtx_pop;   /* NVTX_CBID_CORE_RangePop */
+    g_nvtx_injected = 1;
+    return 1;
+}
+
+int
+stub_nvtx_injected(void)
+{
+    return g_nvtx_injected;
+}
