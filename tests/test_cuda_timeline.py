@@ -195,7 +195,8 @@ def _row(table, name):
 
 
 def test_summary_tables_are_nsys_stats_exactly(stub: Stub) -> None:
-    s = _traced(stub).summary()
+    rec = _traced(stub)
+    s = rec.summary()
     kern = s.tables["cuda_gpu_kern_sum"]
     assert kern.columns == (
         "Time (%)",
@@ -310,8 +311,10 @@ def test_summary_tables_are_nsys_stats_exactly(stub: Stub) -> None:
     # GPU busy: the union of [700,2700] [3000,4000] [4500,5000] [7000,10000] [11000,13000]
     # [20000,24000] [24000,25000] [25500,25600]
     assert s.gpu_busy_ns == 2000 + 1000 + 500 + 3000 + 2000 + 5000 + 100
-    assert s.wall_ns == s.wall_ns and s.gpu_busy_share == s.gpu_busy_ns / s.wall_ns
+    assert s.wall_ns == max(rec.stop_ns, rec.memsets[0].end_ns) - rec.start_ns > 0
+    assert s.gpu_busy_share == s.gpu_busy_ns / s.wall_ns
     assert s.sync_blocked_ns == 9800 and s.sync_by_type == {"stream synchronize": (1, 9800)}
+    assert kern.as_dicts()[0]["Instances"] == 3
     text = str(s)
     assert "CUDA GPU Kernel Summary (cuda_gpu_kern_sum)" in text
     assert "saxpy(int, float, float const*, float*)" in text and "6,000" in text

@@ -15,7 +15,8 @@ Rows go by total (time or size) descending, then name. Med is the median (the me
 two middle values for an even count), StdDev the sample standard deviation (0 for one
 value). Time (%) is a row's share of its table's total. Below the tables: the GPU-busy share
 of the traced wall time (the union of every kernel, copy and memset interval, all devices
-and streams together) and the host time blocked in synchronising calls (CUPTI's
+and streams together, over the time from start to stop, widened to any record that the
+clock mapping puts a little outside it) and the host time blocked in synchronising calls (CUPTI's
 synchronisation records). A table with no rows says so.
 """
 
@@ -251,9 +252,11 @@ def summarize(rec: Any) -> CudaSummary:
         ),
         "cuda_gpu_mem_size_sum": _size_table(mem_b),
     }
-    wall = max(0, int(rec.stop_ns) - int(rec.start_ns))
     gpu = [(r.start_ns, r.end_ns) for r in [*rec.kernels, *rec.memcpys, *rec.memsets]]
-    busy = _union_ns(gpu, int(rec.start_ns), int(rec.stop_ns))
+    lo = min([int(rec.start_ns)] + [s for s, _e in gpu])
+    hi = max([int(rec.stop_ns)] + [e for _s, e in gpu])
+    wall = max(0, hi - lo)
+    busy = _union_ns(gpu, lo, hi)
     by_type: dict[str, tuple[int, int]] = {}
     for s in rec.syncs:
         n, ns = by_type.get(s.type, (0, 0))
