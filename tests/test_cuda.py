@@ -333,31 +333,34 @@ def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
 
 
 def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
-    from fastprof import _cuda_base, trace
+    from fastprof import _cuda_base, cuda_timeline
 
     calls = []
+
+    def rec(kind, name, start, end, stream, corr, nbytes=0, extra=0):
+        # (kind, name, start, end, device, context, stream, correlation, bytes, extra, tid, id)
+        return (kind, name, start, end, 0, 1, stream, corr, nbytes, extra, 0, 0)
 
     class FakeCupti:
         def _cuda_cupti_start(self, paths):
             calls.append(("start", paths))
+            return ("libcupti.so", (10, 1, 2), (100, 100, 0))
 
         def _cuda_synchronize(self):
             calls.append(("sync",))
 
         def _cuda_cupti_stop(self):
             calls.append(("stop",))
-            return (
-                [
-                    (0, "fp_cu_tiled_kernel", 3000, 5000, 0, 7, 11, 0, 0),
-                    (1, None, 1000, 1500, 0, 7, 10, 4096, 1),
-                    (0, "fp_cu_tiled_kernel", 6000, 7000, 0, 7, 12, 0, 0),
-                    (1, None, 8000, 8250, 0, 7, 13, 4096, 2),
-                    (2, None, 500, 600, 0, 0, 9, 64, 0),
-                ],
-                3,
-            )
+            records = [
+                rec(0, "fp_cu_tiled_kernel", 3000, 5000, 7, 11),
+                rec(1, None, 1000, 1500, 7, 10, 4096, 1),
+                rec(0, "fp_cu_tiled_kernel", 6000, 7000, 7, 12),
+                rec(1, None, 8000, 8250, 7, 13, 4096, 2),
+                rec(2, None, 500, 600, 0, 9, 64),
+            ]
+            return (records, 3, [], 0, (100, 100, 0), (100, 9100, 0))
 
-    monkeypatch.setattr(trace, "_C", FakeCupti())
+    monkeypatch.setattr(cuda_timeline, "_C", FakeCupti())
     monkeypatch.setattr(_cuda_base, "_probe", lambda: (1, ""))
     with cuda.cuda_trace() as tr:
         assert calls[0][0] == "start" and all(isinstance(p, str) for p in calls[0][1])
@@ -373,5 +376,6 @@ def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
     assert "fp_cu_tiled_kernel" in lines[1] and lines[1].split()[2] == "2"  # most time first
     events = tr.to_chrome_trace()
     assert len(events) == 5 and events[0]["ts"] == 0 and events[1]["dur"] == 0.5
+    assert tr.recorder.summary().tables["cuda_gpu_kern_sum"].rows[0][1:3] == (3000, 2)
     with cuda.cuda_trace():  # a second trace after the first is fine
         pass

@@ -33,7 +33,7 @@ HEAVY = (
     "fastprof._expr",
     "fastprof.cuda",
     "fastprof._cuda_base",
-    "fastprof.trace",
+    "fastprof.cupti",
     "fastprof.nvtx",
     "fastprof.bench",
 )
@@ -122,7 +122,7 @@ def test_lazy_names_load_on_first_use() -> None:
         assert "fastprof.nvtx" not in sys.modules  # dir() lists without loading
         assert fastprof.nvtx is sys.modules["fastprof.nvtx"]
         assert "numpy" not in sys.modules and "fastprof.cuda" not in sys.modules
-        assert fastprof.cuda_trace is sys.modules["fastprof.trace"].cuda_trace
+        assert fastprof.cuda_trace is sys.modules["fastprof.cupti"].cuda_trace
         assert "numpy" not in sys.modules and "fastprof.cuda" not in sys.modules
         assert fastprof.cuda_timer is fastprof.cuda.cuda_timer
         assert fastprof.cuda.cuda_trace is fastprof.cuda_trace

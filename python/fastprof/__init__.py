@@ -24,7 +24,7 @@ from .stats import Stats
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from . import cuda, kernels, nvtx
     from .cuda import cuda_timer
-    from .trace import cuda_trace
+    from .cupti import cuda_trace
 
 __all__ = [
     "Profile",
@@ -47,7 +47,7 @@ _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
     "cuda": ("fastprof.cuda", None),
     "nvtx": ("fastprof.nvtx", None),
     "cuda_timer": ("fastprof.cuda", "cuda_timer"),
-    "cuda_trace": ("fastprof.trace", "cuda_trace"),
+    "cuda_trace": ("fastprof.cupti", "cuda_trace"),
 }
 
 _NUMPY_HINT = (

@@ -1,7 +1,7 @@
 """The ground floor of the GPU modules: CUDA's two error types and whether CUDA can run here.
 
-fastprof.trace (CUPTI traces) builds on this module alone; fastprof.cuda (timers, arrays)
-builds on both and re-exports trace's cuda_trace: the imports go one way, with no cycle.
+fastprof.cupti (CUPTI traces) builds on this module alone; fastprof.cuda (timers, arrays)
+builds on both and re-exports cupti's cuda_trace: the imports go one way, with no cycle.
 Nothing here imports NumPy or calls CUDA at import.
 """
 

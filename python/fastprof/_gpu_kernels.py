@@ -29,7 +29,7 @@ import numpy as np
 from . import _expr, _expr_cuda, _ndimage_exact
 from . import _fastprof as _C
 from . import cuda as _cuda
-from .trace import library_candidates
+from .cupti import library_candidates
 
 __all__ = [
     "convolve",

@@ -25,7 +25,7 @@ import numpy as np
 from . import _cuda_base
 from . import _fastprof as _C
 from ._cuda_base import CudaError, CudaUnavailableError
-from .trace import cuda_trace
+from .cupti import cuda_trace
 
 __all__ = [
     "CudaError",
@@ -46,7 +46,7 @@ __all__ = [
 
 
 # CudaError, CudaUnavailableError and the availability probe live in _cuda_base, which
-# fastprof.trace shares; _probe is bound here too so that is_available, status and _require
+# fastprof.cupti shares; _probe is bound here too so that is_available, status and _require
 # below read it from this module.
 _probe = _cuda_base._probe
 

@@ -1,65 +1,39 @@
-"""fastprof.trace: CUPTI activity traces of kernels, copies and memsets.
+"""fastprof.cupti: CUPTI activity traces of kernels, copies and memsets.
 
     >>> with fastprof.cuda_trace() as tr:
     ...     run_kernels()
     >>> for r in tr.records: print(r.name, r.duration_ns)
     >>> print(tr.summary())
 
-Timestamps are CUPTI's (ns, one clock for the whole trace). libcupti is loaded on first use
-(the toolkit's first: CUDA_HOME / CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti
-wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
+Timestamps are on time.monotonic_ns()'s axis (CUPTI's clock mapped onto CLOCK_MONOTONIC).
+libcupti is loaded on first use (the toolkit's first: CUDA_HOME / CUDA_PATH /
+/usr/local/cuda, then the nvidia-cuda-cupti wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
 (Nsight Systems) makes the start fail with a clear error.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from . import _cuda_base
-from . import _fastprof as _C
+from ._cuda_libs import library_candidates
+from .cuda_timeline import CudaRecorder
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 
-_KINDS = {0: "kernel", 1: "memcpy", 2: "memset"}
-_COPY_KINDS = {
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoA",
-    4: "AtoH",
-    5: "AtoA",
-    6: "AtoD",
-    7: "DtoA",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
+#: The short names of the copy kinds (nsys's long names are cuda_timeline.COPY_KINDS).
+_COPY_ABBREV = {
+    "Host-to-Device": "HtoD",
+    "Device-to-Host": "DtoH",
+    "Host-to-Array": "HtoA",
+    "Array-to-Host": "AtoH",
+    "Array-to-Array": "AtoA",
+    "Array-to-Device": "AtoD",
+    "Device-to-Array": "DtoA",
+    "Device-to-Device": "DtoD",
+    "Host-to-Host": "HtoH",
+    "Peer-to-Peer": "PtoP",
 }
-
-
-def library_candidates(stem: str, sonames: tuple[str, ...], wheel: str) -> tuple[str, ...]:
-    """Paths and names to dlopen for one CUDA library, most specific first: the toolkit
-    (CUDA_HOME, CUDA_PATH, /usr/local/cuda), the pip wheel ``nvidia/<wheel>/lib``, the sonames."""
-    out: list[str] = []
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for home in homes:
-        if not home:
-            continue
-        for sub in ("lib64", "lib", os.path.join("extras", "CUPTI", "lib64")):
-            for name in sonames:
-                p = os.path.join(home, sub, name)
-                if os.path.exists(p) and p not in out:
-                    out.append(p)
-    for base in sys.path:
-        d = os.path.join(base, "nvidia", wheel, "lib")
-        if os.path.isdir(d):
-            for name in sonames:
-                p = os.path.join(d, name)
-                if os.path.exists(p) and p not in out:
-                    out.append(p)
-    out.extend(n for n in sonames if n not in out)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -85,54 +59,45 @@ class TraceRecord:
         return (self.end_ns - self.start_ns) / 1e6
 
 
-def _record(t: tuple) -> TraceRecord:
-    kind, name, start, end, device, stream, corr, nbytes, copy_kind = t
-    k = _KINDS.get(kind, "other")
-    if k == "memcpy":
-        name = f"memcpy {_COPY_KINDS.get(copy_kind, '?')}"
-    elif k == "memset":
-        name = "memset"
+def _from_gpu_record(r: Any) -> TraceRecord:
+    """A TraceRecord from a cuda_timeline Kernel, Memcpy or Memset."""
+    if hasattr(r, "copy_kind"):
+        kind, name, nbytes = "memcpy", f"memcpy {_COPY_ABBREV.get(r.copy_kind, '?')}", r.bytes
+    elif hasattr(r, "name"):
+        kind, name, nbytes = "kernel", r.name, 0
+    else:
+        kind, name, nbytes = "memset", "memset", r.bytes
     return TraceRecord(
-        k, name or "?", int(start), int(end), int(device), int(stream), int(corr), int(nbytes)
+        kind, name, r.start_ns, r.end_ns, r.device, r.stream, r.correlation_id, nbytes
     )
-
-
-_active: list["cuda_trace"] = []
 
 
 class cuda_trace:
     """Context manager that records every kernel, copy and memset the block puts on the GPU.
 
-    After the block: ``records`` (TraceRecord list sorted by start), ``dropped`` (records CUPTI
-    lost), ``kernels()``, ``copies()``, ``summary()`` (per name: count, total, mean, share),
-    ``to_chrome_trace()`` (events for chrome://tracing / Perfetto).
+    After the block: ``records`` (TraceRecord list sorted by start, times on
+    time.monotonic_ns()'s axis), ``dropped`` (records CUPTI lost), ``kernels()``,
+    ``copies()``, ``summary()`` (per name: count, total, mean, share), ``to_chrome_trace()``
+    (events for chrome://tracing / Perfetto), and ``recorder``: the
+    :class:`fastprof.cuda_timeline.CudaRecorder` behind it, with the API calls,
+    synchronisations, NVTX ranges, the Python stack of each launch, nsys-style
+    ``summary()`` and ``gpu_by_python()``.
     """
 
     def __init__(self, name: Optional[str] = None) -> None:
         self.name = name
         self.records: list[TraceRecord] = []
         self.dropped = 0
+        self.recorder = CudaRecorder()
 
     def __enter__(self) -> "cuda_trace":
-        _cuda_base._require()
-        if _active:
-            raise RuntimeError("a cuda_trace is already running (one at a time per process)")
-        _C._cuda_cupti_start(
-            library_candidates(
-                "cupti", ("libcupti.so", "libcupti.so.13", "libcupti.so.12"), "cuda_cupti"
-            )
-        )
-        _active.append(self)
+        self.recorder.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        try:
-            _C._cuda_synchronize()
-        finally:
-            _active.remove(self)
-            raw, dropped = _C._cuda_cupti_stop()
-            self.records = sorted((_record(t) for t in raw), key=lambda r: r.start_ns)
-            self.dropped = int(dropped)
+        self.recorder.stop()
+        self.records = [_from_gpu_record(r) for r in self.recorder.gpu_records()]
+        self.dropped = self.recorder.dropped
 
     def kernels(self) -> list[TraceRecord]:
         return [r for r in self.records if r.kind == "kernel"]

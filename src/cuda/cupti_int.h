@@ -1,0 +1,88 @@
+/* cuda/cupti_int.h - what the three CUPTI files share: cupti.c (loading, start and stop,
+ * the clock, release), cupti_records.c (activity buffers into plain C records) and
+ * cupti_callbacks.c (the API callback that notes the Python stack of each launch).
+ * CUDA builds only.  Everything here is process-wide: CUPTI's callbacks carry no module. */
+#ifndef FP_CUPTI_INT_H
+#define FP_CUPTI_INT_H
+
+#include "cuda/cuda_py.h"
+
+#ifdef FP_HAVE_CUDA
+#include <cupti.h>
+#include <stdint.h>
+
+/* Kinds of fp_cupti_rec, as the Python side reads them (fastprof.cuda_timeline). */
+enum {
+    FP_REC_KERNEL = 0,
+    FP_REC_MEMCPY = 1,
+    FP_REC_MEMSET = 2,
+    FP_REC_RUNTIME = 3,
+    FP_REC_DRIVER = 4,
+    FP_REC_SYNC = 5,
+    FP_REC_MARKER = 6,
+};
+
+/* One activity in plain C: a kernel, copy or memset (device, context, stream), a runtime or
+ * driver API call (thread, cbid), a synchronisation (context, stream, type in extra) or an
+ * NVTX marker (id, flags in extra, thread; start == end).  name is malloc'ed or NULL. */
+typedef struct fp_cupti_rec {
+    int kind;
+    int32_t extra; /* copy kind, sync type, marker flags or API return value */
+    uint64_t start, end, bytes;
+    uint32_t device, context, stream, correlation;
+    uint32_t tid;
+    uint32_t id; /* cbid of an API call, marker id */
+    char *name;
+} fp_cupti_rec;
+
+/* The entry points of the loaded libcupti (NULL where it lacks an optional one). */
+typedef struct fp_cupti_api {
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                      CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind);
+    CUptiResult (*disable)(CUpti_ActivityKind);
+    CUptiResult (*flush_all)(uint32_t);
+    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+    CUptiResult (*enable_domain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+    CUptiResult (*finalize)(void);
+    CUptiResult (*get_timestamp)(uint64_t *);
+    CUptiResult (*result_string)(CUptiResult, const char **);
+    CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
+    CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
+} fp_cupti_api;
+
+/* The loaded library's entry points (cupti.c fills it before any callback can run). */
+extern fp_cupti_api fp_cupti_fn;
+
+/* cupti_records.c */
+/* CUPTI's buffer callbacks: hand out 8-byte aligned buffers; copy completed records into the
+ * C record list under a mutex.  They run on CUPTI's thread and touch no Python object. */
+void CUPTIAPI fp_cupti_buffer_request(uint8_t **buffer, size_t *size, size_t *max_records);
+void CUPTIAPI fp_cupti_buffer_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+                                       size_t size, size_t valid);
+/* Takes every record collected so far and returns them as a list of tuples
+ * (kind, name, start, end, device, context, stream, correlation, bytes, extra, tid, id),
+ * API calls named through cuptiGetCallbackName; *dropped gets the records CUPTI lost.
+ * Needs the GIL.  Returns a new list, or NULL with an exception (the records are freed
+ * either way). */
+PyObject *fp_cupti_take_records(size_t *dropped);
+
+/* cupti_callbacks.c */
+/* CUPTI's API callback (runtime and driver domains): on the enter site of a launch, copy or
+ * memset call, notes the correlation id, the thread and, when the calling thread holds the
+ * GIL, its Python stack.  Never raises; allocates only when its table grows. */
+void CUPTIAPI fp_cupti_api_callback(void *userdata, CUpti_CallbackDomain domain,
+                                    CUpti_CallbackId cbid, const void *cbdata);
+/* Turns the noting on (1) or off (0) for new callbacks.  Never fails. */
+void fp_cupti_launches_active(int on);
+/* Takes the launches noted so far as a list of tuples (correlation, tid, domain, cbid, alias,
+ * ((code, line), ...) innermost first; alias is the correlation id of the outer call on the
+ * same thread whose stack this nested call shares, or 0), dropping the C references.  Needs
+ * the GIL.  Returns a new list, or NULL with an exception (the table is emptied either way). */
+PyObject *fp_cupti_take_launches(size_t *dropped);
+
+#endif
+#endif
