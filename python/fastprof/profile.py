@@ -355,23 +355,13 @@ class ProfileSession(_fastprof._Session):
         if self.lines:
             self.profiler.add_function(func)
 
-        wrapper: Any
-        if inspect.iscoroutinefunction(func):
-            # Profiled from the first step to the last; other tasks that run while it awaits
-            # are profiled too.
-            @functools.wraps(func)
-            async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                self._start()
-                try:
-                    return await func(*args, **kwargs)
-                finally:
-                    self._stop()
-                    self._call_ended()
-
-            wrapper.session = self
-        else:
-            # C: the switch runs no Python frame while the profiler is on
-            wrapper = functools.update_wrapper(_fastprof._Guarded(self, func), func)
+        # C: the switch runs no Python frame while the profiler is on.  A coroutine function's
+        # calls return an awaitable (C too) that turns the profiler on at the coroutine's first
+        # step and off at its last; other tasks that run while it awaits are profiled too.
+        coroutine = inspect.iscoroutinefunction(func)
+        wrapper: Any = functools.update_wrapper(_fastprof._Guarded(self, func, coroutine), func)
+        if coroutine:
+            _mark_coroutine_function(wrapper, func)
         wrapper.profiler = self.profiler
         self._register_exit_report()
         return wrapper
@@ -408,6 +398,19 @@ class ProfileSession(_fastprof._Session):
             return
         sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
         st.sort(*sort).print(top=self.top_n, stream=stream)
+
+
+def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
+    """Makes ``inspect.iscoroutinefunction`` (and asyncio's) true of the C wrapper of the
+    coroutine function ``func``: on every version, the function-like attributes inspect reads
+    (its code object says CO_COROUTINE); on 3.12+ also inspect's own mark."""
+    code = getattr(func, "__code__", None)
+    if isinstance(code, CodeType):
+        wrapper.__code__ = code
+        wrapper.__defaults__ = getattr(func, "__defaults__", None)
+        wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
+    if sys.version_info >= (3, 12):
+        inspect.markcoroutinefunction(wrapper)
 
 
 def _check_sort_by(sort_by: Any) -> None:
