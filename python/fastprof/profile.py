@@ -190,12 +190,17 @@ class Profile(_fastprof.Profiler):
         st.strip_dirs().sort_stats(*keys).print_stats()
 
     def dump_stats(self, file: str) -> None:
-        """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it)."""
+        """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it),
+        and the call tree beside it as FILE.tree.json (each thread's data, which pstats' format
+        cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
         import marshal
+
+        from .report.source import save_tree, tree_of
 
         with open(file, "wb") as f:
             self.create_stats()
             marshal.dump(self.stats, f)
+        save_tree(str(file), tree_of(self))
 
     # -- running code -----------------------------------------------------------------------
 
