@@ -96,6 +96,8 @@ class Profile(_fastprof.Profiler):
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+    _thread_names: Dict[int, str]
+    """The names of the threads that were running when the profiler was enabled."""
     _nests: bool = False
     """True for a session's profiler: it may be enabled while other fastprof profilers are."""
 
@@ -117,6 +119,10 @@ class Profile(_fastprof.Profiler):
                     f"profiler holds sys.monitoring tool id {held[0]}; "
                     f"disable it first"
                 )
+        if not self.enabled:  # the names of the threads running now, for the views
+            from .tree import thread_names
+
+            self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}
         super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------

@@ -351,7 +351,7 @@ class Stats:
         """Adds the numbers of more sources (summing functions and callers); returns self."""
         for src in sources:
             data = self._as_dict(src)
-            self._nsources += 1
+            self._nsources += max(1, src._nsources) if isinstance(src, Stats) else 1
             self._tree = self._tree_of(src) if self._nsources == 1 else None
             for key, value in data.items():
                 try:

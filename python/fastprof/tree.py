@@ -154,7 +154,8 @@ class CallTree:
     @classmethod
     def from_profile(cls, prof: Any, *, ticks: bool = False) -> "CallTree":
         """The tree a ``fastprof.Profile`` (or its core) has recorded so far, with the names of
-        its threads that ``threading`` still knows.  With ``ticks=True`` the times are the
+        its threads where known: those running when it was enabled, and those ``threading``
+        still knows (running, or their Thread object still alive).  With ``ticks=True`` the times are the
         core's integer ticks (as floats, exact) rather than seconds."""
         spt, funcs, _ = prof._raw()
         tspt, nodes, threads, merged = prof._raw_tree()
@@ -162,7 +163,7 @@ class CallTree:
         tree = cls.from_raw(
             1.0 if ticks else tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None)
         )
-        known = thread_names()
+        known = {**getattr(prof, "_thread_names", {}), **thread_names()}
         tree.names = {i: known[i] for i in tree.threads if i in known}
         return tree
 

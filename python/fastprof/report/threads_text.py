@@ -30,6 +30,20 @@ def without_runner(stats: Dict["FuncKey", "PstatsEntry"]) -> Dict["FuncKey", "Ps
     return out
 
 
+def _merged_view(stats: Any) -> Any:
+    """``stats`` without the profiler's own top-level ``disable`` call, as each thread's table
+    is shown (``stats`` itself when it has none), keeping its filters and whole totals."""
+    from ..stats import Stats
+
+    data = stats.to_dict()
+    clean = without_runner(data)
+    if clean.keys() == data.keys() and all(clean[k] is data[k] for k in data):
+        return stats
+    out = Stats(clean)
+    out._whole, out._filters, out._rx = stats._whole, stats._filters, stats._rx
+    return out
+
+
 def thread_title(index: int, ident: int, name: Optional[str]) -> str:
     """How the view names a thread: its first-seen order, its name where known, its ident."""
     named = f" {name!r}" if name else ""
@@ -84,6 +98,7 @@ def format_threads_report(
                     seconds=f"in {whole:.6f} seconds (the thread's own time)",
                 )
             )
+    stats = _merged_view(stats)
     stats.sort(sort)
     when = (
         f"in {wall:.6f} seconds of wall time (the run)"
