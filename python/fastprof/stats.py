@@ -655,7 +655,12 @@ class Stats:
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
             marshal.dump(self.to_dict(), f)
-        from .report.source import save_tree
+        from .tree import tree_path
 
         whole = self._nsources == 1 and not self._rx  # a filtered table's tree would not match
-        save_tree(os.fspath(path), self.call_tree() if whole else None)
+        tree = self.call_tree() if whole else None
+        where = tree_path(path)
+        if tree is not None:
+            tree.save(where)
+        elif os.path.exists(where):  # a stale tree of another profile
+            os.unlink(where)
