@@ -6,8 +6,8 @@ fake timer; the view's merged header is the run's wall time, never a sum of thre
 from __future__ import annotations
 
 import asyncio
-import cProfile
 import concurrent.futures
+import cProfile
 import io
 import marshal
 import os
@@ -478,7 +478,9 @@ def test_two_thread_script_as_a_subprocess(tmp_path: Any) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "thread 2 'worker-1'" in r.stdout
-    assert re.search(r"all 2 threads merged\n\d+ function calls in [\d.]+ seconds of wall", r.stdout)
+    assert re.search(
+        r"all 2 threads merged\n\d+ function calls in [\d.]+ seconds of wall", r.stdout
+    )
 
 
 def test_report_reads_from_a_stream() -> None:

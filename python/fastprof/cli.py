@@ -387,8 +387,10 @@ def _run(argv: Sequence[str]) -> int:
     if (opts.subprocesses or opts.run_dir is not None) and line_mode:
         parser.error("--subprocesses and --run-dir do not yet combine with --lines or --lines-of")
     if opts.threads and (line_mode or opts.subprocesses or opts.run_dir is not None):
-        parser.error("--threads shows one process's call profile: it does not combine with "
-                     "--lines, --lines-of, --subprocesses or --run-dir")
+        parser.error(
+            "--threads shows one process's call profile: it does not combine with "
+            "--lines, --lines-of, --subprocesses or --run-dir"
+        )
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     saved_main = sys.modules.get("__main__")

@@ -412,9 +412,10 @@ class ProfileSession(_fastprof._Session):
 
 
 def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
-    """Makes ``inspect.iscoroutinefunction`` (and asyncio's) true of the C wrapper of the
-    coroutine function ``func``: on every version, the function-like attributes inspect reads
-    (its code object says CO_COROUTINE); on 3.12+ also inspect's own mark."""
+    """Makes ``asyncio.iscoroutinefunction`` and (3.10+) ``inspect.iscoroutinefunction`` true
+    of the C wrapper of the coroutine function ``func``: the function-like attributes inspect
+    reads (the code object says CO_COROUTINE), inspect's own mark on 3.12+, asyncio's mark
+    below 3.10 (where inspect accepts real functions only)."""
     code = getattr(func, "__code__", None)
     if isinstance(code, CodeType):
         wrapper.__code__ = code
@@ -422,6 +423,10 @@ def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
         wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(wrapper)
+    elif sys.version_info < (3, 10):
+        from asyncio import coroutines
+
+        wrapper._is_coroutine = coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def _check_sort_by(sort_by: Any) -> None:

@@ -508,7 +508,7 @@ class Stats:
             from .tree import CallTree
 
             self._tree = CallTree.load(self._tree)
-        return self._tree  # type: ignore[no-any-return]
+        return self._tree
 
     def _per_thread(self, what: str) -> "CallTree":
         tree = self.call_tree() if self._nsources == 1 else None
@@ -552,8 +552,7 @@ class Stats:
             )
         if ident not in tree.threads:
             raise ValueError(
-                f"for_thread: no thread {ident} in this profile; threads: "
-                f"{self._thread_list(tree)}"
+                f"for_thread: no thread {ident} in this profile; threads: {self._thread_list(tree)}"
             )
         if tree.merged:
             raise ValueError(

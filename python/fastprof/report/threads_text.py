@@ -25,8 +25,11 @@ def without_runner(stats: Dict["FuncKey", "PstatsEntry"]) -> Dict["FuncKey", "Ps
         if not callers:
             del out[key]
             continue
-        sums = [sum(e[i] for e in callers.values()) for i in range(4)]
-        out[key] = (sums[1], sums[0], sums[2], sums[3], callers)
+        calls = sum(e[0] for e in callers.values())
+        prim = sum(e[1] for e in callers.values())
+        tt = sum(e[2] for e in callers.values())
+        ct = sum(e[3] for e in callers.values())
+        out[key] = (prim, calls, tt, ct, callers)
     return out
 
 
