@@ -10,8 +10,9 @@
     fastprof compare A.prof B.prof | A.json B.json   (see fastprof.compare)
 
 view options: --format {text,pstats,speedscope,collapsed,callgrind}, --html FILE,
---min-percent P, --expand-libs, --merge-threads, --color {auto,always,never}.  Without -s the
-call tree is printed when the profile has one; with -s, the flat table with pstats' columns.
+--min-percent P, --expand-libs, --merge-threads, --threads, --color {auto,always,never}.
+Without -s the call tree is printed when the profile has one; with -s, the flat table with
+pstats' columns; with --threads, each thread's table and then the merged one.
 
 ``run`` accepts cProfile's options (-o, -s, -m); the script sees its own ``sys.argv`` and the
 exit status it asks for is kept.
