@@ -489,3 +489,27 @@ def test_report_reads_from_a_stream() -> None:
     buf = io.StringIO()
     buf.write(format_threads_report(st, st.call_tree(), wall=2.0))  # type: ignore[arg-type]
     assert buf.getvalue().endswith("\n")
+
+
+def test_tree_file_names_and_wall_are_checked() -> None:
+    good = {
+        "format": "fastprof-tree",
+        "version": 1,
+        "merged": 0,
+        "node_cap": None,
+        "keys": [["a.py", 1, "f"]],
+        "threads": [{"ident": 7, "name": "w", "nodes": [[-1, 0, 1, 1.0, 1.0]]}],
+        "wall": 2.5,
+    }
+    tree = CallTree.from_dict(good)
+    assert tree.names == {7: "w"} and tree.wall == 2.5
+    assert CallTree.from_dict(tree.to_dict()).to_dict() == tree.to_dict()
+    for bad in (
+        {**good, "wall": -1.0},
+        {**good, "wall": "2"},
+        {**good, "wall": True},
+        {**good, "threads": [[7, []]]},
+    ):
+        with pytest.raises(ValueError):
+            CallTree.from_dict(bad)
+    assert CallTree.from_dict({**good, "threads": [{**good["threads"][0], "name": 5}]}).names == {}

@@ -334,7 +334,8 @@ class Stats:
     @staticmethod
     def _tree_of(src: Source) -> Any:
         """The per-thread data of a source: a CallTree, the path of the tree file saved beside
-        a pstats file, or None (cProfile's profiles, pstats files without one)."""
+        a pstats file, a fastprof profiler (its tree is read when first asked for), or None
+        (cProfile's profiles, pstats files without one)."""
         if isinstance(src, Stats):
             return src._tree if src._nsources == 1 else None
         if isinstance(src, (str, os.PathLike)):
@@ -342,9 +343,8 @@ class Stats:
 
             where = tree_path(src)
             return where if os.path.isfile(where) else None
-        if hasattr(src, "_raw_tree") and hasattr(src, "tree"):  # fastprof.Profile
-            tree = src.tree()
-            return tree if tree.threads or tree.merged else None
+        if hasattr(src, "_raw_tree") and hasattr(src, "tree"):  # fastprof.Profile: read later
+            return src
         return None
 
     def add(self, *sources: Source) -> "Stats":
@@ -503,11 +503,15 @@ class Stats:
     def call_tree(self) -> Optional["CallTree"]:
         """The calling-context tree behind the per-thread tables, or None when there is none
         (a cProfile profile, a pstats file without FILE.tree.json beside it, a sum of several
-        profiles)."""
+        profiles, a profiler with ``tree_nodes=0``).  A profiler's tree is read the first time
+        it is asked for (once disabled, it holds what the table holds)."""
         if isinstance(self._tree, str):
             from .tree import CallTree
 
             self._tree = CallTree.load(self._tree)
+        elif self._tree is not None and not hasattr(self._tree, "threads"):  # a profiler
+            tree = self._tree.tree()
+            self._tree = tree if tree.threads or tree.merged else None
         return self._tree
 
     def _per_thread(self, what: str) -> "CallTree":

@@ -303,7 +303,7 @@ class CallTree:
                     made.append(n)
                 root.cumtime = sum(c.cumtime for c in root.children)
                 out[int(t["ident"])] = root
-        except (KeyError, TypeError, IndexError) as e:
+        except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise ValueError(f"malformed call tree: {type(e).__name__}: {e}") from None
         return cls(
             out, merged, None if cap is None else int(cap), names, None if wall is None else wall
@@ -329,7 +329,10 @@ def thread_names() -> Dict[int, str]:
     """{ident: name} of the threads ``threading`` knows now: the running ones, and the finished
     ones whose Thread object is still alive (an ident a later thread reused names both)."""
     found: Dict[int, List[str]] = {}
-    seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    try:
+        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    except RuntimeError:  # a thread made another Thread meanwhile
+        seen = threading.enumerate()
     for t in seen:
         ident = t.ident
         if ident is None:
