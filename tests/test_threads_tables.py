@@ -513,3 +513,28 @@ def test_tree_file_names_and_wall_are_checked() -> None:
         with pytest.raises(ValueError):
             CallTree.from_dict(bad)
     assert CallTree.from_dict({**good, "threads": [{**good["threads"][0], "name": 5}]}).names == {}
+
+
+def test_stats_threads_table_and_print_threads() -> None:
+    prof, worker = two_threads()
+    st = fastprof.Stats(prof).sort("calls")
+    before = [r.key for r in st.rows]
+    buf = io.StringIO()
+    st.print_threads(stream=buf, wall=4.0, title="t")
+    text = buf.getvalue()
+    assert text == st.threads_table(wall=4.0, title="t")
+    assert [r.key for r in st.rows] == before  # the Stats is left as it was
+    assert "in 4.000000 seconds of wall time (the run)" in text
+    assert text.count("sorted by ncalls") == 3  # each thread's table and the merged one
+    assert "disable" not in text
+    assert "(the run's wall time was not recorded)" in st.threads_table()
+    # pstats' legacy integer keys carry over too
+    legacy = fastprof.Stats(prof).sort(0)
+    assert legacy.for_thread(worker).sort_keys == ("0",)
+    assert "sorted by ncalls" in legacy.threads_table(top=1)
+    with pytest.raises(ValueError, match="top must be"):
+        st.threads_table(top=-1)
+    with pytest.raises(TypeError, match="wall must be"):
+        st.threads_table(wall="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threads_table: .*no per-thread data"):
+        fastprof.Stats(st.to_dict()).threads_table()

@@ -572,8 +572,59 @@ class Stats:
         for rx in self._rx:
             out = out.filter(rx)
         if self.sort_keys:
-            out.sort(*self.sort_keys)
+            out.sort(*self._sort_args())
         return out
+
+    def _sort_args(self) -> Tuple[Union[str, int], ...]:
+        """The arguments ``sort`` was given (a legacy integer key back as the int)."""
+        return tuple(
+            int(k) if k.lstrip("-").isdigit() and len(self.sort_keys) == 1 else k
+            for k in self.sort_keys
+        )
+
+    def threads_table(
+        self,
+        top: Optional[int] = None,
+        *,
+        wall: Optional[float] = None,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+    ) -> str:
+        """Each thread's table (headed by the thread and its own time), then the merged table
+        headed by the run's wall time: ``wall`` seconds, else the one ``fastprof run`` saved
+        with the tree, else a note that it was not recorded (never a sum of the threads'
+        times).  Sorted as this Stats is (by tottime when unsorted), ``top`` rows each.  The
+        profiler's own ``disable()`` call is left out.  ValueError when there is no per-thread
+        data."""
+        from .report.threads_text import format_threads_report
+
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise ValueError(f"top must be a non-negative int or None, got {top!r}")
+        if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+            raise TypeError(f"wall must be a number of seconds or None, got {wall!r}")
+        tree = self._per_thread("threads_table")
+        return format_threads_report(
+            self,
+            tree,
+            wall=tree.wall if wall is None else float(wall),
+            title=title,
+            sort=tuple(_sort_fields(self._sort_args())) if self.sort_keys else ("tottime",),
+            top=top,
+            strip_dirs=strip_dirs,
+        )
+
+    def print_threads(
+        self,
+        top: Optional[int] = None,
+        *,
+        stream: Optional[TextIO] = None,
+        wall: Optional[float] = None,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+    ) -> None:
+        """Prints ``threads_table(...)`` to ``stream`` (stdout by default)."""
+        out = sys.stdout if stream is None else stream
+        out.write(self.threads_table(top, wall=wall, strip_dirs=strip_dirs, title=title))
 
     @staticmethod
     def _thread_list(tree: "CallTree") -> str:

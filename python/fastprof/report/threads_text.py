@@ -4,7 +4,7 @@ of the threads' times, which overlap)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 from .._runstats import is_disable
 from .escape import printable
@@ -34,15 +34,12 @@ def without_runner(stats: Dict["FuncKey", "PstatsEntry"]) -> Dict["FuncKey", "Ps
 
 
 def _merged_view(stats: Any) -> Any:
-    """``stats`` without the profiler's own top-level ``disable`` call, as each thread's table
-    is shown (``stats`` itself when it has none), keeping its filters and whole totals."""
+    """A copy of ``stats`` without the profiler's own top-level ``disable`` call, as each
+    thread's table is shown, keeping its filters and whole totals (``stats`` is left as it
+    is)."""
     from ..stats import Stats
 
-    data = stats.to_dict()
-    clean = without_runner(data)
-    if clean.keys() == data.keys() and all(clean[k] is data[k] for k in data):
-        return stats
-    out = Stats(clean)
+    out = Stats(without_runner(stats.to_dict()))
     out._whole, out._filters, out._rx = stats._whole, stats._filters, stats._rx
     return out
 
@@ -59,17 +56,19 @@ def format_threads_report(
     *,
     wall: Optional[float] = None,
     title: Optional[str] = None,
-    sort: str = "tottime",
+    sort: Union[str, Sequence[str]] = "tottime",
     top: Optional[int] = None,
     strip_dirs: bool = True,
 ) -> str:
     """Each thread's table (in first-seen order; its header: the thread and its own time),
     then the merged table of ``stats`` (a ``fastprof.Stats`` of the whole profile; its header:
-    the run's wall time ``wall`` in seconds, or that it was not recorded).  The threads' tables
-    are derived from ``tree`` and filtered as ``stats`` is; when the tree was capped they are
-    left out, saying why.  Returns the text, ending with a newline."""
+    the run's wall time ``wall`` in seconds, or that it was not recorded), each sorted by the
+    pstats key(s) ``sort``.  The threads' tables are derived from ``tree`` and filtered as
+    ``stats`` is; when the tree was capped they are left out, saying why.  ``stats`` is not
+    changed.  Returns the text, ending with a newline."""
     from ..stats import Stats
 
+    keys = (sort,) if isinstance(sort, str) else tuple(sort)
     nthreads = len(tree.threads)
     out = []
     if title:
@@ -90,7 +89,7 @@ def format_threads_report(
             st = Stats(without_runner(tree.thread_pstats(ident)))
             for rx in stats._rx:
                 st = st.filter(rx)
-            st.sort(sort)
+            st.sort(*keys)
             whole = st._whole[2] if st._whole else st.total_tt
             name = printable(thread_title(index, ident, tree.names.get(ident)))
             out.append(
@@ -102,7 +101,7 @@ def format_threads_report(
                 )
             )
     stats = _merged_view(stats)
-    stats.sort(sort)
+    stats.sort(*keys)
     when = (
         f"in {wall:.6f} seconds of wall time (the run)"
         if wall is not None
