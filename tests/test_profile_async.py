@@ -267,3 +267,24 @@ def test_runcall_context_manager_run_and_runctx_show_cprofiles_own_rows(
         ref(*args, str(ref_out))  # type: ignore[operator]
         with open(out, "rb") as f, open(ref_out, "rb") as g:
             _only_disable(marshal.load(f), marshal.load(g))
+
+
+def test_async_decorator_refuses_a_step_from_inside_its_own_step() -> None:
+    """A coroutine that sends to or closes its own awaitable gets ValueError, as a coroutine
+    does ("already executing"), and nothing is freed under it."""
+    me: List[Any] = []
+
+    @fastprof.profile(report="never")
+    async def reentrant() -> str:
+        await suspend()
+        for step in (lambda: me[0].send(None), lambda: me[0].close()):
+            with pytest.raises(ValueError, match="already executing"):
+                step()
+        return "done"
+
+    me.append(reentrant())
+    assert me[0].send(None) is None
+    with pytest.raises(StopIteration) as stop:
+        me[0].send(None)
+    assert stop.value.value == "done"
+    assert reentrant.session._active == 0 and not reentrant.profiler.enabled

@@ -119,7 +119,9 @@ class Profile(_fastprof.Profiler):
                     f"profiler holds sys.monitoring tool id {held[0]}; "
                     f"disable it first"
                 )
-        if not self.enabled:  # the names of the threads running now, for the views
+        if not self.enabled and not self._nests:
+            # the names of the threads running now, for the views (not for a session's
+            # profiler: other sessions' profilers may be on, and would count this)
             from .tree import thread_names
 
             self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}

@@ -40,6 +40,7 @@ typedef struct fp_gcall {
     PyObject *inner;                   /* strong: the iterator awaited; NULL once finished */
     PyObject *qualname;                /* strong: the coroutine's __qualname__ */
     int started;                       /* its first step counted a call of the session */
+    int running;                       /* a step is under way (steps do not nest) */
 } fp_gcall;
 
 /* The current exception, set aside and put back (any Python version). */
@@ -431,12 +432,20 @@ fp_call_step(fp_gcall *c, int how, PyObject *arg, PyObject **out)
         PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
         return -1;
     }
+    if (c->running) { /* the coroutine stepped itself (or closed itself) from inside */
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+        return -1;
+    }
     if (!c->started && how == FP_STEP_SEND) {
         if (fp_session_start(c->session) < 0)
             return -1;
         c->started = 1;
     }
-    int r = fp_call_inner_step(c->inner, how, arg, out);
+    PyObject *inner = Py_NewRef(c->inner); /* kept alive through the step */
+    c->running = 1;
+    int r = fp_call_inner_step(inner, how, arg, out);
+    c->running = 0;
+    Py_DECREF(inner);
     if (r == 0)
         return 0;
     Py_CLEAR(c->inner);

@@ -37,9 +37,7 @@ def _merged_view(stats: Any) -> Any:
     """A copy of ``stats`` without the profiler's own top-level ``disable`` call, as each
     thread's table is shown, keeping its filters and whole totals (``stats`` is left as it
     is)."""
-    from ..stats import Stats
-
-    out = Stats(without_runner(stats.to_dict()))
+    out = type(stats)(without_runner(stats.to_dict()))
     out._whole, out._filters, out._rx = stats._whole, stats._filters, stats._rx
     return out
 
@@ -66,8 +64,7 @@ def format_threads_report(
     pstats key(s) ``sort``.  The threads' tables are derived from ``tree`` and filtered as
     ``stats`` is; when the tree was capped they are left out, saying why.  ``stats`` is not
     changed.  Returns the text, ending with a newline."""
-    from ..stats import Stats
-
+    Stats = type(stats)  # fastprof.Stats (not imported here: stats.py imports this module)
     keys = (sort,) if isinstance(sort, str) else tuple(sort)
     nthreads = len(tree.threads)
     out = []
