@@ -87,6 +87,13 @@ def _with_child_env(helper: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class _Substitutions(unittest.TestCase):
     """setUp puts the stand-ins in place for one test; cleanups take them away again."""
 
@@ -104,6 +111,8 @@ class _Substitutions(unittest.TestCase):
                 sys.modules["_lsprof"] = saved_lsprof
 
         self.addCleanup(put_back_lsprof)
+        # fastprof's dump_stats writes the call tree beside the file; the tests remove the file
+        self.addCleanup(_remove, _cpy_profile.TESTFN + ".tree.json")
         for mod in (_cpy, _cpy_profile):
             for name in ("assert_python_ok", "assert_python_failure"):
                 if name in vars(mod):

@@ -10,8 +10,9 @@
     fastprof compare A.prof B.prof | A.json B.json   (see fastprof.compare)
 
 view options: --format {text,pstats,speedscope,collapsed,callgrind}, --html FILE,
---min-percent P, --expand-libs, --merge-threads, --color {auto,always,never}.  Without -s the
-call tree is printed when the profile has one; with -s, the flat table with pstats' columns.
+--min-percent P, --expand-libs, --merge-threads, --threads, --color {auto,always,never}.
+Without -s the call tree is printed when the profile has one; with -s, the flat table with
+pstats' columns; with --threads, each thread's table and then the merged one.
 
 ``run`` accepts cProfile's options (-o, -s, -m); the script sees its own ``sys.argv`` and the
 exit status it asks for is kept.
@@ -23,6 +24,7 @@ import argparse
 import builtins
 import os
 import sys
+import time
 import types
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -33,6 +35,7 @@ from .stats import SORT_KEYS
 __all__ = ["main"]
 
 _MISSING = object()
+_wall_clock = time.perf_counter  # the run's wall time (tests put a fake clock here)
 _DEFAULT_SORT = "tottime"
 _DEFAULT_TOP = 40
 
@@ -341,14 +344,17 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
     return lp
 
 
-def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any]) -> None:
+def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any], opts: Any) -> None:
     """Runs code in globs with prof on.  The profile holds what cProfile's run holds:
-    ``exec`` and what it runs (the call of ``disable`` is taken out in _own_stats)."""
+    ``exec`` and what it runs (the call of ``disable`` is taken out in _own_stats).  Sets
+    ``opts.wall``, the run's wall time in seconds (read with _wall_clock)."""
+    start = _wall_clock()
     prof.enable()
     try:
         exec(code, globs)
     finally:
         prof.disable()
+        opts.wall = _wall_clock() - start
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -381,6 +387,11 @@ def _run(argv: Sequence[str]) -> int:
     line_mode = opts.lines or bool(opts.lines_of)
     if (opts.subprocesses or opts.run_dir is not None) and line_mode:
         parser.error("--subprocesses and --run-dir do not yet combine with --lines or --lines-of")
+    if opts.threads and (line_mode or opts.subprocesses or opts.run_dir is not None):
+        parser.error(
+            "--threads shows one process's call profile: it does not combine with "
+            "--lines, --lines-of, --subprocesses or --run-dir"
+        )
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     saved_main = sys.modules.get("__main__")
@@ -405,7 +416,7 @@ def _run(argv: Sequence[str]) -> int:
         if opts.subprocesses or opts.run_dir is not None:
             job = _Job(opts, prof)
         try:
-            _execute(prof, target.code, target.main.__dict__)
+            _execute(prof, target.code, target.main.__dict__, opts)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -665,6 +676,8 @@ def _report(
     from .stats import Stats
 
     tree = tree_of(prof)
+    if tree is not None:
+        tree.wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
     stats = _own_stats(prof)
     st = Stats(stats)
     title = f"fastprof: {opts.title} ({opts.clock} clock)"
@@ -703,7 +716,7 @@ def _rows(opts: argparse.Namespace, tree: Any) -> Optional[int]:
         return None
     if opts.top is not None:
         return int(opts.top)
-    if tree is not None:
+    if tree is not None and not getattr(opts, "threads", False):
         from .report.tree_text import DEFAULT_TOP
 
         return DEFAULT_TOP
@@ -844,6 +857,9 @@ def _view(argv: Sequence[str]) -> int:
     try:
         if os.path.isdir(opts.file):  # a run directory of run --subprocesses
             from .merge import format_processes, read_run
+
+            if opts.threads:
+                raise ValueError(f"{opts.file}: --threads reads one process's profile file")
 
             run = read_run(opts.file)
             st, tree, table = run.stats, run.tree, format_processes(run)

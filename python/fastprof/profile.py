@@ -96,6 +96,8 @@ class Profile(_fastprof.Profiler):
     """
 
     stats: Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]]
+    _thread_names: Dict[int, str]
+    """The names of the threads that were running when the profiler was enabled."""
     _nests: bool = False
     """True for a session's profiler: it may be enabled while other fastprof profilers are."""
 
@@ -117,6 +119,12 @@ class Profile(_fastprof.Profiler):
                     f"profiler holds sys.monitoring tool id {held[0]}; "
                     f"disable it first"
                 )
+        if not self.enabled and not self._nests:
+            # the names of the threads running now, for the views (not for a session's
+            # profiler: other sessions' profilers may be on, and would count this)
+            from .tree import thread_names
+
+            self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}
         super().enable(subcalls, builtins)
 
     # -- reading the core's records ---------------------------------------------------------
@@ -190,12 +198,17 @@ class Profile(_fastprof.Profiler):
         st.strip_dirs().sort_stats(*keys).print_stats()
 
     def dump_stats(self, file: str) -> None:
-        """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it)."""
+        """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it),
+        and the call tree beside it as FILE.tree.json (each thread's data, which pstats' format
+        cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
         import marshal
+
+        from .report.source import save_tree, tree_of
 
         with open(file, "wb") as f:
             self.create_stats()
             marshal.dump(self.stats, f)
+        save_tree(str(file), tree_of(self))
 
     # -- running code -----------------------------------------------------------------------
 
@@ -355,23 +368,13 @@ class ProfileSession(_fastprof._Session):
         if self.lines:
             self.profiler.add_function(func)
 
-        wrapper: Any
-        if inspect.iscoroutinefunction(func):
-            # Profiled from the first step to the last; other tasks that run while it awaits
-            # are profiled too.
-            @functools.wraps(func)
-            async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                self._start()
-                try:
-                    return await func(*args, **kwargs)
-                finally:
-                    self._stop()
-                    self._call_ended()
-
-            wrapper.session = self
-        else:
-            # C: the switch runs no Python frame while the profiler is on
-            wrapper = functools.update_wrapper(_fastprof._Guarded(self, func), func)
+        # C: the switch runs no Python frame while the profiler is on.  A coroutine function's
+        # calls return an awaitable (C too) that turns the profiler on at the coroutine's first
+        # step and off at its last; other tasks that run while it awaits are profiled too.
+        coroutine = inspect.iscoroutinefunction(func)
+        wrapper: Any = functools.update_wrapper(_fastprof._Guarded(self, func, coroutine), func)
+        if coroutine:
+            _mark_coroutine_function(wrapper, func)
         wrapper.profiler = self.profiler
         self._register_exit_report()
         return wrapper
@@ -408,6 +411,24 @@ class ProfileSession(_fastprof._Session):
             return
         sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
         st.sort(*sort).print(top=self.top_n, stream=stream)
+
+
+def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
+    """Makes ``asyncio.iscoroutinefunction`` and (3.10+) ``inspect.iscoroutinefunction`` true
+    of the C wrapper of the coroutine function ``func``: the function-like attributes inspect
+    reads (the code object says CO_COROUTINE), inspect's own mark on 3.12+, asyncio's mark
+    below 3.10 (where inspect accepts real functions only)."""
+    code = getattr(func, "__code__", None)
+    if isinstance(code, CodeType):
+        wrapper.__code__ = code
+        wrapper.__defaults__ = getattr(func, "__defaults__", None)
+        wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
+    if sys.version_info >= (3, 12):
+        inspect.markcoroutinefunction(wrapper)
+    elif sys.version_info < (3, 10):
+        from asyncio import coroutines
+
+        wrapper._is_coroutine = coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def _check_sort_by(sort_by: Any) -> None:

@@ -9,12 +9,27 @@ import re
 import reprlib
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    TextIO,
+    Tuple,
+    Union,
+)
 
 from . import _marshal_reader
 from ._files import read_regular_file
 
-__all__ = ["Stats", "Row", "Caller", "SORT_KEYS"]
+if TYPE_CHECKING:
+    from .tree import CallTree
+
+__all__ = ["Stats", "Row", "Caller", "ThreadInfo", "SORT_KEYS"]
 
 FuncKey = Tuple[str, int, str]
 PstatsDict = Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, Tuple[Any, ...]]]]
@@ -72,6 +87,15 @@ class Row:
     def as_dict(self) -> Dict[str, Any]:
         """The row as a dictionary of plain values (callers as a list of dictionaries)."""
         return asdict(self)
+
+
+class ThreadInfo(NamedTuple):
+    """One thread of a profile: its ident (``threading.get_ident()``, as the profile recorded
+    it) and its name where it was known when the profile was read (``threading`` still knew
+    the thread), else None."""
+
+    ident: int
+    name: Optional[str]
 
 
 # Each sort key: (field of the row as a function, descending?).  Same names as pstats.
@@ -263,7 +287,9 @@ class Stats:
     the path of a file written by ``dump_stats`` (cProfile's too).  Several sources are summed.
 
     ``rows`` lists plain ``Row`` records; ``sort``, ``filter`` and ``top`` pick them;
-    ``table``/``print`` show them; ``to_pstats``/``dump`` export them.
+    ``table``/``print`` show them; ``to_pstats``/``dump`` export them.  A Stats of one
+    fastprof profile (a ``fastprof.Profile``, or a file with its call tree saved beside it)
+    also has each thread's own table: ``threads()`` and ``for_thread(ident)``.
     """
 
     def __init__(self, *sources: Source) -> None:
@@ -273,6 +299,11 @@ class Stats:
         # (total calls, primitive calls, total time) of the whole profile a filter came from
         self._whole: Optional[Tuple[int, int, float]] = None
         self._filters: Tuple[str, ...] = ()
+        self._rx: Tuple["re.Pattern[str]", ...] = ()
+        # the per-thread data: a CallTree, the path of a tree file not read yet, or None; and
+        # how many sources were added (a sum of several has no per-thread tables)
+        self._tree: Any = None
+        self._nsources = 0
         for src in sources:
             self.add(src)
 
@@ -300,10 +331,29 @@ class Stats:
             f"path; got {type(src).__name__}"
         )
 
+    @staticmethod
+    def _tree_of(src: Source) -> Any:
+        """The per-thread data of a source: a CallTree, the path of the tree file saved beside
+        a pstats file, a fastprof profiler (its tree is read when first asked for), or None
+        (cProfile's profiles, pstats files without one)."""
+        if isinstance(src, Stats):
+            return src._tree if src._nsources == 1 else None
+        if isinstance(src, (str, os.PathLike)):
+            from .tree import tree_path
+
+            where = tree_path(src)
+            return where if os.path.isfile(where) else None
+        if hasattr(src, "_raw_tree") and hasattr(src, "tree"):  # fastprof.Profile: read later
+            return src
+        return None
+
     def add(self, *sources: Source) -> "Stats":
         """Adds the numbers of more sources (summing functions and callers); returns self."""
         for src in sources:
-            for key, value in self._as_dict(src).items():
+            data = self._as_dict(src)
+            self._nsources += max(1, src._nsources) if isinstance(src, Stats) else 1
+            self._tree = self._tree_of(src) if self._nsources == 1 else None
+            for key, value in data.items():
                 try:
                     cc, nc, tt, ct, callers = value
                     key = (str(key[0]), int(key[1]), str(key[2]))
@@ -323,6 +373,7 @@ class Stats:
         self.sort_keys = ()
         self._whole = None
         self._filters = ()
+        self._rx = ()
         return self
 
     @classmethod
@@ -437,6 +488,8 @@ class Stats:
         out.sort_keys = self.sort_keys
         out._whole = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
         out._filters = self._filters + (rx.pattern,)
+        out._rx = self._rx + (rx,)
+        out._tree, out._nsources = self._tree, self._nsources
         return out
 
     def top(self, n: int) -> List[Row]:
@@ -445,12 +498,152 @@ class Stats:
             raise ValueError(f"top: n must be a non-negative int, got {n!r}")
         return self.rows[:n]
 
+    # -- threads ----------------------------------------------------------------------------
+
+    def call_tree(self) -> Optional["CallTree"]:
+        """The calling-context tree behind the per-thread tables, or None when there is none
+        (a cProfile profile, a pstats file without FILE.tree.json beside it, a sum of several
+        profiles, a profiler with ``tree_nodes=0``).  A profiler's tree is read the first time
+        it is asked for (once disabled, it holds what the table holds)."""
+        if isinstance(self._tree, str):
+            from .tree import CallTree
+
+            self._tree = CallTree.load(self._tree)
+        elif self._tree is not None and not hasattr(self._tree, "threads"):  # a profiler
+            tree = self._tree.tree()
+            self._tree = tree if tree.threads or tree.merged else None
+        return self._tree
+
+    def _per_thread(self, what: str) -> "CallTree":
+        tree = self.call_tree() if self._nsources == 1 else None
+        if tree is None:
+            why = (
+                f"it sums {self._nsources} profiles"
+                if self._nsources > 1
+                else "its source recorded no call tree (a cProfile profile, or a pstats file "
+                "without the FILE.tree.json that fastprof writes beside it)"
+            )
+            raise ValueError(f"{what}: this Stats has no per-thread data: {why}")
+        return tree
+
+    def threads(self) -> List[ThreadInfo]:
+        """The profile's threads, in the order they were first seen: each one's ident and its
+        name where known.  ValueError when the Stats has no per-thread data (see
+        ``call_tree``)."""
+        tree = self._per_thread("threads")
+        return [ThreadInfo(i, tree.names.get(i)) for i in tree.threads]
+
+    def for_thread(self, ident: Union[int, str]) -> "Stats":
+        """A Stats of thread ``ident`` alone (its ident, or its name when one thread has it):
+        the functions it ran, with their calls, times and callers within that thread, derived
+        from the call tree as pstats counts them.  The threads' tables sum to this Stats'
+        table.  Keeps this Stats' order and filters.  ValueError when there is no per-thread
+        data, no such thread, or when the call tree was capped (calls merged past the
+        ``tree_nodes`` cap belong to no thread's table)."""
+        tree = self._per_thread("for_thread")
+        if isinstance(ident, str):
+            named = [i for i, n in tree.names.items() if n == ident and i in tree.threads]
+            if len(named) != 1:
+                raise ValueError(
+                    f"for_thread: {len(named) or 'no'} threads named {ident!r}; "
+                    f"threads: {self._thread_list(tree)}"
+                )
+            ident = named[0]
+        elif isinstance(ident, bool) or not isinstance(ident, int):
+            raise TypeError(
+                f"for_thread: ident must be a thread's ident (int) or name (str), "
+                f"got {type(ident).__name__}"
+            )
+        if ident not in tree.threads:
+            raise ValueError(
+                f"for_thread: no thread {ident} in this profile; threads: {self._thread_list(tree)}"
+            )
+        if tree.merged:
+            raise ValueError(
+                f"for_thread: the call tree was capped ({tree.merged} calls merged past the "
+                f"node cap of {tree.node_cap}); those calls belong to no thread's table, so "
+                f"per-thread numbers would be wrong: profile with a larger tree_nodes="
+            )
+        from .tree import CallTree
+
+        out = Stats(tree.thread_pstats(ident))
+        names = {ident: tree.names[ident]} if ident in tree.names else {}
+        out._tree = CallTree({ident: tree.threads[ident]}, 0, tree.node_cap, names)
+        for rx in self._rx:
+            out = out.filter(rx)
+        if self.sort_keys:
+            out.sort(*self._sort_args())
+        return out
+
+    def _sort_args(self) -> Tuple[Union[str, int], ...]:
+        """The arguments ``sort`` was given (a legacy integer key back as the int)."""
+        return tuple(
+            int(k) if k.lstrip("-").isdigit() and len(self.sort_keys) == 1 else k
+            for k in self.sort_keys
+        )
+
+    def threads_table(
+        self,
+        top: Optional[int] = None,
+        *,
+        wall: Optional[float] = None,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+    ) -> str:
+        """Each thread's table (headed by the thread and its own time), then the merged table
+        headed by the run's wall time: ``wall`` seconds, else the one ``fastprof run`` saved
+        with the tree, else a note that it was not recorded (never a sum of the threads'
+        times).  Sorted as this Stats is (by tottime when unsorted), ``top`` rows each.  The
+        profiler's own ``disable()`` call is left out.  ValueError when there is no per-thread
+        data."""
+        from .report.threads_text import format_threads_report
+
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise ValueError(f"top must be a non-negative int or None, got {top!r}")
+        if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+            raise TypeError(f"wall must be a number of seconds or None, got {wall!r}")
+        tree = self._per_thread("threads_table")
+        return format_threads_report(
+            self,
+            tree,
+            wall=tree.wall if wall is None else float(wall),
+            title=title,
+            sort=tuple(_sort_fields(self._sort_args())) if self.sort_keys else ("tottime",),
+            top=top,
+            strip_dirs=strip_dirs,
+        )
+
+    def print_threads(
+        self,
+        top: Optional[int] = None,
+        *,
+        stream: Optional[TextIO] = None,
+        wall: Optional[float] = None,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+    ) -> None:
+        """Prints ``threads_table(...)`` to ``stream`` (stdout by default)."""
+        out = sys.stdout if stream is None else stream
+        out.write(self.threads_table(top, wall=wall, strip_dirs=strip_dirs, title=title))
+
+    @staticmethod
+    def _thread_list(tree: "CallTree") -> str:
+        return ", ".join(
+            f"{i} ({tree.names[i]})" if i in tree.names else str(i) for i in tree.threads
+        )
+
     # -- showing ----------------------------------------------------------------------------
 
     def table(
-        self, top: Optional[int] = None, *, strip_dirs: bool = True, title: Optional[str] = None
+        self,
+        top: Optional[int] = None,
+        *,
+        strip_dirs: bool = True,
+        title: Optional[str] = None,
+        seconds: Optional[str] = None,
     ) -> str:
-        """The text table of the first ``top`` rows (all when None)."""
+        """The text table of the first ``top`` rows (all when None); ``seconds`` replaces the
+        header's "in T seconds" (say, with the run's wall time)."""
         from .report.text import format_table
 
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
@@ -467,6 +660,7 @@ class Stats:
             filters=self._filters,
             strip_dirs=strip_dirs,
             title=title,
+            seconds=seconds,
         )
 
     def print(
@@ -508,8 +702,19 @@ class Stats:
         write_callgrind(self.to_dict(), dest)
 
     def dump(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        """Writes pstats' marshal file (read by pstats, snakeviz, gprof2dot, tuna)."""
+        """Writes pstats' marshal file (read by pstats, snakeviz, gprof2dot, tuna), and the call
+        tree beside it (FILE.tree.json, the per-thread data) when this Stats has one and is not
+        filtered."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
             marshal.dump(self.to_dict(), f)
+        from .tree import tree_path
+
+        whole = self._nsources == 1 and not self._rx  # a filtered table's tree would not match
+        tree = self.call_tree() if whole else None
+        where = tree_path(path)
+        if tree is not None:
+            tree.save(where)
+        elif os.path.exists(where):  # a stale tree of another profile
+            os.unlink(where)

@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .keys import label
 
-__all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT"]
+__all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "thread_names"]
 
 FuncKey = Tuple[str, int, str]
 """A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+
+EdgeStats = Tuple[int, int, float, float]
+"""A caller's calls of a function, as pstats holds them: (calls, primitive calls, tottime,
+cumtime)."""
+
+PstatsEntry = Tuple[int, int, float, float, Dict[FuncKey, EdgeStats]]
+"""One function in pstats' dictionary: (primitive calls, calls, tottime, cumtime, callers)."""
 
 TREE_FORMAT = "fastprof-tree"
 _TREE_VERSION = 1
@@ -93,7 +101,9 @@ class CallTree:
 
     ``threads`` maps each thread's ident to its root; ``merged`` counts the calls that got no
     node of their own because the node cap was reached (their time is in the pstats view, and
-    their parent node's total time).
+    their parent node's total time).  ``names`` maps idents to thread names where they were
+    known when the tree was read; ``wall`` is the wall time of the run in seconds when the
+    runner measured it (``fastprof run``), else None.
     """
 
     def __init__(
@@ -101,10 +111,14 @@ class CallTree:
         threads: Optional[Dict[int, Node]] = None,
         merged: int = 0,
         node_cap: Optional[int] = None,
+        names: Optional[Dict[int, str]] = None,
+        wall: Optional[float] = None,
     ) -> None:
         self.threads: Dict[int, Node] = dict(threads or {})
         self.merged = merged
         self.node_cap = node_cap
+        self.names: Dict[int, str] = dict(names or {})
+        self.wall = wall
 
     # -- building ---------------------------------------------------------------------------
 
@@ -138,12 +152,20 @@ class CallTree:
         return cls(dict(zip(threads, roots)), merged, node_cap)
 
     @classmethod
-    def from_profile(cls, prof: Any) -> "CallTree":
-        """The tree a ``fastprof.Profile`` (or its core) has recorded so far."""
+    def from_profile(cls, prof: Any, *, ticks: bool = False) -> "CallTree":
+        """The tree a ``fastprof.Profile`` (or its core) has recorded so far, with the names of
+        its threads where known: those running when it was enabled, and those ``threading``
+        still knows (running, or their Thread object still alive).  With ``ticks=True`` the times are the
+        core's integer ticks (as floats, exact) rather than seconds."""
         spt, funcs, _ = prof._raw()
         tspt, nodes, threads, merged = prof._raw_tree()
         keys = [label(f[0]) for f in funcs]
-        return cls.from_raw(tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None))
+        tree = cls.from_raw(
+            1.0 if ticks else tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None)
+        )
+        known = {**getattr(prof, "_thread_names", {}), **thread_names()}
+        tree.names = {i: known[i] for i in tree.threads if i in known}
+        return tree
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -200,6 +222,17 @@ class CallTree:
                 stack.extend((c, False) for c in reversed(n.children))
         return {k: (v[0], v[1], v[2]) for k, v in out.items()}
 
+    def thread_pstats(self, ident: int) -> Dict[FuncKey, PstatsEntry]:
+        """pstats' dictionary {key: (primitive calls, calls, tottime, cumtime, callers)} of
+        thread ``ident`` alone, derived from its nodes as pstats counts: calls and own time
+        summed over the function's nodes; a call is primitive, and its total time counted,
+        when no ancestor node is a call of the same function (the outermost activation); a
+        caller's calls likewise, recursive when an ancestor is a call along the same edge.
+        Summed over the threads it equals the profile's pstats dictionary exactly, unless the
+        node cap merged calls (``merged``), which no thread's nodes hold.  KeyError for an
+        unknown ident."""
+        return pstats_of(self.threads[ident])
+
     # -- saving -----------------------------------------------------------------------------
 
     def to_dict(self) -> Dict[str, Any]:
@@ -221,8 +254,11 @@ class CallTree:
                 assert n.parent is not None
                 index[id(n)] = len(records) - first
                 records.append([index[id(n.parent)], kid, n.ncalls, n.tottime, n.cumtime])
-            threads.append({"ident": ident, "nodes": records[first:]})
-        return {
+            entry: Dict[str, Any] = {"ident": ident, "nodes": records[first:]}
+            if ident in self.names:
+                entry["name"] = self.names[ident]
+            threads.append(entry)
+        out = {
             "format": TREE_FORMAT,
             "version": _TREE_VERSION,
             "merged": self.merged,
@@ -230,6 +266,9 @@ class CallTree:
             "keys": keys,
             "threads": threads,
         }
+        if self.wall is not None:
+            out["wall"] = self.wall
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> "CallTree":
@@ -245,8 +284,14 @@ class CallTree:
             keys = [_as_key(k) for k in data["keys"]]
             merged = int(data.get("merged", 0))
             cap = data.get("node_cap")
+            wall = data.get("wall")
+            if wall is not None and (type(wall) not in (int, float) or not 0 <= wall < 1e300):
+                raise ValueError(f"wall time {wall!r} is not a non-negative number of seconds")
             out: Dict[int, Node] = {}
+            names: Dict[int, str] = {}
             for t in data["threads"]:
+                if isinstance(t.get("name"), str):
+                    names[int(t["ident"])] = t["name"]
                 root = Node(None)
                 made: List[Node] = []
                 for parent, kid, ncalls, tottime, cumtime in t["nodes"]:
@@ -258,9 +303,11 @@ class CallTree:
                     made.append(n)
                 root.cumtime = sum(c.cumtime for c in root.children)
                 out[int(t["ident"])] = root
-        except (KeyError, TypeError, IndexError) as e:
+        except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise ValueError(f"malformed call tree: {type(e).__name__}: {e}") from None
-        return cls(out, merged, None if cap is None else int(cap))
+        return cls(
+            out, merged, None if cap is None else int(cap), names, None if wall is None else wall
+        )
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the tree as JSON to ``path``."""
@@ -276,6 +323,69 @@ class CallTree:
             return cls.from_dict(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"{os.fspath(path)}: {e}") from None
+
+
+def thread_names() -> Dict[int, str]:
+    """{ident: name} of the threads ``threading`` knows now: the running ones, and the finished
+    ones whose Thread object is still alive (an ident a later thread reused names both)."""
+    found: Dict[int, List[str]] = {}
+    try:
+        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    except RuntimeError:  # a thread made another Thread meanwhile
+        seen = threading.enumerate()
+    for t in seen:
+        ident = t.ident
+        if ident is None:
+            continue
+        names = found.setdefault(ident, [])
+        if t.name not in names:
+            names.append(t.name)
+    return {i: ", ".join(n) for i, n in found.items()}
+
+
+def pstats_of(root: Node) -> Dict[FuncKey, PstatsEntry]:
+    """pstats' dictionary of the tree below ``root`` (see ``CallTree.thread_pstats``);
+    iterative, as deep trees are."""
+    funcs: Dict[FuncKey, List[Any]] = {}
+    open_funcs: Dict[Any, int] = {}
+    open_edges: Dict[Tuple[Any, Any], int] = {}
+    stack: List[Tuple[Node, bool]] = [(c, False) for c in reversed(root.children)]
+    while stack:
+        n, leaving = stack.pop()
+        assert n.key is not None and n.parent is not None
+        up = n.parent
+        fid = n.func if n.func >= 0 else n.key
+        edge = None if up.key is None else (up.func if up.func >= 0 else up.key, fid)
+        if leaving:
+            open_funcs[fid] -= 1
+            if edge is not None:
+                open_edges[edge] -= 1
+            continue
+        acc = funcs.get(n.key)
+        if acc is None:
+            acc = funcs[n.key] = [0, 0, 0.0, 0.0, {}]
+        acc[1] += n.ncalls
+        acc[2] += n.tottime
+        if not open_funcs.get(fid):
+            acc[0] += n.ncalls
+            acc[3] += n.cumtime
+        open_funcs[fid] = open_funcs.get(fid, 0) + 1
+        if edge is not None:
+            e = acc[4].get(up.key)
+            if e is None:
+                e = acc[4][up.key] = [0, 0, 0.0, 0.0]
+            e[0] += n.ncalls
+            e[2] += n.tottime
+            if not open_edges.get(edge):
+                e[1] += n.ncalls
+                e[3] += n.cumtime
+            open_edges[edge] = open_edges.get(edge, 0) + 1
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(n.children))
+    return {
+        k: (v[0], v[1], v[2], v[3], {ck: (e[0], e[1], e[2], e[3]) for ck, e in v[4].items()})
+        for k, v in funcs.items()
+    }
 
 
 def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:

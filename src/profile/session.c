@@ -1,8 +1,9 @@
 /* session.c - the counted switch behind @fastprof.profile and `with fastprof.profile()`:
- * fastprof._fastprof._Session (the base of fastprof.profile.ProfileSession) and _Guarded, the
- * wrapper of a decorated function.  They run in C so that none of fastprof's own frames runs
- * while the profiler is on (a report shows the user's code alone), and so that the exit path
- * turns the profiler off on an exhausted stack too (a RecursionError): the profiler's
+ * fastprof._fastprof._Session (the base of fastprof.profile.ProfileSession), _Guarded, the
+ * wrapper of a decorated function, and _GuardedCall, what a decorated coroutine function's call
+ * returns (an awaitable that steps the user's coroutine).  They run in C so that none of fastprof's
+ * own frames runs while the profiler is on (a report shows the user's code alone), and so that the
+ * exit path turns the profiler off on an exhausted stack too (a RecursionError): the profiler's
  * disable() is called with headroom on the recursion limit, a builtin one without the
  * interpreter's recursion check. */
 #include "fp_profile.h"
@@ -28,7 +29,19 @@ typedef struct fp_guarded {
     PyObject_HEAD fp_session *session; /* strong */
     PyObject *func;                    /* strong: the decorated callable */
     PyObject *dict;                    /* functools.update_wrapper's attributes and the user's */
+    PyObject *call_type;               /* strong: _GuardedCall for a coroutine function, or NULL */
 } fp_guarded;
+
+/* One call of a decorated coroutine function: the session is on from its first step to its
+ * last, and no frame of fastprof's runs in between (a Python wrapper coroutine would show in
+ * the profile once per resume). */
+typedef struct fp_gcall {
+    PyObject_HEAD fp_session *session; /* strong */
+    PyObject *inner;                   /* strong: the iterator awaited; NULL once finished */
+    PyObject *qualname;                /* strong: the coroutine's __qualname__ */
+    int started;                       /* its first step counted a call of the session */
+    int running;                       /* a step is under way (steps do not nest) */
+} fp_gcall;
 
 /* The current exception, set aside and put back (any Python version). */
 typedef struct fp_saved {
@@ -287,14 +300,6 @@ static PyMethodDef fp_session_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* See fp_profile.h. */
-int
-fp_session_is_own(const PyMethodDef *ml)
-{
-    /* __exit__ (a with statement calls it while on) and _stop (the async wrapper's) */
-    return ml->ml_meth == fp_session_exit || ml->ml_meth == fp_session_py_stop;
-}
-
 static PyMemberDef fp_session_members[] = {
     {"profiler", T_OBJECT, offsetof(fp_session, profiler), 0, "What the session enables."},
     {"__dictoffset__", T_PYSSIZET, offsetof(fp_session, dict), READONLY, NULL},
@@ -326,14 +331,389 @@ static PyType_Spec fp_session_spec = {
     .slots = fp_session_slots,
 };
 
+/* -- _GuardedCall: one call of a decorated coroutine function ------------------------------ */
+
+enum { FP_STEP_SEND, FP_STEP_THROW, FP_STEP_CLOSE };
+
+/* After a step of the inner iterator failed: when the exception is StopIteration (the
+ * iterator returned), clears it and sets *out to its value.  Returns 1 then, else -1 with the
+ * exception left set. */
+static int
+fp_call_stopped(PyObject **out)
+{
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration))
+        return -1;
+#if FP_PY312
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *t, *exc, *tb;
+    PyErr_Fetch(&t, &exc, &tb);
+    PyErr_NormalizeException(&t, &exc, &tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+#endif
+    *out = exc == NULL ? NULL : PyObject_GetAttrString(exc, "value");
+    Py_XDECREF(exc);
+    if (*out == NULL) {
+        PyErr_Clear();
+        *out = Py_NewRef(Py_None);
+    }
+    return 1;
+}
+
+/* Raises the exception that throw(*args) names, as a finished coroutine does.  Returns -1. */
+static int
+fp_call_raise_thrown(PyObject *args)
+{
+    PyObject *typ = PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
+    if (PyExceptionInstance_Check(typ))
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+    else if (PyExceptionClass_Check(typ))
+        PyErr_SetObject(typ, PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL);
+    else
+        PyErr_SetString(PyExc_TypeError,
+                        "throw() expects an exception type or instance as its first argument");
+    return -1;
+}
+
+/* One step of the inner iterator: send(arg), throw(*arg) or close().  Returns 0 with *out the
+ * value it yielded, 1 with *out the value it returned (None for close), or -1 with an
+ * exception set (*out NULL).  *out is a new reference. */
+static int
+fp_call_inner_step(PyObject *inner, int how, PyObject *arg, PyObject **out)
+{
+    *out = NULL;
+    if (how == FP_STEP_SEND) {
+#if PY_VERSION_HEX >= 0x030A0000
+        PySendResult r = PyIter_Send(inner, arg, out);
+        return r == PYGEN_NEXT ? 0 : r == PYGEN_RETURN ? 1 : -1;
+#else
+        *out = PyObject_CallMethod(inner, "send", "(O)", arg);
+        return *out != NULL ? 0 : fp_call_stopped(out);
+#endif
+    }
+    PyObject *meth = PyObject_GetAttrString(inner, how == FP_STEP_THROW ? "throw" : "close");
+    if (meth == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear(); /* an awaitable without throw() or close(): as `yield from` treats it */
+        if (how == FP_STEP_THROW)
+            return fp_call_raise_thrown(arg);
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    *out = how == FP_STEP_THROW ? PyObject_Call(meth, arg, NULL) : PyObject_CallNoArgs(meth);
+    Py_DECREF(meth);
+    if (*out == NULL)
+        return fp_call_stopped(out);
+    if (how == FP_STEP_CLOSE) {
+        Py_SETREF(*out, Py_NewRef(Py_None));
+        return 1;
+    }
+    return 0;
+}
+
+/* One step of call c: its first send() turns the session on (a throw() or close() before it
+ * runs none of the coroutine, so the session stays as it was), and the step that ends the
+ * coroutine (a return or an exception) turns it off and then calls the session's
+ * _call_ended().  Returns as fp_call_inner_step: 0 (yielded), 1 (returned) or -1 with an
+ * exception set; *out is a new reference or NULL. */
+static int
+fp_call_step(fp_gcall *c, int how, PyObject *arg, PyObject **out)
+{
+    *out = NULL;
+    if (c->inner == NULL) {
+        if (how == FP_STEP_CLOSE) {
+            *out = Py_NewRef(Py_None);
+            return 1;
+        }
+        if (how == FP_STEP_THROW)
+            return fp_call_raise_thrown(arg);
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return -1;
+    }
+    if (c->running) { /* the coroutine stepped itself (or closed itself) from inside */
+        PyErr_SetString(PyExc_ValueError, "coroutine already executing");
+        return -1;
+    }
+    if (!c->started && how == FP_STEP_SEND) {
+        if (fp_session_start(c->session) < 0)
+            return -1;
+        c->started = 1;
+    }
+    PyObject *inner = Py_NewRef(c->inner); /* kept alive through the step */
+    c->running = 1;
+    int r = fp_call_inner_step(inner, how, arg, out);
+    c->running = 0;
+    Py_DECREF(inner);
+    if (r == 0)
+        return 0;
+    Py_CLEAR(c->inner);
+    if (c->started) {
+        c->started = 0;
+        if (fp_session_stop(c->session) < 0 || fp_session_ended(c->session, "_call_ended") < 0) {
+            Py_CLEAR(*out);
+            r = -1;
+        }
+    }
+    return r;
+}
+
+/* Sets StopIteration(value) as a coroutine's return does.  Returns NULL. */
+static PyObject *
+fp_call_set_stop(PyObject *value)
+{
+    if (value == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+    } else {
+        PyObject *e = PyObject_CallOneArg(PyExc_StopIteration, value);
+        if (e != NULL) {
+            PyErr_SetObject(PyExc_StopIteration, e);
+            Py_DECREF(e);
+        }
+    }
+    Py_DECREF(value);
+    return NULL;
+}
+
+/* send(value): one step.  Returns the value yielded, or NULL with StopIteration (returned) or
+ * the coroutine's exception set. */
+static PyObject *
+fp_call_send(PyObject *self, PyObject *value)
+{
+    PyObject *out;
+    int r = fp_call_step((fp_gcall *)self, FP_STEP_SEND, value, &out);
+    return r == 1 ? fp_call_set_stop(out) : out;
+}
+
+/* __next__: send(None); returns as send(). */
+static PyObject *
+fp_call_next(PyObject *self)
+{
+    return fp_call_send(self, Py_None);
+}
+
+/* throw(type[, value[, tb]]) or throw(exc): raises it at the coroutine's await.  Returns as
+ * send(). */
+static PyObject *
+fp_call_throw(PyObject *self, PyObject *args)
+{
+    PyObject *out;
+    if (PyTuple_GET_SIZE(args) < 1 || PyTuple_GET_SIZE(args) > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes from 1 to 3 arguments");
+        return NULL;
+    }
+    int r = fp_call_step((fp_gcall *)self, FP_STEP_THROW, args, &out);
+    return r == 1 ? fp_call_set_stop(out) : out;
+}
+
+/* close(): closes the coroutine.  Returns None, or NULL with an exception set. */
+static PyObject *
+fp_call_close(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    PyObject *out;
+    int r = fp_call_step((fp_gcall *)self, FP_STEP_CLOSE, NULL, &out);
+    if (r == 0) { /* it yielded on GeneratorExit: close() gives no value back */
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "coroutine ignored GeneratorExit");
+        return NULL;
+    }
+    return out;
+}
+
+#if PY_VERSION_HEX >= 0x030A0000
+/* am_send: send(arg) without StopIteration.  Returns PYGEN_NEXT (*result yielded),
+ * PYGEN_RETURN (*result returned) or PYGEN_ERROR (exception set, *result NULL). */
+static PySendResult
+fp_call_am_send(PyObject *self, PyObject *arg, PyObject **result)
+{
+    int r = fp_call_step((fp_gcall *)self, FP_STEP_SEND, arg, result);
+    return r == 0 ? PYGEN_NEXT : r == 1 ? PYGEN_RETURN : PYGEN_ERROR;
+}
+#endif
+
+/* __await__(): the call itself is the iterator awaited.  Returns a new reference. */
+static PyObject *
+fp_call_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+/* __name__ and __qualname__: the coroutine's.  Returns a new reference. */
+static PyObject *
+fp_call_get_qualname(PyObject *self, FP_UNUSED void *closure)
+{
+    return Py_NewRef(((fp_gcall *)self)->qualname);
+}
+
+/* repr: names the coroutine.  Returns a str or NULL. */
+static PyObject *
+fp_call_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<fastprof.profile coroutine %S>", ((fp_gcall *)self)->qualname);
+}
+
+/* tp_finalize: a call dropped while its coroutine is suspended is closed, as a coroutine is,
+ * so the session counts it off.  Returns nothing (an error is reported as unraisable). */
+static void
+fp_call_finalize(PyObject *self)
+{
+    fp_gcall *c = (fp_gcall *)self;
+    if (c->inner == NULL || !c->started)
+        return;
+    fp_saved saved;
+    fp_save(&saved);
+    PyObject *out = fp_call_close(self, NULL);
+    if (out == NULL)
+        PyErr_WriteUnraisable(self);
+    Py_XDECREF(out);
+    fp_restore(&saved);
+}
+
+/* Returns the visitor's result over what the call holds. */
+static int
+fp_call_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    fp_gcall *c = (fp_gcall *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(c->session);
+    Py_VISIT(c->inner);
+    return 0;
+}
+
+/* Returns 0 after dropping what GC may need to break. */
+static int
+fp_call_clear(PyObject *self)
+{
+    fp_gcall *c = (fp_gcall *)self;
+    Py_CLEAR(c->session);
+    Py_CLEAR(c->inner);
+    return 0;
+}
+
+static void
+fp_call_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (PyObject_CallFinalizerFromDealloc(self) < 0)
+        return; /* resurrected */
+    PyObject_GC_UnTrack(self);
+    fp_call_clear(self);
+    Py_CLEAR(((fp_gcall *)self)->qualname);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef fp_call_methods[] = {
+    {"send", fp_call_send, METH_O, "Resume the coroutine with a value."},
+    {"throw", fp_call_throw, METH_VARARGS, "Raise an exception at the coroutine's await."},
+    {"close", fp_call_close, METH_NOARGS, "Close the coroutine."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef fp_call_getset[] = {
+    {"__name__", fp_call_get_qualname, NULL, "The coroutine's name.", NULL},
+    {"__qualname__", fp_call_get_qualname, NULL, "The coroutine's qualified name.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot fp_call_slots[] = {
+    {Py_tp_doc, "A call of a coroutine function profiled by fastprof.profile."},
+    {Py_am_await, fp_call_await},
+#if PY_VERSION_HEX >= 0x030A0000
+    {Py_am_send, fp_call_am_send},
+#endif
+    {Py_tp_iternext, fp_call_next},
+    {Py_tp_repr, fp_call_repr},
+    {Py_tp_finalize, fp_call_finalize},
+    {Py_tp_dealloc, fp_call_dealloc},
+    {Py_tp_traverse, fp_call_traverse},
+    {Py_tp_clear, fp_call_clear},
+    {Py_tp_methods, fp_call_methods},
+    {Py_tp_getset, fp_call_getset},
+    {0, NULL},
+};
+
+static PyType_Spec fp_call_spec = {
+    .name = "fastprof._fastprof._GuardedCall",
+    .basicsize = sizeof(fp_gcall),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = fp_call_slots,
+};
+
+/* The iterator that awaiting res steps: res itself for a coroutine, else what its __await__
+ * returns.  Returns a new reference, or NULL with a TypeError naming func. */
+static PyObject *
+fp_call_awaited(PyObject *func, PyObject *res)
+{
+    if (PyCoro_CheckExact(res))
+        return Py_NewRef(res);
+    PyAsyncMethods *am = Py_TYPE(res)->tp_as_async;
+    if (am == NULL || am->am_await == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "fastprof.profile: coroutine function %R returned %.80s, not an awaitable",
+                     func, Py_TYPE(res)->tp_name);
+        return NULL;
+    }
+    return am->am_await(res);
+}
+
+/* A new _GuardedCall of type tp stepping what func(*args, **kwargs) returned, the session not
+ * yet on.  Returns it, or NULL with an exception set. */
+static PyObject *
+fp_call_new(PyTypeObject *tp, fp_guarded *g, PyObject *args, PyObject *kwargs)
+{
+    fp_gcall *c = NULL;
+    PyObject *inner = NULL;
+    PyObject *res = PyObject_Call(g->func, args, kwargs);
+    if (res == NULL)
+        goto error;
+    inner = fp_call_awaited(g->func, res);
+    if (inner == NULL)
+        goto error;
+    c = (fp_gcall *)tp->tp_alloc(tp, 0);
+    if (c == NULL)
+        goto error;
+    c->qualname = PyObject_GetAttrString(res, "__qualname__");
+    if (c->qualname == NULL) {
+        PyErr_Clear();
+        c->qualname = PyUnicode_FromString(Py_TYPE(res)->tp_name);
+        if (c->qualname == NULL)
+            goto error;
+    }
+    c->session = (fp_session *)Py_NewRef(g->session);
+    c->inner = inner;
+    Py_DECREF(res);
+    return (PyObject *)c;
+error:
+    Py_XDECREF(c);
+    Py_XDECREF(inner);
+    Py_XDECREF(res);
+    return NULL;
+}
+
+/* See fp_profile.h. */
+int
+fp_session_is_own(const PyMethodDef *ml)
+{
+    /* __exit__ (a with statement calls it while on), _stop, and the steps of a decorated
+     * coroutine's call when Python code makes them (a task written in Python, a driver loop) */
+    return ml->ml_meth == fp_session_exit || ml->ml_meth == fp_session_py_stop ||
+           ml->ml_meth == fp_call_send || ml->ml_meth == fp_call_throw ||
+           ml->ml_meth == fp_call_close;
+}
+
 /* _Guarded.__call__(*args, **kwargs): the session's _start(), the call, its _stop() (on every
- * exit, stack exhausted or not), then session._call_ended() once no call is open.  Returns
+ * exit, stack exhausted or not), then session._call_ended() once no call is open.  For a
+ * coroutine function, a _GuardedCall of what the call returned (see fp_call_step).  Returns
  * the call's result, or NULL with an exception set. */
 static PyObject *
 fp_guarded_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     fp_guarded *g = (fp_guarded *)self;
     fp_session *s = g->session;
+    if (g->call_type != NULL) /* a coroutine function: the session starts at its first step */
+        return fp_call_new((PyTypeObject *)g->call_type, g, args, kwargs);
     if (fp_session_start(s) < 0)
         return NULL;
     PyObject *r = PyObject_Call(g->func, args, kwargs);
@@ -342,17 +722,20 @@ fp_guarded_call(PyObject *self, PyObject *args, PyObject *kwargs)
     return r;
 }
 
-/* _Guarded(session, func): the wrapper of a decorated callable.  Returns a new _Guarded, or
- * NULL with a TypeError. */
+/* _Guarded(session, func, coroutine=False): the wrapper of a decorated callable (with
+ * coroutine true, of a coroutine function: its calls return a _GuardedCall).  Returns a new
+ * _Guarded, or NULL with a TypeError. */
 static PyObject *
 fp_guarded_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *session, *func;
+    int coroutine = 0;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
-        PyErr_SetString(PyExc_TypeError, "_Guarded(session, func) takes no keywords");
+        PyErr_SetString(PyExc_TypeError,
+                        "_Guarded(session, func, coroutine=False) takes no keywords");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO:_Guarded", &session, &func))
+    if (!PyArg_ParseTuple(args, "OO|p:_Guarded", &session, &func, &coroutine))
         return NULL;
     PyObject *m = PyType_GetModule(type);
     if (m == NULL)
@@ -368,11 +751,17 @@ fp_guarded_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      Py_TYPE(func)->tp_name);
         return NULL;
     }
-    fp_guarded *g = (fp_guarded *)type->tp_alloc(type, 0);
-    if (g == NULL)
+    PyObject *call_type = NULL;
+    if (coroutine && (call_type = PyObject_GetAttrString(m, "_GuardedCall")) == NULL)
         return NULL;
+    fp_guarded *g = (fp_guarded *)type->tp_alloc(type, 0);
+    if (g == NULL) {
+        Py_XDECREF(call_type);
+        return NULL;
+    }
     g->session = (fp_session *)Py_NewRef(session);
     g->func = Py_NewRef(func);
+    g->call_type = call_type;
     return (PyObject *)g;
 }
 
@@ -401,6 +790,7 @@ fp_guarded_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(g->session);
     Py_VISIT(g->func);
     Py_VISIT(g->dict);
+    Py_VISIT(g->call_type);
     return 0;
 }
 
@@ -412,6 +802,7 @@ fp_guarded_clear(PyObject *self)
     Py_CLEAR(g->session);
     Py_CLEAR(g->func);
     Py_CLEAR(g->dict);
+    Py_CLEAR(g->call_type);
     return 0;
 }
 
@@ -486,5 +877,13 @@ fp_session_exec(PyObject *m)
         return -1;
     if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_GUARDED_TYPE, &fp_guarded_spec, NULL) == NULL)
         return -1;
+    /* no state slot: each coroutine function's _Guarded holds the type it makes calls of */
+    PyObject *call_type = PyType_FromModuleAndSpec(m, &fp_call_spec, NULL);
+    if (call_type == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "_GuardedCall", call_type) < 0) {
+        Py_DECREF(call_type);
+        return -1;
+    }
     return 0;
 }

@@ -67,6 +67,12 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
         help="call tree: one tree of all threads, summed by path",
     )
     p.add_argument(
+        "--threads",
+        action="store_true",
+        help="print each thread's table (headed by the thread's name, ident and own time), "
+        "then the merged table (headed by the run's wall time); sorted by -s",
+    )
+    p.add_argument(
         "--color",
         choices=COLOR_CHOICES,
         default="auto",
@@ -161,9 +167,28 @@ def _print_view(
     top: Optional[int],
     strip_dirs: bool,
 ) -> None:
-    """Prints the call tree (when there is one and neither -s nor --filter was given) or the
-    flat table."""
-    if tree is not None and opts.sort is None and not getattr(opts, "filter", None):
+    """Prints the per-thread tables (--threads), the call tree (when there is one and neither
+    -s nor --filter was given) or the flat table."""
+    if getattr(opts, "threads", False):
+        from .threads_text import format_threads_report
+
+        if tree is None:
+            raise ValueError(
+                "--threads needs the call tree, and this profile has none (a pstats file "
+                "without FILE.tree.json beside it: cProfile's, or written without fastprof)"
+            )
+        stream.write(
+            format_threads_report(
+                stats,
+                tree,
+                wall=tree.wall,
+                title=title,
+                sort=opts.sort or default_sort,
+                top=top,
+                strip_dirs=strip_dirs,
+            )
+        )
+    elif tree is not None and opts.sort is None and not getattr(opts, "filter", None):
         from .source import totals_of
         from .tree_text import format_tree_report, use_color
 
@@ -188,6 +213,8 @@ def check_view_options(opts: argparse.Namespace) -> Optional[str]:
     """A usage error in the view options, or None."""
     if opts.format == "pstats" and not getattr(opts, "outfile", None):
         return "--format pstats writes a binary file: give -o FILE"
+    if getattr(opts, "threads", False) and opts.format not in (None, "text", "pstats"):
+        return f"--threads prints tables as text: it does not combine with --format {opts.format}"
     return None
 
 

@@ -35,12 +35,14 @@ def format_table(
     filters: Sequence[str] = (),
     strip_dirs: bool = True,
     title: Optional[str] = None,
+    seconds: Optional[str] = None,
 ) -> str:
     """The table of ``rows`` (``fastprof.stats.Row``) with a header line of totals.
 
     ``nrows`` is how many rows there are in all (to say "top N of M"); the totals are the
-    whole profile's, ``filters`` the patterns that picked the rows.  Returns the text, ending
-    with a newline.
+    whole profile's, ``filters`` the patterns that picked the rows.  ``seconds`` replaces the
+    header's "in T seconds" (T the profiled time, ``total_tt``, which the %own column divides
+    by either way).  Returns the text, ending with a newline.
     """
     nrows = len(rows) if nrows is None else nrows
     head = []
@@ -49,7 +51,7 @@ def format_table(
     calls = f"{total_calls} function calls"
     if prim_calls != total_calls:
         calls += f" ({prim_calls} primitive calls)"
-    head.append(f"{calls} in {total_tt:.6f} seconds")
+    head.append(f"{calls} {seconds}" if seconds else f"{calls} in {total_tt:.6f} seconds")
     shown = f"{len(rows)} of {nrows} functions" if len(rows) < nrows else f"{nrows} functions"
     order = f", sorted by {', '.join(sort_keys)}" if sort_keys else ""
     where = "".join(f", matching {f!r}" for f in filters)

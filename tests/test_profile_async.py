@@ -1,0 +1,290 @@
+"""None of fastprof's own frames in a report: ``@fastprof.profile`` on an ``async def`` (its
+calls step the user's coroutine from C, so no wrapper coroutine shows once per resume), the
+decorator and ``with fastprof.profile()`` on plain functions, and what ``Profile.runcall``,
+``with Profile()``, ``fastprof.run`` and ``fastprof.runctx`` show of the profiler itself
+(cProfile's own rows, no more).  The user's functions get cProfile's counts throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import inspect
+import marshal
+import os
+import sys
+import types
+import warnings
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import fastprof
+
+HERE = __file__
+PKG = os.path.dirname(os.path.abspath(fastprof.__file__))
+CPROFILE = os.path.abspath(cProfile.__file__)
+
+
+async def a_leaf(i: int) -> int:
+    await asyncio.sleep(0)
+    return i
+
+
+async def a_work(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await a_leaf(i)
+        await asyncio.sleep(0)
+    return total
+
+
+@types.coroutine
+def suspend() -> Any:
+    """Suspends the awaiting coroutine once, with no event loop."""
+    yield
+
+
+def s_leaf(x: int) -> int:
+    return abs(x)
+
+
+def s_work(n: int) -> int:
+    return sum(s_leaf(i) for i in range(n))
+
+
+def own_keys(stats: Dict[Any, Any]) -> List[Any]:
+    """The rows of the profiler's own code: fastprof's package and its builtins."""
+    return sorted(
+        k for k in stats if "fastprof" in k[2] or os.path.abspath(k[0]).startswith(PKG + os.sep)
+    )
+
+
+def counts(stats: Dict[Any, Any]) -> Dict[Tuple[int, str], Tuple[int, int]]:
+    """(calls, primitive calls) of this file's functions."""
+    return {(k[1], k[2]): (v[1], v[0]) for k, v in stats.items() if k[0] == HERE}
+
+
+def cprofile_of(fn: Any, *args: Any) -> Dict[Any, Any]:
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        fn(*args)
+    finally:
+        prof.disable()
+    prof.create_stats()
+    return prof.stats
+
+
+def test_async_decorator_shows_the_coroutine_only() -> None:
+    profiled = fastprof.profile(report="never")(a_work)
+    assert asyncio.run(profiled(3)) == 3
+    got = profiled.session.stats().to_dict()
+    assert own_keys(got) == []
+    assert not [k for k in got if k[2] == "wrapper"]
+    ref = counts(cprofile_of(asyncio.run, a_work(3)))
+    assert counts(got) == ref
+    # each resume is a call, as cProfile counts it: 1 + 2 awaits that suspend per round
+    assert ref[(a_work.__code__.co_firstlineno, "a_work")] == (7, 7)
+    assert not profiled.profiler.enabled
+
+
+def test_async_decorator_accumulates_and_nests_with_tasks() -> None:
+    profiled = fastprof.profile(report="never")(a_work)
+
+    async def main() -> List[int]:
+        return list(await asyncio.gather(profiled(2), profiled(3), a_work(1)))
+
+    assert asyncio.run(main()) == [1, 3, 0]
+    st = profiled.session.stats()
+    assert own_keys(st.to_dict()) == []
+    # the third task ran while the first two kept the profiler on: counted too
+    assert st.row("a_work").ncalls == 5 + 7 + 3
+    assert profiled.session._active == 0 and not profiled.profiler.enabled
+
+
+def test_async_decorator_is_still_a_coroutine_function() -> None:
+    profiled = fastprof.profile(report="never")(a_work)
+    # inspect accepts only real functions before 3.10 (docs/profiling.md says so)
+    assert inspect.iscoroutinefunction(profiled) == (sys.version_info >= (3, 10))
+    assert asyncio.iscoroutinefunction(profiled)
+    assert profiled.__wrapped__ is a_work and profiled.__name__ == "a_work"
+    assert inspect.signature(profiled) == inspect.signature(a_work)
+    call = profiled(1)
+    assert asyncio.iscoroutine(call) and inspect.isawaitable(call)
+    assert "a_work" in repr(call) and call.__qualname__ == "a_work"
+    assert asyncio.run(call) == 0
+    with pytest.raises(RuntimeError, match="already awaited"):
+        call.send(None)
+
+
+def test_async_decorator_exceptions_cancel_and_close() -> None:
+    session = fastprof.profile(report="never")
+
+    @session
+    async def fails() -> None:
+        await asyncio.sleep(0)
+        raise KeyError("boom")
+
+    @session
+    async def sleeps() -> None:
+        await asyncio.sleep(60)
+
+    @session
+    async def pauses() -> None:
+        await suspend()
+        await suspend()
+
+    with pytest.raises(KeyError, match="boom"):
+        asyncio.run(fails())
+    assert session._active == 0 and not session.profiler.enabled
+
+    async def cancel() -> None:
+        task = asyncio.ensure_future(sleeps())
+        await asyncio.sleep(0)
+        assert session.profiler.enabled  # its first step ran
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel())
+    assert session._active == 0 and not session.profiler.enabled
+
+    # closed or dropped half way: counted off; never started: the session never turned on
+    c = pauses()
+    c.send(None)
+    assert session.profiler.enabled
+    c.close()
+    assert session._active == 0 and not session.profiler.enabled
+    c = pauses()
+    c.send(None)
+    del c
+    assert session._active == 0 and not session.profiler.enabled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "never awaited", as for any coroutine
+        c = pauses()
+        c.close()
+        del c
+    assert session._active == 0
+    # a throw before the first step raises there, running none of it; one at a suspension
+    # raises at the await, and the coroutine's end turns the session off
+    c = pauses()
+    with pytest.raises(ValueError):
+        c.throw(ValueError("early"))
+    assert session._active == 0
+    c = pauses()
+    c.send(None)
+    with pytest.raises(ValueError, match="late"):
+        c.throw(ValueError("late"))
+    assert session._active == 0 and not session.profiler.enabled
+    # stepped by hand to its end: StopIteration, then the session is off
+    c = pauses()
+    assert c.send(None) is None and next(c) is None
+    with pytest.raises(StopIteration):
+        c.send(None)
+    assert session._active == 0 and not session.profiler.enabled
+    assert own_keys(session.stats().to_dict()) == []
+
+
+def test_async_decorator_returns_values_that_look_like_stop_arguments() -> None:
+    @fastprof.profile(report="never")
+    async def gives(x: Any) -> Any:
+        await asyncio.sleep(0)
+        return x
+
+    for value in [(1, 2), (), None, 0, StopIteration("x"), KeyError("k")]:
+        assert asyncio.run(gives(value)) is value
+
+
+def test_async_decorator_bad_call_raises_at_the_call() -> None:
+    profiled = fastprof.profile(report="never")(a_work)
+    with pytest.raises(TypeError):
+        profiled(1, 2, 3)
+    assert profiled.session._active == 0
+
+
+def test_async_decorator_report_after_each_call(capsys: Any) -> None:
+    profiled = fastprof.profile(report="call", top_n=50)(a_work)
+    asyncio.run(profiled(2))
+    out = capsys.readouterr().out
+    assert "(a_work)" in out and "(a_leaf)" in out
+    assert "wrapper" not in out and "fastprof" not in out and "profile.py" not in out
+
+
+def test_sync_decorator_and_session_block_show_no_profiler_frame() -> None:
+    profiled = fastprof.profile(report="never")(s_work)
+    profiled(4)
+    with fastprof.profile(report="never") as prof:
+        s_work(4)
+    ref = counts(cprofile_of(s_work, 4))
+    for stats in (profiled.session.stats().to_dict(), fastprof.Stats(prof).to_dict()):
+        assert own_keys(stats) == []
+        assert counts(stats) == ref
+
+
+def _only_disable(stats: Dict[Any, Any], theirs: Dict[Any, Any]) -> None:
+    """The profiler's own rows: one call of disable() (cProfile shows its own, named as long),
+    and __exit__ where cProfile shows its __exit__ too; the user's counts are cProfile's."""
+    mine = own_keys(stats)
+    assert ("~", 0, "<method 'disable' of 'fastprof.Profile' objects>") in mine
+    expected = {
+        k[2] for k in theirs if k[0] == CPROFILE or "_lsprof.Profiler" in k[2] and k[0] == "~"
+    }
+    assert {k[2] for k in mine} == {
+        "__exit__" if n == "__exit__" else n.replace("_lsprof.Profiler", "fastprof.Profile")
+        for n in expected
+    }
+    assert all(stats[k][1] == 1 for k in mine)
+    assert counts(stats) == counts(theirs)
+
+
+def test_runcall_context_manager_run_and_runctx_show_cprofiles_own_rows(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    import __main__
+
+    monkeypatch.setattr(__main__, "s_work", s_work, raising=False)  # run() runs in __main__
+    results = {}
+    for name, cls in (("fp", fastprof.Profile), ("cp", cProfile.Profile)):
+        p = cls()
+        p.runcall(s_work, 3)
+        p.create_stats()
+        q = cls()
+        with q:
+            s_work(3)
+        q.create_stats()
+        r = cls()
+        r.runctx("s_work(3)", {"s_work": s_work}, {})
+        r.create_stats()
+        results[name] = (p.stats, q.stats, r.stats)
+    for mine, theirs in zip(results["fp"], results["cp"]):
+        _only_disable(mine, theirs)
+    for fn, ref in ((fastprof.run, cProfile.run), (fastprof.runctx, cProfile.runctx)):
+        out, ref_out = tmp_path / "fp.prof", tmp_path / "cp.prof"
+        args: Tuple[Any, ...] = ("s_work(3)",)
+        if fn is fastprof.runctx:
+            args += ({"s_work": s_work}, {})
+        fn(*args, str(out))  # type: ignore[operator]
+        ref(*args, str(ref_out))  # type: ignore[operator]
+        with open(out, "rb") as f, open(ref_out, "rb") as g:
+            _only_disable(marshal.load(f), marshal.load(g))
+
+
+def test_async_decorator_refuses_a_step_from_inside_its_own_step() -> None:
+    """A coroutine that sends to or closes its own awaitable gets ValueError, as a coroutine
+    does ("already executing"), and nothing is freed under it."""
+    me: List[Any] = []
+
+    @fastprof.profile(report="never")
+    async def reentrant() -> str:
+        await suspend()
+        for step in (lambda: me[0].send(None), lambda: me[0].close()):
+            with pytest.raises(ValueError, match="already executing"):
+                step()
+        return "done"
+
+    me.append(reentrant())
+    assert me[0].send(None) is None
+    with pytest.raises(StopIteration) as stop:
+        me[0].send(None)
+    assert stop.value.value == "done"
+    assert reentrant.session._active == 0 and not reentrant.profiler.enabled
