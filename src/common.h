@@ -1,8 +1,8 @@
 /* common.h - helpers shared by every C file of fastprof._fastprof.
  *
- * Symbols shared across files carry the fp_ prefix.  Each part of the module (profile, line,
- * kernels, cuda) keeps its Python objects in its own row of slots in the module state, so
- * the parts never touch each other's fields. */
+ * Symbols shared across files carry the fp_ prefix.  The module state is one struct with a
+ * named, typed field for each object the module owns; each part (profile, line, kernels,
+ * cuda) reads and writes its own fields alone. */
 #ifndef FP_COMMON_H
 #define FP_COMMON_H
 
@@ -83,12 +83,25 @@ fp_xnewref(PyObject *o)
 #define FP_THREAD_KEY() ((const void *)FP_TSTATE())
 #endif
 
-/* The parts of the module, each with FP_SLOTS_PER_PART owned references in the state. */
-enum { FP_PART_PROFILE, FP_PART_LINE, FP_PART_KERNELS, FP_PART_CUDA, FP_NPARTS };
-#define FP_SLOTS_PER_PART 8
+struct fp_mon_tool; /* profile/hooks_monitoring.c */
 
+/* The module state: what the module owns, one field each (NULL until its part's exec sets
+ * it).  module.c's traverse and clear list every field: a field added here is added there. */
 typedef struct fp_module_state {
-    PyObject *slots[FP_NPARTS][FP_SLOTS_PER_PART];
+    /* the call profiler (profile/) */
+    PyTypeObject *profiler_type; /* Profiler */
+    PyTypeObject *session_type;  /* _Session (session.c) */
+    PyTypeObject *guarded_type;  /* _Guarded (session.c) */
+    PyTypeObject *hook_type;     /* _MonitoringHook: 3.12+ callbacks (NULL below 3.12) */
+    /* 3.12+: the sys.monitoring tool id that the call profilers share (hooks_monitoring.c);
+     * owned, freed by fp_mon_tool_free; NULL below 3.12 */
+    struct fp_mon_tool *mon_tool;
+    PyTypeObject *empty_callback_type; /* _EmptyCallback, the benchmarks' floor (floors.c) */
+    /* the line profiler (profile/line.c) */
+    PyTypeObject *line_tracer_type; /* LineTracer */
+    /* the CUDA part (cuda/cuda.c): the classes fastprof.cuda registers, NULL until then */
+    PyObject *cuda_error;       /* CudaError */
+    PyObject *cuda_unavailable; /* CudaUnavailableError */
 } fp_module_state;
 
 /* The module's definition (for PyType_GetModuleByDef). */
@@ -102,9 +115,9 @@ fp_state(PyObject *m)
 }
 
 /* Creates a heap type from spec with the module as its module, adds it to m under its
- * short name and keeps a strong reference in the state at (part, slot).
+ * short name and keeps a strong reference in *field (a field of m's state).
  * Returns a borrowed reference to the type, or NULL with an exception set. */
-PyTypeObject *fp_add_type(PyObject *m, int part, int slot, PyType_Spec *spec, PyObject *base);
+PyTypeObject *fp_add_type(PyObject *m, PyTypeObject **field, PyType_Spec *spec, PyObject *base);
 
 /* Each part's exec function: registers its types and functions on m.
  * Returns 0, or -1 with an exception set. */
@@ -114,5 +127,11 @@ int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
 int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback type (floors.c) */
+
+#if FP_PY312
+/* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go
+ * of the profilers still on it: module.c's clear calls it.  Returns nothing. */
+void fp_mon_tool_free(struct fp_mon_tool *tool);
+#endif
 
 #endif

@@ -71,12 +71,7 @@ static PyType_Spec fp_empty_spec = {
 int
 fp_floors_exec(PyObject *m)
 {
-    PyObject *type = PyType_FromModuleAndSpec(m, &fp_empty_spec, NULL);
-    if (type == NULL)
+    if (fp_add_type(m, &fp_state(m)->empty_callback_type, &fp_empty_spec, NULL) == NULL)
         return -1;
-    if (PyModule_AddObject(m, "_EmptyCallback", type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
     return 0;
 }

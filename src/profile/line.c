@@ -10,8 +10,6 @@
 #include <structmember.h>
 #endif
 
-enum { FP_LINE_SLOT_TRACER };
-
 Py_ssize_t fp_line_extra_index = -1;
 static uint64_t fp_line_next_id = 1; /* guarded by the GIL */
 
@@ -576,7 +574,7 @@ static PyType_Spec fp_line_spec = {
 
 /* See common.h. */
 int
-fp_line_exec(FP_UNUSED PyObject *m)
+fp_line_exec(PyObject *m)
 {
     if (fp_line_extra_index < 0) {
         fp_line_extra_index = FP_REQUEST_CODE_EXTRA(fp_line_map_free);
@@ -585,7 +583,7 @@ fp_line_exec(FP_UNUSED PyObject *m)
             return -1;
         }
     }
-    if (fp_add_type(m, FP_PART_LINE, FP_LINE_SLOT_TRACER, &fp_line_spec, NULL) == NULL)
+    if (fp_add_type(m, &fp_state(m)->line_tracer_type, &fp_line_spec, NULL) == NULL)
         return -1;
     return 0;
 }

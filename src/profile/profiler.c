@@ -7,9 +7,6 @@
 #include <string.h>
 #include <structmember.h>
 
-#define FP_SLOT_PROFILER_TYPE 0
-#define FP_SLOT_HOOK_TYPE 1
-
 /* Frees every thread record and empties the thread cache.  Returns nothing. */
 static void
 fp_threads_free(fp_profiler *p)
@@ -374,7 +371,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     PyObject *m = PyType_GetModuleByDef(Py_TYPE(self), &fp_module_def);
     if (m == NULL)
         return NULL;
-    hook_type = (PyTypeObject *)fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_HOOK_TYPE];
+    hook_type = fp_state(m)->hook_type;
 #endif
     p->enabled = 1;
     if (fp_hooks_install(p, hook_type) < 0) {
@@ -585,14 +582,15 @@ static PyType_Spec fp_profiler_spec = {
 int
 fp_profile_exec(PyObject *m)
 {
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
+    fp_module_state *st = fp_state(m);
+    if (fp_add_type(m, &st->profiler_type, &fp_profiler_spec, NULL) == NULL)
         return -1;
-    if (fp_session_exec(m) < 0) /* state slots 3 and 4 */
+    if (fp_session_exec(m) < 0) /* session_type and guarded_type */
         return -1;
 #if FP_PY312
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_HOOK_TYPE, &fp_hook_spec, NULL) == NULL)
+    if (fp_add_type(m, &st->hook_type, &fp_hook_spec, NULL) == NULL)
         return -1;
-    if (fp_mon_exec(m) < 0) /* state slot 2: the shared tool id */
+    if (fp_mon_exec(m) < 0) /* mon_tool: the shared tool id */
         return -1;
 #else
     if (fp_hooks_exec(m) < 0)

@@ -10,9 +10,6 @@
 #include <pythread.h>
 #include <structmember.h>
 
-#define FP_SLOT_SESSION_TYPE 3
-#define FP_SLOT_GUARDED_TYPE 4
-
 /* Frames the exit path may use beyond the recursion limit. */
 #define FP_HEADROOM 100
 
@@ -357,7 +354,7 @@ fp_guarded_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *m = PyType_GetModule(type);
     if (m == NULL)
         return NULL;
-    PyTypeObject *st = (PyTypeObject *)fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_SESSION_TYPE];
+    PyTypeObject *st = fp_state(m)->session_type;
     if (!PyObject_TypeCheck(session, st)) {
         PyErr_Format(PyExc_TypeError, "session must be a fastprof.profile session, not %.80s",
                      Py_TYPE(session)->tp_name);
@@ -482,9 +479,9 @@ static PyType_Spec fp_guarded_spec = {
 int
 fp_session_exec(PyObject *m)
 {
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_SESSION_TYPE, &fp_session_spec, NULL) == NULL)
+    if (fp_add_type(m, &fp_state(m)->session_type, &fp_session_spec, NULL) == NULL)
         return -1;
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_GUARDED_TYPE, &fp_guarded_spec, NULL) == NULL)
+    if (fp_add_type(m, &fp_state(m)->guarded_type, &fp_guarded_spec, NULL) == NULL)
         return -1;
     return 0;
 }
