@@ -99,6 +99,7 @@ typedef struct fp_module_state {
     PyTypeObject *empty_callback_type; /* _EmptyCallback, the benchmarks' floor (floors.c) */
     /* the line profiler (profile/line.c) */
     PyTypeObject *line_tracer_type; /* LineTracer */
+    Py_ssize_t line_extra;          /* its code-object extra index in this interpreter */
     /* the CUDA part (cuda/cuda.c): the classes fastprof.cuda registers, NULL until then */
     PyObject *cuda_error;       /* CudaError */
     PyObject *cuda_unavailable; /* CudaUnavailableError */

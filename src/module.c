@@ -97,8 +97,24 @@ fp_module_free(void *m)
     fp_module_clear((PyObject *)m);
 }
 
+/* What the module supports of multiple interpreters and free-threading.  Each interpreter that
+ * imports it gets its own module state (types, the call profilers' shared sys.monitoring
+ * tool, the line profiler's code-object extra index), but some state is the process's alone,
+ * shared by every interpreter and guarded by nothing but the GIL they share: the clock's
+ * calibration (clock.c), the kernels' thread pool and SIMD tables (kernels/pool.c,
+ * expr_vm.c), the CUDA runtime, cuBLAS handles and CUPTI buffers (cuda/), the line tracers'
+ * id counter (line.c) and the benchmark floor's stamps (hooks_legacy.c).  So: legacy
+ * subinterpreters, which share the main interpreter's GIL, may import it; one with its own
+ * GIL may not (the import raises ImportError); and the GIL is used (a free-threaded build
+ * turns it back on when the module is imported). */
 static PyModuleDef_Slot fp_module_slots[] = {
     {Py_mod_exec, (void *)fp_module_exec},
+#if FP_PY312
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
+#if FP_PY313
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
     {0, NULL},
 };
 

@@ -47,6 +47,7 @@ typedef struct fp_lmap {
 typedef struct fp_ltracer {
     PyObject ob_base; /* PyObject_HEAD */
     uint64_t id;      /* unique for the process's lifetime */
+    Py_ssize_t extra; /* the code-object extra index of the line profiler in this interpreter */
     fp_lrec **recs;   /* registered codes, stable pointers */
     Py_ssize_t nrecs, caprecs;
     fp_lthread **threads;
@@ -72,16 +73,13 @@ typedef struct fp_ltracer {
 #endif
 } fp_ltracer;
 
-/* The code-object extra index of the line profiler (requested once at import). */
-extern Py_ssize_t fp_line_extra_index;
-
 /* Returns the record of code in tracer self, or NULL when code is not registered there.
  * Never sets an exception. */
 static inline fp_lrec *
 fp_line_lookup(fp_ltracer *self, PyObject *code)
 {
     void *p = NULL;
-    if (FP_CODE_GET_EXTRA(code, fp_line_extra_index, &p) < 0) {
+    if (FP_CODE_GET_EXTRA(code, self->extra, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
