@@ -10,6 +10,18 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The interpreter's version: FP_PY310 is 1 on 3.10 and later, and so on.  The one place that
+ * compares PY_VERSION_HEX: everything else tests these. */
+#if PY_VERSION_HEX >= 0x030A0000
+#define FP_PY310 1
+#else
+#define FP_PY310 0
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+#define FP_PY311 1
+#else
+#define FP_PY311 0
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 #define FP_PY312 1
 #else
@@ -46,7 +58,7 @@
 #endif
 
 /* Py_NewRef / Py_XNewRef appeared in 3.10. */
-#if PY_VERSION_HEX < 0x030A0000
+#if !FP_PY310
 static inline PyObject *
 fp_newref(PyObject *o)
 {

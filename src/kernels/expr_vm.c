@@ -7,6 +7,7 @@
  * its result to float32 (exact NumPy float32 arithmetic for + - * / sqrt).  Transcendental
  * functions use glibc's libmvec AVX2 variants when present (loaded with dlopen), else libm. */
 #include "common.h"
+#include "kernels/kernels_py.h"
 #include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"

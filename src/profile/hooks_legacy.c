@@ -228,7 +228,7 @@ fp_legacy_threading_setprofile(PyObject *threading, PyObject *func)
 static PyObject *
 fp_legacy_threading_hook(PyObject *threading)
 {
-#if PY_VERSION_HEX >= 0x030A0000
+#if FP_PY310
     return PyObject_CallMethod(threading, "getprofile", NULL);
 #else
     return PyObject_GetAttrString(threading, "_profile_hook");

@@ -6,7 +6,7 @@
 #include "legacy.h"
 
 #include <string.h>
-#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#if !FP_PY312 && FP_PY311
 #include <structmember.h>
 #endif
 
@@ -81,7 +81,7 @@ static Py_ssize_t
 fp_line_trace_lines_offset(void)
 {
     Py_ssize_t offset = -1;
-#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#if !FP_PY312 && FP_PY311
     PyObject *d = PyObject_GetAttrString((PyObject *)&PyFrame_Type, "f_trace_lines");
     if (d == NULL) {
         PyErr_Clear();

@@ -263,7 +263,7 @@ done:
 FP_INLINE PyObject *
 fp_line_frame_code(PyFrameObject *frame)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
     PyCodeObject *code = PyFrame_GetCode(frame); /* strong; the frame keeps another */
     Py_DECREF(code);
     return (PyObject *)code;
@@ -277,7 +277,7 @@ fp_line_frame_code(PyFrameObject *frame)
 static void
 fp_line_mute(FP_UNUSED fp_ltracer *self, PyFrameObject *frame)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
     if (FP_LIKELY(self->trace_lines_offset > 0))
         *((char *)frame + self->trace_lines_offset) = 0;
     else if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
@@ -320,7 +320,7 @@ fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
         else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
             goto done;
         known = 1;
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
         fp_line_event(self, ts, rec, frame, PyFrame_GetLineNumber(frame), now);
 #else
         fp_line_event(self, ts, rec, frame, frame->f_lineno, now); /* set for the event */

@@ -246,7 +246,7 @@ fp_profiler_stop(fp_profiler *p)
         p->error = NULL;
         PyErr_SetString(PyExc_RuntimeError,
                         "the profiler stopped recording: a hook met an error (see __cause__)");
-#if PY_VERSION_HEX >= 0x030C0000
+#if FP_PY312
         PyObject *outer = PyErr_GetRaisedException();
         PyException_SetCause(outer, Py_NewRef(err));
         PyException_SetContext(outer, err);

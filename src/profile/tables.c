@@ -125,7 +125,7 @@ fp_set_sticky(fp_profiler *p)
     if (p->error == NULL) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
-#if PY_VERSION_HEX >= 0x030C0000
+#if FP_PY312
         p->error = PyErr_GetRaisedException();
 #else
         PyObject *type, *value, *tb;
