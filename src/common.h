@@ -95,6 +95,40 @@ fp_xnewref(PyObject *o)
 #define FP_THREAD_KEY() ((const void *)FP_TSTATE())
 #endif
 
+/* ---- the profilers' hooks: errors and memory ---------------------------------------------
+ *
+ * One convention for the call profiler (profile/profiler.c, tables.c, tree.c, the hooks) and
+ * the line profiler (profile/line.c, line_hooks.c):
+ *
+ * Errors.  A hook never raises.  When one meets an error (memory, a label that cannot be
+ * made, an injected timer that fails where the profiler does not forgive it) it records it
+ * with fp_sticky_set in its profiler's `PyObject *error` field: the first exception is kept
+ * (with its traceback), later ones are dropped, and no exception is left set.  The profiler
+ * says whether recording stops or goes on after it.  disable() removes the hooks first, then
+ * reports it once: a RuntimeError naming what failed, raised from the recorded exception
+ * (its __cause__), made by fp_sticky_raise (C) or by fastprof.lines (the LineTracer's
+ * _stop() returns the exception).  The field is a strong reference: traversed, cleared.
+ *
+ * Memory.  What the profilers allocate for themselves (tables, maps, stacks, thread records,
+ * the shared tool) comes from PyMem_RawMalloc / PyMem_RawCalloc / PyMem_RawRealloc and goes
+ * back with PyMem_RawFree: no GIL needed, seen by tracemalloc and checked by
+ * PYTHONMALLOC=debug.  Never libc's malloc or PyMem_Malloc.  Hooks allocate only when a table
+ * or a stack must grow, never on their common path. */
+
+/* Records the current exception (a MemoryError when none is set) in *error unless an error is
+ * recorded there already, and clears the exception indicator.  Returns nothing; never leaves
+ * an exception set. */
+void fp_sticky_set(PyObject **error);
+
+/* Records type(what) in *error unless an error is recorded there already, raised from the
+ * current exception when one is set (its __cause__), and clears the exception indicator.
+ * Returns nothing; never leaves an exception set. */
+void fp_sticky_set_what(PyObject **error, PyObject *type, const char *what);
+
+/* When *error holds an error, raises RuntimeError(message) from it (its __cause__ and
+ * context) and empties *error.  Returns 0 when there was none, -1 with the RuntimeError set. */
+int fp_sticky_raise(PyObject **error, const char *message);
+
 struct fp_mon_tool; /* profile/hooks_monitoring.c */
 
 /* The module state: what the module owns, one field each (NULL until its part's exec sets

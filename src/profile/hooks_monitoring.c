@@ -596,7 +596,7 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
     }
     if (tool->n == tool->cap) {
         int cap = tool->cap ? 2 * tool->cap : 4;
-        fp_profiler **grown = PyMem_Realloc(tool->profs, (size_t)cap * sizeof(*grown));
+        fp_profiler **grown = PyMem_RawRealloc(tool->profs, (size_t)cap * sizeof(*grown));
         if (grown == NULL) {
             PyErr_NoMemory();
             goto error;
@@ -714,8 +714,8 @@ fp_mon_tool_free(fp_mon_tool *tool)
     }
     for (int i = 0; i < tool->n; i++)
         Py_DECREF(tool->profs[i]);
-    PyMem_Free(tool->profs);
-    PyMem_Free(tool);
+    PyMem_RawFree(tool->profs);
+    PyMem_RawFree(tool);
 }
 
 /* See fp_profile.h. */
@@ -723,7 +723,7 @@ int
 fp_mon_exec(PyObject *m)
 {
     fp_module_state *st = fp_state(m);
-    fp_mon_tool *tool = PyMem_Calloc(1, sizeof(*tool));
+    fp_mon_tool *tool = PyMem_RawCalloc(1, sizeof(*tool));
     if (tool == NULL) {
         PyErr_NoMemory();
         goto error;

@@ -135,6 +135,7 @@ fp_line_traverse(fp_ltracer *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->timer);
+    Py_VISIT(self->error);
 #if !FP_PY312
     Py_VISIT(self->chain_obj);
 #endif
@@ -179,6 +180,7 @@ fp_line_clear(fp_ltracer *self)
     self->enabled = 0;
     fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
+    Py_CLEAR(self->error);
     fp_line_drop_passengers(self);
     return 0;
 }
@@ -204,6 +206,7 @@ fp_line_dealloc(fp_ltracer *self)
     fp_line_drop_passengers(self);
     fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
+    Py_CLEAR(self->error);
     Py_CLEAR(self->name_trace_lines);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -354,21 +357,21 @@ static PyObject *
 fp_line_start(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     fp_line_clear_stacks(self);
-    self->error = NULL;
+    Py_CLEAR(self->error);
     self->enabled = 1;
     Py_RETURN_NONE;
 }
 
-/* _stop(): stops the hooks counting and empties the stacks.  Returns the sticky error
- * message of the run (str) or None. */
+/* _stop(): stops the hooks counting and empties the stacks.  Returns the run's sticky error
+ * (the exception the hooks recorded, handed over: see common.h) or None. */
 static PyObject *
 fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
+    PyObject *error = self->error;
     self->enabled = 0;
     fp_line_clear_stacks(self);
-    if (self->error != NULL)
-        return PyUnicode_FromString(self->error);
-    Py_RETURN_NONE;
+    self->error = NULL;
+    return error != NULL ? error : Py_NewRef(Py_None);
 }
 
 #if !FP_PY312
@@ -508,7 +511,7 @@ static PyMethodDef fp_line_methods[] = {
     {"reset", (PyCFunction)fp_line_reset, METH_NOARGS, "reset(): zero every count."},
     {"_start", (PyCFunction)fp_line_start, METH_NOARGS, "Let the hooks count."},
     {"_stop", (PyCFunction)fp_line_stop, METH_NOARGS,
-     "Stop counting; returns the hooks' first error message or None."},
+     "Stop counting; returns the hooks' first error (an exception) or None."},
 #if FP_PY312
     {"_on_start", (PyCFunction)(void (*)(void))fp_line_cb_start, METH_FASTCALL,
      "sys.monitoring PY_START callback."},

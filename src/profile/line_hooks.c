@@ -10,8 +10,8 @@
 #include <frameobject.h>
 #endif
 
-/* Returns the calling thread's stack in self, or NULL (self->error set) when memory runs
- * out.  Never sets an exception. */
+/* Returns the calling thread's stack in self, or NULL (self->error recorded) when memory
+ * runs out.  Never leaves an exception set. */
 static inline fp_lthread *
 fp_line_thread(fp_ltracer *self)
 {
@@ -50,8 +50,7 @@ done:
     self->cache_ts = ts;
     return ts;
 error:
-    if (self->error == NULL)
-        self->error = "out of memory for a thread's frame stack";
+    fp_sticky_set_what(&self->error, PyExc_MemoryError, "out of memory for a thread's frame stack");
     return NULL;
 }
 
@@ -69,9 +68,8 @@ fp_line_now_slow(fp_ltracer *self)
         goto error;
     return t;
 error:
-    PyErr_Clear();
-    if (self->error == NULL)
-        self->error = "the timer raised or did not return an int";
+    fp_sticky_set_what(&self->error, PyExc_RuntimeError,
+                       "the timer raised or did not return an int");
     return 0;
 }
 
@@ -103,7 +101,7 @@ fp_line_hit(fp_lrec *rec, int line)
 }
 
 /* Pushes a frame of rec on ts, on `line` (-1: none yet) since now.  Returns the new top, or
- * NULL (self->error set) when memory runs out.  Never sets an exception. */
+ * NULL (self->error recorded) when memory runs out.  Never leaves an exception set. */
 static fp_lframe *
 fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
 {
@@ -111,8 +109,8 @@ fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int li
         Py_ssize_t cap = ts->cap ? 2 * ts->cap : 64;
         fp_lframe *grown = PyMem_RawRealloc(ts->stack, (size_t)cap * sizeof(*grown));
         if (grown == NULL) {
-            if (self->error == NULL)
-                self->error = "out of memory for a thread's frame stack";
+            fp_sticky_set_what(&self->error, PyExc_MemoryError,
+                               "out of memory for a thread's frame stack");
             return NULL;
         }
         ts->stack = grown;

@@ -3,7 +3,6 @@
  * of its tables that python/fastprof/profile.py turns into cProfile's and pstats' shapes. */
 #include "fp_profile.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
 
@@ -14,10 +13,10 @@ fp_threads_free(fp_profiler *p)
     fp_thread *t = p->threads_list;
     while (t != NULL) {
         fp_thread *next = t->next;
-        free(t->stack);
-        free(t->func_rec);
-        free(t->edge_rec);
-        free(t);
+        PyMem_RawFree(t->stack);
+        PyMem_RawFree(t->func_rec);
+        PyMem_RawFree(t->edge_rec);
+        PyMem_RawFree(t);
         t = next;
     }
     p->threads_list = NULL;
@@ -31,9 +30,9 @@ fp_tables_clear(fp_profiler *p)
     fp_threads_free(p);
     for (int32_t i = 0; i < p->nfuncs; i++)
         Py_CLEAR(p->funcs[i].key);
-    free(p->funcs);
-    free(p->edges);
-    free(p->nodes);
+    PyMem_RawFree(p->funcs);
+    PyMem_RawFree(p->edges);
+    PyMem_RawFree(p->nodes);
     p->funcs = NULL;
     p->edges = NULL;
     p->nodes = NULL;
@@ -241,27 +240,8 @@ fp_profiler_stop(fp_profiler *p)
     fp_thread_cache_clear(p);
     if (rc < 0)
         return -1;
-    if (p->error != NULL) {
-        PyObject *err = p->error;
-        p->error = NULL;
-        PyErr_SetString(PyExc_RuntimeError,
-                        "the profiler stopped recording: a hook met an error (see __cause__)");
-#if FP_PY312
-        PyObject *outer = PyErr_GetRaisedException();
-        PyException_SetCause(outer, Py_NewRef(err));
-        PyException_SetContext(outer, err);
-        PyErr_SetRaisedException(outer);
-#else
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        PyException_SetCause(value, Py_NewRef(err));
-        PyException_SetContext(value, err);
-        PyErr_Restore(type, value, tb);
-#endif
-        return -1;
-    }
-    return 0;
+    return fp_sticky_raise(&p->error,
+                           "the profiler stopped recording: a hook met an error (see __cause__)");
 }
 
 /* Stops p from a destructor (tp_dealloc, or GC's tp_clear): removes the hooks without
@@ -281,22 +261,9 @@ fp_profiler_release(fp_profiler *p)
         PyErr_WriteUnraisable(where);
     p->enabled = 0;
     fp_thread_cache_clear(p);
-    if (p->error != NULL) {
-        PyObject *err = p->error;
-        p->error = NULL;
-        PyErr_SetString(PyExc_RuntimeError, "a profiler freed while enabled had stopped "
-                                            "recording: a hook met an error (see __cause__)");
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value != NULL) {
-            PyException_SetCause(value, Py_NewRef(err));
-            PyException_SetContext(value, Py_NewRef(err));
-        }
-        Py_DECREF(err);
-        PyErr_Restore(type, value, tb);
+    if (fp_sticky_raise(&p->error, "a profiler freed while enabled had stopped recording: a "
+                                   "hook met an error (see __cause__)") < 0)
         PyErr_WriteUnraisable(where);
-    }
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
@@ -473,10 +440,10 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
             goto error;
         PyList_SET_ITEM(edges, i, row);
     }
-    free(derived);
+    PyMem_RawFree(derived);
     return Py_BuildValue("(dNN)", fp_profiler_unit(p), funcs, edges);
 error:
-    free(derived);
+    PyMem_RawFree(derived);
     Py_XDECREF(funcs);
     Py_XDECREF(edges);
     return NULL;
