@@ -173,7 +173,7 @@ int fp_profile_exec(PyObject *m);
 int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
-int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback type (floors.c) */
+int fp_floors_exec(PyObject *m); /* the benchmarks' floor hooks (profile/floors.c) */
 
 #if FP_PY312
 /* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go

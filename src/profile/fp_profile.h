@@ -601,8 +601,6 @@ int fp_session_exec(PyObject *m);
 int fp_session_is_own(const PyMethodDef *ml);
 
 #if !FP_PY312
-/* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */
-int fp_hooks_exec(PyObject *m);
 /* Warns (RuntimeWarning, once per enable) when another tool has taken or removed the
  * profile hook of a thread p profiles, so that p records nothing there any more.  Returns 0,
  * or -1 with an exception set (the warning was turned into an error). */

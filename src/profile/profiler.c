@@ -559,9 +559,6 @@ fp_profile_exec(PyObject *m)
         return -1;
     if (fp_mon_exec(m) < 0) /* mon_tool: the shared tool id */
         return -1;
-#else
-    if (fp_hooks_exec(m) < 0)
-        return -1;
 #endif
     return 0;
 }
