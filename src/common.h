@@ -1,8 +1,8 @@
 /* common.h - helpers shared by every C file of fastprof._fastprof.
  *
- * Symbols shared across files carry the fp_ prefix.  Each part of the module (profile, line,
- * kernels, cuda) keeps its Python objects in its own row of slots in the module state, so
- * the parts never touch each other's fields. */
+ * Symbols shared across files carry the fp_ prefix.  The module state is one struct with a
+ * named, typed field for each object the module owns; each part (profile, line, kernels,
+ * cuda) reads and writes its own fields alone. */
 #ifndef FP_COMMON_H
 #define FP_COMMON_H
 
@@ -10,6 +10,18 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The interpreter's version: FP_PY310 is 1 on 3.10 and later, and so on.  The one place that
+ * compares PY_VERSION_HEX: everything else tests these. */
+#if PY_VERSION_HEX >= 0x030A0000
+#define FP_PY310 1
+#else
+#define FP_PY310 0
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+#define FP_PY311 1
+#else
+#define FP_PY311 0
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 #define FP_PY312 1
 #else
@@ -46,7 +58,7 @@
 #endif
 
 /* Py_NewRef / Py_XNewRef appeared in 3.10. */
-#if PY_VERSION_HEX < 0x030A0000
+#if !FP_PY310
 static inline PyObject *
 fp_newref(PyObject *o)
 {
@@ -83,12 +95,62 @@ fp_xnewref(PyObject *o)
 #define FP_THREAD_KEY() ((const void *)FP_TSTATE())
 #endif
 
-/* The parts of the module, each with FP_SLOTS_PER_PART owned references in the state. */
-enum { FP_PART_PROFILE, FP_PART_LINE, FP_PART_KERNELS, FP_PART_CUDA, FP_NPARTS };
-#define FP_SLOTS_PER_PART 8
+/* ---- the profilers' hooks: errors and memory ---------------------------------------------
+ *
+ * One convention for the call profiler (profile/profiler.c, tables.c, tree.c, the hooks) and
+ * the line profiler (profile/line.c, line_hooks.c):
+ *
+ * Errors.  A hook never raises.  When one meets an error (memory, a label that cannot be
+ * made, an injected timer that fails where the profiler does not forgive it) it records it
+ * with fp_sticky_set in its profiler's `PyObject *error` field: the first exception is kept
+ * (with its traceback), later ones are dropped, and no exception is left set.  The profiler
+ * says whether recording stops or goes on after it.  disable() removes the hooks first, then
+ * reports it once: a RuntimeError naming what failed, raised from the recorded exception
+ * (its __cause__), made by fp_sticky_raise (C) or by fastprof.lines (the LineTracer's
+ * _stop() returns the exception).  The field is a strong reference: traversed, cleared.
+ *
+ * Memory.  What the profilers allocate for themselves (tables, maps, stacks, thread records,
+ * the shared tool) comes from PyMem_RawMalloc / PyMem_RawCalloc / PyMem_RawRealloc and goes
+ * back with PyMem_RawFree: no GIL needed, seen by tracemalloc and checked by
+ * PYTHONMALLOC=debug.  Never libc's malloc or PyMem_Malloc.  Hooks allocate only when a table
+ * or a stack must grow, never on their common path. */
 
+/* Records the current exception (a MemoryError when none is set) in *error unless an error is
+ * recorded there already, and clears the exception indicator.  Returns nothing; never leaves
+ * an exception set. */
+void fp_sticky_set(PyObject **error);
+
+/* Records type(what) in *error unless an error is recorded there already, raised from the
+ * current exception when one is set (its __cause__), and clears the exception indicator.
+ * Returns nothing; never leaves an exception set. */
+void fp_sticky_set_what(PyObject **error, PyObject *type, const char *what);
+
+/* When *error holds an error, raises RuntimeError(message) from it (its __cause__ and
+ * context) and empties *error.  Returns 0 when there was none, -1 with the RuntimeError set. */
+int fp_sticky_raise(PyObject **error, const char *message);
+
+struct fp_mon_tool; /* profile/hooks_monitoring.c */
+
+/* The module state: what the module owns, one field each (NULL until its part's exec sets
+ * it).  module.c's traverse and clear list every field: a field added here is added there. */
 typedef struct fp_module_state {
-    PyObject *slots[FP_NPARTS][FP_SLOTS_PER_PART];
+    /* the call profiler (profile/) */
+    PyTypeObject *profiler_type; /* Profiler */
+    PyTypeObject *session_type;  /* _Session (session.c) */
+    PyTypeObject *guarded_type;  /* _Guarded (session.c) */
+    PyTypeObject
+        *guarded_call_type;  /* _GuardedCall, a decorated coroutine's awaitable (session.c) */
+    PyTypeObject *hook_type; /* _MonitoringHook: 3.12+ callbacks (NULL below 3.12) */
+    /* 3.12+: the sys.monitoring tool id that the call profilers share (hooks_monitoring.c);
+     * owned, freed by fp_mon_tool_free; NULL below 3.12 */
+    struct fp_mon_tool *mon_tool;
+    PyTypeObject *empty_callback_type; /* _EmptyCallback, the benchmarks' floor (floors.c) */
+    /* the line profiler (profile/line.c) */
+    PyTypeObject *line_tracer_type; /* LineTracer */
+    Py_ssize_t line_extra;          /* its code-object extra index in this interpreter */
+    /* the CUDA part (cuda/cuda.c): the classes fastprof.cuda registers, NULL until then */
+    PyObject *cuda_error;       /* CudaError */
+    PyObject *cuda_unavailable; /* CudaUnavailableError */
 } fp_module_state;
 
 /* The module's definition (for PyType_GetModuleByDef). */
@@ -102,9 +164,9 @@ fp_state(PyObject *m)
 }
 
 /* Creates a heap type from spec with the module as its module, adds it to m under its
- * short name and keeps a strong reference in the state at (part, slot).
+ * short name and keeps a strong reference in *field (a field of m's state).
  * Returns a borrowed reference to the type, or NULL with an exception set. */
-PyTypeObject *fp_add_type(PyObject *m, int part, int slot, PyType_Spec *spec, PyObject *base);
+PyTypeObject *fp_add_type(PyObject *m, PyTypeObject **field, PyType_Spec *spec, PyObject *base);
 
 /* Each part's exec function: registers its types and functions on m.
  * Returns 0, or -1 with an exception set. */
@@ -113,7 +175,13 @@ int fp_profile_exec(PyObject *m);
 int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
-int fp_floors_exec(PyObject *m); /* the benchmarks' empty callback type (floors.c) */
+int fp_floors_exec(PyObject *m);   /* the benchmarks' floor hooks (profile/floors.c) */
 int fp_watchdog_exec(PyObject *m); /* the SIGTERM watchdog of job children (exit_watchdog.c) */
+
+#if FP_PY312
+/* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go
+ * of the profilers still on it: module.c's clear calls it.  Returns nothing. */
+void fp_mon_tool_free(struct fp_mon_tool *tool);
+#endif
 
 #endif

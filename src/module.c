@@ -4,7 +4,7 @@
 
 /* See common.h. */
 PyTypeObject *
-fp_add_type(PyObject *m, int part, int slot, PyType_Spec *spec, PyObject *base)
+fp_add_type(PyObject *m, PyTypeObject **field, PyType_Spec *spec, PyObject *base)
 {
     PyObject *bases = NULL;
     PyObject *type = NULL;
@@ -20,7 +20,7 @@ fp_add_type(PyObject *m, int part, int slot, PyType_Spec *spec, PyObject *base)
         Py_DECREF(type);
         goto error;
     }
-    fp_state(m)->slots[part][slot] = type; /* takes the reference */
+    Py_XSETREF(*field, (PyTypeObject *)type); /* takes the reference */
     Py_XDECREF(bases);
     return (PyTypeObject *)type;
 error:
@@ -50,40 +50,76 @@ fp_module_exec(PyObject *m)
     return 0;
 }
 
-/* GC support of the module state.  Returns 0 or the visitor's result. */
+/* GC support of the module state: visits every object field.  Returns 0 or the visitor's
+ * result. */
 static int
 fp_module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     fp_module_state *st = fp_state(m);
     if (st == NULL)
         return 0;
-    for (int p = 0; p < FP_NPARTS; p++)
-        for (int s = 0; s < FP_SLOTS_PER_PART; s++)
-            Py_VISIT(st->slots[p][s]);
+    Py_VISIT(st->profiler_type);
+    Py_VISIT(st->session_type);
+    Py_VISIT(st->guarded_type);
+    Py_VISIT(st->guarded_call_type);
+    Py_VISIT(st->hook_type);
+    Py_VISIT(st->empty_callback_type);
+    Py_VISIT(st->line_tracer_type);
+    Py_VISIT(st->cuda_error);
+    Py_VISIT(st->cuda_unavailable);
     return 0;
 }
 
-/* Drops the references held by the module state.  Returns 0. */
+/* Drops the references held by the module state and frees the shared tool.  Returns 0. */
 static int
 fp_module_clear(PyObject *m)
 {
     fp_module_state *st = fp_state(m);
     if (st == NULL)
         return 0;
-    for (int p = 0; p < FP_NPARTS; p++)
-        for (int s = 0; s < FP_SLOTS_PER_PART; s++)
-            Py_CLEAR(st->slots[p][s]);
+#if FP_PY312
+    struct fp_mon_tool *tool = st->mon_tool;
+    st->mon_tool = NULL;
+    fp_mon_tool_free(tool);
+#endif
+    Py_CLEAR(st->profiler_type);
+    Py_CLEAR(st->session_type);
+    Py_CLEAR(st->guarded_type);
+    Py_CLEAR(st->guarded_call_type);
+    Py_CLEAR(st->hook_type);
+    Py_CLEAR(st->empty_callback_type);
+    Py_CLEAR(st->line_tracer_type);
+    Py_CLEAR(st->cuda_error);
+    Py_CLEAR(st->cuda_unavailable);
     return 0;
 }
 
+/* m_free: drops what the state holds (as clear does).  Returns nothing. */
 static void
 fp_module_free(void *m)
 {
     fp_module_clear((PyObject *)m);
 }
 
+/* What the module supports of multiple interpreters and free-threading.  Each interpreter that
+ * imports it gets its own module state (types, the call profilers' shared sys.monitoring
+ * tool, the line profiler's code-object extra index), but some state is the process's alone,
+ * shared by every interpreter and guarded by nothing but the GIL they share: the clock's
+ * calibration (clock.c), the kernels' thread pool and SIMD tables (kernels/pool.c,
+ * expr_vm.c), the CUDA runtime, cuBLAS handles and CUPTI buffers (cuda/), the line tracers'
+ * id counter (line.c), the benchmark floor's stamps (floors.c) and the SIGTERM watchdog's
+ * signal handlers (profile/exit_watchdog.c).  So: legacy
+ * subinterpreters, which share the main interpreter's GIL, may import it; one with its own
+ * GIL may not (the import raises ImportError); and the GIL is used (a free-threaded build
+ * turns it back on when the module is imported). */
 static PyModuleDef_Slot fp_module_slots[] = {
     {Py_mod_exec, (void *)fp_module_exec},
+#if FP_PY312
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
+#if FP_PY313
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
     {0, NULL},
 };
 

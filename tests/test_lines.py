@@ -467,6 +467,31 @@ def test_failing_timer_reported_at_disable():
     assert not lp.enabled
 
 
+def test_failing_timer_error_is_the_reports_cause():
+    # The line profiler reports a hook's error as the call profiler does: a RuntimeError
+    # raised from what failed, here the timer's own error; counting went on meanwhile.
+    calls = [0]
+
+    def bad_timer():
+        calls[0] += 1
+        if calls[0] == 4:
+            raise OSError("no clock")
+        return calls[0]
+
+    lp = LineProfiler(T.loop, _timer=bad_timer)
+    lp.enable()
+    T.loop(3)
+    with pytest.raises(RuntimeError, match="the timer raised") as info:
+        lp.disable()
+    cause = info.value.__cause__
+    assert isinstance(cause, RuntimeError) and "timer" in str(cause)
+    assert isinstance(cause.__cause__, OSError) and str(cause.__cause__) == "no clock"
+    assert calls[0] > 4  # the hooks went on reading the timer after its failure
+    lp.enable()  # the next run starts without the error
+    T.loop(1)
+    lp.disable()
+
+
 def test_decorator_and_runcall_and_reset():
     lp = LineProfiler()
     wrapped = lp(T.loop)

@@ -3,8 +3,9 @@ more per function than cProfile (each keeps the code object, and a record), enab
 cycles leave nothing behind, the code objects are released by clear() and by the profiler's
 end, and counts stay exact while the tables grow.
 
-Memory is read as the resident set of a fresh interpreter per profiler (tracemalloc does not
-see the C core's allocations): allocation, not timing, so a loaded machine does not move it."""
+Memory is read as the resident set of a fresh interpreter per profiler (cProfile allocates with
+PyMem_Malloc, fastprof with PyMem_RawMalloc: the resident set counts both alike): allocation, not
+timing, so a loaded machine does not move it."""
 
 from __future__ import annotations
 

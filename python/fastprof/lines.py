@@ -720,7 +720,7 @@ class LineProfiler(Wrapping):
         else:
             self._disable_legacy()
         if error is not None:
-            raise RuntimeError(f"line profiling failed during the run: {error}")
+            raise RuntimeError(f"line profiling failed during the run: {error}") from error
 
     def __del__(self) -> None:
         # Dropped while enabled: give the tool id back (3.12+), remove the trace function

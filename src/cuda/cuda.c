@@ -10,7 +10,7 @@
 PyObject *
 fp_cuda_unavailable(PyObject *m, const char *reason)
 {
-    PyObject *type = fp_state(m)->slots[FP_PART_CUDA][FP_CUDA_SLOT_UNAVAILABLE];
+    PyObject *type = fp_state(m)->cuda_unavailable;
     PyErr_SetString(type != NULL ? type : PyExc_RuntimeError, reason);
     return NULL;
 }
@@ -45,8 +45,8 @@ fp_cuda_register_errors(PyObject *m, PyObject *args)
     fp_module_state *st = fp_state(m);
     if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &err, &PyType_Type, &unavail))
         return NULL;
-    Py_XSETREF(st->slots[FP_PART_CUDA][FP_CUDA_SLOT_ERROR], Py_NewRef(err));
-    Py_XSETREF(st->slots[FP_PART_CUDA][FP_CUDA_SLOT_UNAVAILABLE], Py_NewRef(unavail));
+    Py_XSETREF(st->cuda_error, Py_NewRef(err));
+    Py_XSETREF(st->cuda_unavailable, Py_NewRef(unavail));
     Py_RETURN_NONE;
 }
 
@@ -68,7 +68,7 @@ fp_cuda_built(FP_UNUSED PyObject *m, FP_UNUSED PyObject *args)
 PyObject *
 fp_cuda_raise(PyObject *m, int err, const char *what)
 {
-    PyObject *type = fp_state(m)->slots[FP_PART_CUDA][FP_CUDA_SLOT_ERROR];
+    PyObject *type = fp_state(m)->cuda_error;
     const char *name = cudaGetErrorName((cudaError_t)err);
     const char *msg = cudaGetErrorString((cudaError_t)err);
     PyObject *exc = NULL;

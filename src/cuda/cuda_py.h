@@ -6,9 +6,6 @@
 
 #include "common.h"
 
-/* Slots of the CUDA part in the module state. */
-enum { FP_CUDA_SLOT_ERROR, FP_CUDA_SLOT_UNAVAILABLE };
-
 /* Raises fastprof.cuda.CudaError(code, name, "what: message") for the cudaError_t err (or a
  * RuntimeError before fastprof.cuda registered its classes).  Returns NULL. */
 PyObject *fp_cuda_raise(PyObject *m, int err, const char *what);

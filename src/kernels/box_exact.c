@@ -7,6 +7,7 @@
  * doubles are scipy's bit for bit; Python casts them into the output dtype. */
 #include "common.h"
 #include "kernels/conv.h"
+#include "kernels/kernels_py.h"
 #include "kernels/numpy_api.h"
 
 #define NO_IMPORT_ARRAY

@@ -9,6 +9,7 @@
  * (loaded with dlopen), else libm. */
 #include "common.h"
 #include "kernels/expr_ops.h"
+#include "kernels/kernels_py.h"
 #include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"

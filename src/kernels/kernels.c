@@ -5,6 +5,7 @@
  * still check what they rely on, so a wrong call raises instead of crashing. */
 #include "common.h"
 #include "kernels/conv.h"
+#include "kernels/kernels_py.h"
 #include "kernels/numpy_api.h"
 #include "kernels/pool.h"
 
@@ -17,10 +18,6 @@
 /* float32 data with at most this many taps per axis is summed in float (direct sums of a few
  * taps per pass, the same rounding as scipy's float32 passes); longer kernels in double. */
 #define FP_SINGLE_MAX_TAPS 16
-
-PyObject *fp_evaluate_program(PyObject *self, PyObject *args); /* expr_vm.c */
-PyObject *fp_expr_opcodes(PyObject *self, PyObject *unused);   /* expr_vm.c */
-PyObject *fp_uniform_filter1d(PyObject *self, PyObject *args); /* box_exact.c */
 
 /* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
 static int

@@ -202,7 +202,7 @@ typedef struct fp_profiler {
     fp_thread *cache_thread; /* ... and its record (NULL: not profiled) */
     const void *fast_key;    /* cache_key where the hooks' fast paths may run (the wall
                               * clock, a profiled thread), else NULL */
-    PyObject *error;         /* sticky: the first exception a hook met (reported at disable) */
+    PyObject *error;         /* sticky: the first error a hook met (see common.h) */
 
     /* 3.12+: sys.monitoring */
     int tool_id;       /* the shared tool id while enabled, else -1 */
@@ -250,7 +250,9 @@ fp_now(fp_profiler *p)
     return fp_now_slow(p);
 }
 
-/* Records a MemoryError (or the current exception) as the sticky error and stops recording. */
+/* Records the current exception (a MemoryError when none is set) as p's sticky error (see
+ * common.h) and stops recording: the call profiler records nothing after its first error.
+ * Returns nothing; never leaves an exception set. */
 void fp_set_sticky(fp_profiler *p);
 
 /* fp_func_for_code's slow path (the code cache missed).  Returns the function index, or -1
@@ -574,8 +576,9 @@ void fp_flush_all(fp_profiler *p);
 /* The caller -> callee edges of p: those derived from the tree's nodes (a node of f whose
  * parent is of g gives g -> f its calls and own time, and its total time unless an ancestor
  * of the node is also a call of f from g, when its calls are recursive) plus the edge table's
- * (calls past the node cap, or all of them with the tree off).  Sets *out to a malloc'd array
- * (the caller frees it) of *nout edges.  Returns 0, or -1 with MemoryError set. */
+ * (calls past the node cap, or all of them with the tree off).  Sets *out to an array of *nout
+ * edges from PyMem_RawMalloc (the caller frees it with PyMem_RawFree).  Returns 0, or -1 with
+ * MemoryError set. */
 int fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout);
 /* Returns _raw_tree()'s tuple (spt, nodes, threads, merged), see profiler.c, or NULL with an
  * exception set. */
@@ -598,8 +601,6 @@ int fp_session_exec(PyObject *m);
 int fp_session_is_own(const PyMethodDef *ml);
 
 #if !FP_PY312
-/* Adds the hooks' module-level functions to m.  Returns 0, or -1 with an exception set. */
-int fp_hooks_exec(PyObject *m);
 /* Warns (RuntimeWarning, once per enable) when another tool has taken or removed the
  * profile hook of a thread p profiles, so that p records nothing there any more.  Returns 0,
  * or -1 with an exception set (the warning was turned into an error). */

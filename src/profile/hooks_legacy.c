@@ -228,7 +228,7 @@ fp_legacy_threading_setprofile(PyObject *threading, PyObject *func)
 static PyObject *
 fp_legacy_threading_hook(PyObject *threading)
 {
-#if PY_VERSION_HEX >= 0x030A0000
+#if FP_PY310
     return PyObject_CallMethod(threading, "getprofile", NULL);
 #else
     return PyObject_GetAttrString(threading, "_profile_hook");
@@ -332,123 +332,6 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
             return -1;
     }
     return 0;
-}
-
-/* A profile function that does nothing: what the interpreter's profiling mode costs by
- * itself.  Returns 0. */
-static int
-fp_legacy_empty_hook(FP_UNUSED PyObject *obj, FP_UNUSED PyFrameObject *frame, FP_UNUSED int what,
-                     FP_UNUSED PyObject *arg)
-{
-    return 0;
-}
-
-/* The stamp hook's state (plain data, used under the GIL): the open calls' keys and start
- * times, how many calls it timed and their total time in ticks. */
-#define FP_STAMP_DEPTH 4096
-static struct {
-    int32_t depth;
-    int64_t timed;
-    fp_tick total;
-    fp_tick t0[FP_STAMP_DEPTH];
-    const void *key[FP_STAMP_DEPTH];
-} fp_stamps;
-
-/* A profile function that does the least a profiler timing each call must: it names the
- * function (the code object, or the C function) and reads the clock at every call, and
- * reads it again and adds up the elapsed time at every return.  No lookups, no records: the
- * floor of any timing profiler on this hook.  Returns 0. */
-static int
-fp_legacy_stamp_hook(FP_UNUSED PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
-{
-    const void *key;
-    if (what == PyTrace_CALL) {
-        PyCodeObject *code = PyFrame_GetCode(frame);
-        Py_SET_REFCNT(code, Py_REFCNT(code) - 1); /* the frame holds a reference too */
-        key = code;
-    } else if (what == PyTrace_C_CALL) {
-        key = arg;
-    } else if (what == PyTrace_RETURN || what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION) {
-        if (fp_stamps.depth > 0) { /* not a call begun before the hook was set */
-            int32_t d = --fp_stamps.depth;
-            if (d < FP_STAMP_DEPTH)
-                fp_stamps.total += fp_clock_ticks() - fp_stamps.t0[d];
-            fp_stamps.timed++;
-        }
-        return 0;
-    } else {
-        return 0;
-    }
-    int32_t d = fp_stamps.depth++;
-    if (d < FP_STAMP_DEPTH) {
-        fp_stamps.t0[d] = fp_clock_ticks();
-        fp_stamps.key[d] = key;
-    }
-    return 0;
-}
-
-/* Sets (on true) or removes (on false) hook, a floor profile function of benchmarks/
- * overhead.py, in the calling thread; name is the caller's for messages.  Refuses to replace
- * another profile function or to remove one that is not hook.  Returns 0, or -1 with an
- * exception set. */
-static int
-fp_legacy_floor_set(Py_tracefunc hook, const char *name, PyObject *on)
-{
-    PyThreadState *ts = PyThreadState_Get();
-    int want = PyObject_IsTrue(on);
-    if (want < 0)
-        return -1;
-    if (ts->c_profilefunc != NULL && ts->c_profilefunc != hook) {
-        PyErr_Format(PyExc_RuntimeError, "%s(): this thread has another profile function", name);
-        return -1;
-    }
-    PyEval_SetProfile(want ? hook : NULL, NULL);
-    return 0;
-}
-
-/* _empty_profile_hook(on): sets or removes the empty profile function, for benchmarks/
- * overhead.py's floor column.  Returns None, or NULL with an exception set. */
-static PyObject *
-fp_legacy_empty_hook_set(FP_UNUSED PyObject *m, PyObject *on)
-{
-    if (fp_legacy_floor_set(fp_legacy_empty_hook, "_empty_profile_hook", on) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* _stamp_profile_hook(on): sets (starting from zero) or removes the stamp profile function.
- * Returns (calls timed, their total ticks) so far, or NULL with an exception set. */
-static PyObject *
-fp_legacy_stamp_hook_set(FP_UNUSED PyObject *m, PyObject *on)
-{
-    PyThreadState *ts = PyThreadState_Get();
-    int fresh = ts->c_profilefunc != fp_legacy_stamp_hook;
-    if (fp_legacy_floor_set(fp_legacy_stamp_hook, "_stamp_profile_hook", on) < 0)
-        return NULL;
-    if (fresh && ts->c_profilefunc == fp_legacy_stamp_hook) {
-        fp_stamps.depth = 0;
-        fp_stamps.timed = 0;
-        fp_stamps.total = 0;
-    }
-    return Py_BuildValue("(LL)", (long long)fp_stamps.timed, (long long)fp_stamps.total);
-}
-
-static PyMethodDef fp_legacy_methods[] = {
-    {"_empty_profile_hook", fp_legacy_empty_hook_set, METH_O,
-     "_empty_profile_hook(on): set or remove a profile function that does nothing (the floor "
-     "of profiling below 3.12, for benchmarks)."},
-    {"_stamp_profile_hook", fp_legacy_stamp_hook_set, METH_O,
-     "_stamp_profile_hook(on): set or remove a profile function that only names each call and "
-     "times it (the floor of a timing profiler below 3.12, for benchmarks); returns (calls "
-     "timed, total ticks)."},
-    {NULL, NULL, 0, NULL},
-};
-
-/* See fp_profile.h. */
-int
-fp_hooks_exec(PyObject *m)
-{
-    return PyModule_AddFunctions(m, fp_legacy_methods);
 }
 
 /* See fp_profile.h. */

@@ -10,8 +10,6 @@
 #include <string.h>
 #include <structmember.h>
 
-struct fp_mon_tool;
-
 /* A callback given to sys.monitoring: a small object called through vectorcall, so an event
  * reaches the profiler without the argument handling of a builtin function.  A profiler's own
  * hooks (prof set) serve it alone, registered while it is the only one enabled; the shared
@@ -463,8 +461,6 @@ fp_mon_mask(PyObject *mon, int builtins)
     return mask;
 }
 
-#define FP_SLOT_MON_TOOL 2 /* the module state's row of the profile part: see profiler.c */
-
 /* Returns the shared tool of p's module, or NULL (no exception set) when the module or its
  * state is gone (at interpreter exit). */
 static fp_mon_tool *
@@ -475,8 +471,7 @@ fp_mon_tool_of(fp_profiler *p)
         PyErr_Clear();
         return NULL;
     }
-    PyObject *cap = fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL];
-    return cap == NULL ? NULL : (fp_mon_tool *)PyCapsule_GetPointer(cap, NULL);
+    return fp_state(m)->mon_tool;
 }
 
 /* Registers the callbacks and events that the tool's enabled profilers need: a lone
@@ -601,7 +596,7 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
     }
     if (tool->n == tool->cap) {
         int cap = tool->cap ? 2 * tool->cap : 4;
-        fp_profiler **grown = PyMem_Realloc(tool->profs, (size_t)cap * sizeof(*grown));
+        fp_profiler **grown = PyMem_RawRealloc(tool->profs, (size_t)cap * sizeof(*grown));
         if (grown == NULL) {
             PyErr_NoMemory();
             goto error;
@@ -706,12 +701,10 @@ static PyMethodDef fp_mon_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The capsule's destructor: frees the shared tool (the profilers still on it, at interpreter
- * exit, are let go).  Returns nothing. */
-static void
-fp_mon_tool_free(PyObject *cap)
+/* See common.h.  The profilers still on the tool (at interpreter exit) are let go. */
+void
+fp_mon_tool_free(fp_mon_tool *tool)
 {
-    fp_mon_tool *tool = PyCapsule_GetPointer(cap, NULL);
     if (tool == NULL)
         return;
     for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
@@ -721,28 +714,25 @@ fp_mon_tool_free(PyObject *cap)
     }
     for (int i = 0; i < tool->n; i++)
         Py_DECREF(tool->profs[i]);
-    PyMem_Free(tool->profs);
-    PyMem_Free(tool);
+    PyMem_RawFree(tool->profs);
+    PyMem_RawFree(tool);
 }
 
 /* See fp_profile.h. */
 int
 fp_mon_exec(PyObject *m)
 {
-    fp_mon_tool *tool = PyMem_Calloc(1, sizeof(*tool));
-    PyObject *cap = NULL;
+    fp_module_state *st = fp_state(m);
+    fp_mon_tool *tool = PyMem_RawCalloc(1, sizeof(*tool));
     if (tool == NULL) {
         PyErr_NoMemory();
         goto error;
     }
     tool->id = -1;
-    cap = PyCapsule_New(tool, NULL, fp_mon_tool_free);
-    if (cap == NULL)
-        goto error;
-    fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_MON_TOOL] = cap; /* the state owns it */
+    fp_mon_tool_free(st->mon_tool);
+    st->mon_tool = tool; /* the state owns it */
     return PyModule_AddFunctions(m, fp_mon_functions);
 error:
-    PyMem_Free(tool);
     return -1;
 }
 

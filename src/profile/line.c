@@ -6,13 +6,10 @@
 #include "legacy.h"
 
 #include <string.h>
-#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#if !FP_PY312 && FP_PY311
 #include <structmember.h>
 #endif
 
-enum { FP_LINE_SLOT_TRACER };
-
-Py_ssize_t fp_line_extra_index = -1;
 static uint64_t fp_line_next_id = 1; /* guarded by the GIL */
 
 /* Frees a code object's map (the code-extra free function).  Every tracer that held an
@@ -23,13 +20,14 @@ fp_line_map_free(void *p)
     PyMem_RawFree(p);
 }
 
-/* Returns the map of code (NULL when it has none), or sets *failed and an exception. */
+/* Returns the map of code in self's extra slot (NULL when it has none), or sets *failed and an
+ * exception. */
 static fp_lmap *
-fp_line_map_get(PyObject *code, int *failed)
+fp_line_map_get(fp_ltracer *self, PyObject *code, int *failed)
 {
     void *p = NULL;
     *failed = 0;
-    if (FP_CODE_GET_EXTRA(code, fp_line_extra_index, &p) < 0)
+    if (FP_CODE_GET_EXTRA(code, self->extra, &p) < 0)
         *failed = 1;
     return (fp_lmap *)p;
 }
@@ -51,7 +49,7 @@ static void
 fp_line_unmap(fp_ltracer *self, fp_lrec *rec)
 {
     int failed;
-    fp_lmap *map = fp_line_map_get(rec->code, &failed);
+    fp_lmap *map = fp_line_map_get(self, rec->code, &failed);
     if (failed) {
         PyErr_Clear();
         return;
@@ -83,7 +81,7 @@ static Py_ssize_t
 fp_line_trace_lines_offset(void)
 {
     Py_ssize_t offset = -1;
-#if !FP_PY312 && PY_VERSION_HEX >= 0x030B0000
+#if !FP_PY312 && FP_PY311
     PyObject *d = PyObject_GetAttrString((PyObject *)&PyFrame_Type, "f_trace_lines");
     if (d == NULL) {
         PyErr_Clear();
@@ -106,6 +104,7 @@ fp_line_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"timer", NULL};
     PyObject *timer = Py_None;
     fp_ltracer *self = NULL;
+    /* LineTracer is no base type: type is the module's own, whose module is this one */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:LineTracer", kwlist, &timer))
         goto error;
     if (timer != Py_None && !PyCallable_Check(timer)) {
@@ -118,6 +117,7 @@ fp_line_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         goto error;
     self->id = fp_line_next_id++;
+    self->extra = fp_state(PyType_GetModule(type))->line_extra;
     self->timer = timer == Py_None ? NULL : Py_NewRef(timer);
     self->name_trace_lines = PyUnicode_InternFromString("f_trace_lines");
     if (self->name_trace_lines == NULL)
@@ -135,6 +135,7 @@ fp_line_traverse(fp_ltracer *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->timer);
+    Py_VISIT(self->error);
 #if !FP_PY312
     Py_VISIT(self->chain_obj);
 #endif
@@ -179,6 +180,7 @@ fp_line_clear(fp_ltracer *self)
     self->enabled = 0;
     fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
+    Py_CLEAR(self->error);
     fp_line_drop_passengers(self);
     return 0;
 }
@@ -204,6 +206,7 @@ fp_line_dealloc(fp_ltracer *self)
     fp_line_drop_passengers(self);
     fp_line_drop_chain(self);
     Py_CLEAR(self->timer);
+    Py_CLEAR(self->error);
     Py_CLEAR(self->name_trace_lines);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -234,7 +237,7 @@ fp_line_add_code(fp_ltracer *self, PyObject *args)
     }
     if (fp_line_lookup(self, code) != NULL)
         Py_RETURN_FALSE;
-    map = fp_line_map_get(code, &failed);
+    map = fp_line_map_get(self, code, &failed);
     if (failed)
         goto error;
     if (self->nrecs == self->caprecs) {
@@ -272,7 +275,7 @@ fp_line_add_code(fp_ltracer *self, PyObject *args)
         grown->cap = cap;
         if (map != NULL)
             memcpy(grown->e, map->e, (size_t)map->n * sizeof(map->e[0]));
-        if (FP_CODE_SET_EXTRA(code, fp_line_extra_index, grown) < 0) {
+        if (FP_CODE_SET_EXTRA(code, self->extra, grown) < 0) {
             PyMem_RawFree(grown);
             goto error;
         }
@@ -354,21 +357,21 @@ static PyObject *
 fp_line_start(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     fp_line_clear_stacks(self);
-    self->error = NULL;
+    Py_CLEAR(self->error);
     self->enabled = 1;
     Py_RETURN_NONE;
 }
 
-/* _stop(): stops the hooks counting and empties the stacks.  Returns the sticky error
- * message of the run (str) or None. */
+/* _stop(): stops the hooks counting and empties the stacks.  Returns the run's sticky error
+ * (the exception the hooks recorded, handed over: see common.h) or None. */
 static PyObject *
 fp_line_stop(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
+    PyObject *error = self->error;
     self->enabled = 0;
     fp_line_clear_stacks(self);
-    if (self->error != NULL)
-        return PyUnicode_FromString(self->error);
-    Py_RETURN_NONE;
+    self->error = NULL;
+    return error != NULL ? error : Py_NewRef(Py_None);
 }
 
 #if !FP_PY312
@@ -508,7 +511,7 @@ static PyMethodDef fp_line_methods[] = {
     {"reset", (PyCFunction)fp_line_reset, METH_NOARGS, "reset(): zero every count."},
     {"_start", (PyCFunction)fp_line_start, METH_NOARGS, "Let the hooks count."},
     {"_stop", (PyCFunction)fp_line_stop, METH_NOARGS,
-     "Stop counting; returns the hooks' first error message or None."},
+     "Stop counting; returns the hooks' first error (an exception) or None."},
 #if FP_PY312
     {"_on_start", (PyCFunction)(void (*)(void))fp_line_cb_start, METH_FASTCALL,
      "sys.monitoring PY_START callback."},
@@ -574,18 +577,58 @@ static PyType_Spec fp_line_spec = {
     .slots = fp_line_slots,
 };
 
+/* Returns the line profiler's code-object extra index in the running interpreter, requesting
+ * it on the interpreter's first import of the module (an index is the interpreter's, and a
+ * module imported again there reuses it: the interpreter has few of them).  Returns it, or
+ * -1 with an exception set. */
+static Py_ssize_t
+fp_line_extra_index(void)
+{
+    Py_ssize_t index = -1;
+    PyObject *key = NULL, *value = NULL;
+    PyObject *dict = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    if (dict == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the interpreter has no dict for fastprof's state");
+        goto error;
+    }
+    key = PyUnicode_FromString("fastprof._fastprof.line_extra_index");
+    if (key == NULL)
+        goto error;
+    value = PyDict_GetItemWithError(dict, key); /* borrowed */
+    if (value != NULL) {
+        index = PyLong_AsSsize_t(value);
+        goto done;
+    }
+    if (PyErr_Occurred())
+        goto error;
+    index = FP_REQUEST_CODE_EXTRA(fp_line_map_free);
+    if (index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no code-object extra index left");
+        goto error;
+    }
+    value = PyLong_FromSsize_t(index);
+    if (value == NULL || PyDict_SetItem(dict, key, value) < 0) {
+        Py_XDECREF(value);
+        goto error;
+    }
+    Py_DECREF(value);
+done:
+    Py_DECREF(key);
+    return index;
+error:
+    Py_XDECREF(key);
+    return -1;
+}
+
 /* See common.h. */
 int
-fp_line_exec(FP_UNUSED PyObject *m)
+fp_line_exec(PyObject *m)
 {
-    if (fp_line_extra_index < 0) {
-        fp_line_extra_index = FP_REQUEST_CODE_EXTRA(fp_line_map_free);
-        if (fp_line_extra_index < 0) {
-            PyErr_SetString(PyExc_RuntimeError, "no code-object extra index left");
-            return -1;
-        }
-    }
-    if (fp_add_type(m, FP_PART_LINE, FP_LINE_SLOT_TRACER, &fp_line_spec, NULL) == NULL)
+    fp_module_state *st = fp_state(m);
+    st->line_extra = fp_line_extra_index();
+    if (st->line_extra < 0)
+        return -1;
+    if (fp_add_type(m, &st->line_tracer_type, &fp_line_spec, NULL) == NULL)
         return -1;
     return 0;
 }

@@ -47,6 +47,7 @@ typedef struct fp_lmap {
 typedef struct fp_ltracer {
     PyObject ob_base; /* PyObject_HEAD */
     uint64_t id;      /* unique for the process's lifetime */
+    Py_ssize_t extra; /* the code-object extra index of the line profiler in this interpreter */
     fp_lrec **recs;   /* registered codes, stable pointers */
     Py_ssize_t nrecs, caprecs;
     fp_lthread **threads;
@@ -59,7 +60,7 @@ typedef struct fp_ltracer {
     struct fp_ltracer **passengers; /* below 3.12: tracers fed by this one's trace function */
     Py_ssize_t npassengers, cappassengers;
     int enabled;
-    const char *error; /* sticky: the first failure inside a hook, reported at disable */
+    PyObject *error; /* sticky: the first error a hook met (see common.h); recording goes on */
 #if !FP_PY312
     /* The trace function (coverage.py's, a debugger's) that _install_trace(True) found in the
      * enabling thread: the C trace function hands it every event there first, and
@@ -72,16 +73,13 @@ typedef struct fp_ltracer {
 #endif
 } fp_ltracer;
 
-/* The code-object extra index of the line profiler (requested once at import). */
-extern Py_ssize_t fp_line_extra_index;
-
 /* Returns the record of code in tracer self, or NULL when code is not registered there.
  * Never sets an exception. */
 static inline fp_lrec *
 fp_line_lookup(fp_ltracer *self, PyObject *code)
 {
     void *p = NULL;
-    if (FP_CODE_GET_EXTRA(code, fp_line_extra_index, &p) < 0) {
+    if (FP_CODE_GET_EXTRA(code, self->extra, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -95,12 +93,12 @@ fp_line_lookup(fp_ltracer *self, PyObject *code)
 }
 
 /* Returns the calling thread's stack in self, creating it on the thread's first event, or
- * NULL (and sets self->error) when memory runs out.  Never sets an exception. */
+ * NULL (self->error recorded) when memory runs out.  Never leaves an exception set. */
 fp_lthread *fp_line_thread_slow(fp_ltracer *self);
 
 /* Returns the current time in ticks of self's timer (the tick clock unless a timer was
- * injected).  A failing injected timer sets self->error and gives 0; never sets an
- * exception. */
+ * injected).  A failing injected timer gives 0, recorded in self->error; never leaves an
+ * exception set. */
 fp_tick fp_line_now_slow(fp_ltracer *self);
 
 /* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an

@@ -10,8 +10,8 @@
 #include <frameobject.h>
 #endif
 
-/* Returns the calling thread's stack in self, or NULL (self->error set) when memory runs
- * out.  Never sets an exception. */
+/* Returns the calling thread's stack in self, or NULL (self->error recorded) when memory
+ * runs out.  Never leaves an exception set. */
 static inline fp_lthread *
 fp_line_thread(fp_ltracer *self)
 {
@@ -50,8 +50,7 @@ done:
     self->cache_ts = ts;
     return ts;
 error:
-    if (self->error == NULL)
-        self->error = "out of memory for a thread's frame stack";
+    fp_sticky_set_what(&self->error, PyExc_MemoryError, "out of memory for a thread's frame stack");
     return NULL;
 }
 
@@ -69,9 +68,8 @@ fp_line_now_slow(fp_ltracer *self)
         goto error;
     return t;
 error:
-    PyErr_Clear();
-    if (self->error == NULL)
-        self->error = "the timer raised or did not return an int";
+    fp_sticky_set_what(&self->error, PyExc_RuntimeError,
+                       "the timer raised or did not return an int");
     return 0;
 }
 
@@ -103,7 +101,7 @@ fp_line_hit(fp_lrec *rec, int line)
 }
 
 /* Pushes a frame of rec on ts, on `line` (-1: none yet) since now.  Returns the new top, or
- * NULL (self->error set) when memory runs out.  Never sets an exception. */
+ * NULL (self->error recorded) when memory runs out.  Never leaves an exception set. */
 static fp_lframe *
 fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int line, fp_tick now)
 {
@@ -111,8 +109,8 @@ fp_line_push(fp_ltracer *self, fp_lthread *ts, fp_lrec *rec, void *frame, int li
         Py_ssize_t cap = ts->cap ? 2 * ts->cap : 64;
         fp_lframe *grown = PyMem_RawRealloc(ts->stack, (size_t)cap * sizeof(*grown));
         if (grown == NULL) {
-            if (self->error == NULL)
-                self->error = "out of memory for a thread's frame stack";
+            fp_sticky_set_what(&self->error, PyExc_MemoryError,
+                               "out of memory for a thread's frame stack");
             return NULL;
         }
         ts->stack = grown;
@@ -263,7 +261,7 @@ done:
 FP_INLINE PyObject *
 fp_line_frame_code(PyFrameObject *frame)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
     PyCodeObject *code = PyFrame_GetCode(frame); /* strong; the frame keeps another */
     Py_DECREF(code);
     return (PyObject *)code;
@@ -277,7 +275,7 @@ fp_line_frame_code(PyFrameObject *frame)
 static void
 fp_line_mute(FP_UNUSED fp_ltracer *self, PyFrameObject *frame)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
     if (FP_LIKELY(self->trace_lines_offset > 0))
         *((char *)frame + self->trace_lines_offset) = 0;
     else if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
@@ -320,7 +318,7 @@ fp_line_trace_one(fp_ltracer *self, PyFrameObject *frame, int what)
         else if ((rec = fp_line_lookup(self, fp_line_frame_code(frame))) == NULL)
             goto done;
         known = 1;
-#if PY_VERSION_HEX >= 0x030B0000
+#if FP_PY311
         fp_line_event(self, ts, rec, frame, PyFrame_GetLineNumber(frame), now);
 #else
         fp_line_event(self, ts, rec, frame, frame->f_lineno, now); /* set for the event */

@@ -3,12 +3,8 @@
  * of its tables that python/fastprof/profile.py turns into cProfile's and pstats' shapes. */
 #include "fp_profile.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
-
-#define FP_SLOT_PROFILER_TYPE 0
-#define FP_SLOT_HOOK_TYPE 1
 
 /* Frees every thread record and empties the thread cache.  Returns nothing. */
 static void
@@ -17,10 +13,10 @@ fp_threads_free(fp_profiler *p)
     fp_thread *t = p->threads_list;
     while (t != NULL) {
         fp_thread *next = t->next;
-        free(t->stack);
-        free(t->func_rec);
-        free(t->edge_rec);
-        free(t);
+        PyMem_RawFree(t->stack);
+        PyMem_RawFree(t->func_rec);
+        PyMem_RawFree(t->edge_rec);
+        PyMem_RawFree(t);
         t = next;
     }
     p->threads_list = NULL;
@@ -34,9 +30,9 @@ fp_tables_clear(fp_profiler *p)
     fp_threads_free(p);
     for (int32_t i = 0; i < p->nfuncs; i++)
         Py_CLEAR(p->funcs[i].key);
-    free(p->funcs);
-    free(p->edges);
-    free(p->nodes);
+    PyMem_RawFree(p->funcs);
+    PyMem_RawFree(p->edges);
+    PyMem_RawFree(p->nodes);
     p->funcs = NULL;
     p->edges = NULL;
     p->nodes = NULL;
@@ -244,27 +240,8 @@ fp_profiler_stop(fp_profiler *p)
     fp_thread_cache_clear(p);
     if (rc < 0)
         return -1;
-    if (p->error != NULL) {
-        PyObject *err = p->error;
-        p->error = NULL;
-        PyErr_SetString(PyExc_RuntimeError,
-                        "the profiler stopped recording: a hook met an error (see __cause__)");
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *outer = PyErr_GetRaisedException();
-        PyException_SetCause(outer, Py_NewRef(err));
-        PyException_SetContext(outer, err);
-        PyErr_SetRaisedException(outer);
-#else
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        PyException_SetCause(value, Py_NewRef(err));
-        PyException_SetContext(value, err);
-        PyErr_Restore(type, value, tb);
-#endif
-        return -1;
-    }
-    return 0;
+    return fp_sticky_raise(&p->error,
+                           "the profiler stopped recording: a hook met an error (see __cause__)");
 }
 
 /* Stops p from a destructor (tp_dealloc, or GC's tp_clear): removes the hooks without
@@ -284,22 +261,9 @@ fp_profiler_release(fp_profiler *p)
         PyErr_WriteUnraisable(where);
     p->enabled = 0;
     fp_thread_cache_clear(p);
-    if (p->error != NULL) {
-        PyObject *err = p->error;
-        p->error = NULL;
-        PyErr_SetString(PyExc_RuntimeError, "a profiler freed while enabled had stopped "
-                                            "recording: a hook met an error (see __cause__)");
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value != NULL) {
-            PyException_SetCause(value, Py_NewRef(err));
-            PyException_SetContext(value, Py_NewRef(err));
-        }
-        Py_DECREF(err);
-        PyErr_Restore(type, value, tb);
+    if (fp_sticky_raise(&p->error, "a profiler freed while enabled had stopped recording: a "
+                                   "hook met an error (see __cause__)") < 0)
         PyErr_WriteUnraisable(where);
-    }
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
@@ -374,7 +338,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     PyObject *m = PyType_GetModuleByDef(Py_TYPE(self), &fp_module_def);
     if (m == NULL)
         return NULL;
-    hook_type = (PyTypeObject *)fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_HOOK_TYPE];
+    hook_type = fp_state(m)->hook_type;
 #endif
     p->enabled = 1;
     if (fp_hooks_install(p, hook_type) < 0) {
@@ -476,10 +440,10 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
             goto error;
         PyList_SET_ITEM(edges, i, row);
     }
-    free(derived);
+    PyMem_RawFree(derived);
     return Py_BuildValue("(dNN)", fp_profiler_unit(p), funcs, edges);
 error:
-    free(derived);
+    PyMem_RawFree(derived);
     Py_XDECREF(funcs);
     Py_XDECREF(edges);
     return NULL;
@@ -585,17 +549,15 @@ static PyType_Spec fp_profiler_spec = {
 int
 fp_profile_exec(PyObject *m)
 {
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_PROFILER_TYPE, &fp_profiler_spec, NULL) == NULL)
+    fp_module_state *st = fp_state(m);
+    if (fp_add_type(m, &st->profiler_type, &fp_profiler_spec, NULL) == NULL)
         return -1;
-    if (fp_session_exec(m) < 0) /* state slots 3 and 4 */
+    if (fp_session_exec(m) < 0) /* session_type and guarded_type */
         return -1;
 #if FP_PY312
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_HOOK_TYPE, &fp_hook_spec, NULL) == NULL)
+    if (fp_add_type(m, &st->hook_type, &fp_hook_spec, NULL) == NULL)
         return -1;
-    if (fp_mon_exec(m) < 0) /* state slot 2: the shared tool id */
-        return -1;
-#else
-    if (fp_hooks_exec(m) < 0)
+    if (fp_mon_exec(m) < 0) /* mon_tool: the shared tool id */
         return -1;
 #endif
     return 0;

@@ -11,9 +11,6 @@
 #include <pythread.h>
 #include <structmember.h>
 
-#define FP_SLOT_SESSION_TYPE 3
-#define FP_SLOT_GUARDED_TYPE 4
-
 /* Frames the exit path may use beyond the recursion limit. */
 #define FP_HEADROOM 100
 
@@ -384,7 +381,7 @@ fp_call_inner_step(PyObject *inner, int how, PyObject *arg, PyObject **out)
 {
     *out = NULL;
     if (how == FP_STEP_SEND) {
-#if PY_VERSION_HEX >= 0x030A0000
+#if FP_PY310
         PySendResult r = PyIter_Send(inner, arg, out);
         return r == PYGEN_NEXT ? 0 : r == PYGEN_RETURN ? 1 : -1;
 #else
@@ -521,7 +518,7 @@ fp_call_close(PyObject *self, FP_UNUSED PyObject *unused)
     return out;
 }
 
-#if PY_VERSION_HEX >= 0x030A0000
+#if FP_PY310
 /* am_send: send(arg) without StopIteration.  Returns PYGEN_NEXT (*result yielded),
  * PYGEN_RETURN (*result returned) or PYGEN_ERROR (exception set, *result NULL). */
 static PySendResult
@@ -620,7 +617,7 @@ static PyGetSetDef fp_call_getset[] = {
 static PyType_Slot fp_call_slots[] = {
     {Py_tp_doc, "A call of a coroutine function profiled by fastprof.profile."},
     {Py_am_await, fp_call_await},
-#if PY_VERSION_HEX >= 0x030A0000
+#if FP_PY310
     {Py_am_send, fp_call_am_send},
 #endif
     {Py_tp_iternext, fp_call_next},
@@ -740,7 +737,7 @@ fp_guarded_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *m = PyType_GetModule(type);
     if (m == NULL)
         return NULL;
-    PyTypeObject *st = (PyTypeObject *)fp_state(m)->slots[FP_PART_PROFILE][FP_SLOT_SESSION_TYPE];
+    PyTypeObject *st = fp_state(m)->session_type;
     if (!PyObject_TypeCheck(session, st)) {
         PyErr_Format(PyExc_TypeError, "session must be a fastprof.profile session, not %.80s",
                      Py_TYPE(session)->tp_name);
@@ -751,9 +748,7 @@ fp_guarded_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      Py_TYPE(func)->tp_name);
         return NULL;
     }
-    PyObject *call_type = NULL;
-    if (coroutine && (call_type = PyObject_GetAttrString(m, "_GuardedCall")) == NULL)
-        return NULL;
+    PyObject *call_type = coroutine ? Py_NewRef(fp_state(m)->guarded_call_type) : NULL;
     fp_guarded *g = (fp_guarded *)type->tp_alloc(type, 0);
     if (g == NULL) {
         Py_XDECREF(call_type);
@@ -873,17 +868,11 @@ static PyType_Spec fp_guarded_spec = {
 int
 fp_session_exec(PyObject *m)
 {
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_SESSION_TYPE, &fp_session_spec, NULL) == NULL)
+    if (fp_add_type(m, &fp_state(m)->session_type, &fp_session_spec, NULL) == NULL)
         return -1;
-    if (fp_add_type(m, FP_PART_PROFILE, FP_SLOT_GUARDED_TYPE, &fp_guarded_spec, NULL) == NULL)
+    if (fp_add_type(m, &fp_state(m)->guarded_type, &fp_guarded_spec, NULL) == NULL)
         return -1;
-    /* no state slot: each coroutine function's _Guarded holds the type it makes calls of */
-    PyObject *call_type = PyType_FromModuleAndSpec(m, &fp_call_spec, NULL);
-    if (call_type == NULL)
+    if (fp_add_type(m, &fp_state(m)->guarded_call_type, &fp_call_spec, NULL) == NULL)
         return -1;
-    if (PyModule_AddObject(m, "_GuardedCall", call_type) < 0) {
-        Py_DECREF(call_type);
-        return -1;
-    }
     return 0;
 }

@@ -3,7 +3,6 @@
 #include "fp_profile.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- map ------------------------------------------------------------------------------- */
@@ -29,11 +28,11 @@ fp_map_put(fp_map *m, uint64_t key, int32_t val)
     if ((m->used + 1) * 2 > cap) {
         uint32_t ncap = cap ? cap * 2 : 64;
         fp_map grown = {0};
-        grown.keys = calloc(ncap, sizeof(uint64_t));
-        grown.vals = malloc(ncap * sizeof(int32_t));
+        grown.keys = PyMem_RawCalloc(ncap, sizeof(uint64_t));
+        grown.vals = PyMem_RawMalloc(ncap * sizeof(int32_t));
         if (grown.keys == NULL || grown.vals == NULL) {
-            free(grown.keys);
-            free(grown.vals);
+            PyMem_RawFree(grown.keys);
+            PyMem_RawFree(grown.vals);
             return -1;
         }
         grown.mask = ncap - 1;
@@ -52,8 +51,8 @@ fp_map_put(fp_map *m, uint64_t key, int32_t val)
 void
 fp_map_free(fp_map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    PyMem_RawFree(m->keys);
+    PyMem_RawFree(m->vals);
     memset(m, 0, sizeof(*m));
 }
 
@@ -79,7 +78,7 @@ fp_index_put(const fp_profiler *p, fp_index_map *m, uint64_t key, int32_t idx,
     if ((m->used + 1) * 2 > cap) {
         uint32_t ncap = cap ? cap * 2 : 256;
         fp_index_map grown = {0};
-        grown.slots = calloc(ncap, sizeof(int32_t));
+        grown.slots = PyMem_RawCalloc(ncap, sizeof(int32_t));
         if (grown.slots == NULL)
             return -1;
         grown.mask = ncap - 1;
@@ -98,7 +97,7 @@ fp_index_put(const fp_profiler *p, fp_index_map *m, uint64_t key, int32_t idx,
 void
 fp_index_free(fp_index_map *m)
 {
-    free(m->slots);
+    PyMem_RawFree(m->slots);
     memset(m, 0, sizeof(*m));
 }
 
@@ -122,23 +121,7 @@ fp_code_key_of(const fp_profiler *p, int32_t fi)
 void
 fp_set_sticky(fp_profiler *p)
 {
-    if (p->error == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
-#if PY_VERSION_HEX >= 0x030C0000
-        p->error = PyErr_GetRaisedException();
-#else
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value != NULL && tb != NULL)
-            PyException_SetTraceback(value, tb);
-        Py_XDECREF(type);
-        Py_XDECREF(tb);
-        p->error = value;
-#endif
-    }
-    PyErr_Clear();
+    fp_sticky_set(&p->error);
     /* Stop recording: from now on the hooks find no thread record. */
     fp_thread_cache_clear(p);
 }
@@ -203,7 +186,7 @@ fp_func_new(fp_profiler *p, PyObject *key)
 {
     if (p->nfuncs == p->capfuncs) {
         int32_t ncap = p->capfuncs ? p->capfuncs * 2 : 256;
-        fp_func *grown = realloc(p->funcs, (size_t)ncap * sizeof(fp_func));
+        fp_func *grown = PyMem_RawRealloc(p->funcs, (size_t)ncap * sizeof(fp_func));
         if (grown == NULL) {
             Py_DECREF(key);
             fp_set_sticky(p);
@@ -271,7 +254,7 @@ fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee)
     int32_t ei;
     if (p->nedges == p->capedges) {
         int32_t ncap = p->capedges ? p->capedges * 2 : 512;
-        fp_edge *grown = realloc(p->edges, (size_t)ncap * sizeof(fp_edge));
+        fp_edge *grown = PyMem_RawRealloc(p->edges, (size_t)ncap * sizeof(fp_edge));
         if (grown == NULL)
             goto error;
         p->edges = grown;
@@ -309,7 +292,7 @@ fp_node_new(fp_profiler *p, int32_t parent, int32_t func)
         if (p->capnodes > INT32_MAX / 2)
             goto error;
         int32_t ncap = p->capnodes ? p->capnodes * 2 : 512;
-        fp_node *grown = realloc(p->nodes, (size_t)ncap * sizeof(fp_node));
+        fp_node *grown = PyMem_RawRealloc(p->nodes, (size_t)ncap * sizeof(fp_node));
         if (grown == NULL)
             goto error;
         p->nodes = grown;
@@ -385,7 +368,7 @@ fp_grow_zeroed(int32_t **arr, int32_t *n, int32_t i)
     int32_t ncap = *n ? *n : 256;
     while (ncap <= i)
         ncap *= 2;
-    int32_t *grown = realloc(*arr, (size_t)ncap * sizeof(int32_t));
+    int32_t *grown = PyMem_RawRealloc(*arr, (size_t)ncap * sizeof(int32_t));
     if (grown == NULL)
         return -1;
     memset(grown + *n, 0, (size_t)(ncap - *n) * sizeof(int32_t));
@@ -419,7 +402,7 @@ int
 fp_grow_stack(fp_profiler *p, fp_thread *t)
 {
     int32_t ncap = t->cap ? t->cap * 2 : 128;
-    fp_frame *grown = realloc(t->stack, (size_t)ncap * sizeof(fp_frame));
+    fp_frame *grown = PyMem_RawRealloc(t->stack, (size_t)ncap * sizeof(fp_frame));
     if (grown == NULL) {
         fp_set_sticky(p);
         return -1;
@@ -452,7 +435,7 @@ fp_thread_lookup(fp_profiler *p)
     for (t = p->threads_list; t != NULL; t = t->next)
         if (t->tstate == ts && t->ident == ident)
             goto done;
-    t = calloc(1, sizeof(fp_thread));
+    t = PyMem_RawCalloc(1, sizeof(fp_thread));
     if (t == NULL) {
         fp_set_sticky(p);
         return NULL;

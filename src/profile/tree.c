@@ -2,7 +2,6 @@
  * (what _raw() reports) and its raw export (_raw_tree()). */
 #include "fp_profile.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Returns 1 when a proper ancestor M of node ni (M's parent not a thread's root) is a call of
@@ -51,7 +50,7 @@ fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout)
     fp_map map = {0};
     int32_t n = 0;
     size_t most = (size_t)p->nnodes + (size_t)p->nedges;
-    fp_edge *edges = malloc((most ? most : 1) * sizeof(fp_edge));
+    fp_edge *edges = PyMem_RawMalloc((most ? most : 1) * sizeof(fp_edge));
     if (edges == NULL)
         goto error;
     for (int32_t ni = 0; ni < p->nnodes; ni++) {
@@ -78,7 +77,7 @@ fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout)
     return 0;
 error:
     fp_map_free(&map);
-    free(edges);
+    PyMem_RawFree(edges);
     PyErr_NoMemory();
     return -1;
 }
@@ -107,7 +106,7 @@ fp_tree_raw(const fp_profiler *p, double spt)
 {
     PyObject *nodes = NULL, *threads = NULL, *result = NULL;
     /* per node: its index in the export (-1 for a root), and its thread's index */
-    int32_t *index = malloc(((size_t)p->nnodes + 1) * 2 * sizeof(int32_t));
+    int32_t *index = PyMem_RawMalloc(((size_t)p->nnodes + 1) * 2 * sizeof(int32_t));
     if (index == NULL) {
         PyErr_NoMemory();
         goto error;
@@ -140,7 +139,7 @@ fp_tree_raw(const fp_profiler *p, double spt)
     }
     result = Py_BuildValue("(dOOL)", spt, nodes, threads, (long long)p->merged);
 error:
-    free(index);
+    PyMem_RawFree(index);
     Py_XDECREF(nodes);
     Py_XDECREF(threads);
     return result;

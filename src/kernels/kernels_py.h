@@ -1,0 +1,20 @@
+/* kernels/kernels_py.h - declarations shared by the C files of the CPU kernels part (Python
+ * side): the functions that kernels.c binds on the module and that other files define. */
+#ifndef FP_KERNELS_PY_H
+#define FP_KERNELS_PY_H
+
+#include "common.h"
+
+/* expr_vm.c: _evaluate_program(steps, inputs, consts, nregs, result, out), the expression
+ * VM.  Returns None, or NULL with an exception set. */
+PyObject *fp_evaluate_program(PyObject *self, PyObject *args);
+
+/* expr_vm.c: _expr_opcodes(), the opcode table of expr_ops.h as {name: number}.  Returns a new
+ * dict, or NULL with an exception set. */
+PyObject *fp_expr_opcodes(PyObject *self, PyObject *unused);
+
+/* box_exact.c: _uniform_filter1d(input, output, size, axis, mode, cval, origin).  Returns
+ * None, or NULL with an exception set. */
+PyObject *fp_uniform_filter1d(PyObject *self, PyObject *args);
+
+#endif
