@@ -448,3 +448,29 @@ def test_clear_forgets_the_spans() -> None:
     p.clear()
     _, spans, threads, counts = p._raw_timeline()
     assert spans == [] and threads == [] and counts["dropped"] == 0
+
+
+class FailingDisable:
+    """A profiler whose disable() turns the real one off, then raises (as a disable() that
+    reports a hook's error does)."""
+
+    def __init__(self, prof: Any) -> None:
+        self.prof = prof
+
+    def enable(self) -> None:
+        self.prof.enable()
+
+    def disable(self) -> None:
+        self.prof.disable()
+        raise RuntimeError("disable failed (test)")
+
+
+def test_cuda_stops_when_disable_raises(fake_cuda: List[str]) -> None:
+    tr = fastprof.trace(cuda=True)
+    real = tr.profiler
+    tr.profiler = FailingDisable(real)
+    with pytest.raises(RuntimeError, match="disable failed"):
+        with tr:
+            fib(1)
+    assert fake_cuda == ["start", "stop"]
+    assert not real.enabled

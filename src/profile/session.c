@@ -219,7 +219,11 @@ fp_session_exit(PyObject *self, FP_UNUSED PyObject *args)
 {
     fp_session *s = (fp_session *)self;
     if (fp_session_stop(s) < 0) {
-        if (PyObject_HasAttrString((PyObject *)Py_TYPE(self), "_block_failed"))
+        fp_saved saved; /* the lookup runs with no exception set */
+        fp_save(&saved);
+        int has = PyObject_HasAttrString((PyObject *)Py_TYPE(self), "_block_failed");
+        fp_restore(&saved);
+        if (has)
             (void)fp_session_ended(s, "_block_failed"); /* chains onto disable()'s error */
         return NULL;
     }
