@@ -204,9 +204,9 @@ def test_threads_get_their_own_tracks() -> None:
     assert len(tr.threads) == 2
     main = [th for th in tr.threads if th.ident == threading.main_thread().ident]
     assert len(main) == 1 and main[0].name == "MainThread"
-    other = [th.index for th in tr.threads if th is not main[0]]
+    other = [th.order for th in tr.threads if th is not main[0]]
     fibs = {(s.thread, s.func[2]) for s in tr.spans if s.func[2] == "fib"}
-    assert fibs == {(main[0].index, "fib"), (other[0], "fib")}
+    assert fibs == {(main[0].order, "fib"), (other[0], "fib")}
     assert tr.call_counts() == profile_counts(tr)
     assert well_nested(tr.spans)
 
@@ -289,7 +289,10 @@ def _x(tid: int, ts: float, dur: float) -> Dict[str, Any]:
 
 
 def _named(*events: Dict[str, Any]) -> Dict[str, Any]:
-    meta = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": t, "args": {"name": "t"}} for t in (1, 2)]
+    meta = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": t, "args": {"name": "t"}}
+        for t in (1, 2)
+    ]
     return {"traceEvents": meta + list(events), "displayTimeUnit": "ns"}
 
 
@@ -326,7 +329,13 @@ class FakeRecorder:
     def chrome_events(self, pid: int) -> List[Dict[str, Any]]:
         self.log.append("events")
         return [
-            {"ph": "M", "name": "thread_name", "pid": pid, "tid": "stream 7", "args": {"name": "s7"}},
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": "stream 7",
+                "args": {"name": "s7"},
+            },
             {"ph": "X", "name": "k", "pid": pid, "tid": "stream 7", "ts": 1.0, "dur": 2.0},
         ]
 
@@ -372,7 +381,7 @@ def test_cuda_recorder_that_cannot_start_leaves_no_hook(fake_cuda: List[str]) ->
 def test_cuda_stops_when_the_block_raises(fake_cuda: List[str]) -> None:
     with pytest.raises(ZeroDivisionError):
         with fastprof.trace(cuda=True):
-            1 / 0
+            raise ZeroDivisionError("in the block")
     assert fake_cuda == ["start", "stop"]
 
 

@@ -76,9 +76,7 @@ def test_timeline_buffer_and_min(tmp_path: Any) -> None:
     assert sum(e["ph"] == "X" for e in data["traceEvents"]) == 7
     assert data["otherData"]["dropped"] > 0
     assert "oldest calls dropped" in r.stderr
-    r = run_cli(
-        ["run", "--timeline", "m.json", "--timeline-min-us", "1e9", "s.py"], cwd=tmp_path
-    )
+    r = run_cli(["run", "--timeline", "m.json", "--timeline-min-us", "1e9", "s.py"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "m.json").read_text())
     assert sum(e["ph"] == "X" for e in data["traceEvents"]) == 0

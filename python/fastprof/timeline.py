@@ -53,10 +53,10 @@ class Span(NamedTuple):
 
 
 class TimelineThread(NamedTuple):
-    """A thread of the timeline: its index, ``threading`` ident, the operating system's thread
-    id and its name (``threading``'s, when the thread was still alive at the end)."""
+    """A thread of the timeline: its order of first appearance (what ``Span.thread`` holds),
+    ``threading`` ident, the operating system's thread id and its name (``threading``'s, when the thread was still alive at the end)."""
 
-    index: int
+    order: int
     ident: int
     native_id: int
     name: str
@@ -79,7 +79,9 @@ def _modules(value: Modules, name: str) -> Tuple[str, ...]:
         if not isinstance(m, str):
             raise TypeError(f"{name} must hold module names (str), not {m!r}")
         if not m or m.startswith(".") or m.endswith("."):
-            raise ValueError(f"{name} must hold module names such as 'numpy' or 'pkg.mod', not {m!r}")
+            raise ValueError(
+                f"{name} must hold module names such as 'numpy' or 'pkg.mod', not {m!r}"
+            )
     return names
 
 
@@ -152,7 +154,9 @@ class Timeline(_fastprof._Session):
                 f"min_duration must be a number of seconds, not {type(min_duration).__name__}"
             )
         if not (math.isfinite(min_duration) and min_duration >= 0):
-            raise ValueError(f"min_duration must be a finite number of seconds >= 0, not {min_duration!r}")
+            raise ValueError(
+                f"min_duration must be a finite number of seconds >= 0, not {min_duration!r}"
+            )
         if not isinstance(cuda, bool):
             raise TypeError(f"cuda must be a bool, not {type(cuda).__name__}")
         inc = _modules(include, "include")

@@ -61,8 +61,8 @@ def chrome_trace(
     ]
     tids = {}
     for th in timeline.threads:
-        tid = th.native_id or th.index + 1
-        tids[th.index] = tid
+        tid = th.native_id or th.order + 1
+        tids[th.order] = tid
         events.append(
             {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": th.name}}
         )
@@ -72,7 +72,7 @@ def chrome_trace(
                 "name": "thread_sort_index",
                 "pid": pid,
                 "tid": tid,
-                "args": {"sort_index": th.index},
+                "args": {"sort_index": th.order},
             }
         )
     for s in timeline.spans:  # by thread, a parent before its children
