@@ -284,6 +284,23 @@ def test_chrome_trace_structure(tmp_path: Any) -> None:
     assert all(tr.start_ns <= e["ts"] * 1000 <= tr.end_ns + 1 for e in spans)
 
 
+class Box:
+    def size(self) -> int:
+        return 1
+
+
+def test_spans_are_named_by_qualified_name() -> None:
+    with fastprof.trace() as tr:
+        Box().size()
+        len([])
+    data = tr.chrome_trace()
+    names = {e["name"] for e in data["traceEvents"] if e["ph"] == "X"}
+    qual = "Box.size" if sys.version_info >= (3, 11) else "size"
+    assert names == {qual, "<built-in method builtins.len>"}
+    size = next(e for e in data["traceEvents"] if e.get("name") == qual)
+    assert size["args"] == {"file": ME, "line": Box.size.__code__.co_firstlineno}
+
+
 def _x(tid: int, ts: float, dur: float) -> Dict[str, Any]:
     return {"ph": "X", "name": "a", "pid": 1, "tid": tid, "ts": ts, "dur": dur}
 

@@ -182,6 +182,7 @@ class Timeline(_fastprof._Session):
         self._threads: List[TimelineThread] = []
         self._counts: Dict[str, int] = {}
         self._func_keys: List[FuncKey] = []
+        self._names: Dict[FuncKey, str] = {}
 
     # -- recording ------------------------------------------------------------------------
 
@@ -231,7 +232,9 @@ class Timeline(_fastprof._Session):
         spt, spans, threads, counts = raw
         self._spt = spt
         self._counts = dict(counts)
-        self._func_keys = [label(row[0]) for row in self.profiler._raw()[1]]
+        codes = [row[0] for row in self.profiler._raw()[1]]
+        self._func_keys = [label(c) for c in codes]
+        self._names = {k: getattr(c, "co_qualname", k[2]) for k, c in zip(self._func_keys, codes)}
         names = _thread_names()
         self._threads = [
             TimelineThread(
@@ -259,7 +262,7 @@ class Timeline(_fastprof._Session):
         tl.include = tl.exclude = ()
         tl._want_cuda = False
         tl._cuda = None
-        tl._spans, tl._threads, tl._counts, tl._func_keys = [], [], {}, []
+        tl._spans, tl._threads, tl._counts, tl._func_keys, tl._names = [], [], {}, [], {}
         tl._spt = 0.0
         tl._begin()
         return tl
@@ -322,6 +325,11 @@ class Timeline(_fastprof._Session):
     def end_ns(self) -> int:
         """When the recording ended (``time.monotonic_ns()``)."""
         return self._anchors[-1][1] if len(self._anchors) > 1 else 0
+
+    def name_of(self, key: FuncKey) -> str:
+        """The name a span of the function ``key`` shows: its qualified name (3.11+, else its
+        name), or a builtin's label."""
+        return self._names.get(key, key[2])
 
     def call_counts(self) -> Dict[FuncKey, int]:
         """Calls per function (pstats key) among the spans kept."""

@@ -14,25 +14,40 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Union
 
 from ..keys import FuncKey
 
-if TYPE_CHECKING:
-    from ..timeline import Timeline
+__all__ = ["chrome_trace", "write_chrome_trace"]
 
-__all__ = ["chrome_trace", "write_chrome_trace", "span_name"]
+
+class TimelineLike(Protocol):
+    """What the writer reads of a fastprof.timeline.Timeline (named here, not imported: the
+    timeline imports this module)."""
+
+    @property
+    def spans(self) -> Sequence[Any]: ...  # (start_ns, end_ns, func, thread, depth)
+    @property
+    def threads(self) -> Sequence[Any]: ...  # (order, ident, native_id, name)
+    @property
+    def dropped(self) -> int: ...
+    @property
+    def filtered(self) -> int: ...
+    @property
+    def too_short(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+
+    min_duration: float
+    include: Tuple[str, ...]
+    exclude: Tuple[str, ...]
+
+    def name_of(self, key: FuncKey) -> str: ...
 
 
 def _us(ns: int) -> float:
     """Nanoseconds as the format's microseconds (exact to the nanosecond)."""
     return ns / 1000.0
-
-
-def span_name(key: FuncKey) -> str:
-    """What a span of the function ``key`` is called on its track: the function's name, or a
-    builtin's label."""
-    return key[2]
 
 
 def _args(key: FuncKey) -> Dict[str, Any]:
@@ -42,7 +57,7 @@ def _args(key: FuncKey) -> Dict[str, Any]:
 
 
 def chrome_trace(
-    timeline: "Timeline",
+    timeline: TimelineLike,
     *,
     pid: Optional[int] = None,
     process_name: Optional[str] = None,
@@ -79,7 +94,7 @@ def chrome_trace(
         ev: Dict[str, Any] = {
             "ph": "X",
             "cat": "python",
-            "name": span_name(s.func),
+            "name": timeline.name_of(s.func),
             "pid": pid,
             "tid": tids.get(s.thread, s.thread + 1),
             "ts": _us(s.start_ns),
