@@ -1,4 +1,4 @@
-"""fastprof.trace(): the Python call timeline.  Its call counts against the call profile of
+"""trace(): the Python call timeline.  Its call counts against the call profile of
 the same run and against cProfile on the zoo of call shapes, the ring's drops, the minimum
 duration and module filters (counted), exact timestamps under a fake clock, threads, the
 Chrome trace's structure, the CUDA recorder's contract, and bad input."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cProfile
 import json
+import os
 import sys
 import threading
 import types
@@ -16,7 +17,7 @@ import pytest
 
 import fastprof
 from fastprof._cuda_base import CudaUnavailableError
-from fastprof.timeline import Span, Timeline
+from fastprof.timeline import Span, Timeline, trace
 from profile_helpers import comparable
 from test_profile_zoo import CASES, HERE, this_file_or_builtin
 from timeline_helpers import chrome_trace_problems
@@ -76,7 +77,7 @@ def well_nested(spans: List[Span], parents: bool = True) -> bool:
 @pytest.mark.parametrize("builtins", [True, False])
 def test_zoo_counts_equal_the_call_profile_and_cprofile(name: str, builtins: bool) -> None:
     fn = CASES[name]
-    with fastprof.trace(builtins=builtins) as tr:
+    with trace(builtins=builtins) as tr:
         fn()
     assert tr.dropped == tr.filtered == tr.too_short == 0
     counts = tr.call_counts()
@@ -97,18 +98,34 @@ def test_zoo_counts_equal_the_call_profile_and_cprofile(name: str, builtins: boo
 
 
 def test_nothing_of_fastprof_is_recorded() -> None:
-    with fastprof.trace() as tr:
+    with trace() as tr:
         fib(3)
     names = {s.func for s in tr.spans}
     assert names == {(ME, fib.__code__.co_firstlineno, "fib")}
     assert len(tr.spans) == 5
 
 
+def test_the_public_name() -> None:
+    import subprocess
+
+    code = (
+        "import sys, fastprof\n"
+        "assert 'fastprof.timeline' not in sys.modules\n"
+        "from fastprof.timeline import trace\n"
+        "assert fastprof.trace is trace, fastprof.trace\n"
+        "assert 'trace' in fastprof.__all__ and 'trace' in dir(fastprof)\n"
+        "assert 'numpy' not in sys.modules\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 # -- the ring, the minimum duration, the module filter ------------------------------------------
 
 
 def test_full_ring_drops_the_oldest_and_counts_them() -> None:
-    with fastprof.trace(buffer_size=10) as tr:
+    with trace(buffer_size=10) as tr:
         fib(10)  # 177 calls
     assert len(tr.spans) == 10
     assert tr.dropped == 177 - 10
@@ -124,7 +141,7 @@ def test_full_ring_drops_the_oldest_and_counts_them() -> None:
 
 def test_min_duration_under_a_fake_clock() -> None:
     # one tick = one second: long_one lasts 16 ticks, short(1) 1 and short(5) 5
-    with fastprof.trace(min_duration=2.0, timer=clock, timeunit=1.0, builtins=False) as tr:
+    with trace(min_duration=2.0, timer=clock, timeunit=1.0, builtins=False) as tr:
         long_one()
         short(2)
     durations = sorted((s.func[2], s.duration_ns) for s in tr.spans)
@@ -135,7 +152,7 @@ def test_min_duration_under_a_fake_clock() -> None:
 
 def test_fake_clock_timestamps_are_exact() -> None:
     CLOCK[0] = 1000
-    with fastprof.trace(timer=clock, timeunit=1e-6, builtins=False) as tr:
+    with trace(timer=clock, timeunit=1e-6, builtins=False) as tr:
         long_one()
     got = [(s.func[2], s.start_ns, s.end_ns, s.depth) for s in tr.spans]
     # long_one enters at 1000 and adds 10, short(1) runs 1010-1011, short(5) 1011-1016
@@ -147,7 +164,7 @@ def test_fake_clock_timestamps_are_exact() -> None:
 
 
 def test_exclude_leaves_builtins_out_and_counts_them() -> None:
-    with fastprof.trace(exclude="builtins") as tr:
+    with trace(exclude="builtins") as tr:
         len([])
         sorted([3, 1])
         fib(2)
@@ -159,7 +176,7 @@ def test_exclude_leaves_builtins_out_and_counts_them() -> None:
 def test_include_keeps_the_packages_named_and_their_submodules() -> None:
     import json.decoder
 
-    with fastprof.trace(include=["json"], builtins=False) as tr:
+    with trace(include=["json"], builtins=False) as tr:
         json.loads("[1, 2]")
         fib(1)
     modules = {s.func[0] for s in tr.spans}
@@ -172,7 +189,7 @@ def test_include_keeps_the_packages_named_and_their_submodules() -> None:
 def test_a_prefix_is_no_package() -> None:
     mod = types.ModuleType("jsonx")
     exec("def g():\n    return 1\n", mod.__dict__)
-    with fastprof.trace(include=["json"], builtins=False) as tr:
+    with trace(include=["json"], builtins=False) as tr:
         mod.g()
     assert tr.spans == [] and tr.filtered == 1
 
@@ -181,7 +198,7 @@ def test_builtins_belong_to_their_types_module() -> None:
     import collections
 
     d: Any = collections.OrderedDict()
-    with fastprof.trace(include="collections") as tr:
+    with trace(include="collections") as tr:
         d.setdefault(1, 2)  # a method of collections.OrderedDict (a C type)
         len(d)  # builtins
     names = [s.func[2] for s in tr.spans]
@@ -196,7 +213,7 @@ def test_threads_get_their_own_tracks() -> None:
     def work() -> None:
         fib(5)
 
-    with fastprof.trace(builtins=False) as tr:
+    with trace(builtins=False) as tr:
         t = threading.Thread(target=work, name="worker")
         t.start()
         t.join()
@@ -221,7 +238,7 @@ def test_open_frames_close_at_the_stop() -> None:
 
     t = threading.Thread(target=blocked)
     CLOCK[0] = 0
-    with fastprof.trace(timer=clock, timeunit=1.0, builtins=False) as tr:
+    with trace(timer=clock, timeunit=1.0, builtins=False) as tr:
         t.start()
         started.wait()
         CLOCK[0] = 50
@@ -234,7 +251,7 @@ def test_open_frames_close_at_the_stop() -> None:
 
 def test_an_error_in_the_block_turns_the_hooks_off() -> None:
     with pytest.raises(KeyError):
-        with fastprof.trace() as tr:
+        with trace() as tr:
             raise KeyError("x")
     assert not tr.profiler.enabled
     if sys.version_info >= (3, 12):
@@ -244,7 +261,7 @@ def test_an_error_in_the_block_turns_the_hooks_off() -> None:
 
 
 def test_a_timeline_records_once() -> None:
-    tr = fastprof.trace()
+    tr = trace()
     with tr:
         pass
     with pytest.raises(RuntimeError, match="records once"):
@@ -253,7 +270,7 @@ def test_a_timeline_records_once() -> None:
 
 
 def test_results_wait_for_the_end() -> None:
-    tr = fastprof.trace()
+    tr = trace()
     with pytest.raises(RuntimeError, match="once its with block has ended"):
         tr.stats()
 
@@ -265,7 +282,7 @@ def test_chrome_trace_structure(tmp_path: Any) -> None:
     def work() -> None:
         fib(6)
 
-    with fastprof.trace(exclude="threading", buffer_size=50) as tr:
+    with trace(exclude="threading", buffer_size=50) as tr:
         fib(7)  # 41 calls, most of them dropped
         t = threading.Thread(target=work)
         t.start()
@@ -290,7 +307,7 @@ class Box:
 
 
 def test_spans_are_named_by_qualified_name() -> None:
-    with fastprof.trace() as tr:
+    with trace() as tr:
         Box().size()
         len([])
     data = tr.chrome_trace()
@@ -374,7 +391,7 @@ def fake_cuda(monkeypatch: Any) -> Iterator[List[str]]:
 
 
 def test_cuda_true_drives_the_recorder(fake_cuda: List[str], tmp_path: Any) -> None:
-    with fastprof.trace(cuda=True) as tr:
+    with trace(cuda=True) as tr:
         fib(2)
     assert fake_cuda == ["start", "stop"]
     assert tr.summary() == "summary"
@@ -386,7 +403,7 @@ def test_cuda_true_drives_the_recorder(fake_cuda: List[str], tmp_path: Any) -> N
 
 def test_cuda_recorder_that_cannot_start_leaves_no_hook(fake_cuda: List[str]) -> None:
     FakeRecorder.fail_start = True
-    tr = fastprof.trace(cuda=True)
+    tr = trace(cuda=True)
     with pytest.raises(CudaUnavailableError, match="fake"):
         with tr:
             pass
@@ -397,7 +414,7 @@ def test_cuda_recorder_that_cannot_start_leaves_no_hook(fake_cuda: List[str]) ->
 
 def test_cuda_stops_when_the_block_raises(fake_cuda: List[str]) -> None:
     with pytest.raises(ZeroDivisionError):
-        with fastprof.trace(cuda=True):
+        with trace(cuda=True):
             raise ZeroDivisionError("in the block")
     assert fake_cuda == ["start", "stop"]
 
@@ -405,14 +422,14 @@ def test_cuda_stops_when_the_block_raises(fake_cuda: List[str]) -> None:
 def test_cuda_module_missing_says_why(monkeypatch: Any) -> None:
     monkeypatch.setitem(sys.modules, "fastprof.cuda_timeline", None)
     with pytest.raises(CudaUnavailableError, match="CUDA timeline"):
-        with fastprof.trace(cuda=True):
+        with trace(cuda=True):
             pass
     if sys.version_info >= (3, 12):
         assert sys.monitoring.get_tool(2) is None
 
 
 def test_summary_needs_cuda_true() -> None:
-    with fastprof.trace() as tr:
+    with trace() as tr:
         pass
     with pytest.raises(RuntimeError, match=r"cuda=True"):
         tr.summary()
@@ -440,7 +457,7 @@ def test_summary_needs_cuda_true() -> None:
 )
 def test_bad_arguments_name_themselves(kwargs: Dict[str, Any], error: type, words: str) -> None:
     with pytest.raises(error, match=words):
-        fastprof.trace(**kwargs)
+        trace(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -492,7 +509,7 @@ class FailingDisable:
 
 
 def test_cuda_stops_when_disable_raises(fake_cuda: List[str]) -> None:
-    tr = fastprof.trace(cuda=True)
+    tr = trace(cuda=True)
     real = tr.profiler
     tr.profiler = FailingDisable(real)
     with pytest.raises(RuntimeError, match="disable failed"):
