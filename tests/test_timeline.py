@@ -376,8 +376,8 @@ class FakeRecorder:
     def summary(self) -> str:
         return "summary"
 
-    def gpu_by_python(self, timeline: Any) -> Any:
-        return ("by python", timeline)
+    def gpu_by_python(self, spans: Any) -> Any:
+        return ("by python", spans)
 
 
 @pytest.fixture
@@ -395,7 +395,20 @@ def test_cuda_true_drives_the_recorder(fake_cuda: List[str], tmp_path: Any) -> N
         fib(2)
     assert fake_cuda == ["start", "stop"]
     assert tr.summary() == "summary"
-    assert tr.gpu_by_python() == ("by python", tr)
+    kind, spans = tr.gpu_by_python()
+    assert kind == "by python"
+    assert spans == [
+        {
+            "tid": threading.get_native_id(),
+            "start_ns": s.start_ns,
+            "end_ns": s.end_ns,
+            "filename": ME,
+            "function": "fib",
+            "firstlineno": fib.__code__.co_firstlineno,
+        }
+        for s in tr.spans
+    ]
+    assert len(spans) == 3
     data = json.load(open(tr.export_chrome_trace(tmp_path / "t.json")))
     assert any(e.get("name") == "k" for e in data["traceEvents"])
     assert chrome_trace_problems(data) == []

@@ -376,8 +376,26 @@ class Timeline(_fastprof._Session):
         return self._cuda_or_error("summary()").summary()
 
     def gpu_by_python(self) -> Any:
-        """GPU time by the Python code that launched it (``trace(cuda=True)`` only)."""
-        return self._cuda_or_error("gpu_by_python()").gpu_by_python(self)
+        """GPU time by the Python code that launched it, with each function's host time from
+        the timeline's spans (``trace(cuda=True)`` only)."""
+        return self._cuda_or_error("gpu_by_python()").gpu_by_python(self.cuda_spans())
+
+    def cuda_spans(self) -> List[Dict[str, Any]]:
+        """The spans as the CUDA side reads them: ``tid`` (the operating system's thread id,
+        ``threading.get_native_id()``), ``start_ns``, ``end_ns``, ``filename``, ``function``
+        (qualified name, or a builtin's label), ``firstlineno``."""
+        native = {th.order: th.native_id for th in self._threads}
+        return [
+            {
+                "tid": native.get(s.thread, 0),
+                "start_ns": s.start_ns,
+                "end_ns": s.end_ns,
+                "filename": s.func[0],
+                "function": self.name_of(s.func),
+                "firstlineno": s.func[1],
+            }
+            for s in self._spans
+        ]
 
     def __repr__(self) -> str:
         return (
