@@ -6,6 +6,7 @@ The public names, re-exported from one module per concern:
 - line timing: LineProfiler
 - kernels: fastprof.kernels (convolve, correlate, uniform_filter, evaluate, ...)
 - GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx
+- timeline: trace (``with fastprof.trace() as tr:``, Python calls and, with cuda=True, the GPU)
 
 ``import fastprof`` loads the profilers and Stats only, never NumPy: a profiled script's own
 imports show in its profile as under cProfile.  The kernels, the GPU names and NVTX load on
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from . import cuda, kernels, nvtx
     from .cuda import cuda_timer
     from .cupti import cuda_trace
+    from .timeline import trace
 
 __all__ = [
     "Profile",
@@ -38,6 +40,7 @@ __all__ = [
     "nvtx",
     "cuda_timer",
     "cuda_trace",
+    "trace",
     "__version__",
 ]
 
@@ -48,6 +51,7 @@ _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
     "nvtx": ("fastprof.nvtx", None),
     "cuda_timer": ("fastprof.cuda", "cuda_timer"),
     "cuda_trace": ("fastprof.cupti", "cuda_trace"),
+    "trace": ("fastprof.timeline", "trace"),
 }
 
 _NUMPY_HINT = (

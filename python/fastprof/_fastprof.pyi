@@ -3,7 +3,7 @@ tracer and the CPU kernels' entry points (the private _cuda_* functions are type
 fastprof.cuda wraps them)."""
 
 from types import CodeType
-from typing import Any, Callable, List, Literal, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Tuple, Union
 
 _FuncRecord = Tuple[Union[CodeType, str], int, int, int, int]
 """(key, ncalls, recursive calls, cumulative ticks, own ticks); key is a code object or, for a
@@ -12,6 +12,8 @@ builtin, cProfile's label such as "<built-in method builtins.len>"."""
 _EdgeRecord = Tuple[int, int, int, int, int, int]
 _NodeRecord = Tuple[int, int, int, int, int, int]  # parent, func, thread, ncalls, tt, it
 """(caller index, callee index, ncalls, recursive calls, cumulative ticks, own ticks)."""
+_SpanRecord = Tuple[int, int, int, int, int]
+"""A timeline span: (start tick, end tick, function index, thread index, depth)."""
 
 class Profiler:
     """The call profiler's collector; fastprof.Profile builds on it."""
@@ -28,14 +30,23 @@ class Profiler:
         strict: Optional[bool] = None,
         prune_call_sites: Optional[bool] = None,
         tree_nodes: int = 1000000,
+        timeline: Optional[int] = None,
+        timeline_min: Optional[float] = None,
+        timeline_include: Optional[Iterable[str]] = None,
+        timeline_exclude: Optional[Iterable[str]] = None,
     ) -> None: ...
     def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None: ...
     def disable(self) -> None: ...
     def clear(self) -> None: ...
     def _raw(self) -> Tuple[float, List[_FuncRecord], List[_EdgeRecord]]: ...
     def _raw_tree(self) -> Tuple[float, List[_NodeRecord], List[int], int]: ...
+    def _raw_timeline(
+        self,
+    ) -> Optional[Tuple[float, List[_SpanRecord], List[Tuple[int, int]], Dict[str, int]]]: ...
     @property
     def tree_nodes(self) -> int: ...
+    @property
+    def timeline(self) -> Optional[int]: ...
     @property
     def enabled(self) -> bool: ...
     @property

@@ -1,8 +1,9 @@
 """The command line: ``python -m fastprof`` and the ``fastprof`` console script.
 
     fastprof [run] [-o FILE] [-s SORT] [--top N] [--no-builtins] [--clock C]
-                   [--lines] [--lines-of MODULE:FUNC] [view options] (script.py | -m module)
-                   [args ...]
+                   [--lines] [--lines-of MODULE:FUNC] [--timeline OUT.json
+                   [--timeline-buffer N] [--timeline-min-us F]] [view options]
+                   (script.py | -m module) [args ...]
     fastprof view FILE.prof [-s SORT] [--top N] [--filter REGEX] [--callers F] [--callees F]
                    [view options]
     fastprof view FILE.lprof [--unit SECONDS]
@@ -122,6 +123,27 @@ def _run_parser() -> argparse.ArgumentParser:
         "srun: the shared folder where each rank writes its profile named by "
         "its rank, and rank 0 reports the job",
     )
+    p.add_argument(
+        "--timeline",
+        metavar="OUT.json",
+        help="also write the timeline of every call, per thread, to OUT.json (Chrome's trace "
+        "format: Perfetto and chrome://tracing open it)",
+    )
+    p.add_argument(
+        "--timeline-buffer",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="keep the last N calls in the timeline (default 1000000; older ones are dropped "
+        "and counted)",
+    )
+    p.add_argument(
+        "--timeline-min-us",
+        type=_nonnegative_float,
+        default=None,
+        metavar="F",
+        help="leave calls shorter than F microseconds out of the timeline (counted)",
+    )
     from .report.outputs import add_view_options
 
     add_view_options(p)
@@ -144,6 +166,9 @@ _VALUE_OPTS = {
     "--html",
     "--min-percent",
     "--color",
+    "--timeline",
+    "--timeline-buffer",
+    "--timeline-min-us",
 }
 
 
@@ -276,14 +301,14 @@ def _module_target(name: str) -> _Target:
     return _Target(code, main, spec.origin or name, os.getcwd(), where)
 
 
-def _outfile(path: Optional[str]) -> Optional[str]:
-    """The absolute path -o names (so a script that changes directory does not move it), once
-    checked to be writable.  Raises _UsageError with the reason when it is not; leaves no file
-    behind that was not there."""
+def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile") -> Optional[str]:
+    """The absolute path -o (or option) names (so a script that changes directory does not
+    move it), once checked to be writable.  Raises _UsageError with the reason when it is not;
+    leaves no file behind that was not there."""
     if path is None:
         return None
     full = os.path.abspath(path)
-    where = f"-o {path}: cannot write the profile"
+    where = f"{option} {path}: cannot write {what}"
     folder = os.path.dirname(full)
     if os.path.isdir(full):
         raise _UsageError(f"{where}: it is a directory")
@@ -344,6 +369,49 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
     return lp
 
 
+def _nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text!r}")
+    return value
+
+
+def _timeline_profile(opts: argparse.Namespace) -> Tuple[Any, Any]:
+    """The Profile and the fastprof.timeline.Timeline over it that --timeline asks for."""
+    from .profile import Profile
+    from .timeline import DEFAULT_BUFFER_SIZE, Timeline
+
+    min_us = opts.timeline_min_us
+    prof = Profile(
+        builtins=not opts.no_builtins,
+        timeline=opts.timeline_buffer or DEFAULT_BUFFER_SIZE,
+        timeline_min=None if min_us is None else min_us / 1e6,
+    )
+    tl = Timeline._of_profile(prof)
+    tl.min_duration = 0.0 if min_us is None else min_us / 1e6
+    return prof, tl
+
+
+def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
+    """Writes --timeline's file from the finished run; says on stderr what it left out."""
+    timeline._finish()
+    timeline.export_chrome_trace(opts.timeline)
+    lost = []
+    if timeline.dropped:
+        lost.append(f"{timeline.dropped} oldest calls dropped (--timeline-buffer)")
+    if timeline.too_short:
+        lost.append(f"{timeline.too_short} calls under --timeline-min-us")
+    note = f" ({'; '.join(lost)})" if lost else ""
+    print(
+        f"fastprof: timeline of {len(timeline.spans)} calls written to {opts.timeline}{note}",
+        file=sys.stderr,
+    )
+
+
 def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any], opts: Any) -> None:
     """Runs code in globs with prof on.  The profile holds what cProfile's run holds:
     ``exec`` and what it runs (the call of ``disable`` is taken out in _own_stats).  Sets
@@ -392,6 +460,18 @@ def _run(argv: Sequence[str]) -> int:
             "--threads shows one process's call profile: it does not combine with "
             "--lines, --lines-of, --subprocesses or --run-dir"
         )
+    if opts.timeline is None and (
+        opts.timeline_buffer is not None or opts.timeline_min_us is not None
+    ):
+        parser.error("--timeline-buffer and --timeline-min-us need --timeline OUT.json")
+    if opts.timeline is not None:
+        if line_mode or opts.subprocesses or opts.run_dir is not None:
+            parser.error(
+                "--timeline does not yet combine with --lines, --lines-of, --subprocesses "
+                "or --run-dir"
+            )
+        if opts.clock != "wall":
+            parser.error("--timeline needs the wall clock (leave --clock out)")
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     saved_main = sys.modules.get("__main__")
@@ -399,8 +479,11 @@ def _run(argv: Sequence[str]) -> int:
     status = 0
     out = _ReportOutput()
     job: Optional[_Job] = None
+    timeline: Any = None
     try:
         opts.outfile = _outfile(opts.outfile)
+        if opts.timeline is not None:
+            opts.timeline = _outfile(opts.timeline, "--timeline", "the timeline")
         target = _module_target(opts.module) if opts.module else _script_target(opts.target)
         sys.argv[:] = [target.argv0] + opts.args
         sys.path[:1] = [target.path0]
@@ -408,6 +491,8 @@ def _run(argv: Sequence[str]) -> int:
         lp = _lines_profiler(opts, target.code) if line_mode else None
         if lp is not None:
             prof: Any = lp
+        elif opts.timeline is not None:
+            prof, timeline = _timeline_profile(opts)
         else:
             from .profile import Profile
 
@@ -424,11 +509,15 @@ def _run(argv: Sequence[str]) -> int:
                 raise  # a fork child of the script: its own profile is written at its exit
             # Report what ran, then let Python print the traceback and exit with 1.
             try:
+                if timeline is not None:
+                    _write_timeline(timeline, opts)
                 _report(prof, opts, line_mode, out, job)
             except Exception as e:  # never hide the script's own error
                 print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
             raise
         if job is None or not job.in_child():
+            if timeline is not None:
+                _write_timeline(timeline, opts)
             _report(prof, opts, line_mode, out, job)
     except _UsageError as e:
         print(f"fastprof run: error: {e}", file=sys.stderr)

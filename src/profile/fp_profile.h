@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "clock.h"
+#include "timeline.h"
 
 /* ---- an open-addressing map from non-zero 64-bit keys to int32 values -------------------- */
 
@@ -148,7 +149,9 @@ typedef struct fp_thread {
     int32_t nfunc_rec;
     int32_t *edge_rec; /* active activations per edge, in this thread */
     int32_t nedge_rec;
-    int32_t root; /* the thread's root node, -1 until the tree first needs it */
+    int32_t root;            /* the thread's root node, -1 until the tree first needs it */
+    int32_t index;           /* its place among the profiler's threads, in first-seen order */
+    unsigned long native_id; /* the operating system's thread id */
 } fp_thread;
 
 enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };
@@ -184,6 +187,8 @@ typedef struct fp_profiler {
     int32_t tree_cap;      /* the node cap (tree_nodes=), 0: no tree */
     int tree;              /* recording into the tree (tree_cap > 0 and subcalls, at enable) */
     int64_t merged;        /* completed calls given no node because the cap was reached */
+    fp_timeline *tl;       /* the timeline of finished calls, NULL when off (timeline.h) */
+    int32_t nthreads;      /* thread records made (the next one's index) */
     fp_index_map node_map; /* tree nodes, keyed by FP_EDGE_KEY(parent, func) */
     fp_index_map code_map; /* functions of code objects, keyed by the code object's address */
     fp_map builtin_map;    /* PyMethodDef* -> func */
@@ -254,6 +259,12 @@ fp_now(fp_profiler *p)
  * common.h) and stops recording: the call profiler records nothing after its first error.
  * Returns nothing; never leaves an exception set. */
 void fp_set_sticky(fp_profiler *p);
+
+/* Decides whether the timeline (p->tl, not NULL) records calls of the function fi just added:
+ * a code object's (code), or a builtin's called through callable with self_arg.  Returns 0,
+ * or -1 when out of memory (no exception set). */
+int fp_tl_func_added(fp_profiler *p, int32_t fi, PyObject *code, PyObject *callable,
+                     PyObject *self_arg);
 
 /* fp_func_for_code's slow path (the code cache missed).  Returns the function index, or -1
  * on failure (sticky set). */
@@ -497,6 +508,8 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
     if (t->depth > 0)
         t->stack[t->depth - 1].subt += tt;
     fp_charge(&p->funcs[f->func].c, &t->func_rec[f->func], 0, tt, it);
+    if (FP_UNLIKELY(p->tl != NULL))
+        fp_tl_record(p->tl, f->func, t->index, t->depth, f->t0, now);
     if (FP_LIKELY(f->node >= 0)) {
         fp_node *n = &p->nodes[f->node];
         n->ncalls++;

@@ -3,8 +3,12 @@
  * of its tables that python/fastprof/profile.py turns into cProfile's and pstats' shapes. */
 #include "fp_profile.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <structmember.h>
+
+static double fp_profiler_unit(fp_profiler *p);
 
 /* Frees every thread record and empties the thread cache.  Returns nothing. */
 static void
@@ -20,6 +24,7 @@ fp_threads_free(fp_profiler *p)
         t = next;
     }
     p->threads_list = NULL;
+    p->nthreads = 0;
     fp_thread_cache_clear(p);
 }
 
@@ -44,6 +49,8 @@ fp_tables_clear(fp_profiler *p)
     fp_index_free(&p->edge_map);
     fp_map_free(&p->builtin_map);
     memset(p->code_cache, 0, sizeof(p->code_cache));
+    if (p->tl != NULL)
+        fp_tl_clear(p->tl); /* its spans name the functions and threads just dropped */
 }
 
 /* Returns 0 when p may change state now, or -1 with a RuntimeError when called from code that
@@ -126,6 +133,73 @@ fp_arg_tree_nodes(PyObject *value, int32_t *cap)
 
 #define FP_TREE_NODES_DEFAULT 1000000
 
+/* Reads the timeline options: timeline (NULL or None: off; else the ring's size in spans),
+ * timeline_min (seconds, NULL or None: 0), timeline_include and timeline_exclude (module
+ * names) into *out (NULL when off).  Returns 0, or -1 with a TypeError or a ValueError naming
+ * the argument. */
+static int
+fp_arg_timeline(PyObject *size, PyObject *min, PyObject *include, PyObject *exclude,
+                fp_timeline **out)
+{
+    PyObject *inc = NULL, *exc = NULL;
+    double min_s = 0.0;
+    long long cap = 0;
+    *out = NULL;
+    if (size != NULL && size != Py_None) {
+        if (PyBool_Check(size) || !PyLong_Check(size)) {
+            PyErr_Format(PyExc_TypeError,
+                         "timeline must be an int (the ring's size in spans) or None, not %.80s",
+                         Py_TYPE(size)->tp_name);
+            goto error;
+        }
+        int overflow = 0;
+        cap = PyLong_AsLongLongAndOverflow(size, &overflow);
+        if (cap == -1 && PyErr_Occurred())
+            goto error;
+        if (overflow || cap <= 0 || cap > ((long long)1 << 40)) {
+            PyErr_Format(PyExc_ValueError,
+                         "timeline must be a number of spans between 1 and 2**40, not %R", size);
+            goto error;
+        }
+    }
+    if (min != NULL && min != Py_None) {
+        if (PyBool_Check(min) || (!PyFloat_Check(min) && !PyLong_Check(min))) {
+            PyErr_Format(PyExc_TypeError, "timeline_min must be a number of seconds, not %.80s",
+                         Py_TYPE(min)->tp_name);
+            goto error;
+        }
+        min_s = PyFloat_AsDouble(min);
+        if (min_s == -1.0 && PyErr_Occurred())
+            goto error;
+        if (!(min_s >= 0.0 && min_s < 1e9)) {
+            PyErr_Format(PyExc_ValueError,
+                         "timeline_min must be a finite number of seconds >= 0, not %R", min);
+            goto error;
+        }
+    }
+    if (fp_tl_modules_arg(include, "timeline_include", &inc) < 0 ||
+        fp_tl_modules_arg(exclude, "timeline_exclude", &exc) < 0)
+        goto error;
+    if (cap == 0) {
+        int given = (min != NULL && min != Py_None) || PyTuple_GET_SIZE(inc) > 0 ||
+                    PyTuple_GET_SIZE(exc) > 0;
+        if (given) {
+            PyErr_SetString(PyExc_ValueError, "timeline_min, timeline_include and "
+                                              "timeline_exclude need timeline (the ring's size)");
+            goto error;
+        }
+    } else if ((*out = fp_tl_new(cap, min_s, inc, exc)) == NULL) {
+        goto error;
+    }
+    Py_DECREF(inc);
+    Py_DECREF(exc);
+    return 0;
+error:
+    Py_XDECREF(inc);
+    Py_XDECREF(exc);
+    return -1;
+}
+
 /* Profiler.__init__(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, clock="wall",
  * threads=True, strict=None, prune_call_sites=False, tree_nodes=1000000).  Returns 0, or -1
  * with an exception set. */
@@ -133,14 +207,19 @@ static int
 fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     fp_profiler *p = (fp_profiler *)self;
-    static char *kwlist[] = {"timer",   "timeunit", "subcalls",         "builtins",   "clock",
-                             "threads", "strict",   "prune_call_sites", "tree_nodes", NULL};
+    static char *kwlist[] = {
+        "timer",        "timeunit",         "subcalls",         "builtins",   "clock",
+        "threads",      "strict",           "prune_call_sites", "tree_nodes", "timeline",
+        "timeline_min", "timeline_include", "timeline_exclude", NULL};
     PyObject *timer = Py_None, *timeunit = NULL, *subcalls = NULL, *builtins = NULL;
     PyObject *threads = NULL, *strict = NULL, *prune = NULL, *tree_nodes = NULL;
+    PyObject *tl_size = NULL, *tl_min = NULL, *tl_include = NULL, *tl_exclude = NULL;
+    fp_timeline *tl = NULL;
     const char *clock = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOOO:Profiler", kwlist, &timer, &timeunit,
-                                     &subcalls, &builtins, &clock, &threads, &strict, &prune,
-                                     &tree_nodes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOO$sOOOOOOOO:Profiler", kwlist, &timer,
+                                     &timeunit, &subcalls, &builtins, &clock, &threads, &strict,
+                                     &prune, &tree_nodes, &tl_size, &tl_min, &tl_include,
+                                     &tl_exclude))
         return -1;
     if (p->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "cannot re-initialise an enabled profiler");
@@ -194,7 +273,11 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
         }
         kind = FP_CLOCK_USER;
     }
+    if (fp_arg_timeline(tl_size, tl_min, tl_include, tl_exclude, &tl) < 0)
+        return -1;
     fp_tables_clear(p);
+    fp_tl_free(p->tl);
+    p->tl = tl;
     Py_CLEAR(p->error);
     Py_XSETREF(p->timer, timer == Py_None ? NULL : Py_NewRef(timer));
     p->timeunit = unit;
@@ -279,6 +362,8 @@ fp_profiler_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     fp_profiler_release(p);
     fp_tables_clear(p);
+    fp_tl_free(p->tl);
+    p->tl = NULL;
     Py_CLEAR(p->timer);
     Py_CLEAR(p->error);
     Py_CLEAR(p->thread_prev);
@@ -330,6 +415,11 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     p->subcalls = sub;
     p->builtins = bi;
     p->tree = p->tree_cap > 0 && sub; /* no callers recorded: no tree either */
+    if (p->tl != NULL) {
+        /* a call of d ticks lasts d * unit seconds: kept when that is at least min_seconds */
+        double ticks = ceil(p->tl->min_seconds / fp_profiler_unit(p) * (1.0 - 1e-12));
+        p->tl->min_ticks = ticks < 9e18 ? (fp_tick)ticks : INT64_MAX;
+    }
     p->owner = PyThreadState_Get();
     fp_thread_cache_clear(p);
     Py_CLEAR(p->error);
@@ -461,6 +551,51 @@ fp_profiler_raw_tree(PyObject *self, FP_UNUSED PyObject *unused)
     return fp_tree_raw(p, fp_profiler_unit(p));
 }
 
+/* _raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None without a timeline:
+ * spans a list of (t0, t1, func, thread, depth) in the ticks and function indices of _raw(),
+ * oldest first; threads a list of (ident, native_id) by thread index; counts a dict of
+ * capacity, dropped, filtered and too_short.  Returns it, or NULL with an exception set. */
+static PyObject *
+fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    PyObject *spans = NULL, *threads = NULL, *result = NULL;
+    if (p->tl == NULL)
+        Py_RETURN_NONE;
+    spans = fp_tl_spans(p->tl);
+    threads = PyList_New(p->nthreads);
+    if (spans == NULL || threads == NULL)
+        goto error;
+    for (int32_t i = 0; i < p->nthreads; i++) {
+        PyList_SET_ITEM(threads, i, Py_NewRef(Py_None));
+    }
+    for (fp_thread *t = p->threads_list; t != NULL; t = t->next) {
+        if (t->index < 0 || t->index >= p->nthreads)
+            continue;
+        PyObject *row = Py_BuildValue("(kk)", t->ident, t->native_id);
+        if (row == NULL)
+            goto error;
+        PyList_SetItem(threads, t->index, row); /* steals row, drops the None */
+    }
+    result = Py_BuildValue("(dOO{sLsLsLsL})", fp_profiler_unit(p), spans, threads, "capacity",
+                           (long long)p->tl->cap, "dropped", (long long)p->tl->dropped, "filtered",
+                           (long long)p->tl->filtered, "too_short", (long long)p->tl->too_short);
+error:
+    Py_XDECREF(spans);
+    Py_XDECREF(threads);
+    return result;
+}
+
+/* timeline: the timeline's size in spans, None without one.  Returns an int or None. */
+static PyObject *
+fp_profiler_get_timeline(PyObject *self, FP_UNUSED void *closure)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    if (p->tl == NULL)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)p->tl->cap);
+}
+
 /* tree_nodes: the node cap (0: no tree).  Returns an int. */
 static PyObject *
 fp_profiler_get_tree_nodes(PyObject *self, FP_UNUSED void *closure)
@@ -505,6 +640,9 @@ static PyMethodDef fp_profiler_methods[] = {
     {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
      "_raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in "
      "ticks."},
+    {"_raw_timeline", fp_profiler_raw_timeline, METH_NOARGS,
+     "_raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None: the timeline in "
+     "ticks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -514,6 +652,8 @@ static PyGetSetDef fp_profiler_getset[] = {
     {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.", NULL},
     {"tree_nodes", fp_profiler_get_tree_nodes, NULL,
      "The calling-context tree's node cap (0: no tree).", NULL},
+    {"timeline", fp_profiler_get_timeline, NULL,
+     "The timeline's size in spans, or None without a timeline.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -525,7 +665,8 @@ static PyMemberDef fp_profiler_members[] = {
 static PyType_Slot fp_profiler_slots[] = {
     {Py_tp_doc, "Profiler(timer=None, timeunit=0.0, subcalls=True, builtins=True, *, "
                 "clock='wall', threads=True, strict=None, prune_call_sites=False, "
-                "tree_nodes=1000000)\n--\n\n"
+                "tree_nodes=1000000, timeline=None, timeline_min=None, timeline_include=None, "
+                "timeline_exclude=None)\n--\n\n"
                 "The call profiler's collector (fastprof.Profile builds on it)."},
     {Py_tp_new, fp_profiler_new},
     {Py_tp_init, fp_profiler_init},

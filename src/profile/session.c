@@ -220,13 +220,24 @@ fp_session_enter(PyObject *self, FP_UNUSED PyObject *unused)
     return Py_NewRef(s->profiler);
 }
 
-/* __exit__(*exc_info): _stop(), then self._block_ended() once no call is open.  Returns None
- * (the block's exception goes on), or NULL. */
+/* __exit__(*exc_info): _stop(), then self._block_ended() once no call is open; when _stop()
+ * failed (the profiler's disable() raised), self._block_failed() instead where the subclass
+ * defines it (to release what it started beside the profiler).  Returns None (the block's
+ * exception goes on), or NULL. */
 static PyObject *
 fp_session_exit(PyObject *self, FP_UNUSED PyObject *args)
 {
     fp_session *s = (fp_session *)self;
-    if (fp_session_stop(s) < 0 || fp_session_ended(s, "_block_ended") < 0)
+    if (fp_session_stop(s) < 0) {
+        fp_saved saved; /* the lookup runs with no exception set */
+        fp_save(&saved);
+        int has = PyObject_HasAttrString((PyObject *)Py_TYPE(self), "_block_failed");
+        fp_restore(&saved);
+        if (has)
+            (void)fp_session_ended(s, "_block_failed"); /* chains onto disable()'s error */
+        return NULL;
+    }
+    if (fp_session_ended(s, "_block_ended") < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -203,6 +203,23 @@ fp_func_new(fp_profiler *p, PyObject *key)
 }
 
 /* See fp_profile.h. */
+int
+fp_tl_func_added(fp_profiler *p, int32_t fi, PyObject *code, PyObject *callable, PyObject *self_arg)
+{
+    fp_timeline *tl = p->tl;
+    PyObject *module = NULL;
+    int rc;
+    if (PyTuple_GET_SIZE(tl->include) > 0 || PyTuple_GET_SIZE(tl->exclude) > 0) {
+        p->busy++; /* a type's __module__ could run Python code */
+        module = code != NULL ? fp_tl_code_module(code) : fp_tl_builtin_module(callable, self_arg);
+        p->busy--;
+    }
+    rc = fp_tl_decide(tl, fi, module);
+    Py_XDECREF(module);
+    return rc;
+}
+
+/* See fp_profile.h. */
 int32_t
 fp_func_for_code_slow(fp_profiler *p, PyObject *code)
 {
@@ -219,6 +236,8 @@ fp_func_for_code_slow(fp_profiler *p, PyObject *code)
     if (fi < 0)
         return -1;
     if (fp_index_put(p, &p->code_map, (uint64_t)(uintptr_t)code, fi, fp_code_key_of) < 0)
+        goto error;
+    if (p->tl != NULL && fp_tl_func_added(p, fi, code, NULL, NULL) < 0)
         goto error;
     return fi;
 error:
@@ -240,6 +259,8 @@ fp_func_for_builtin_slow(fp_profiler *p, PyMethodDef *ml, PyObject *callable, Py
     if (fi < 0)
         return -1;
     if (fp_map_put(&p->builtin_map, (uint64_t)(uintptr_t)ml, fi) < 0)
+        goto error;
+    if (p->tl != NULL && fp_tl_func_added(p, fi, NULL, callable, self_arg) < 0)
         goto error;
     return fi;
 error:
@@ -443,6 +464,8 @@ fp_thread_lookup(fp_profiler *p)
     t->tstate = ts;
     t->ident = ident;
     t->root = -1;
+    t->index = p->nthreads++;
+    t->native_id = PyThread_get_thread_native_id();
     t->next = p->threads_list;
     p->threads_list = t;
 done:

@@ -1,0 +1,439 @@
+"""The Python call timeline: ``with fastprof.trace() as tr:`` records every call and return
+(Python functions and builtins) with its start and end time, per thread.
+
+The call profiler's own hooks record it, in C: each finished call becomes one span (start
+tick, end tick, function, thread, depth) in a fixed-size ring that drops the oldest span first
+and counts what it dropped.  A minimum duration and include/exclude by module keep the ring
+for what matters; both are counted too.  The same run's call profile comes with it
+(``tr.stats()``), and with nothing dropped or filtered the timeline's call counts equal it.
+
+Times are nanoseconds on ``time.monotonic_ns()``'s scale (CLOCK_MONOTONIC), the axis the CUDA
+side (``trace(cuda=True)``) puts GPU activity on, so one Chrome trace file
+(``tr.export_chrome_trace(path)``) shows both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+
+from . import _fastprof
+from .keys import FuncKey, label
+from .profile import Profile
+
+__all__ = ["trace", "Timeline", "Span", "TimelineThread", "DEFAULT_BUFFER_SIZE"]
+
+DEFAULT_BUFFER_SIZE = 1_000_000
+"""The ring's default size in spans (32 bytes each: 32 MB)."""
+
+# Anchors closer together than this convert ticks with the calibrated unit instead of the
+# slope between them (whose read error would weigh too much).
+_MIN_ANCHOR_SPAN_NS = 50_000_000
+
+Modules = Union[None, str, Iterable[str]]
+
+
+class Span(NamedTuple):
+    """One finished call: ``start_ns``/``end_ns`` on ``time.monotonic_ns()``'s scale, the
+    function's pstats key (``func``), the thread's index in ``Timeline.threads`` and its
+    depth (open calls below it in its thread)."""
+
+    start_ns: int
+    end_ns: int
+    func: FuncKey
+    thread: int
+    depth: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+class TimelineThread(NamedTuple):
+    """A thread of the timeline: its order of first appearance (what ``Span.thread`` holds),
+    ``threading`` ident, the operating system's thread id and its name (``threading``'s, when the thread was still alive at the end)."""
+
+    order: int
+    ident: int
+    native_id: int
+    name: str
+
+
+def _modules(value: Modules, name: str) -> Tuple[str, ...]:
+    """include/exclude as a tuple of module names, or TypeError/ValueError naming ``name``."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a module name or an iterable of module names, "
+            f"not {type(value).__name__}"
+        ) from None
+    for m in names:
+        if not isinstance(m, str):
+            raise TypeError(f"{name} must hold module names (str), not {m!r}")
+        if not m or m.startswith(".") or m.endswith("."):
+            raise ValueError(
+                f"{name} must hold module names such as 'numpy' or 'pkg.mod', not {m!r}"
+            )
+    return names
+
+
+def _anchor() -> Tuple[int, int]:
+    """A (tick, monotonic ns) pair read back to back (the tick is the mean of two reads
+    around the monotonic one)."""
+    k0 = _fastprof.ticks()
+    m = time.monotonic_ns()
+    k1 = _fastprof.ticks()
+    return ((k0 + k1) // 2, m)
+
+
+def _thread_names() -> Dict[int, str]:
+    """threading's names of the live threads, by ident."""
+    names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+    main = threading.main_thread()
+    if main.ident is not None:
+        names.setdefault(main.ident, main.name)
+    return names
+
+
+def _cuda_unavailable(reason: str) -> Exception:
+    from ._cuda_base import CudaUnavailableError
+
+    return CudaUnavailableError(reason)
+
+
+def _cuda_recorder() -> Any:
+    """A started-to-be CUDA recorder (fastprof.cuda_timeline.CudaRecorder), or
+    CudaUnavailableError with the reason it cannot record here."""
+    try:
+        from . import cuda_timeline
+    except ImportError as e:
+        raise _cuda_unavailable(f"trace(cuda=True): the CUDA timeline cannot load: {e}") from e
+    return cuda_timeline.CudaRecorder()
+
+
+class Timeline(_fastprof._Session):
+    """What ``fastprof.trace(...)`` returns: a context manager that records the block's calls,
+    then holds them.
+
+    ``spans`` (each a :class:`Span`), ``threads``, ``dropped`` (spans the full ring
+    overwrote), ``filtered`` (calls of modules left out), ``too_short`` (calls under
+    ``min_duration``), ``call_counts()``, ``stats()`` (the call profile of the same run),
+    ``export_chrome_trace(path)``; with ``cuda=True`` also ``summary()`` and
+    ``gpu_by_python()``.  A timeline records once.
+    """
+
+    def __init__(
+        self,
+        *,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        min_duration: float = 0.0,
+        include: Modules = None,
+        exclude: Modules = None,
+        cuda: bool = False,
+        builtins: bool = True,
+        timer: Any = None,
+        timeunit: float = 0.0,
+    ) -> None:
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
+            raise TypeError(
+                f"buffer_size must be an int (the ring's size in spans), "
+                f"not {type(buffer_size).__name__}"
+            )
+        if buffer_size < 1 or buffer_size > 1 << 40:
+            raise ValueError(f"buffer_size must be between 1 and 2**40 spans, not {buffer_size}")
+        if isinstance(min_duration, bool) or not isinstance(min_duration, (int, float)):
+            raise TypeError(
+                f"min_duration must be a number of seconds, not {type(min_duration).__name__}"
+            )
+        if not (math.isfinite(min_duration) and min_duration >= 0):
+            raise ValueError(
+                f"min_duration must be a finite number of seconds >= 0, not {min_duration!r}"
+            )
+        if not isinstance(cuda, bool):
+            raise TypeError(f"cuda must be a bool, not {type(cuda).__name__}")
+        inc = _modules(include, "include")
+        exc = _modules(exclude, "exclude")
+        self.profiler = Profile(
+            timer,
+            timeunit,
+            builtins=builtins,
+            timeline=buffer_size,
+            timeline_min=float(min_duration),
+            timeline_include=inc,
+            timeline_exclude=exc,
+        )
+        self.min_duration = float(min_duration)
+        self.include = inc
+        self.exclude = exc
+        self._want_cuda = cuda
+        self._cuda: Any = None
+        self._state = "new"  # new -> recording -> done
+        self._anchors: List[Tuple[int, int]] = []
+        self._spt = 0.0
+        self._spans: List[Span] = []
+        self._threads: List[TimelineThread] = []
+        self._counts: Dict[str, int] = {}
+        self._func_keys: List[FuncKey] = []
+        self._names: Dict[FuncKey, str] = {}
+
+    # -- recording ------------------------------------------------------------------------
+
+    def __enter__(self) -> "Timeline":
+        if self._state != "new":
+            raise RuntimeError("a Timeline records once: call fastprof.trace() again")
+        if self._want_cuda:
+            recorder = _cuda_recorder()
+            recorder.start()
+            self._cuda = recorder
+        try:
+            self._begin()
+            self._start()  # the profiler's hooks go on here (in C): nothing of ours runs after
+        except BaseException:
+            self._stop_cuda()
+            self._state = "new"
+            raise
+        return self
+
+    # __exit__ is the C base's: it turns the profiler off without running any Python code of
+    # fastprof first, then calls _block_ended (or _block_failed when disable() raised).
+
+    def _block_ended(self) -> None:
+        try:
+            self._stop_cuda()
+        finally:
+            self._finish()
+
+    def _block_failed(self) -> None:
+        self._stop_cuda()
+        self._state = "done"
+
+    def _stop_cuda(self) -> None:
+        if self._cuda is not None and self._state == "recording":
+            self._cuda.stop()
+
+    def _begin(self) -> None:
+        """Marks the start of the recording (the profiler goes on next)."""
+        self._state = "recording"
+        self._anchors = [_anchor()]
+
+    def _finish(self) -> None:
+        """Reads the recording back from the (disabled) profiler."""
+        self._anchors.append(_anchor())
+        self._state = "done"
+        raw = self.profiler._raw_timeline()
+        spt, spans, threads, counts = raw
+        self._spt = spt
+        self._counts = dict(counts)
+        codes = [row[0] for row in self.profiler._raw()[1]]
+        self._func_keys = [label(c) for c in codes]
+        self._names = {k: getattr(c, "co_qualname", k[2]) for k, c in zip(self._func_keys, codes)}
+        names = _thread_names()
+        self._threads = [
+            TimelineThread(
+                i,
+                ident,
+                native,
+                names.get(ident, f"Thread {native}"),
+            )
+            for i, (ident, native) in enumerate(t if t is not None else (0, 0) for t in threads)
+        ]
+        to_ns = self._converter()
+        keys = self._func_keys
+        out = [Span(to_ns(t0), to_ns(t1), keys[f], th, d) for t0, t1, f, th, d in spans]
+        out.sort(key=lambda s: (s.thread, s.start_ns, -s.end_ns, s.depth))
+        self._spans = out
+
+    @classmethod
+    def _of_profile(cls, prof: Profile) -> "Timeline":
+        """A timeline over prof (made with ``timeline=``), which the caller enables and
+        disables itself (``fastprof run --timeline``); call ``_finish()`` once it is
+        disabled."""
+        tl = cls.__new__(cls)
+        tl.profiler = prof
+        tl.min_duration = 0.0
+        tl.include = tl.exclude = ()
+        tl._want_cuda = False
+        tl._cuda = None
+        tl._spans, tl._threads, tl._counts, tl._func_keys, tl._names = [], [], {}, [], {}
+        tl._spt = 0.0
+        tl._begin()
+        return tl
+
+    def _converter(self) -> Any:
+        """The function from the profiler's ticks to monotonic nanoseconds: through the
+        anchors on the wall clock, the timer's own scale (in ns) with a user timer."""
+        spt = self._spt
+        if self.profiler.clock != "wall":
+            return lambda t: int(round(t * spt * 1e9))
+        (k0, m0), (k1, m1) = self._anchors[0], self._anchors[-1]
+        if m1 - m0 >= _MIN_ANCHOR_SPAN_NS and k1 > k0:
+            scale = (m1 - m0) / (k1 - k0)
+        else:
+            scale = spt * 1e9
+        return lambda t: m0 + int(round((t - k0) * scale))
+
+    def _require_done(self, what: str) -> None:
+        if self._state != "done":
+            raise RuntimeError(f"{what}: the timeline is read once its with block has ended")
+
+    # -- results --------------------------------------------------------------------------
+
+    @property
+    def spans(self) -> List[Span]:
+        """Every span kept, by thread, then by start (a parent before its children)."""
+        return self._spans
+
+    @property
+    def threads(self) -> List[TimelineThread]:
+        """The threads seen, in first-seen order (``Span.thread`` indexes them)."""
+        return self._threads
+
+    @property
+    def dropped(self) -> int:
+        """Spans the full ring overwrote (the oldest first)."""
+        return int(self._counts.get("dropped", 0))
+
+    @property
+    def filtered(self) -> int:
+        """Calls not recorded because include/exclude left their module out."""
+        return int(self._counts.get("filtered", 0))
+
+    @property
+    def too_short(self) -> int:
+        """Calls not recorded because they lasted less than ``min_duration``."""
+        return int(self._counts.get("too_short", 0))
+
+    @property
+    def capacity(self) -> int:
+        """The ring's size in spans."""
+        return int(self.profiler.timeline or 0)
+
+    @property
+    def start_ns(self) -> int:
+        """When the recording began (``time.monotonic_ns()``)."""
+        return self._anchors[0][1] if self._anchors else 0
+
+    @property
+    def end_ns(self) -> int:
+        """When the recording ended (``time.monotonic_ns()``)."""
+        return self._anchors[-1][1] if len(self._anchors) > 1 else 0
+
+    def name_of(self, key: FuncKey) -> str:
+        """The name a span of the function ``key`` shows: its qualified name (3.11+, else its
+        name), or a builtin's label."""
+        return self._names.get(key, key[2])
+
+    def call_counts(self) -> Dict[FuncKey, int]:
+        """Calls per function (pstats key) among the spans kept."""
+        counts: Dict[FuncKey, int] = {}
+        for s in self._spans:
+            counts[s.func] = counts.get(s.func, 0) + 1
+        return counts
+
+    def stats(self) -> Any:
+        """The call profile of the same run (a ``fastprof.Stats``): its call counts equal
+        ``call_counts()`` when nothing was dropped, filtered or too short."""
+        self._require_done("stats()")
+        from .stats import Stats
+
+        return Stats(self.profiler)
+
+    def chrome_trace(self, process_name: Optional[str] = None) -> Dict[str, Any]:
+        """The timeline as a Chrome trace (the Trace Event Format's JSON object form): the
+        Python spans per thread, and with ``cuda=True`` the CUDA recorder's tracks."""
+        self._require_done("chrome_trace()")
+        from .report.chrome import chrome_trace
+
+        pid = os.getpid()
+        extra = self._cuda.chrome_events(pid) if self._cuda is not None else []
+        return chrome_trace(self, pid=pid, process_name=process_name, extra_events=extra)
+
+    def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes the Chrome trace to ``path`` (Perfetto and chrome://tracing open it);
+        returns the path written."""
+        from .report.chrome import write_chrome_trace
+
+        return write_chrome_trace(path, self.chrome_trace())
+
+    def _cuda_or_error(self, what: str) -> Any:
+        self._require_done(what)
+        if self._cuda is None:
+            raise RuntimeError(
+                f"{what}: this trace recorded no CUDA activity; use fastprof.trace(cuda=True)"
+            )
+        return self._cuda
+
+    def summary(self) -> Any:
+        """The CUDA recorder's summary of the GPU activity (``trace(cuda=True)`` only)."""
+        return self._cuda_or_error("summary()").summary()
+
+    def gpu_by_python(self) -> Any:
+        """GPU time by the Python code that launched it, with each function's host time from
+        the timeline's spans (``trace(cuda=True)`` only)."""
+        return self._cuda_or_error("gpu_by_python()").gpu_by_python(self.cuda_spans())
+
+    def cuda_spans(self) -> List[Dict[str, Any]]:
+        """The spans as the CUDA side reads them: ``tid`` (the operating system's thread id,
+        ``threading.get_native_id()``), ``start_ns``, ``end_ns``, ``filename``, ``function``
+        (qualified name, or a builtin's label), ``firstlineno``."""
+        native = {th.order: th.native_id for th in self._threads}
+        return [
+            {
+                "tid": native.get(s.thread, 0),
+                "start_ns": s.start_ns,
+                "end_ns": s.end_ns,
+                "filename": s.func[0],
+                "function": self.name_of(s.func),
+                "firstlineno": s.func[1],
+            }
+            for s in self._spans
+        ]
+
+    def __repr__(self) -> str:
+        return (
+            f"<fastprof.Timeline {self._state}: {len(self._spans)} spans, "
+            f"{len(self._threads)} threads, dropped={self.dropped}, "
+            f"filtered={self.filtered}, too_short={self.too_short}>"
+        )
+
+
+def trace(
+    *,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    min_duration: float = 0.0,
+    include: Modules = None,
+    exclude: Modules = None,
+    cuda: bool = False,
+    builtins: bool = True,
+    timer: Any = None,
+    timeunit: float = 0.0,
+) -> Timeline:
+    """Records a timeline of the ``with`` block: ``with fastprof.trace() as tr: ...``.
+
+    ``buffer_size``: the ring's size in spans (the oldest are dropped first, and counted in
+    ``tr.dropped``); ``min_duration``: calls shorter than this many seconds are not kept
+    (``tr.too_short``); ``include``/``exclude``: module names (a package takes its
+    submodules) whose calls are kept / left out (``tr.filtered``; a builtin belongs to the
+    module of its type or function, ``builtins`` for ``len``); ``cuda``: record the GPU's
+    activity too (CudaUnavailableError says why when it cannot); ``builtins``: record calls
+    of builtins; ``timer``/``timeunit``: a clock as ``fastprof.Profile``'s (the spans are then
+    on that clock's scale, not monotonic time).
+    """
+    return Timeline(
+        buffer_size=buffer_size,
+        min_duration=min_duration,
+        include=include,
+        exclude=exclude,
+        cuda=cuda,
+        builtins=builtins,
+        timer=timer,
+        timeunit=timeunit,
+    )

@@ -1,0 +1,115 @@
+"""`python -m fastprof run --timeline OUT.json`: the Chrome trace beside the usual report, its
+structure, its counts against the saved profile, the ring's and the minimum duration's
+options, and the usage errors."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import textwrap
+from typing import Any, Dict
+
+import pytest
+
+from test_cli_run import load, run_cli
+from timeline_helpers import chrome_trace_problems
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import threading
+
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def work():
+        fib(6)
+
+    t = threading.Thread(target=work, name="worker")
+    t.start()
+    t.join()
+    fib(8)
+    if sys.argv[1:] == ["raise"]:
+        raise ValueError("the script failed")
+    if len(sys.argv) > 1:
+        raise SystemExit(int(sys.argv[1]))
+""")
+
+
+def _x_counts(data: Dict[str, Any], file: str) -> Dict[str, int]:
+    """Calls per function of file among the trace's spans."""
+    c: Dict[str, int] = collections.Counter()
+    for e in data["traceEvents"]:
+        if e["ph"] == "X" and e.get("args", {}).get("file", "").endswith(file):
+            c[e["name"]] += 1
+    return dict(c)
+
+
+def test_timeline_file_beside_the_report(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT)
+    r = run_cli(["run", "--timeline", "t.json", "-o", "p.prof", "s.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "timeline of" in r.stderr and "t.json" in r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert chrome_trace_problems(data) == []
+    tracks = {e["tid"] for e in data["traceEvents"] if e["ph"] == "X"}
+    assert len(tracks) == 2
+    assert data["otherData"]["dropped"] == 0
+    # the timeline's calls are the saved profile's
+    prof = {k[2]: v[1] for k, v in load(tmp_path / "p.prof").items() if k[0].endswith("s.py")}
+    assert _x_counts(data, "s.py") == prof
+    assert prof["fib"] == 25 + 67
+
+
+def test_timeline_still_prints_the_table(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT)
+    r = run_cli(["run", "--timeline", "t.json", "-s", "calls", "s.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "fib" in r.stdout and "function calls" in r.stdout
+
+
+def test_timeline_buffer_and_min(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT)
+    r = run_cli(["run", "--timeline", "t.json", "--timeline-buffer", "7", "s.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert sum(e["ph"] == "X" for e in data["traceEvents"]) == 7
+    assert data["otherData"]["dropped"] > 0
+    assert "oldest calls dropped" in r.stderr
+    r = run_cli(["run", "--timeline", "m.json", "--timeline-min-us", "1e9", "s.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "m.json").read_text())
+    assert sum(e["ph"] == "X" for e in data["traceEvents"]) == 0
+    assert data["otherData"]["too_short"] > 90
+
+
+@pytest.mark.parametrize("arg, status", [("3", 3), ("raise", 1)])
+def test_timeline_written_when_the_script_fails(tmp_path: Any, arg: str, status: int) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT)
+    r = run_cli(["run", "--timeline", "t.json", "s.py", arg], cwd=tmp_path)
+    assert r.returncode == status
+    if arg == "raise":
+        assert "ValueError: the script failed" in r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert chrome_trace_problems(data) == []
+    assert _x_counts(data, "s.py")["fib"] == 92
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--timeline-buffer", "5"], "need --timeline"),
+        (["--timeline-min-us", "5"], "need --timeline"),
+        (["--timeline", "t.json", "--timeline-buffer", "0"], "--timeline-buffer"),
+        (["--timeline", "t.json", "--timeline-min-us", "-1"], "--timeline-min-us"),
+        (["--timeline", "t.json", "--clock", "cpu"], "wall clock"),
+        (["--timeline", "t.json", "--lines"], "does not yet combine"),
+        (["--timeline", "nowhere/t.json"], "--timeline nowhere/t.json: cannot write"),
+    ],
+)
+def test_timeline_usage_errors(tmp_path: Any, args: Any, words: str) -> None:
+    (tmp_path / "s.py").write_text("open('ran', 'w').close()\n")
+    r = run_cli(["run", *args, "s.py"], cwd=tmp_path)
+    assert r.returncode == 2
+    assert words in r.stderr
+    assert not os.path.exists(tmp_path / "ran")
