@@ -64,6 +64,12 @@ void fp_conv_store_row(const fp_conv *c, ptrdiff_t ooff, ptrdiff_t len, const do
 void fp_conv_combine(double *dst, const double *const *src, const double *w, int nk, double add,
                      ptrdiff_t n, int accumulate);
 
+/* dst[x] = sum_k w[k] * src[k][x], x in [0, n): each output summed from zero with one
+ * (fused, where the CPU has FMA) multiply-add per source in source order, whatever its place in
+ * the row.  The general path's inner loop.  Returns nothing. */
+void fp_conv_dot_rows(double *dst, const double *const *src, const double *w, ptrdiff_t nk,
+                      ptrdiff_t n);
+
 /* dst[x] = sum_j w[j] * row[x + off[j]] (+ dst[x] when accumulate), x in [0, n).  Returns
  * nothing. */
 void fp_conv_taps(double *dst, const double *row, const double *w, const ptrdiff_t *off, int nk,

@@ -204,7 +204,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
                 for (ptrdiff_t q = 0; q < tp->nk; q++)
                     s->rowptr[tp->first + q] = row + job->off[tp->first + q];
             }
-            fp_conv_combine(s->acc, s->rowptr, job->w, (int)job->nnz, 0.0, n, 0);
+            fp_conv_dot_rows(s->acc, s->rowptr, job->w, job->nnz, n);
             fp_conv_store_row(c, ooff, n, s->acc);
             for (int d = R - 2; d >= 1; d--) {
                 if (++idx[d] < (d == 1 ? y0 + T : c->shape[d]))

@@ -160,7 +160,8 @@ FP_NAME(fp_sep_store)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, pt
 }
 
 /* Level 0 with every tap in one batch: output index i0 = sum_q w[q] * src[q] + add, combined
- * one output row at a time into a small buffer that is stored at once.  Returns nothing. */
+ * one output row at a time straight into the output where its rows are contiguous and of type
+ * FP_T, else into a small buffer that is stored at once.  Returns nothing. */
 static void
 FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrdiff_t i0,
                     const FP_T *const *src, const FP_T *w, int nk, FP_T add)
@@ -171,6 +172,9 @@ FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrd
     ptrdiff_t rowlen = s->hi[R - 1] - s->lo[R - 1];
     ptrdiff_t nrows = 1;
     const FP_T *rsrc[64];
+    /* the output's rows hold FP_Ts side by side: the sums need no second pass to be stored */
+    const int direct = c->ostride[R - 1] == (ptrdiff_t)sizeof(FP_T) &&
+                       (sizeof(FP_T) == sizeof(double) ? c->odouble : !c->odouble);
     for (int d = 1; d + 1 < R; d++) {
         nrows *= s->hi[d] - s->lo[d];
         idx[d] = s->lo[d];
@@ -181,8 +185,12 @@ FP_NAME(fp_sep_top)(FP_NAME(fp_sep_job) * job, FP_NAME(fp_sep_scratch) * s, ptrd
             ooff += idx[d] * c->ostride[d];
         for (int q = 0; q < nk; q++)
             rsrc[q] = src[q] + r * rowlen;
-        FP_LOOP(fp_conv_combine)(s->row, rsrc, w, nk, add, rowlen, 0);
-        FP_LOOP(fp_conv_store_row)(c, ooff, rowlen, s->row);
+        if (direct) {
+            FP_LOOP(fp_conv_combine)((FP_T *)(c->odata + ooff), rsrc, w, nk, add, rowlen, 0);
+        } else {
+            FP_LOOP(fp_conv_combine)(s->row, rsrc, w, nk, add, rowlen, 0);
+            FP_LOOP(fp_conv_store_row)(c, ooff, rowlen, s->row);
+        }
         for (int d = R - 2; d >= 1; d--) {
             if (++idx[d] < s->hi[d])
                 break;

@@ -1,0 +1,128 @@
+"""The general correlation's row loop: blocks of 32, 16 and 4 outputs and a masked tail of 1-3,
+compared with scipy.ndimage and the NumPy reference across row lengths, ranks, dtypes, modes,
+origins, strides and output=, and checked to sum every output the same way wherever it lies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastprof import _reference as ref
+from fastprof import kernels
+
+ndi = pytest.importorskip("scipy.ndimage")
+
+# every split of a row into 32-, 16- and 4-wide blocks and a tail of 0..3
+ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 15, 16, 17, 19, 31, 32, 33, 35, 47, 48, 51, 63, 64, 65, 99]
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+def _tol(dtype: type) -> dict:
+    return dict(rtol=2e-6, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_lengths_match_scipy_and_reference(n, dtype):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((4, 3, n)).astype(dtype)
+    w = rng.standard_normal((3, 2, 5))
+    for mode in MODES:
+        got = kernels.correlate(x, w, mode=mode, cval=0.75, origin=(0, 0, 1 if n > 2 else 0))
+        want = ndi.correlate(x, w, mode=mode, cval=0.75, origin=(0, 0, 1 if n > 2 else 0))
+        mine = ref.correlate(x, w, mode=mode, cval=0.75, origin=(0, 0, 1 if n > 2 else 0))
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, **_tol(dtype), err_msg=mode)
+        np.testing.assert_allclose(got, mine, **_tol(dtype), err_msg=mode)
+
+
+@pytest.mark.parametrize("n", [5, 17, 33, 35, 67])
+def test_every_output_is_summed_the_same_way_wherever_it_lies(n):
+    # with wrap along the row, rolling the input rolls the output; each output moves between
+    # the 32-, 16-, 4-wide blocks and the masked tail, and must come out bit for bit the same
+    rng = np.random.default_rng(100 + n)
+    x = rng.standard_normal((3, 4, n))
+    w = rng.standard_normal((2, 3, 7))
+    base = kernels.correlate(x, w, mode="wrap")
+    for s in (1, 2, 3, 5, 16, n - 1):
+        got = kernels.correlate(np.roll(x, s, axis=2), w, mode="wrap")
+        np.testing.assert_array_equal(got, np.roll(base, s, axis=2), err_msg=f"shift {s}")
+
+
+@pytest.mark.parametrize("n", [3, 33, 35])
+def test_nan_stays_in_its_window_at_every_place_in_the_row(n):
+    w = np.arange(1.0, 1.0 + 2 * 3 * 3).reshape(2, 3, 3)
+    for pos in range(n):
+        x = np.ones((3, 3, n))
+        x[1, 1, pos] = np.nan
+        got = kernels.correlate(x, w, mode="constant")
+        want = ndi.correlate(x, w, mode="constant")
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"pos {pos}")
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "shape", [(1,), (2,), (1, 1), (1, 3), (3, 1), (1, 1, 1), (2, 1, 3), (1, 2, 1, 1)]
+)
+def test_tiny_volumes(shape):
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((3,) * len(shape))
+    for mode in MODES:
+        np.testing.assert_allclose(
+            kernels.correlate(x, w, mode=mode),
+            ndi.correlate(x, w, mode=mode),
+            rtol=1e-12,
+            atol=1e-12,
+            err_msg=mode,
+        )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_odd_strides_and_strided_output(dtype):
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((9, 14, 75)).astype(dtype)
+    w = rng.standard_normal((3, 5, 4))
+    for x in (base[::2, ::3, ::3], base[:, 1::2, ::-1], base.transpose(1, 2, 0)):
+        want = ndi.correlate(x, w, mode="mirror", origin=(1, 0, -1))
+        out_base = np.full((2,) + x.shape, -7.0, dtype=dtype)
+        out = out_base[1, ..., ::-1][..., ::-1]  # a view with a non-C layout
+        got = kernels.correlate(x, w, mode="mirror", origin=(1, 0, -1), output=out)
+        assert got is out
+        np.testing.assert_allclose(out, want, **_tol(dtype))
+        assert (out_base[0] == -7.0).all()
+
+
+def test_four_dimensional_and_axes():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 5, 37)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 2, 5))
+    np.testing.assert_allclose(
+        kernels.correlate(x, w, mode="nearest"),
+        ndi.correlate(x, w, mode="nearest"),
+        **_tol(np.float32),
+    )
+    w3 = rng.standard_normal((3, 2, 5))
+    np.testing.assert_allclose(
+        kernels.correlate(x, w3, axes=(0, 2, 3)),
+        ndi.correlate(x, w3, axes=(0, 2, 3)),
+        **_tol(np.float32),
+    )
+
+
+def test_large_volume_same_for_any_thread_count_and_tiles():
+    # several axis-1 tiles and axis-0 chunks: the result does not depend on how work is split
+    rng = np.random.default_rng(5)
+    x = rng.random((20, 120, 70), dtype=np.float32)
+    w = rng.random((5, 5, 5))
+    before = kernels.get_num_threads()
+    try:
+        kernels.set_num_threads(1)
+        one = kernels.correlate(x, w, mode="reflect")
+        kernels.set_num_threads(3)
+        three = kernels.correlate(x, w, mode="reflect")
+    finally:
+        kernels.set_num_threads(before)
+    np.testing.assert_array_equal(one, three)
+    np.testing.assert_allclose(one, ndi.correlate(x, w, mode="reflect"), **_tol(np.float32))
