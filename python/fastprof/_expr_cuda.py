@@ -264,6 +264,7 @@ class _Gen:
                 return self.scalars[n.value]
             return self.arrays[n.value]
         assert n.dtype is not None
+        dtype = n.dtype
         codes = [self.visit(a) for a in n.args]
         ins = _compare_dtypes(n) if n.op in _CMP else n.in_dtypes
         if ins != n.in_dtypes:
@@ -272,7 +273,7 @@ class _Gen:
         expr = self.operation(n, args)
         name = f"t{self.count}"
         self.count += 1
-        self.lines.append(f"        const {c_type(n.dtype)} {name} = {expr};")
+        self.lines.append(f"        const {c_type(dtype)} {name} = {expr};")
         return name
 
     def operation(self, n: _expr.Typed, a: List[str]) -> str:
