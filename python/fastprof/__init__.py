@@ -7,9 +7,9 @@ The public names, re-exported from one module per concern:
 - kernels: fastprof.kernels (convolve, correlate, uniform_filter, evaluate, ...)
 - GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx
 
-``import fastprof`` loads the profilers and Stats only, never NumPy: a profiled script's own
-imports show in its profile as under cProfile.  The kernels, the GPU names and NVTX load on
-first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
+``import fastprof`` loads the call profiler only, never NumPy: a profiled script's own
+imports show in its profile as under cProfile, and each process of a profiled job starts
+cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
 ``pip install 'fastprof[kernels]'``).
 """
 
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _fastprof  # noqa: F401  (the compiled core loads first)
 from ._version import __version__
-from .lines import LineProfiler
 from .profile import Profile, profile, run, runctx
-from .stats import Stats
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from . import cuda, kernels, nvtx
     from .cuda import cuda_timer
+    from .lines import LineProfiler
+    from .stats import Stats
     from .trace import cuda_trace
 
 __all__ = [
@@ -43,6 +43,8 @@ __all__ = [
 
 #: The names loaded on first use: name -> (module, attribute of it or None for the module).
 _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
+    "LineProfiler": ("fastprof.lines", "LineProfiler"),
+    "Stats": ("fastprof.stats", "Stats"),
     "kernels": ("fastprof.kernels", None),
     "cuda": ("fastprof.cuda", None),
     "nvtx": ("fastprof.nvtx", None),

@@ -1,5 +1,5 @@
 """A reader of the part of marshal's format that pstats files use (dict, tuple, list, str,
-int, float, None, True, False and back-references), written in Python so that a malformed or
+int, float, None, True, False and back-references; bytes too, for fastprof's raw call trees), written in Python so that a malformed or
 hostile file can only make it raise ValueError: CPython's marshal is not meant for untrusted
 data (a size field can ask it for gigabytes, and it builds code objects)."""
 
@@ -84,6 +84,8 @@ class _Reader:
         if kind == "f":
             text = self.take(self.take(1)[0]).decode("ascii")
             return float(text)
+        if kind == "s":  # bytes (fastprof's raw tree records)
+            return self.take(self.size(self.i32()))
         if kind in "ut":
             return self.take(self.size(self.i32())).decode("utf-8", "surrogatepass")
         if kind in "aA":

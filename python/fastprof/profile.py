@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import inspect
 import sys
 from types import CodeType, TracebackType
 from typing import (
@@ -356,6 +355,8 @@ class ProfileSession(_fastprof._Session):
             self.profiler.add_function(func)
 
         wrapper: Any
+        import inspect
+
         if inspect.iscoroutinefunction(func):
             # Profiled from the first step to the last; other tasks that run while it awaits
             # are profiled too.
@@ -427,6 +428,8 @@ def _check_sort_by(sort_by: Any) -> None:
 
 def _accepts_stream(fn: Callable[..., Any]) -> bool:
     try:
+        import inspect
+
         return "stream" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False

@@ -264,8 +264,9 @@ class CallTree:
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the tree as JSON to ``path``."""
+        text = json.dumps(self.to_dict(), separators=(",", ":"))  # one pass of the C encoder
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, separators=(",", ":"))
+            f.write(text)
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"]) -> "CallTree":
