@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -281,7 +280,6 @@ print(started, sorted(m for m in {heavy!r} if m in sys.modules))
 
 def test_child_start_and_write_import_nothing_heavy(tmp_path: Any) -> None:
     from fastprof.merge import read_run
-
     from test_jobs import _env
 
     env = _env()
@@ -302,7 +300,9 @@ def test_child_start_and_write_import_nothing_heavy(tmp_path: Any) -> None:
     assert run.tree is not None
     calls = {k[2]: v[1] for k, v in run.stats.to_dict().items()}
     assert calls["<lambda>"] == 3
-    assert any(n.key is not None and n.key[2] == "<lambda>" and n.ncalls == 3 for n in run.tree.nodes())
+    assert any(
+        n.key is not None and n.key[2] == "<lambda>" and n.ncalls == 3 for n in run.tree.nodes()
+    )
 
 
 @pytest.mark.parametrize(

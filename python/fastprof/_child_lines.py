@@ -22,6 +22,7 @@ zeroed (fastprof.children).
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
@@ -133,7 +134,9 @@ class Targets:
     def resolve_present(self) -> None:
         """Registers what the modules imported already hold."""
         for name, module in list(sys.modules.items()):
-            if module is not None and (name in self.pending or name.rpartition(".")[2] in self.files):
+            if module is not None and (
+                name in self.pending or name.rpartition(".")[2] in self.files
+            ):
                 self._module_ran(name, module)
         if self.main:
             self.main_ran()
@@ -141,8 +144,10 @@ class Targets:
     # -- watching imports -----------------------------------------------------------------
 
     def _watched(self, name: str) -> bool:
-        return name in self.pending or name.rpartition(".")[2] in self.files or (
-            bool(self.main) and name == "multiprocessing.spawn"
+        return (
+            name in self.pending
+            or name.rpartition(".")[2] in self.files
+            or (bool(self.main) and name == "multiprocessing.spawn")
         )
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
@@ -157,7 +162,8 @@ class Targets:
             if spec is None:
                 continue
             if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _Loader(spec.loader, lambda m, n=name: self._imported(n, m))
+                done = functools.partial(self._imported, name)
+                spec.loader = _Loader(spec.loader, done)  # type: ignore[assignment]
             return spec
         return None
 
@@ -211,5 +217,4 @@ def line_profiler(specs: Sequence[str], *, kernprof: bool) -> Any:
         targets = Targets(lp, specs)
         targets.resolve_present()
         targets.watch()
-        lp._job_targets = targets  # kept alive with the profiler
     return lp

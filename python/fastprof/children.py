@@ -139,7 +139,9 @@ def json_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(json_text(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(json_text(str(k)) + ":" + json_text(v) for k, v in value.items()) + "}"
+        return (
+            "{" + ",".join(json_text(str(k)) + ":" + json_text(v) for k, v in value.items()) + "}"
+        )
     raise TypeError(f"json_text: cannot write a {type(value).__name__}")
 
 
@@ -275,10 +277,10 @@ def _tree_records(prof: Any) -> Optional[Tuple[Any, ...]]:
     no tree."""
     if not hasattr(prof, "_raw_tree"):
         return None
-    from .keys import label
-
     from array import array
     from itertools import chain
+
+    from .keys import label
 
     tspt, nodes, threads, merged = prof._raw_tree()
     if not nodes and not merged:

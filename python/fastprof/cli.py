@@ -341,9 +341,7 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
     return lp
 
 
-def _execute(
-    prof: Any, code: types.CodeType, globs: Dict[str, Any], lines: Any = None
-) -> None:
+def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any], lines: Any = None) -> None:
     """Runs code in globs with prof (and the line profiler lines, when given) on.  The
     profile holds what cProfile's run holds: ``exec`` and what it runs (the call of
     ``disable`` is taken out in _own_stats)."""

@@ -185,7 +185,7 @@ def _read_tree(base: str) -> Any:
                 raise ValueError("malformed function keys")
             if not isinstance(blob, bytes) or len(blob) % 48:
                 raise ValueError("malformed node records")
-            nodes = struct.iter_unpack("<6q", blob)
+            nodes: List[Any] = list(struct.iter_unpack("<6q", blob))
             tree = CallTree.from_raw(tspt, keys, nodes, threads, merged, cap)
             if any(not 0 <= n.func < len(keys) for n in tree.nodes()):
                 raise ValueError("a node names no known function")
