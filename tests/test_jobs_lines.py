@@ -111,6 +111,28 @@ def test_lines_of_in_pool_workers_exact_hits(tmp_path: Any, method: str, spec: s
     assert "3 process(es)" in r.stderr
 
 
+@pytest.mark.parametrize("method", START_METHODS)
+def test_kernprof_decorator_in_pool_workers(tmp_path: Any, method: str) -> None:
+    from fastprof.lines import load_stats
+
+    marked = POOL.replace("    def work(n):\n", "    @profile\n    def work(n):\n")
+    script = write(tmp_path, "pool.py", marked)
+    run_dir = tmp_path / "run"
+    r = fastprof(
+        ["run", "--subprocesses", "--lines", "--run-dir", str(run_dir), str(script), method],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    tasks = int(r.stdout.splitlines()[0])
+    root, pids = workers(run_dir)
+    hits: Dict[int, int] = {}
+    for pid in [root, *pids]:
+        for line, n in line_hits(load_stats(run_dir / f"{pid}.lprof"), script, "work").items():
+            hits[line] = hits.get(line, 0) + n
+    # the decorator line comes first: work's lines are one further down
+    assert hits[BODY_LINE + 1] == 100 * tasks and hits[RETURN_LINE + 1] == tasks
+
+
 def test_kernprof_decorator_in_executor_workers(tmp_path: Any) -> None:
     from fastprof.lines import load_stats
 

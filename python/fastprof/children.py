@@ -437,11 +437,10 @@ def _after_fork_child() -> None:
         ppid = parent.ppid if parent.quiet else parent.pid
         _session = _Session(parent.run_dir, prof, ppid, root=False)
         if parent.lines is not None:
-            # the parent's line profiler, with its registrations, counts from zero here
+            # the parent's line profiler (the forkserver's holds what its preload
+            # registered), with its registrations, counts from zero here
             parent.lines.reset()
             _session.lines = parent.lines
-        elif parent.quiet:
-            _session.lines = _new_lines()
         _install_sigterm()
         _write_meta(_session, complete=False)
         if _session.lines is not None:
@@ -486,6 +485,9 @@ def start_child() -> None:
         return
     if kind == "forkserver":  # its fork children are the workers: follow them
         _session = _Session(run_dir, None, os.getppid(), root=False, quiet=True)
+        # not enabled here: it registers what the preloaded script names (@profile
+        # included), for the fork children to time
+        _session.lines = _new_lines()
         _install_hooks()
         return
     prof = _new_profile()

@@ -178,7 +178,7 @@ def _read_tree(base: str) -> Any:
         from ._files import read_regular_file
 
         try:
-            data = _marshal_reader.loads(read_regular_file(raw))
+            data = _marshal_reader.loads(read_regular_file(raw), allow_bytes=True)
             tspt, keys, blob, threads, merged, cap = data
             keys = [tuple(k) for k in keys]
             if not all(len(k) == 3 for k in keys) or not isinstance(tspt, float):
