@@ -8,11 +8,19 @@ shows the median wall time of each and the ratio of `--subprocesses` to `run` (t
 most 1.10).  Record the figures, with the command and the machine, in docs/performance.md.
 
     python benchmarks/jobs.py [--repeats N] [--quick]
+
+With ``--instructions``, no wall clock: one spawn worker's whole life (a Pool(1) mapping the
+same task over 8 items) runs under valgrind's callgrind in each mode, and the instructions
+it executed are printed (they do not depend on the machine's load).  The worker's start
+(the bootstrap's imports), its profile and its write at exit are all in the count.
+
+    python benchmarks/jobs.py --instructions
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import platform
 import statistics
@@ -38,6 +46,39 @@ if __name__ == "__main__":
 """
 
 MODES = ("python", "run", "run --subprocesses")
+
+SCRIPT_ONE = SCRIPT.replace("Pool(8)", "Pool(1)").replace("[2000] * 64", "[2000] * 8")
+
+
+def worker_instructions(mode: str) -> int:
+    """The instructions callgrind counts in the spawn worker of SCRIPT_ONE run by mode."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PACKAGE) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    with tempfile.TemporaryDirectory(prefix="fastprof-bench-jobs-") as tmp:
+        script = os.path.join(tmp, "pool1.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent(SCRIPT_ONE))
+        cmd = _command(mode, script, os.path.join(tmp, "out.prof"))
+        out = os.path.join(tmp, "cg.%p")
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}"]
+            + cmd,
+            env=env,
+            cwd=tmp,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for path in glob.glob(os.path.join(tmp, "cg.*")):
+            with open(path) as f:
+                text = f.read()
+            if "spawn_main" in text.partition("\ncmd:")[2].partition("\n")[0]:
+                for line in text.splitlines():
+                    if line.startswith(("summary:", "totals:")):
+                        return int(line.split()[1])
+    raise RuntimeError("no spawn worker found among callgrind's outputs")
 
 
 def _command(mode: str, script: str, out: str) -> List[str]:
@@ -77,7 +118,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--quick", action="store_true", help="2 repeats (a smoke run)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count one spawn worker's instructions under callgrind instead of timing",
+    )
     opts = parser.parse_args()
+    if opts.instructions:
+        print(f"one spawn worker's instructions (callgrind); Python {platform.python_version()}")
+        base = None
+        for mode in MODES:
+            n = worker_instructions(mode)
+            base = n if mode == "run" else base
+            extra = f"  {n / base:.2f}x of run's" if base and mode != "run" else ""
+            print(f"{mode:<22} {n:>14,}{extra}")
+        return
     repeats = 2 if opts.quick else max(1, opts.repeats)
     times = measure(repeats)
     print(

@@ -8,9 +8,9 @@ The public names, re-exported from one module per concern:
 - GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx
 - timeline: trace (``with fastprof.trace() as tr:``, Python calls and, with cuda=True, the GPU)
 
-``import fastprof`` loads the profilers and Stats only, never NumPy: a profiled script's own
-imports show in its profile as under cProfile.  The kernels, the GPU names and NVTX load on
-first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
+``import fastprof`` loads the call profiler only, never NumPy: a profiled script's own
+imports show in its profile as under cProfile, and each process of a profiled job starts
+cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
 ``pip install 'fastprof[kernels]'``).
 """
 
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _fastprof  # noqa: F401  (the compiled core loads first)
 from ._version import __version__
-from .lines import LineProfiler
 from .profile import Profile, profile, run, runctx
-from .stats import Stats
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from . import cuda, kernels, nvtx
     from .cuda import cuda_timer
     from .cupti import cuda_trace
+    from .lines import LineProfiler
+    from .stats import Stats
     from .timeline import trace
 
 __all__ = [
@@ -46,6 +46,8 @@ __all__ = [
 
 #: The names loaded on first use: name -> (module, attribute of it or None for the module).
 _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
+    "LineProfiler": ("fastprof.lines", "LineProfiler"),
+    "Stats": ("fastprof.stats", "Stats"),
     "kernels": ("fastprof.kernels", None),
     "cuda": ("fastprof.cuda", None),
     "nvtx": ("fastprof.nvtx", None),

@@ -1,7 +1,8 @@
 """A reader of the part of marshal's format that pstats files use (dict, tuple, list, str,
-int, float, None, True, False and back-references), written in Python so that a malformed or
-hostile file can only make it raise ValueError: CPython's marshal is not meant for untrusted
-data (a size field can ask it for gigabytes, and it builds code objects)."""
+int, float, None, True, False and back-references; bytes too, when asked, for fastprof's raw
+call trees), written in Python so that a malformed or hostile file can only make it raise
+ValueError: CPython's marshal is not meant for untrusted data (a size field can ask it for
+gigabytes, and it builds code objects)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ _F64 = struct.Struct("<d")
 class _Reader:
     """State of one loads(): the bytes, the position and the objects a reference may name."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, allow_bytes: bool = False) -> None:
         self.data = data
+        self.allow_bytes = allow_bytes
         self.pos = 0
         self.refs: List[Optional[Any]] = []
 
@@ -84,6 +86,8 @@ class _Reader:
         if kind == "f":
             text = self.take(self.take(1)[0]).decode("ascii")
             return float(text)
+        if kind == "s" and self.allow_bytes:  # bytes (fastprof's raw tree records)
+            return self.take(self.size(self.i32()))
         if kind in "ut":
             return self.take(self.size(self.i32())).decode("utf-8", "surrogatepass")
         if kind in "aA":
@@ -121,11 +125,12 @@ class _Reader:
         raise ValueError(f"bad marshal data (type code {kind!r} has no place in a profile)")
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes, *, allow_bytes: bool = False) -> Any:
     """The object marshal.dumps wrote to data, when it is built of dict, tuple, list, str,
-    int, float, None and bools.  Raises ValueError for anything else, truncated data or sizes
-    beyond the data's end; never allocates more than the data's size calls for."""
-    r = _Reader(bytes(data))
+    int, float, None and bools (and bytes, with allow_bytes).  Raises ValueError for anything
+    else, truncated data or sizes beyond the data's end; never allocates more than the data's
+    size calls for."""
+    r = _Reader(bytes(data), allow_bytes)
     try:
         return r.obj(0)
     except UnicodeDecodeError:

@@ -12,24 +12,28 @@ How a child starts profiling:
   and this same Python, then hands over to the ``sitecustomize`` that the path would otherwise
   give (so a user's own one still runs).
 
-Each process writes ``<run dir>/<pid>.prof`` (pstats), its call tree beside it, and
-``<pid>.json`` (command line, parent pid, wall time, rank) when it ends: at normal exit, at
-``os._exit`` (wrapped), and on SIGTERM (a handler that writes, then dies of the signal as it
-would have; a pool's ``terminate`` sends it).  Every file is written to a temporary name and
-renamed, so a reader never sees half a file.  ``<pid>.json`` is first written when the process
-starts, marked incomplete: a process killed outright is reported as missing, never as an empty
-profile.
+Each process writes ``<run dir>/<pid>.prof`` (pstats), ``<pid>.tree.marshal`` (its call
+tree as the core's raw records, which ``fastprof.merge`` turns into a tree), ``<pid>.lprof``
+(line timings, when lines are on) and ``<pid>.json`` (command line, parent pid, wall time,
+rank) when it ends: at normal exit, at ``os._exit`` (wrapped), and on SIGTERM (a handler that
+writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  Every
+file is written to a temporary name and renamed, so a reader never sees half a file.
+``<pid>.json`` is first written when the process starts, marked incomplete: a process killed
+outright is reported as missing, never as an empty profile.
+
+A child's start and its write are kept cheap: this module imports only what the standard
+library's interpreter start has loaded already (no json, no report code), the records are
+written with marshal, and the conversion to views happens when the run is read.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import signal
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = [
     "ENV_DIR",
@@ -40,11 +44,15 @@ __all__ = [
     "write_now",
     "own_stats",
     "process_rank",
+    "run_options",
+    "json_text",
 ]
 
 ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
 ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
-FORMAT = 1  # the version of the per-process files' layout
+ENV_OPTIONS = "FASTPROF_RUN_OPTIONS"  # the profilers' options, one ``name=value`` a line
+FORMAT = 2  # the version of the per-process files' layout
+TREE_SUFFIX = ".tree.marshal"  # a process's call tree: the core's raw records, marshalled
 
 # Rank variables of the launchers, in the order they are looked at.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -94,6 +102,77 @@ def _fastprof_chain():
 _fastprof_start()
 _fastprof_chain()
 '''
+
+
+def json_text(value: Any) -> str:
+    """value (None, bool, int, float, str, or lists and str-keyed dicts of them) as JSON
+    text, every non-ASCII character escaped as json.dumps does (a lone surrogate from an
+    undecodable command line included).  Written here so that a child never imports json."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "null"  # not JSON; never a time the records hold
+        return repr(value)
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'
+        out = []
+        for ch in value:
+            o = ord(ch)
+            if ch == '"' or ch == "\\":
+                out.append("\\" + ch)
+            elif 0x20 <= o < 0x7F:
+                out.append(ch)
+            elif o > 0xFFFF:
+                o -= 0x10000
+                out.append("\\u%04x\\u%04x" % (0xD800 | (o >> 10), 0xDC00 | (o & 0x3FF)))
+            else:
+                out.append("\\u%04x" % o)
+        return '"' + "".join(out) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{" + ",".join(json_text(str(k)) + ":" + json_text(v) for k, v in value.items()) + "}"
+        )
+    raise TypeError(f"json_text: cannot write a {type(value).__name__}")
+
+
+def options_text(options: Dict[str, Any]) -> str:
+    """The job's options as FASTPROF_RUN_OPTIONS holds them: ``name=value`` lines, a list one
+    line per item (read back by run_options)."""
+    lines = []
+    for name, value in options.items():
+        for item in value if isinstance(value, list) else [value]:
+            text = str(int(item)) if isinstance(item, bool) else str(item)
+            if "\n" in text or "\0" in text:
+                raise ValueError(f"{name}: {text!r} holds a line break or a NUL")
+            lines.append(f"{name}={text}")
+    return "\n".join(lines)
+
+
+_LISTS = ("lines_of",)  # the options that are lists
+
+
+def run_options() -> Dict[str, Any]:
+    """The job's options from FASTPROF_RUN_OPTIONS: str values, lists for _LISTS."""
+    out: Dict[str, Any] = {name: [] for name in _LISTS}
+    for line in os.environ.get(ENV_OPTIONS, "").split("\n"):
+        name, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if name in _LISTS:
+            out[name].append(value)
+        else:
+            out[name] = value
+    return out
 
 
 def process_rank() -> Optional[int]:
@@ -148,6 +227,7 @@ class _Session:
         self.quiet = quiet  # multiprocessing's forkserver: not profiled, its fork children are
         self.run_dir = run_dir
         self.prof = prof
+        self.lines: Any = None  # the line profiler, when the job times lines
         self.pid = os.getpid()
         self.ppid = ppid
         self.root = root  # the process `fastprof run` started in: the runner writes its file
@@ -188,7 +268,29 @@ def _atomic_write(path: str, data: bytes) -> None:
 
 
 def _write_meta(s: _Session, complete: bool) -> None:
-    _atomic_write(os.path.join(s.run_dir, f"{s.name}.json"), json.dumps(s.meta(complete)).encode())
+    _atomic_write(os.path.join(s.run_dir, f"{s.name}.json"), json_text(s.meta(complete)).encode())
+
+
+def _tree_records(prof: Any) -> Optional[Tuple[Any, ...]]:
+    """The call tree prof recorded, as the core's raw records with the functions' pstats keys:
+    (seconds per tick, keys, nodes as bytes, threads, merged, node cap); None when it keeps
+    no tree."""
+    if not hasattr(prof, "_raw_tree"):
+        return None
+    from array import array
+    from itertools import chain
+
+    from .keys import label
+
+    tspt, nodes, threads, merged = prof._raw_tree()
+    if not nodes and not merged:
+        return None
+    keys = [label(f[0]) for f in prof._raw()[1]]
+    # the nodes' six integers each, as little-endian int64: read back in one call
+    flat = array("q", chain.from_iterable(nodes))
+    if sys.byteorder == "big":
+        flat.byteswap()
+    return (tspt, keys, flat.tobytes(), threads, merged, getattr(prof, "tree_nodes", None))
 
 
 # A child's write that cannot finish (a lock left held by a thread of the parent at fork)
@@ -223,20 +325,20 @@ def write_now(s: Optional[_Session] = None) -> bool:
     alarm = _guard_write()
     try:
         s.prof.disable()
+        if s.lines is not None:
+            s.lines.disable()
         import marshal
 
         stats = own_stats(s.prof)
         base = os.path.join(s.run_dir, s.name)
         try:
-            from .report.source import tree_of
-
-            tree = tree_of(s.prof)
+            tree = _tree_records(s.prof)
         except Exception:  # the flat profile is still worth having
             tree = None
         if tree is not None:
-            tmp = f"{base}.tree.json.{s.pid}.tmp"
-            tree.save(tmp)
-            os.replace(tmp, f"{base}.prof.tree.json")
+            _atomic_write(base + TREE_SUFFIX, marshal.dumps(tree))
+        if s.lines is not None:
+            _atomic_write(f"{base}.lprof", _line_stats_bytes(s.lines))
         _atomic_write(f"{base}.prof", marshal.dumps(stats))
         _write_meta(s, complete=True)
         return True
@@ -306,9 +408,33 @@ def _install_sigterm() -> None:
 def _new_profile() -> Any:
     from .profile import Profile
 
-    kw = json.loads(os.environ.get("FASTPROF_RUN_OPTIONS", "{}") or "{}")
+    kw = run_options()
     clock: Any = kw.get("clock", "wall")
-    return Profile(builtins=bool(kw.get("builtins", True)), clock=clock)
+    return Profile(builtins=kw.get("builtins", "1") != "0", clock=clock)
+
+
+def _lines_on() -> bool:
+    """Whether the job times lines (--lines or --lines-of)."""
+    kw = run_options()
+    return kw.get("lines") == "1" or bool(kw["lines_of"])
+
+
+def _new_lines() -> Any:
+    """A line profiler set up from the job's options (not yet enabled), or None when the job
+    times no lines."""
+    if not _lines_on():
+        return None
+    from ._child_lines import line_profiler
+
+    kw = run_options()
+    return line_profiler(kw["lines_of"], kernprof=kw.get("lines") == "1")
+
+
+def _line_stats_bytes(lp: Any) -> bytes:
+    """The line timings of lp as a .lprof file holds them."""
+    import pickle
+
+    return pickle.dumps(lp.get_stats(), protocol=4)
 
 
 def _after_fork_child() -> None:
@@ -326,8 +452,15 @@ def _after_fork_child() -> None:
         prof = _new_profile()
         ppid = parent.ppid if parent.quiet else parent.pid
         _session = _Session(parent.run_dir, prof, ppid, root=False)
+        if parent.lines is not None:
+            # the parent's line profiler (the forkserver's holds what its preload
+            # registered), with its registrations, counts from zero here
+            parent.lines.reset()
+            _session.lines = parent.lines
         _install_sigterm()
         _write_meta(_session, complete=False)
+        if _session.lines is not None:
+            _session.lines.enable()
         prof.enable()
     except Exception as e:
         _session = None
@@ -368,45 +501,70 @@ def start_child() -> None:
         return
     if kind == "forkserver":  # its fork children are the workers: follow them
         _session = _Session(run_dir, None, os.getppid(), root=False, quiet=True)
+        # not enabled here: it registers what the preloaded script names (@profile
+        # included), for the fork children to time
+        _session.lines = _new_lines()
         _install_hooks()
         return
     prof = _new_profile()
     _session = _Session(run_dir, prof, os.getppid(), root=False)
+    _session.lines = _new_lines()
     _install_hooks()
     _install_sigterm()
     _write_meta(_session, complete=False)
+    if _session.lines is not None:
+        _session.lines.enable()
     prof.enable()
 
 
-def runner_session(run_dir: str, prof: Any) -> "_Session":
+def runner_session(run_dir: str, prof: Any, lines: Any = None) -> "_Session":
     """The session of the process ``fastprof run`` started in, when its children are not
-    followed: its profile goes to run_dir (write it with write_now)."""
+    followed: its profile (and lines's line timings) go to run_dir (write them with
+    write_now)."""
     s = _Session(os.path.abspath(run_dir), prof, os.getppid(), root=True)
+    s.lines = lines
     _write_meta(s, complete=False)
     return s
 
 
 def follow(
-    run_dir: str, prof: Any, boot_dir: str, *, clock: str = "wall", builtins: bool = True
+    run_dir: str,
+    prof: Any,
+    boot_dir: str,
+    *,
+    clock: str = "wall",
+    builtins: bool = True,
+    lines: Any = None,
+    lines_of: Optional[List[str]] = None,
+    kernprof: bool = False,
 ) -> "_Session":
     """In the process ``fastprof run`` started in: makes its Python children profile
     themselves into run_dir (the environment for new interpreters, with the bootstrap written
     to boot_dir; the fork hooks for fork children).  prof is the runner's own profile, which
-    fork children switch off.  Returns the runner's session (write it with write_now)."""
+    fork children switch off; lines its line profiler (or None), which fork children keep
+    with their counts zeroed.  lines_of (``module:qualname``, ``file.py:qualname`` or
+    ``__main__:qualname`` for the script being run) and kernprof (``@profile`` marks
+    functions) say which functions new interpreters time line by line.  Returns the
+    runner's session (write it with write_now).  ValueError when an option cannot be passed
+    on (a line break in a name)."""
     global _session
     from . import __file__ as pkg_file
 
+    options: Dict[str, Any] = {"clock": clock, "builtins": builtins}
+    if lines is not None:
+        options.update(lines=kernprof, lines_of=list(lines_of or []))
+    text = options_text(options)  # before anything changes: it may raise
     os.makedirs(boot_dir, exist_ok=True)
     root = os.path.dirname(os.path.dirname(os.path.abspath(pkg_file)))
     here = os.path.abspath(boot_dir)
-    text = _BOOT.format(here=here, root=root, env_python=ENV_PYTHON)
-    _atomic_write(os.path.join(boot_dir, "sitecustomize.py"), text.encode())
+    boot = _BOOT.format(here=here, root=root, env_python=ENV_PYTHON)
+    _atomic_write(os.path.join(boot_dir, "sitecustomize.py"), boot.encode())
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = here + (os.pathsep + old if old else "")
     os.environ[ENV_DIR] = os.path.abspath(run_dir)
     os.environ[ENV_PYTHON] = sys.executable + "|" + sys.version
-    os.environ["FASTPROF_RUN_OPTIONS"] = json.dumps({"clock": clock, "builtins": builtins})
-    _session = runner_session(run_dir, prof)
+    os.environ[ENV_OPTIONS] = text
+    _session = runner_session(run_dir, prof, lines)
     _install_hooks()
     return _session
 
@@ -433,4 +591,4 @@ def stop_following(saved_env: Dict[str, Optional[str]]) -> None:
             os.environ[k] = v
 
 
-ENV_NAMES = ("PYTHONPATH", ENV_DIR, ENV_PYTHON, "FASTPROF_RUN_OPTIONS")
+ENV_NAMES = ("PYTHONPATH", ENV_DIR, ENV_PYTHON, ENV_OPTIONS)

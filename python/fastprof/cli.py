@@ -412,17 +412,41 @@ def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
     )
 
 
-def _execute(prof: Any, code: types.CodeType, globs: Dict[str, Any], opts: Any) -> None:
-    """Runs code in globs with prof on.  The profile holds what cProfile's run holds:
-    ``exec`` and what it runs (the call of ``disable`` is taken out in _own_stats).  Sets
-    ``opts.wall``, the run's wall time in seconds (read with _wall_clock)."""
+def _execute(
+    prof: Any, code: types.CodeType, globs: Dict[str, Any], opts: Any, lines: Any = None
+) -> None:
+    """Runs code in globs with prof (and the line profiler lines, when given) on.  The
+    profile holds what cProfile's run holds: ``exec`` and what it runs (the call of
+    ``disable`` is taken out in _own_stats).  Sets ``opts.wall``, the run's wall time in
+    seconds (read with _wall_clock)."""
     start = _wall_clock()
-    prof.enable()
+    if lines is not None:
+        lines.enable()
     try:
-        exec(code, globs)
+        prof.enable()
+        try:
+            exec(code, globs)
+        finally:
+            prof.disable()
     finally:
-        prof.disable()
+        if lines is not None:
+            lines.disable()
         opts.wall = _wall_clock() - start
+
+
+def _job_line_specs(opts: argparse.Namespace) -> List[str]:
+    """The --lines-of specs as the job's other processes read them: the script or module
+    being run named ``__main__``, a file by its absolute path."""
+    out = []
+    for spec in opts.lines_of:
+        where, _, qualname = spec.rpartition(":")
+        if where and _is_running_target(where, opts):
+            out.append(f"__main__:{qualname}")
+        elif where.endswith(".py") or os.sep in where or "/" in where:
+            out.append(f"{os.path.abspath(where)}:{qualname}")
+        else:
+            out.append(spec)
+    return out
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -453,8 +477,6 @@ def _run(argv: Sequence[str]) -> int:
         opts.target, tail = tail[0], tail[1:]
     opts.args = list(tail)
     line_mode = opts.lines or bool(opts.lines_of)
-    if (opts.subprocesses or opts.run_dir is not None) and line_mode:
-        parser.error("--subprocesses and --run-dir do not yet combine with --lines or --lines-of")
     if opts.threads and (line_mode or opts.subprocesses or opts.run_dir is not None):
         parser.error(
             "--threads shows one process's call profile: it does not combine with "
@@ -489,19 +511,21 @@ def _run(argv: Sequence[str]) -> int:
         sys.path[:1] = [target.path0]
         sys.modules["__main__"] = target.main
         lp = _lines_profiler(opts, target.code) if line_mode else None
-        if lp is not None:
+        in_job = opts.subprocesses or opts.run_dir is not None
+        if lp is not None and not in_job:
             prof: Any = lp
         elif opts.timeline is not None:
             prof, timeline = _timeline_profile(opts)
         else:
             from .profile import Profile
 
+            # a job's every process writes its call profile, and its line timings beside
             prof = Profile(builtins=not opts.no_builtins, clock=opts.clock)
         opts.title = target.title
-        if opts.subprocesses or opts.run_dir is not None:
-            job = _Job(opts, prof)
+        if in_job:
+            job = _Job(opts, prof, lp)
         try:
-            _execute(prof, target.code, target.main.__dict__, opts)
+            _execute(prof, target.code, target.main.__dict__, opts, lp if in_job else None)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -582,7 +606,7 @@ class _Job:
     --subprocesses) the environment that makes the Python children profile themselves (put
     back by close).  Under a launcher (MPI, torchrun, Slurm) each rank's runner is one."""
 
-    def __init__(self, opts: argparse.Namespace, prof: Any) -> None:
+    def __init__(self, opts: argparse.Namespace, prof: Any, lines: Any = None) -> None:
         import tempfile
 
         from . import children
@@ -608,16 +632,32 @@ class _Job:
         else:
             self.run_dir = tempfile.mkdtemp(prefix="fastprof-run-")
         self.pid = os.getpid()
+        self.lines = lines  # the runner's line profiler (run --lines / --lines-of), or None
         self.boot_dir: Optional[str] = None
         self.saved_env: Dict[str, Optional[str]] = {}
         if opts.subprocesses:
             self.boot_dir = tempfile.mkdtemp(prefix="fastprof-boot-")
             self.saved_env = {k: os.environ.get(k) for k in children.ENV_NAMES}
-            self.session = children.follow(
-                self.run_dir, prof, self.boot_dir, clock=opts.clock, builtins=not opts.no_builtins
-            )
+            try:
+                self.session = children.follow(
+                    self.run_dir,
+                    prof,
+                    self.boot_dir,
+                    clock=opts.clock,
+                    builtins=not opts.no_builtins,
+                    lines=lines,
+                    lines_of=_job_line_specs(opts),
+                    kernprof=opts.lines,
+                )
+            except ValueError as e:
+                import shutil
+
+                shutil.rmtree(self.boot_dir, ignore_errors=True)
+                if not self.keep:
+                    shutil.rmtree(self.run_dir, ignore_errors=True)
+                raise _UsageError(f"--lines-of: {e}") from None
         else:
-            self.session = children.runner_session(self.run_dir, prof)
+            self.session = children.runner_session(self.run_dir, prof, lines)
 
     def in_child(self) -> bool:
         """Whether this is a fork child of the script, still in the runner's code."""
@@ -686,6 +726,9 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     if not opts.merge_threads and opts.format in (None, "text"):
         opts.merge_threads = True  # the job's tree: every process summed by path
     table = format_processes(run)
+    if job.lines is not None:
+        _report_job_lines(opts, job, run, table, out)
+        return
     if opts.outfile and opts.format in (None, "pstats"):
         write_merged(run, opts.outfile)
         sys.stderr.write(table)
@@ -713,6 +756,46 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     printed = not note
     (stream if printed else sys.stderr).write("\n" + table)
     print_note(note)
+
+
+def _report_job_lines(
+    opts: argparse.Namespace, job: _Job, run: Any, table: str, out: _ReportOutput
+) -> None:
+    """The report of run --subprocesses --lines / --lines-of: the line timings summed over
+    the processes (-o writes them as a .lprof file, --html as a page, else kernprof's table
+    is printed), a note per function saying which processes ran it, then the per-process
+    table."""
+    from .lines import LineStats
+    from .merge import format_line_processes
+    from .report.outputs import print_note
+
+    stats = run.lines if run.lines is not None else LineStats({}, 1e-9)
+    for f in job.lines.functions:  # functions that never ran still get their (empty) block
+        c = f.__code__
+        stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
+    n = len(run.procs)
+    notes = format_line_processes(run)
+    if opts.html:
+        from .report.html import write_html
+
+        title = f"fastprof: {opts.title} ({opts.clock} clock, line timings, {n} process(es))"
+        write_html(opts.html, None, None, stats, title=title)
+        print_note(f"HTML report written to {opts.html}")
+    if opts.outfile:
+        stats.to_file(opts.outfile)
+        sys.stderr.write(notes + table)
+        print(
+            f"fastprof: line timings of {n} process(es) written to {opts.outfile}"
+            + (f" (each process's in {job.run_dir})" if job.keep else ""),
+            file=sys.stderr,
+        )
+        return
+    if opts.html:
+        sys.stderr.write(notes + table)
+        return
+    stream = out.stream()
+    stats.print(stream, 1e-6)
+    stream.write(("\n" + notes if notes else "") + "\n" + table)
 
 
 def _report(
@@ -945,13 +1028,19 @@ def _view(argv: Sequence[str]) -> int:
     title = f"fastprof: {opts.file}"
     try:
         if os.path.isdir(opts.file):  # a run directory of run --subprocesses
-            from .merge import format_processes, read_run
+            from .merge import format_line_processes, format_processes, read_run
 
             if opts.threads:
                 raise ValueError(f"{opts.file}: --threads reads one process's profile file")
 
             run = read_run(opts.file)
             st, tree, table = run.stats, run.tree, format_processes(run)
+            if run.lines is not None:  # the line timings summed over the processes
+                import io
+
+                text = io.StringIO()
+                run.lines.print(text, opts.unit, opts.stripzeros, summarize=opts.summarize)
+                table = text.getvalue() + format_line_processes(run) + "\n" + table
             opts.merge_threads = True  # one tree summed over the processes, as run reports it
             title += f" ({len(run.procs)} processes)"
         else:

@@ -3,6 +3,7 @@ into one merged profile that can still be told apart per process.
 
 ``read_run(DIR)`` returns a ``Run``: ``stats`` (the pstats numbers summed over the processes),
 ``tree`` (one root per process, named by its pid; ``--merge-threads`` sums them path by path),
+``lines`` (the line timings summed over the processes that wrote some, or None),
 ``procs`` (what each process was and spent), ``problems`` (files that could not be read: a
 truncated file or one of another version is named with the reason, and the rest still merges)
 and ``missing`` (processes that started but wrote no profile: killed outright).
@@ -13,12 +14,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, TextIO
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from .children import FORMAT
+from .children import FORMAT, TREE_SUFFIX
 
-__all__ = ["Proc", "Run", "read_run", "is_run_dir", "format_processes", "format_ranks", "main"]
+__all__ = [
+    "Proc",
+    "Run",
+    "read_run",
+    "is_run_dir",
+    "format_processes",
+    "format_ranks",
+    "format_line_processes",
+    "lines_path",
+    "main",
+]
 
 
 @dataclass
@@ -35,6 +47,8 @@ class Proc:
     tottime: float = 0.0  # the summed own time of its functions, in seconds
     top: List[Any] = field(default_factory=list)  # [(key, tottime)] of its costliest functions
     own: Dict[Any, float] = field(default_factory=dict)  # {key: tottime} of each function
+    # {function key: (hits, seconds)} of the functions whose lines it timed
+    lines: Dict[Any, Tuple[int, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -45,6 +59,7 @@ class Run:
     problems: List[str]
     missing: List[Proc]
     missing_ranks: List[int] = field(default_factory=list)  # ranks that left no record at all
+    lines: Any = None  # the line timings summed over the processes (a LineStats), or None
 
 
 def is_run_dir(path: str) -> bool:
@@ -70,7 +85,7 @@ def _read_meta(path: str) -> Dict[str, Any]:
 def read_run(run_dir: str) -> Run:
     """The merged profile of run_dir.  ValueError when it holds no process record at all."""
     from .stats import Stats
-    from .tree import CallTree, tree_path
+    from .tree import CallTree
 
     if not os.path.isdir(run_dir):
         raise ValueError(f"{run_dir}: not a directory")
@@ -83,6 +98,7 @@ def read_run(run_dir: str) -> Run:
     missing: List[Proc] = []
     problems: List[str] = []
     sizes: List[int] = []
+    line_stats: List[Any] = []
     for name in names:
         pid = int(name.rpartition("-")[2])
         base = os.path.join(run_dir, name)
@@ -115,21 +131,94 @@ def read_run(run_dir: str) -> Run:
         proc.own = {r.key: r.tottime for r in st.rows}
         proc.top = sorted(proc.own.items(), key=lambda kv: -kv[1])[:3]
         procs.append(proc)
-        where = tree_path(base + ".prof")
-        if os.path.exists(where):
+        try:
+            one = _read_tree(base)
+        except (OSError, ValueError) as e:
+            problems.append(str(e))
+            one = None
+        if one is not None:
+            # one root per process, named by its pid (pids of ranks on other nodes can
+            # repeat: those get a negative number of their own)
+            ident = pid if pid not in trees else -len(trees) - 1
+            trees[ident] = one.merged_threads()
+        if os.path.exists(base + ".lprof"):
             try:
-                # one root per process, named by its pid (pids of ranks on other nodes can
-                # repeat: those get a negative number of their own)
-                ident = pid if pid not in trees else -len(trees) - 1
-                trees[ident] = CallTree.load(where).merged_threads()
+                from .lines import load_stats
+
+                ls = load_stats(base + ".lprof")
             except (OSError, ValueError) as e:
-                problems.append(f"{where}: {e}")
+                problems.append(str(e))
+            else:
+                line_stats.append(ls)
+                proc.lines = {
+                    key: (sum(r[1] for r in rows), sum(r[2] for r in rows) * ls.unit)
+                    for key, rows in ls.timings.items()
+                }
     tree = CallTree(trees) if trees and len(trees) == len(procs) else None
     run = Run(merged, tree, procs, problems, missing)
+    if line_stats:
+        from .lines import LineStats
+
+        run.lines = LineStats.from_stats_objects(*line_stats)
     if sizes:
         have = {p.rank for p in procs + missing}
         run.missing_ranks = [r for r in range(max(sizes)) if r not in have]
     return run
+
+
+def _read_tree(base: str) -> Any:
+    """The call tree a process wrote beside base.prof: the core's raw records (base +
+    TREE_SUFFIX, what fastprof.children writes) or a saved tree (base.prof.tree.json); None
+    when there is neither.  OSError, or ValueError naming the file when it is malformed."""
+    from .tree import CallTree, tree_path
+
+    raw = base + TREE_SUFFIX
+    if os.path.exists(raw):
+        from . import _marshal_reader
+        from ._files import read_regular_file
+
+        try:
+            data = _marshal_reader.loads(read_regular_file(raw), allow_bytes=True)
+            tspt, keys, blob, threads, merged, cap = data
+            keys = [tuple(k) for k in keys]
+            if not all(len(k) == 3 for k in keys) or not isinstance(tspt, float):
+                raise ValueError("malformed function keys")
+            if not isinstance(blob, bytes) or len(blob) % 48:
+                raise ValueError("malformed node records")
+            nodes: List[Any] = list(struct.iter_unpack("<6q", blob))
+            tree = CallTree.from_raw(tspt, keys, nodes, threads, merged, cap)
+            if any(not 0 <= n.func < len(keys) for n in tree.nodes()):
+                raise ValueError("a node names no known function")
+            return tree
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            raise ValueError(f"{raw}: not a fastprof call tree ({e})") from None
+    where = tree_path(base + ".prof")
+    if os.path.exists(where):
+        return CallTree.load(where)
+    return None
+
+
+def lines_path(outfile: str) -> str:
+    """Where merge writes the line timings beside the merged profile outfile: its name with
+    ``.lprof`` in place of ``.prof`` (or added)."""
+    stem = outfile[:-5] if outfile.endswith(".prof") else outfile
+    return stem + ".lprof"
+
+
+def format_line_processes(run: Run) -> str:
+    """One note per function whose lines were timed: in how many processes it ran, and each
+    process's hits and seconds (the busiest first, up to 8)."""
+    if run.lines is None:
+        return ""
+    out = ["line timings summed over the processes:"]
+    for key in sorted(run.lines.timings):
+        ran = [(p, p.lines[key]) for p in run.procs if key in p.lines and p.lines[key][0]]
+        ran.sort(key=lambda pr: (-pr[1][1], pr[0].pid))
+        shown = ", ".join(f"{p.pid} ({h} hits, {t:.6f} s)" for p, (h, t) in ran[:8])
+        more = f", and {len(ran) - 8} more" if len(ran) > 8 else ""
+        name = _fn((key[0], key[1], key[2]))
+        out.append(f"  {name}: ran in {len(ran)} process(es){': ' if ran else ''}{shown}{more}")
+    return "\n".join(out) + "\n"
 
 
 _RECORD = re.compile(r"^(?:rank(\d+)-)?(\d+)\.json$")
@@ -273,12 +362,19 @@ def format_ranks(run: Run, top: int = 10, columns: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_merged(run: Run, outfile: str) -> None:
-    """Writes the merged pstats file to outfile, and its per-process tree beside it."""
+def write_merged(run: Run, outfile: str) -> Optional[str]:
+    """Writes the merged pstats file to outfile, its per-process tree beside it, and the
+    merged line timings (when the processes timed lines) to lines_path(outfile); returns
+    where those went, or None."""
     from .report.source import save_tree
 
     run.stats.dump(outfile)
     save_tree(outfile, run.tree)
+    if run.lines is None:
+        return None
+    where = lines_path(outfile)
+    run.lines.to_file(where)
+    return where
 
 
 def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
@@ -298,21 +394,23 @@ def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
         "--outfile",
         required=True,
         metavar="OUT",
-        help="the merged profile (pstats; its call tree is written beside it)",
+        help="the merged profile (pstats; its call tree is written beside it, and the "
+        "processes' line timings summed to OUT's name with .lprof for .prof)",
     )
     opts = p.parse_args(list(argv))
     out = sys.stderr if stream is None else stream
     try:
         run = read_run(opts.dir)
-        write_merged(run, opts.outfile)
+        lines_out = write_merged(run, opts.outfile)
     except (OSError, ValueError) as e:
         from .report.escape import printable
 
         print(f"fastprof merge: {printable(str(e))}", file=sys.stderr)
         return 2
-    out.write(format_processes(run))
+    out.write(format_line_processes(run) + format_processes(run))
     print(
-        f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}",
+        f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}"
+        + (f" (line timings to {lines_out})" if lines_out else ""),
         file=sys.stderr,
     )
     return 0

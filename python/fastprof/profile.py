@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import inspect
 import sys
 from types import CodeType, TracebackType
 from typing import (
@@ -122,7 +121,7 @@ class Profile(_fastprof.Profiler):
         if not self.enabled and not self._nests:
             # the names of the threads running now, for the views (not for a session's
             # profiler: other sessions' profilers may be on, and would count this)
-            from .tree import thread_names
+            from ._threads import thread_names
 
             self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}
         super().enable(subcalls, builtins)
@@ -371,6 +370,8 @@ class ProfileSession(_fastprof._Session):
         # C: the switch runs no Python frame while the profiler is on.  A coroutine function's
         # calls return an awaitable (C too) that turns the profiler on at the coroutine's first
         # step and off at its last; other tasks that run while it awaits are profiled too.
+        import inspect
+
         coroutine = inspect.iscoroutinefunction(func)
         wrapper: Any = functools.update_wrapper(_fastprof._Guarded(self, func, coroutine), func)
         if coroutine:
@@ -424,6 +425,8 @@ def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
         wrapper.__defaults__ = getattr(func, "__defaults__", None)
         wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
     if sys.version_info >= (3, 12):
+        import inspect
+
         inspect.markcoroutinefunction(wrapper)
     elif sys.version_info < (3, 10):
         from asyncio import coroutines
@@ -448,6 +451,8 @@ def _check_sort_by(sort_by: Any) -> None:
 
 def _accepts_stream(fn: Callable[..., Any]) -> bool:
     try:
+        import inspect
+
         return "stream" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False

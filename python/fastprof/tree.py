@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from ._threads import thread_names
 from .keys import label
 
 __all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "thread_names"]
@@ -311,8 +311,9 @@ class CallTree:
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the tree as JSON to ``path``."""
+        text = json.dumps(self.to_dict(), separators=(",", ":"))  # one pass of the C encoder
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, separators=(",", ":"))
+            f.write(text)
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"]) -> "CallTree":
@@ -323,24 +324,6 @@ class CallTree:
             return cls.from_dict(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"{os.fspath(path)}: {e}") from None
-
-
-def thread_names() -> Dict[int, str]:
-    """{ident: name} of the threads ``threading`` knows now: the running ones, and the finished
-    ones whose Thread object is still alive (an ident a later thread reused names both)."""
-    found: Dict[int, List[str]] = {}
-    try:
-        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
-    except RuntimeError:  # a thread made another Thread meanwhile
-        seen = threading.enumerate()
-    for t in seen:
-        ident = t.ident
-        if ident is None:
-            continue
-        names = found.setdefault(ident, [])
-        if t.name not in names:
-            names.append(t.name)
-    return {i: ", ".join(n) for i, n in found.items()}
 
 
 def pstats_of(root: Node) -> Dict[FuncKey, PstatsEntry]:

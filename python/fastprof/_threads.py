@@ -1,0 +1,27 @@
+"""The names of the threads ``threading`` knows, for the per-thread views (a module of its own:
+the profiler reads them at ``enable()`` without loading the tree or the views)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, List
+
+__all__ = ["thread_names"]
+
+
+def thread_names() -> Dict[int, str]:
+    """{ident: name} of the threads ``threading`` knows now: the running ones, and the finished
+    ones whose Thread object is still alive (an ident a later thread reused names both)."""
+    found: Dict[int, List[str]] = {}
+    try:
+        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    except RuntimeError:  # a thread made another Thread meanwhile
+        seen = threading.enumerate()
+    for t in seen:
+        ident = t.ident
+        if ident is None:
+            continue
+        names = found.setdefault(ident, [])
+        if t.name not in names:
+            names.append(t.name)
+    return {i: ", ".join(n) for i, n in found.items()}
