@@ -390,6 +390,58 @@ def test_sigterm_that_interrupts_nothing_still_writes_and_ends(tmp_path: Any, me
     assert calls(load(run_dir / f"{pid}.prof"), script, "child") == 1
 
 
+# A SIGTERM whose Python handler runs while a hook of the profiler is running Python code
+# (here a user timer; in a pool worker, a builtin's name being worked out): the profiler cannot
+# be disabled there, so the handler must take the signal again once the hook has returned.
+TERM_IN_HOOK = """\
+import os, signal, sys
+from fastprof import children
+from fastprof.profile import Profile
+
+ticks = 0
+
+def timer():
+    global ticks
+    ticks += 1
+    if ticks == 40:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs in the loop below
+        for _ in range(20):
+            pass
+    return ticks
+
+def leaf():
+    return 1
+
+prof = Profile(timer=timer)
+children._session = children._Session(sys.argv[1], prof, os.getppid(), root=False)
+children._install_hooks()
+children._install_sigterm()
+prof.enable()
+for _ in range(1000):
+    leaf()
+prof.disable()
+print("not ended")
+"""
+
+
+def test_sigterm_inside_a_hook_writes_once_the_hook_returns(tmp_path: Any) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    script = write(tmp_path, "term_in_hook.py", TERM_IN_HOOK)
+    r = subprocess.run(
+        [sys.executable, str(script), str(run_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert r.returncode == -signal.SIGTERM, (r.stdout, r.stderr)
+    assert "could not write" not in r.stderr, r.stderr
+    (rec,) = records(run_dir).values()
+    assert rec["complete"], rec
+    assert 1 <= calls(load(run_dir / f"{rec['pid']}.prof"), script, "leaf") < 1000
+
+
 # -- merge and view of a run directory ------------------------------------------------------
 
 

@@ -15,7 +15,10 @@ def is_disable(key: Any) -> bool:
 def own_stats(prof: Any) -> Dict[Any, Any]:
     """The profile of the run as a pstats dictionary, without the runner's own call of
     ``disable`` (a call with no recorded caller); calls of it from the script are kept."""
-    prof.create_stats()
+    if getattr(prof, "_busy", False):  # see children.write_now: the tables as they stand
+        prof.snapshot_stats()
+    else:
+        prof.create_stats()
     stats = dict(prof.stats)
     for key in [k for k in stats if is_disable(k)]:
         callers = stats[key][4]

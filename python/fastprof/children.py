@@ -324,7 +324,13 @@ def write_now(s: Optional[_Session] = None) -> bool:
     s.written = True
     alarm = _guard_write()
     try:
-        s.prof.disable()
+        if getattr(s.prof, "_busy", False):
+            # SIGTERM came while a hook of the profiler ran Python code (a builtin's name, a
+            # user timer), where it cannot be disabled: the process ends right after this
+            # write, so the hook never resumes, and the tables are read as they stand.
+            pass
+        else:
+            s.prof.disable()
         if s.lines is not None:
             s.lines.disable()
         import marshal

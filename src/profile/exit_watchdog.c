@@ -9,19 +9,23 @@
  * have ended lives on (a pool's terminate() then waits for it forever).
  *
  * The watchdog wraps the interpreter's C handler for SIGTERM: it calls it (so the Python handler
- * is due), then, when SIGALRM has its default action and no alarm is pending, nudges the main
- * thread once a second with a SIGALRM whose handler does nothing: the blocking call returns
- * EINTR and CPython runs the pending Python handler, which cancels the nudges as its first step.
- * After FP_WD_NUDGES nudges without that, the process ends by SIGTERM's default action, as it
- * would have without fastprof.  Only async-signal-safe calls are made in the handlers. */
+ * is due), then, when SIGALRM has its default action and no timer is pending, nudges the main
+ * thread every FP_WD_PERIOD_US with a SIGALRM whose handler does nothing: the blocking call
+ * returns EINTR and CPython runs the pending Python handler, which cancels the nudges as its
+ * first step.  After FP_WD_NUDGES nudges without that, the process ends by SIGTERM's default
+ * action, as it would have without fastprof.
+ *
+ * Only async-signal-safe calls are made in the signal handlers. */
 #include "../common.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
-#define FP_WD_NUDGES 10
+#define FP_WD_PERIOD_US 100000 /* between nudges */
+#define FP_WD_NUDGES 100       /* 10 seconds of them */
 
 /* The handler the interpreter had for SIGTERM when the watchdog was installed. */
 static struct sigaction fp_wd_prev;
@@ -42,9 +46,47 @@ fp_wd_set_alarm_action(void (*handler)(int))
     return sigaction(SIGALRM, &act, NULL);
 }
 
+/* Arms the real-time timer for usec microseconds (0 disarms).  Returns nothing. */
+static void
+fp_wd_timer(long usec)
+{
+    struct itimerval t;
+    memset(&t, 0, sizeof(t));
+    t.it_value.tv_sec = usec / 1000000;
+    t.it_value.tv_usec = usec % 1000000;
+    setitimer(ITIMER_REAL, &t, NULL);
+}
+
+/* Returns 1 when the program may have the real-time timer and SIGALRM (a handler of its own, or
+ * a timer pending), else 0. */
+static int
+fp_wd_alarm_taken(void)
+{
+    struct sigaction alrm;
+    struct itimerval t;
+    if (sigaction(SIGALRM, NULL, &alrm) != 0 || (alrm.sa_flags & SA_SIGINFO) ||
+        alrm.sa_handler != SIG_DFL)
+        return 1;
+    if (getitimer(ITIMER_REAL, &t) != 0)
+        return 1;
+    return t.it_value.tv_sec != 0 || t.it_value.tv_usec != 0;
+}
+
+/* Calls the interpreter's SIGTERM handler (the Python handler is then due).  Returns nothing. */
+static void
+fp_wd_trip(int sig, siginfo_t *info, void *ctx)
+{
+    if (fp_wd_prev.sa_flags & SA_SIGINFO) {
+        if (fp_wd_prev.sa_sigaction != NULL)
+            fp_wd_prev.sa_sigaction(sig, info, ctx);
+    } else if (fp_wd_prev.sa_handler != SIG_DFL && fp_wd_prev.sa_handler != SIG_IGN) {
+        fp_wd_prev.sa_handler(sig);
+    }
+}
+
 /* SIGALRM while armed: the blocking call it interrupted returns EINTR, so the pending Python
- * handler runs.  Re-arms for the next second, or after FP_WD_NUDGES ends the process by
- * SIGTERM's default action.  Returns nothing. */
+ * handler runs.  Re-arms, or after FP_WD_NUDGES ends the process by SIGTERM's default action.
+ * Returns nothing. */
 static void
 fp_wd_nudge(FP_UNUSED int sig)
 {
@@ -52,7 +94,7 @@ fp_wd_nudge(FP_UNUSED int sig)
     if (fp_wd_armed) {
         fp_wd_nudges = fp_wd_nudges + 1;
         if (fp_wd_nudges < FP_WD_NUDGES) {
-            alarm(1);
+            fp_wd_timer(FP_WD_PERIOD_US);
         } else {
             struct sigaction dfl;
             memset(&dfl, 0, sizeof(dfl));
@@ -65,29 +107,26 @@ fp_wd_nudge(FP_UNUSED int sig)
     errno = saved;
 }
 
+/* Starts the nudges, the first after usec, when SIGALRM and the timer are free.  Returns 1 when
+ * it started them, else 0. */
+static int
+fp_wd_start(long usec)
+{
+    if (fp_wd_armed || fp_wd_alarm_taken() || fp_wd_set_alarm_action(fp_wd_nudge) != 0)
+        return 0;
+    fp_wd_nudges = 0;
+    fp_wd_armed = 1;
+    fp_wd_timer(usec);
+    return 1;
+}
+
 /* The SIGTERM handler: the interpreter's, then the nudges.  Returns nothing. */
 static void
 fp_wd_handler(int sig, siginfo_t *info, void *ctx)
 {
     int saved = errno;
-    if (fp_wd_prev.sa_flags & SA_SIGINFO) {
-        if (fp_wd_prev.sa_sigaction != NULL)
-            fp_wd_prev.sa_sigaction(sig, info, ctx);
-    } else if (fp_wd_prev.sa_handler != SIG_DFL && fp_wd_prev.sa_handler != SIG_IGN) {
-        fp_wd_prev.sa_handler(sig);
-    }
-    struct sigaction alrm;
-    if (!fp_wd_armed && sigaction(SIGALRM, NULL, &alrm) == 0 && !(alrm.sa_flags & SA_SIGINFO) &&
-        alrm.sa_handler == SIG_DFL) {
-        unsigned pending = alarm(0);
-        if (pending != 0) {
-            alarm(pending); /* the program's own alarm stays as it was; no nudges */
-        } else if (fp_wd_set_alarm_action(fp_wd_nudge) == 0) {
-            fp_wd_nudges = 0;
-            fp_wd_armed = 1;
-            alarm(1);
-        }
-    }
+    fp_wd_trip(sig, info, ctx);
+    fp_wd_start(FP_WD_PERIOD_US);
     errno = saved;
 }
 
@@ -112,14 +151,15 @@ fp_wd_install(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* _sigterm_watchdog_cancel(): stops the nudges (SIGALRM back to its default action, the alarm
- * cancelled).  Returns True when nudges were running, else False. */
+/* _sigterm_watchdog_cancel(): stops the nudges (SIGALRM back to its default action, the timer
+ * disarmed).  Returns True when nudges were running, else False; NULL with OSError set when
+ * sigaction fails. */
 static PyObject *
 fp_wd_cancel(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
 {
     if (!fp_wd_armed)
         Py_RETURN_FALSE;
-    alarm(0);
+    fp_wd_timer(0);
     fp_wd_armed = 0;
     if (fp_wd_set_alarm_action(SIG_DFL) < 0)
         return PyErr_SetFromErrno(PyExc_OSError);

@@ -646,7 +646,17 @@ static PyMethodDef fp_profiler_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The _busy getter.  Returns True while one of p's hooks runs Python code (a user timer, a
+ * builtin's name), when p cannot be disabled, else False. */
+static PyObject *
+fp_profiler_get_busy(PyObject *self, FP_UNUSED void *closure)
+{
+    return PyBool_FromLong(((fp_profiler *)self)->busy != 0);
+}
+
 static PyGetSetDef fp_profiler_getset[] = {
+    {"_busy", fp_profiler_get_busy, NULL,
+     "Whether a hook is running Python code now (the profiler cannot be disabled then).", NULL},
     {"enabled", fp_profiler_get_enabled, NULL, "Whether the profiler is collecting.", NULL},
     {"clock", fp_profiler_get_clock, NULL, "The clock: wall, cpu, process_cpu or user.", NULL},
     {"tool_id", fp_profiler_get_tool_id, NULL, "The sys.monitoring tool id in use, or None.", NULL},
