@@ -53,6 +53,7 @@ class FakeDevice:
         self.kernels: dict[int, ctypes._CFuncPtr] = {}
         self.launches = 0
         self.correlations: list[tuple] = []
+        self.reads = 0  # input elements the device code loaded (its host emulation counts them)
         self.compiles = 0
 
     REAL = {
@@ -170,7 +171,7 @@ class FakeDevice:
         nw = int(np.prod(wshape))
         w_buf = self.view(w, nw * item) if w else None
         self.correlations.append((tuple(wshape), w == 0))
-        self.real._cuda_correlate_host(
+        self.reads += self.real._cuda_correlate_host(
             code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape, shift, mode, cval, boxw, 0
         )
 
@@ -471,3 +472,96 @@ def test_benchmark_and_timer_on_the_fake(dev) -> None:
     with cuda.cuda_timer() as t:
         pass
     assert t.elapsed_ms == 1.0
+
+
+# --- long boxes: running sums ---------------------------------------------------------------
+
+LONG_SHAPES = [((300,), None), ((7, 130), -1), ((5, 4, 90), (0, 2)), ((40, 9), 0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [25, 101, 1001])
+def test_long_boxes_equal_scipy(dev, dtype, size) -> None:
+    # boxes longer than 24 along an axis run as running sums on the device; boxes longer than
+    # the axis (1001 here, 101 on the short axes) fold whole periods or the constant ends
+    rng = np.random.default_rng(size)
+    for shape, axes in LONG_SHAPES:
+        x = (rng.standard_normal(shape) * 40 + 3).astype(dtype)
+        for mode in MODES + ["grid-wrap"]:
+            for origin in (0, -(size // 2), (size - 1) // 2):
+                kw = dict(mode=mode, cval=-1.5, origin=origin, axes=axes)
+                ref = ndimage.uniform_filter(x, size, **kw)
+                close(_gpu_kernels.uniform_filter(x, size, **kw), ref)
+                close(_gpu_kernels.uniform_filter(x, size, _emulate=True, **kw), ref)
+    d = cuda.DeviceArray.from_numpy(x)
+    close(
+        _gpu_kernels.uniform_filter(d, (3, size), mode="mirror").to_numpy(),
+        ndimage.uniform_filter(x, (3, size), mode="mirror"),
+    )
+
+
+def test_long_boxes_per_axis_sizes_modes_and_strided_input(dev) -> None:
+    x = np.random.default_rng(8).standard_normal((30, 64))
+    for size, mode, origin in (
+        ((101, 1001), ["wrap", "nearest"], (3, -100)),
+        ((3, 1001), ["constant", "reflect"], (0, 500)),
+        ((61, 1), "mirror", (-30, 0)),
+    ):
+        kw = dict(mode=mode, origin=origin, cval=2.0)
+        close(_gpu_kernels.uniform_filter(x, size, **kw), ndimage.uniform_filter(x, size, **kw))
+    base = cuda.DeviceArray.from_numpy(x)
+    item = x.itemsize
+    rev = cuda.DeviceArray(base.ptr + 63 * item, (30, 64), np.float64, (64 * item, -item), 0, base)
+    close(
+        _gpu_kernels.uniform_filter(rev, (1, 101), mode="reflect").to_numpy(),
+        ndimage.uniform_filter(np.ascontiguousarray(x[:, ::-1]), (1, 101), mode="reflect"),
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+)
+def test_long_integer_boxes_equal_scipy_exactly(dev, dtype) -> None:
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(9).integers(info.min, info.max, (9, 70), dtype=dtype, endpoint=True)
+    for mode in MODES:
+        for size, origin in (((1, 101), 0), ((31, 1), (-15, 0)), ((101, 1001), (50, -3)), (40, 7)):
+            kw = dict(mode=mode, cval=3, origin=origin)
+            ref = ndimage.uniform_filter(x, size, **kw)
+            np.testing.assert_array_equal(_gpu_kernels.uniform_filter(x, size, **kw), ref)
+            np.testing.assert_array_equal(
+                _gpu_kernels.uniform_filter(x, size, _emulate=True, **kw), ref
+            )
+
+
+def test_long_boxes_non_finite_values_stay_in_their_windows(dev) -> None:
+    # as the CPU's direct sums near NaN and inf: only the windows that hold them are NaN/inf
+    from fastprof import kernels
+
+    x = np.random.default_rng(10).standard_normal((6, 400))
+    x[2, 100], x[3, 50], x[4, 10], x[4, 300] = np.nan, np.inf, -np.inf, np.inf
+    for mode in MODES:
+        for size in (101, 1001):
+            ref = kernels.uniform_filter(x, (1, size), mode=mode)
+            for got in (
+                _gpu_kernels.uniform_filter(x, (1, size), mode=mode),
+                _gpu_kernels.uniform_filter(x, (1, size), mode=mode, _emulate=True),
+            ):
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+                np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+    assert np.isfinite(_gpu_kernels.uniform_filter(x, (1, 101))[0]).all()
+
+
+@pytest.mark.parametrize("shape, axis", [((20000,), 0), ((30, 800), 1), ((800, 30), 0)])
+def test_long_box_costs_what_a_short_one_does_per_output(dev, shape, axis) -> None:
+    # the device code's loads of input elements per output (counted by its host emulation)
+    x = np.random.default_rng(11).standard_normal(shape)
+    per_output = {}
+    for size in (3, 101, 1001, 100001):
+        dev.reads = 0
+        sizes = tuple(size if d == axis else 1 for d in range(x.ndim))
+        _gpu_kernels.uniform_filter(x, sizes, mode="reflect")
+        per_output[size] = dev.reads / x.size
+    assert per_output[3] <= 3
+    for size in (101, 1001, 100001):
+        assert per_output[size] <= 5, per_output

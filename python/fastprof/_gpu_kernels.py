@@ -496,10 +496,10 @@ def _uniform_int(
     for a, sz, o, md in zip(ax, sizes, origins, modes):
         if sz == 1:
             continue
-        exact = (
+        exact = (  # a running sum holds one value more than the box for a moment
             cur.dtype.kind in "iu"
             and float(cval).is_integer()
-            and (_max_abs(cur) + abs(cval)) * sz < _EXACT_LIMIT
+            and (_max_abs(cur) + abs(cval)) * (sz + 1) < _EXACT_LIMIT
         )
         if not exact:
             cur = _ndimage_exact.uniform_filter1d(cur, sz, a, o, md, cval, dtype)
