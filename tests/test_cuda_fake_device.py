@@ -17,7 +17,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from fastprof import _fastprof, _gpu_kernels, cuda
+from fastprof import _fastprof, _gpu_kernels, cuda, trace
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
@@ -223,6 +223,8 @@ def dev(monkeypatch, tmp_path) -> FakeDevice:
     monkeypatch.setattr(cuda, "_flush_buffers", {})
     monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
+    monkeypatch.setattr(_gpu_kernels, "_plans", {})
+    monkeypatch.setattr(_gpu_kernels, "_names_seen", {})
     yield fake
     _gpu_kernels._weights_cache.clear()
 
@@ -565,3 +567,149 @@ def test_long_box_costs_what_a_short_one_does_per_output(dev, shape, axis) -> No
     assert per_output[3] <= 3
     for size in (101, 1001, 100001):
         assert per_output[size] <= 5, per_output
+
+
+# --- plans: what a repeat call does not do again ---------------------------------------------
+
+
+class Counts:
+    """Counts the front end's parsing, code generation and library searches."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.parses = self.sources = self.searches = 0
+        parse, gen = _gpu_kernels._parse, _gpu_kernels.generate_source
+
+        def counted_parse(*a):
+            self.parses += 1
+            return parse(*a)
+
+        def counted_gen(*a):
+            self.sources += 1
+            return gen(*a)
+
+        def counted_search(sonames, wheel):
+            self.searches += 1
+            return sonames
+
+        monkeypatch.setattr(_gpu_kernels, "_parse", counted_parse)
+        monkeypatch.setattr(_gpu_kernels, "generate_source", counted_gen)
+        monkeypatch.setattr(trace, "_search", counted_search)
+        monkeypatch.setattr(trace, "_candidates_seen", {})
+
+    def now(self, dev) -> tuple:
+        return (
+            self.parses,
+            self.sources,
+            self.searches,
+            dev.compiles,
+            _gpu_kernels._plan_builds,
+            len(_gpu_kernels._weights_cache),
+        )
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_repeat_calls_reuse_their_plans(dev, monkeypatch) -> None:
+    counts = Counts(monkeypatch)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((32, 40))
+    x32 = x.astype(np.float32)
+    d = cuda.DeviceArray.from_numpy(x)
+    w = rng.standard_normal((3, 2))
+    a, b = rng.standard_normal((6, 5)), rng.standard_normal((5, 4))
+    calls = {
+        "uniform host": lambda: _gpu_kernels.uniform_filter(x32, 5, mode="wrap"),
+        "uniform device": lambda: _gpu_kernels.uniform_filter(d, (3, 101), origin=(1, -7)),
+        "correlate": lambda: _gpu_kernels.correlate(x, w, mode="mirror"),
+        "convolve device": lambda: _gpu_kernels.convolve(d, w, cval=2.0, mode="constant"),
+        "evaluate": lambda: _gpu_kernels.evaluate("sin(a) * k + b", {"a": x, "b": x, "k": 2.5}),
+        "evaluate device": lambda: _gpu_kernels.evaluate("a - 2 * b", {"a": d, "b": d}),
+        "matmul": lambda: _gpu_kernels.matmul(a, b),
+    }
+    for name, call in calls.items():
+        first = call()
+        before = counts.now(dev)
+        again = call()
+        assert counts.now(dev) == before, name
+        as_host = (lambda r: r.to_numpy()) if isinstance(first, cuda.DeviceArray) else np.asarray
+        np.testing.assert_array_equal(as_host(again), as_host(first))
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_plans_follow_dtype_shape_arguments_and_device(dev, monkeypatch) -> None:
+    counts = Counts(monkeypatch)
+    a = np.linspace(-1, 1, 50)
+
+    def delta(call) -> tuple:
+        before = counts.now(dev)
+        call()
+        return tuple(n - b for n, b in zip(counts.now(dev), before))
+
+    ev = lambda **v: _gpu_kernels.evaluate("a * 2 + b", v)  # noqa: E731
+    ev(a=a, b=a)
+    # (parses, sources, searches, compiles, plans, weights); a new plan generates (and so
+    # parses) the kernel source again, a kernel is compiled once per source and device
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: ev(a=a.astype(np.float32), b=a.astype(np.float32))) == (1, 1, 0, 1, 1, 0)
+    assert delta(lambda: ev(a=a[:40], b=a[:40])) == (1, 1, 0, 0, 1, 0)  # same kernel source
+    assert delta(lambda: ev(a=a.astype(np.int16), b=a)) == (1, 1, 0, 0, 1, 0)
+    assert delta(lambda: ev(a=a, b=np.float32(2))) == (1, 1, 0, 1, 1, 0)  # b a scalar now
+    x = np.random.default_rng(13).standard_normal((20, 30))
+    uf = _gpu_kernels.uniform_filter
+    uf(x, 5)
+    assert delta(lambda: uf(x, 5)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: uf(x.astype(np.float32), 5))[4] == 1
+    assert delta(lambda: uf(x[:, :20], 5))[4] == 1
+    assert delta(lambda: uf(x, 5, mode="nearest"))[4] == 1
+    assert delta(lambda: uf(x, [5, 3]))[4] == 1
+    assert delta(lambda: uf(x, (5, 3)))[4] == 1  # a tuple is keyed apart from a list
+    w = np.ones((2, 3))
+    _gpu_kernels.correlate(x, w)
+    assert delta(lambda: _gpu_kernels.correlate(x, w)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: _gpu_kernels.correlate(x, w * 2))[4:] == (1, 1)  # new content
+    # another device: the kernel is compiled and the weights uploaded for it, once
+    monkeypatch.setattr(dev, "_cuda_get_device", lambda: 1)
+    monkeypatch.setattr(dev, "_cuda_set_device", lambda i: None)
+    monkeypatch.setattr(cuda, "_probe", lambda: (2, ""))
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 1, 0, 0)
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: _gpu_kernels.correlate(x, w))[5] == 1
+    assert delta(lambda: _gpu_kernels.correlate(x, w))[5] == 0
+
+
+def test_plans_keep_rejecting_bad_arguments(dev) -> None:
+    x = np.ones((8, 9))
+    _gpu_kernels.uniform_filter(x, 3)
+    for bad in (dict(size=0), dict(mode="bogus"), dict(origin=5), dict(size=[3])):
+        with pytest.raises(ValueError):
+            _gpu_kernels.uniform_filter(x, **{"size": 3, **bad})
+        with pytest.raises(ValueError):  # the failed call cached nothing
+            _gpu_kernels.uniform_filter(x, **{"size": 3, **bad})
+    with pytest.raises(TypeError):
+        _gpu_kernels.uniform_filter(x, 3, cval="1")
+
+
+def test_benchmark_start_event_follows_argument_preparation(dev, monkeypatch) -> None:
+    # the fake's event timestamps: host work before the launch (an allocation costing 10
+    # units here) must not count; the kernel (3 units) and the end event (1) do
+    d = cuda.DeviceArray.from_numpy(np.ones((16, 16)))
+    malloc, correlate = dev._cuda_malloc, dev._cuda_correlate
+
+    def slow_malloc(n, stream):
+        dev.clock += 10
+        return malloc(n, stream)
+
+    def kernel(*args):
+        dev.clock += 3
+        return correlate(*args)
+
+    monkeypatch.setattr(dev, "_cuda_malloc", slow_malloc)
+    monkeypatch.setattr(dev, "_cuda_correlate", kernel)
+    for fn in (
+        lambda: _gpu_kernels.uniform_filter(d, 5),
+        lambda: _gpu_kernels.correlate(d, np.ones((2, 2))),
+    ):
+        res = cuda.benchmark(fn, n_warmup=1, n_repeat=3, flush_l2=False)
+        assert res.gpu_times.tolist() == [4.0] * 3
+    res = cuda.benchmark(lambda: dev._cuda_malloc(8, 0), n_repeat=2, flush_l2=False)
+    assert res.gpu_times.tolist() == [11.0] * 2  # any other function: timed from its start
+    assert cuda._bench_start.pending is None

@@ -187,7 +187,7 @@ class _Timing:
 
     def __init__(self, stream: int) -> None:
         self.stream = stream
-        self.events = [_cuda._events.get() for _ in range(4)]
+        self.events = _cuda._events.get_many(4)
 
     def mark(self, i: int) -> None:
         _C._cuda_event_record(self.events[i], self.stream)
@@ -201,8 +201,7 @@ class _Timing:
                 "d2h_ms": _C._cuda_event_elapsed(e[2], e[3]),
             }
         finally:
-            for ev in e:
-                _cuda._events.put(ev)
+            _cuda._events.put_many(e)
         t["total_ms"] = t["h2d_ms"] + t["kernel_ms"] + t["d2h_ms"]
         _local.timings = t
         return t
@@ -236,6 +235,75 @@ def _check_host_output(
     if not output.flags.writeable:
         raise ValueError("output must be writeable")
     return output
+
+
+# --- plans --------------------------------------------------------------------------------------
+# A repeat call with the same arguments (same shapes, dtypes, strides, modes, sizes, weights,
+# expression) finds its plan here: the checks passed, the passes chosen, the kernel compiled;
+# what is left per call is the allocations and launches.  Keys hold everything a plan depends
+# on; the device is in the key of what is per device (compiled kernels, uploaded weights).
+
+_PLANS_MAX = 256
+_plans: dict[tuple, Any] = {}
+_plan_builds = 0  # plans built (the tests count cache misses with it)
+
+
+def _plan_get(key: Optional[tuple]) -> Any:
+    """The cached plan for key, or None (always None for key None: arguments not cacheable)."""
+    return None if key is None else _plans.get(key)
+
+
+def _plan_put(key: Optional[tuple], plan: Any) -> Any:
+    """Caches plan under key (when key is not None; the oldest plan goes when full) and
+    returns it."""
+    global _plan_builds
+    _plan_builds += 1
+    if key is not None:
+        if len(_plans) >= _PLANS_MAX:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = plan
+    return plan
+
+
+def _hashable(v: Any) -> Any:
+    """A hashable stand-in for an argument that tells apart every value the checks tell apart
+    (the type included: 3, 3.0 and True differ), or raises TypeError."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_hashable(x) for x in v))
+    if isinstance(v, np.ndarray):
+        raise TypeError("arrays are keyed by their content elsewhere")
+    hash(v)
+    return (type(v), v)
+
+
+def _input_key(obj: Any) -> Optional[tuple]:
+    """What a plan depends on of a filter's input: shape, dtype and (device) strides; None for
+    inputs the plans do not cover (other libraries' device arrays, sequences)."""
+    if type(obj) is np.ndarray:
+        return ("host", obj.shape, obj.dtype)
+    if type(obj) is _cuda.DeviceArray:
+        return ("device", obj.shape, obj.dtype, obj.strides)
+    return None
+
+
+def _filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[tuple]:
+    """The plan key of a filter call, or None when it cannot be cached (integer results: they
+    are computed as scipy's on the host where needed)."""
+    ik = _input_key(input)
+    if ik is None or (ik[0] == "host" and ik[2].kind in "biu") or ik[2].kind not in "biuf":
+        return None
+    try:
+        if isinstance(output, np.ndarray):
+            if output.dtype.kind not in "f":
+                return None
+            ok: Any = ("array", output.shape, output.dtype)
+        else:
+            ok = _hashable(output)
+            if output is not None and np.dtype(output).kind not in "f":
+                return None
+        return (name, ik, ok) + tuple(_hashable(a) for a in args)
+    except TypeError:
+        return None
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -302,7 +370,7 @@ def _run_passes(
         if last:
             dst = out
         else:
-            dst = _cuda.DeviceArray.empty(shape, cdt, stream=stream)
+            dst = _cuda._empty_here(shape, cdt, out.device, stream)
             keep.append(dst)
         wptr = 0
         if w is not None:
@@ -332,6 +400,32 @@ def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) ->
     if not _C._cuda_built() or len(shape) not in (2, 3):
         return False
     return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
+
+
+class _Passes:
+    """The passes of a filter for one input shape and compute dtype, as a plan: called as
+    ``passes_for(shape, cdt)``, it gives the passes it holds (built once)."""
+
+    __slots__ = ("shape", "cdt", "passes", "cval")
+
+    def __init__(self, shape: tuple[int, ...], cdt: np.dtype, passes: list, cval: float) -> None:
+        self.shape, self.cdt, self.passes, self.cval = shape, cdt, passes, cval
+
+    def __call__(self, shape: tuple[int, ...], cdt: np.dtype) -> list:
+        assert shape == self.shape and cdt == self.cdt  # the key holds shape and dtype
+        return self.passes
+
+    @staticmethod
+    def caching(key: Optional[tuple], build: Any, cval: float) -> Any:
+        """passes_for that builds the passes with build(shape, cdt) and caches them under key
+        (nothing is cached for key None)."""
+
+        def passes_for(shape: tuple[int, ...], cdt: np.dtype) -> list:
+            passes = build(shape, cdt)
+            _plan_put(key, _Passes(tuple(shape), np.dtype(cdt), passes, cval))
+            return passes
+
+        return passes_for
 
 
 def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
@@ -420,7 +514,8 @@ def _filter(
                 )
             if stream is None:
                 handle = src.stream
-            out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
+            out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
+            _cuda._kernel_start()
             if src.size:
                 _run_passes(
                     src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep
@@ -430,9 +525,10 @@ def _filter(
         assert host is not None
         cdt = _compute_dtype(host.dtype)
         timing = _Timing(handle)
+        _cuda._kernel_start()
         timing.mark(0)
         src = _cuda.DeviceArray.from_numpy(host.astype(cdt, copy=False), stream=handle)
-        out = _cuda.DeviceArray.empty(host.shape, cdt, stream=handle)
+        out = _cuda._empty_here(host.shape, cdt, src.device, handle)
         timing.mark(1)
         if host.size:
             _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
@@ -595,6 +691,18 @@ def _correlate_or_convolve(
     flip: bool,
     emulate: Any,
 ) -> Any:
+    key = None
+    if type(weights) is np.ndarray and weights.dtype.kind in "biuf":
+        wk = (weights.shape, weights.dtype, weights.tobytes())
+        key = _filter_key(
+            "convolve" if flip else "correlate", input, output, mode, cval, origin, axes
+        )
+        key = None if key is None else key + (wk,)
+    cached = _plan_get(key)
+    if cached is not None:
+        return _filter(
+            _Operand(input, "input"), output, cached, cached.cval, device, stream, emulate
+        )
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:
         # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
@@ -703,7 +811,7 @@ def _correlate_or_convolve(
             out.append((w, w.shape, shift, modecode, 0.0))
         return out
 
-    return _filter(inp, output, passes, cval, device, stream, emulate)
+    return _filter(inp, output, _Passes.caching(key, passes, cval), cval, device, stream, emulate)
 
 
 def correlate(
@@ -759,6 +867,12 @@ def uniform_filter(
     _emulate: bool = False,
 ) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
+    key = _filter_key("uniform", input, output, size, mode, cval, origin, axes)
+    cached = _plan_get(key)
+    if cached is not None:
+        return _filter(
+            _Operand(input, "input"), output, cached, cached.cval, device, stream, _emulate
+        )
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
         _check_real_dtype(inp.host.dtype, "input")
@@ -829,7 +943,7 @@ def uniform_filter(
             _check_mode(md, "mode[%d]" % i)
     else:
         raise ValueError(f"mode must be a str or a sequence of str, got {mode!r}")
-    return _filter(inp, output, plan, cval, device, stream, _emulate)
+    return _filter(inp, output, _Passes.caching(key, plan, cval), cval, device, stream, _emulate)
 
 
 # --- evaluate -----------------------------------------------------------------------------------
@@ -957,6 +1071,33 @@ class _Gen:
         raise ValueError(f"unsupported syntax in expression: {ast.dump(node)[:60]}")
 
 
+_names_seen: dict[str, tuple[str, ...]] = {}
+
+
+def _expr_names(expr: Any) -> tuple[str, ...]:
+    """The variable names of expr, sorted (parsed once per expression string; ValueError as
+    _parse raises it)."""
+    hit = _names_seen.get(expr) if type(expr) is str else None
+    if hit is not None:
+        return hit
+    tree = _parse(expr)
+    names = tuple(
+        sorted(
+            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            - {
+                n.func.id
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            }
+        )
+    )
+    if type(expr) is str:
+        if len(_names_seen) >= _PLANS_MAX:
+            _names_seen.pop(next(iter(_names_seen)))
+        _names_seen[expr] = names
+    return names
+
+
 def _parse(expr: Any) -> ast.Expression:
     """The AST of expr within the shared bounds (fastprof._expr.parse_ast): ValueError naming
     the problem for syntax errors, expressions too long or too deep."""
@@ -1055,50 +1196,54 @@ def evaluate(
     the top give bool. Names come from
     local_dict (and global_dict), else from the caller's frame.
     """
-    tree = _parse(expr)
+    names = _expr_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
-    names = sorted(
-        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        - {
-            n.func.id
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        }
-    )
     if local_dict is None and global_dict is None:
         frame = sys._getframe(_frame_depth)
-        scope = {**frame.f_globals, **frame.f_locals}
+        scopes: tuple[dict, ...] = (frame.f_locals, frame.f_globals)
     else:
-        scope = {**(global_dict or {}), **(local_dict or {})}
+        scopes = (local_dict or {}, global_dict or {})
     values: dict[str, Any] = {}
     for n in names:
-        if n not in scope:
+        for scope in scopes:
+            if n in scope:
+                values[n] = scope[n]
+                break
+        else:
             raise KeyError(f"name {n!r} in expr is not defined")
-        values[n] = scope[n]
     operands: dict[str, _Operand] = {}
     scalars: dict[str, float] = {}
     typed: list[Any] = []  # what NumPy's promotion sees of each scalar (Python ones are weak)
+    sig: list[tuple] = []  # what the plan depends on: each name's kind, dtype and shape
     for n, v in values.items():
         if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
             scalars[n] = float(v)
             typed.append(v)
+            sig.append((n, type(v)))
             continue
         op = _Operand(v, f"variable {n!r}")
         if op.host is not None and op.host.ndim == 0:
             _check_real_dtype(op.host.dtype, f"variable {n!r}")
             scalars[n] = float(op.host)
             typed.append(op.host)
+            sig.append((n, op.host.dtype))
             continue
         if op.dtype is not None:
             _check_real_dtype(op.dtype, f"variable {n!r}")
         operands[n] = op
+        sig.append((n, op.dtype, op.shape, op.on_device))
     shapes = {op.shape for op in operands.values() if op.shape is not None}
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
-    dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
-    f32 = compute_in_float32(dtypes, typed)
-    source, order, kind = generate_source(expr, f32, tuple(scalars))
+    key = ("evaluate", expr, tuple(sig)) if type(expr) is str else None
+    front = _plan_get(key)
+    if front is None:
+        dtypes = [op.dtype for op in operands.values() if op.dtype is not None]
+        f32 = compute_in_float32(dtypes, typed)
+        _source, order, kind = generate_source(expr, f32, tuple(scalars))
+        front = _plan_put(key, (f32, _source, order, kind))
+    f32, source, order, kind = front
     on_device = any(op.on_device for op in operands.values())
     if out is not None and (on_device or not isinstance(out, np.ndarray)):
         raise TypeError("out must be a NumPy array, and only for NumPy input")
@@ -1116,16 +1261,18 @@ def evaluate(
                 break
     with _cuda._on_device(index):
         dev = _C._cuda_get_device()
-        cc = _cuda._props(dev)["compute_capability"]
-        key = (expr, f32, tuple(scalars), dev)
-        if key not in _kernel_cache:
+        kkey = (source, dev)  # the generated source holds the expression, dtype and scalars
+        hit = _kernel_cache.get(kkey)
+        if hit is None:
+            cc = _cuda._props(dev)["compute_capability"]
             image = compile_source(source, f"sm_{cc[0]}{cc[1]}")
             _lib, kernel = _C._cuda_library_load(image, "fp_eval")
-            _kernel_cache[key] = (kernel, order, kind)
-        kernel, order, kind = _kernel_cache[key]
+            hit = _kernel_cache[kkey] = (kernel, order, kind)
+        kernel = hit[0]
         cdt = np.dtype(np.float32 if f32 else np.float64)
         keep: list = []
         timing = None if on_device else _Timing(handle)
+        _cuda._kernel_start()
         if timing:
             timing.mark(0)
         views: dict[str, _cuda.DeviceArray] = {}
@@ -1148,7 +1295,7 @@ def evaluate(
         if any(v.shape != shape for v in views.values()):
             raise ValueError("arrays in expr must share one shape on the GPU")
         res_dtype = np.dtype(bool) if kind == "b" else cdt
-        result = _cuda.DeviceArray.empty(shape, res_dtype, stream=handle)
+        result = _cuda._empty_here(shape, res_dtype, dev, handle)
         n_elem = result.size
         if timing:
             timing.mark(1)
@@ -1178,6 +1325,9 @@ def evaluate(
 
 
 # --- matmul -------------------------------------------------------------------------------------
+
+
+_CUBLAS_NAMES = ("libcublas.so", "libcublas.so.13", "libcublas.so.12")
 
 
 def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
@@ -1211,6 +1361,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 handle = va.stream
             cdt = va.dtype
             timing = None
+            _cuda._kernel_start()
         else:
             cdt = (
                 np.dtype(np.float32)
@@ -1218,13 +1369,14 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 else np.dtype(np.float64)
             )
             timing = _Timing(handle)
+            _cuda._kernel_start()
             timing.mark(0)
             assert pa.host is not None and pb.host is not None  # neither is on the device
             va = _cuda.DeviceArray.from_numpy(pa.host.astype(cdt, copy=False), stream=handle)
             vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
         m, k = va.shape
         n = vb.shape[1]
-        c = _cuda.DeviceArray.empty((m, n), cdt, stream=handle)
+        c = _cuda._empty_here((m, n), cdt, va.device, handle)
         if timing:
             timing.mark(1)
         if m and n:
@@ -1240,9 +1392,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                     vb.ptr,
                     c.ptr,
                     handle,
-                    library_candidates(
-                        "cublas", ("libcublas.so", "libcublas.so.13", "libcublas.so.12"), "cublas"
-                    ),
+                    library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
                 )
         if timing is None:
             return c
