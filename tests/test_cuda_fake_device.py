@@ -55,6 +55,7 @@ class FakeDevice:
         self.correlations: list[tuple] = []
         self.reads = 0  # input elements the device code loaded (its host emulation counts them)
         self.compiles = 0
+        self.log: list[tuple] = []  # stream-ordered calls: (what, stream, ...)
 
     REAL = {
         "_cuda_built",
@@ -107,6 +108,7 @@ class FakeDevice:
 
     def _cuda_free(self, ptr: int, stream: int, ordered: bool) -> None:
         assert ptr in self.blocks, "free of an unknown block"
+        self.log.append(("free", stream, ptr))
         del self.blocks[ptr]
 
     def check_range(self, ptr: int, n: int) -> None:
@@ -126,6 +128,7 @@ class FakeDevice:
         ctypes.memmove(host.ctypes.data, src, host.size)
 
     def _cuda_memcpy_dtod(self, dst: int, src: int, n: int, stream: int) -> None:
+        self.log.append(("dtod", stream))
         self.check_range(src, n)
         self.check_range(dst, n)
         ctypes.memmove(dst, src, n)
@@ -137,7 +140,7 @@ class FakeDevice:
         self.check_range(ptr, n)
 
     def _cuda_stream_wait_event(self, stream: int, ev: int) -> None:
-        pass
+        self.log.append(("wait", stream, ev))
 
     # events
     def _cuda_event_create(self) -> int:
@@ -145,6 +148,7 @@ class FakeDevice:
         return self.next_event
 
     def _cuda_event_record(self, ev: int, stream: int) -> None:
+        self.log.append(("record", stream, ev))
         self.clock += 1.0
         self.events[ev] = self.clock
 
@@ -162,6 +166,7 @@ class FakeDevice:
     def _cuda_correlate(
         self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream
     ) -> None:
+        self.log.append(("kernel", stream))
         item = 4 if code == 0 else 8
         lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
         hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
@@ -200,10 +205,12 @@ class FakeDevice:
         self, kernel: int, grid: int, block: int, fmt: str, args: tuple, stream
     ) -> None:
         conv = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
+        self.log.append(("kernel", stream))
         self.launches += 1
         self.kernels[kernel](*[conv[c](a) for c, a in zip(fmt, args)])
 
     def _cuda_gemm(self, dtype, m, n, k, a, b, c, stream, paths) -> None:
+        self.log.append(("kernel", stream))
         dt = np.float32 if dtype == 0 else np.float64
         item = np.dtype(dt).itemsize
         A = self.view(a, m * k * item).view(dt).reshape(m, k)
@@ -713,3 +720,89 @@ def test_benchmark_start_event_follows_argument_preparation(dev, monkeypatch) ->
     res = cuda.benchmark(lambda: dev._cuda_malloc(8, 0), n_repeat=2, flush_l2=False)
     assert res.gpu_times.tolist() == [11.0] * 2  # any other function: timed from its start
     assert cuda._bench_start.pending is None
+
+
+# --- streams, frees and events ------------------------------------------------------------------
+
+
+class CaiArray:
+    """Another library's device array: a CUDA Array Interface v3 view on a stream."""
+
+    def __init__(self, d: cuda.DeviceArray, stream: int) -> None:
+        self.d = d
+        self.__cuda_array_interface__ = {**d.__cuda_array_interface__, "stream": stream}
+
+
+def waited(log: list, producer: int, consumer: int) -> bool:
+    """Whether an event recorded on producer was then waited on by consumer."""
+    recorded = {ev for what, st, *rest in log if what == "record" and st == producer for ev in rest}
+    return any(what == "wait" and st == consumer and rest[0] in recorded for what, st, *rest in log)
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_kernels_wait_for_operands_advertised_streams(dev) -> None:
+    x = np.random.default_rng(14).standard_normal((12, 10))
+    a = CaiArray(cuda.DeviceArray.from_numpy(x), 5)
+    b = CaiArray(cuda.DeviceArray.from_numpy(x[:10]), 6)
+    c = CaiArray(cuda.DeviceArray.from_numpy(x[:10, :10]), 5)
+    calls = (
+        lambda: _gpu_kernels.uniform_filter(a, 3, stream=9),
+        lambda: _gpu_kernels.correlate(a, np.ones((2, 2)), stream=9),
+        lambda: _gpu_kernels.evaluate("p * 2 + q", {"p": a, "q": a}, stream=9),
+        lambda: _gpu_kernels.matmul(a, b, stream=9),
+    )
+    for call in calls:
+        dev.log.clear()
+        call()
+        assert waited(dev.log, 5, 9), dev.log
+        first_kernel = next(i for i, e in enumerate(dev.log) if e[0] == "kernel")
+        assert first_kernel > max(i for i, e in enumerate(dev.log) if e[:2] == ("wait", 9))
+    dev.log.clear()
+    _gpu_kernels.matmul(b, c)  # no stream given: b's stream, waiting for c's
+    assert waited(dev.log, 5, 6) and all(e[1] == 6 for e in dev.log if e[0] == "kernel")
+    dev.log.clear()
+    _gpu_kernels.uniform_filter(a, 3)  # its own stream: nothing to wait for
+    assert not [e for e in dev.log if e[0] == "wait" and e[1] != 0]
+
+
+def test_frees_go_on_the_null_stream_after_the_last_work(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.ones((8, 8)), stream=9)
+    out = _gpu_kernels.uniform_filter(d, 3)
+    assert out.stream == 9
+    ptr = out.ptr
+    dev.log.clear()
+    del out
+    frees = [e for e in dev.log if e[0] == "free"]
+    assert frees == [("free", 0, ptr)]
+    wait = dev.log.index(next(e for e in dev.log if e[0] == "wait"))
+    assert dev.log[wait][1] == 0 and wait < dev.log.index(frees[0])
+    dev.log.clear()
+    del d
+    assert [e[:2] for e in dev.log] == [("free", 0)]  # made by the user: no fastprof work
+
+
+def test_copy_says_its_stream_and_empty_arrays_have_numpys_strides(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.arange(12.0).reshape(3, 4), stream=7)
+    dev.log.clear()
+    c = d.copy()
+    assert ("dtod", 7) in dev.log
+    assert c.stream == 7 and c.__cuda_array_interface__["stream"] == 7
+    np.testing.assert_array_equal(c.to_numpy(), d.to_numpy())
+    item = d.itemsize
+    t = cuda.DeviceArray(d.ptr, (4, 3), np.float64, (item, 4 * item), 0, d, stream=7).copy()
+    assert t.stream == 7 and t.__cuda_array_interface__["stream"] == 7
+    for shape in ((0,), (3, 0), (0, 4), (2, 0, 5)):
+        for dtype in (np.float64, np.int16):
+            e = cuda.DeviceArray.empty(shape, dtype)
+            assert e.strides == np.empty(shape, dtype).strides
+            assert e.is_c_contiguous and e.__cuda_array_interface__["strides"] is None
+            assert e.to_numpy().strides == np.empty(shape, dtype).strides
+
+
+def test_a_timer_never_read_keeps_a_bounded_number_of_events(dev) -> None:
+    t = cuda.cuda_timer()
+    for _ in range(1000):
+        with t:
+            pass
+    assert dev.next_event < 2 * 64 + 10
+    assert len(t) == 1000 and t.samples_ms.tolist() == [1.0] * 1000

@@ -514,12 +514,14 @@ def _filter(
                 )
             if stream is None:
                 handle = src.stream
+            _cuda._wait_for_operands((src,), handle)
             out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
             _cuda._kernel_start()
             if src.size:
                 _run_passes(
                     src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep
                 )
+            _cuda._fence_after([out, *keep], handle)
             return out
         host = inp.host
         assert host is not None
@@ -1294,6 +1296,10 @@ def evaluate(
         shape = next(iter(views.values())).shape
         if any(v.shape != shape for v in views.values()):
             raise ValueError("arrays in expr must share one shape on the GPU")
+        if on_device:  # device operands may come on other streams (CUDA Array Interface v3)
+            _cuda._wait_for_operands(
+                [views[n] for n, op in operands.items() if op.on_device], handle
+            )
         res_dtype = np.dtype(bool) if kind == "b" else cdt
         result = _cuda._empty_here(shape, res_dtype, dev, handle)
         n_elem = result.size
@@ -1313,6 +1319,7 @@ def evaluate(
             blocks = int(min((n_elem + 255) // 256, 65535 * 8))
             _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
         if on_device:
+            _cuda._fence_after([result, *keep], handle)
             return result
         assert timing is not None  # host input
         timing.mark(2)
@@ -1359,6 +1366,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 raise ValueError(f"matmul shapes do not match: a {va.shape} @ b {vb.shape}")
             if stream is None and va.stream:
                 handle = va.stream
+            _cuda._wait_for_operands((va, vb), handle)
             cdt = va.dtype
             timing = None
             _cuda._kernel_start()
@@ -1395,6 +1403,7 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                     library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
                 )
         if timing is None:
+            _cuda._fence_after([c, va, vb], handle)
             return c
         timing.mark(2)
         host = c.to_numpy(stream=handle)

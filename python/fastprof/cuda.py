@@ -256,6 +256,9 @@ def _summary(values: np.ndarray) -> dict[str, float]:
     }
 
 
+_TIMER_PENDING_MAX = 64  # event pairs a timer keeps unread
+
+
 class cuda_timer:
     """Times a block on the GPU with a pair of CUDA events, and on the host.
 
@@ -296,10 +299,17 @@ class cuda_timer:
         self._pending.append((self._ev0, ev1))
         self._ev0 = 0
         self._cpu.append((t1 - self._t0) / 1e6)
+        if len(self._pending) > _TIMER_PENDING_MAX:
+            # a timer never read keeps a bounded number of events: the oldest pairs (long
+            # finished, as a rule) are read into the samples
+            self._resolve(len(self._pending) - _TIMER_PENDING_MAX // 2)
 
-    def _resolve(self) -> None:
-        """Reads every pending event pair (waiting for the last one) into the samples."""
-        while self._pending:
+    def _resolve(self, count: Optional[int] = None) -> None:
+        """Reads the oldest count pending event pairs (every one by default; waiting for the
+        last one read) into the samples."""
+        left = len(self._pending) if count is None else count
+        while self._pending and left > 0:
+            left -= 1
             e0, e1 = self._pending[0]
             ms = _C._cuda_event_elapsed(e0, e1)
             self._pending.pop(0)
@@ -537,29 +547,81 @@ _KDL_CUDA = 2
 _KDL_CUDA_MANAGED = 13
 
 
+class _Fence:
+    """One event recorded after fastprof's last work on some blocks; back to the pool when
+    the last block holding it goes."""
+
+    __slots__ = ("event", "__weakref__")
+
+    def __init__(self, stream: int) -> None:
+        self.event = _events.get()
+        _C._cuda_event_record(self.event, stream)
+
+    def __del__(self) -> None:
+        try:
+            _events.put(self.event)
+        except Exception:
+            pass
+
+
 class _Allocation:
     """Owns one device block; gives it back when the last array using it goes. Blocks are
-    stream-ordered (cudaMallocAsync / cudaFreeAsync on the allocating stream, memory kept in the
-    device's pool) where the device supports memory pools: no device-wide sync on free. Memory
-    used on another stream must be synchronized by the user before the array is dropped, as
-    with CuPy and PyTorch."""
+    stream-ordered (cudaMallocAsync on the allocating stream, from fastprof's own memory pool)
+    where the device supports memory pools: no device-wide sync on free.  A block is freed on
+    the null stream, which always exists (the stream it was allocated on may have been
+    destroyed by then): after the fence of fastprof's last work on it, when that work ran on
+    another stream.  Other work on another stream must be synchronized by the user before the
+    array is dropped, as with CuPy and PyTorch."""
 
-    __slots__ = ("ptr", "nbytes", "device", "stream", "ordered", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "device", "stream", "ordered", "fence", "__weakref__")
 
     def __init__(self, nbytes: int, device: int, stream: int = 0) -> None:
         self.ptr = 0
         self.nbytes = nbytes
         self.device = device
         self.stream = stream
+        self.fence: Optional[_Fence] = None
         self.ptr, self.ordered = _C._cuda_malloc(nbytes, stream)
 
     def __del__(self) -> None:
         if self.ptr:
             try:
-                _C._cuda_free(self.ptr, self.stream, self.ordered)
+                if self.fence is not None:
+                    _C._cuda_stream_wait_event(0, self.fence.event)
+                _C._cuda_free(self.ptr, 0, self.ordered)
             except Exception:
                 pass
             self.ptr = 0
+            self.fence = None
+
+
+def _fence_after(arrays: Sequence[Any], stream: int) -> None:
+    """Records that fastprof's work on the blocks of arrays (DeviceArrays it made; others are
+    skipped) was queued on stream: their frees on the null stream wait for it.  Nothing for
+    the null stream itself."""
+    if not stream:
+        return
+    fence = None
+    for a in arrays:
+        alloc = getattr(a, "_owner", None)
+        if type(alloc) is _Allocation:
+            if fence is None:
+                fence = _Fence(stream)
+            alloc.fence = fence
+
+
+def _wait_for_operands(arrays: Sequence[Any], stream: int) -> None:
+    """Makes stream wait for the work queued on each array's stream (its CUDA Array
+    Interface v3 ``stream``) when that is another stream: an event recorded there, waited on
+    here."""
+    for a in arrays:
+        if a.stream != stream:
+            ev = _events.get()
+            try:
+                _C._cuda_event_record(ev, a.stream)
+                _C._cuda_stream_wait_event(stream, ev)
+            finally:
+                _events.put(ev)
 
 
 _c_strides_seen: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
@@ -571,12 +633,15 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     hit = _c_strides_seen.get(key)
     if hit is not None:
         return hit
-    strides = []
-    acc = itemsize
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    out = tuple(reversed(strides))
+    if 0 in shape:  # NumPy's strides of an empty array (all 0 in NumPy 2)
+        out = tuple(np.empty(shape, dtype=f"V{itemsize}").strides)
+    else:
+        strides = []
+        acc = itemsize
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= n
+        out = tuple(reversed(strides))
     if len(_c_strides_seen) < 1024 and type(shape) is tuple:
         _c_strides_seen[key] = out
     return out
@@ -727,10 +792,11 @@ class DeviceArray:
     get = to_numpy
 
     def copy(self) -> "DeviceArray":
-        """A C-contiguous device copy."""
+        """A C-contiguous device copy, queued on this array's stream, which the copy records as
+        its own (``.stream`` and its ``__cuda_array_interface__``)."""
         if not self.is_c_contiguous:
-            return DeviceArray.from_numpy(self.to_numpy(), device=self.device)
-        out = DeviceArray.empty(self.shape, self.dtype, self.device)
+            return DeviceArray.from_numpy(self.to_numpy(), device=self.device, stream=self.stream)
+        out = DeviceArray.empty(self.shape, self.dtype, self.device, stream=self.stream)
         if self.nbytes:
             with _on_device(self.device):
                 _C._cuda_memcpy_dtod(out.ptr, self.ptr, self.nbytes, self.stream)
