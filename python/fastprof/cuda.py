@@ -566,7 +566,7 @@ class _Fence:
 
 class _Allocation:
     """Owns one device block; gives it back when the last array using it goes. Blocks are
-    stream-ordered (cudaMallocAsync on the allocating stream, from fastprof's own memory pool)
+    stream-ordered (cudaMallocFromPoolAsync on the allocating stream, from fastprof's own pool)
     where the device supports memory pools: no device-wide sync on free.  A block is freed on
     the null stream, which always exists (the stream it was allocated on may have been
     destroyed by then): after the fence of fastprof's last work on it, when that work ran on

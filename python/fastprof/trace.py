@@ -5,9 +5,10 @@
     >>> for r in tr.records: print(r.name, r.duration_ns)
     >>> print(tr.summary())
 
-Timestamps are CUPTI's (ns, one clock for the whole trace). libcupti is loaded on first use
-(the toolkit's first: CUDA_HOME / CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti
-wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
+Timestamps are CUPTI's (ns, one clock for the whole trace). Kernel names are demangled
+(fastprof._demangle). libcupti is loaded on first use (the toolkit's first: CUDA_HOME /
+CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti wheel of CUDA 12 or the nvidia/cu13
+one of CUDA 13, then the system's); one newer than the driver is refused with the reason. One trace at a time per process; another profiler holding CUPTI
 (Nsight Systems) makes the start fail with a clear error.
 """
 
@@ -20,6 +21,7 @@ from typing import Any, Optional
 
 from . import _cuda_base
 from . import _fastprof as _C
+from ._demangle import demangle
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 
@@ -118,9 +120,55 @@ def _record(t: tuple) -> TraceRecord:
         name = f"memcpy {_COPY_KINDS.get(copy_kind, '?')}"
     elif k == "memset":
         name = "memset"
+    elif name:
+        name = demangle(name)
     return TraceRecord(
         k, name or "?", int(start), int(end), int(device), int(stream), int(corr), int(nbytes)
     )
+
+
+# CUPTI API versions (cuptiGetVersion) up to CUDA 12.9 and the CUDA version each came with;
+# from CUDA 13 the API version is the CUDA version itself, as xxyyzz.
+_CUPTI_CUDA = {
+    13: 11000,
+    14: 11010,
+    15: 11020,
+    16: 11050,
+    17: 11060,
+    18: 11080,
+    19: 12000,
+    20: 12020,
+    21: 12030,
+    22: 12040,
+    23: 12050,
+    24: 12060,
+    25: 12070,
+    26: 12080,
+    27: 12090,
+    28: 12090,
+}
+_CUPTI_NAMES = ("libcupti.so", "libcupti.so.13", "libcupti.so.12")
+
+
+def _cuda_of_cupti(api: int) -> int:
+    """The CUDA version (12040 = 12.4) a CUPTI API version belongs to; 0 when unknown."""
+    if api >= 100000:
+        return (api // 10000) * 1000 + (api // 100 % 100) * 10
+    return _CUPTI_CUDA.get(api, 0)
+
+
+def _check_cupti_driver(api: int, driver: int) -> None:
+    """Raises CudaUnavailableError when the loaded libcupti belongs to a newer CUDA than the
+    driver supports (CUPTI, unlike the runtime, does not work with an older driver)."""
+    cupti = _cuda_of_cupti(api)
+    if driver and cupti and cupti > driver:
+        raise _cuda_base.CudaUnavailableError(
+            f"the loaded libcupti is for CUDA {cupti // 1000}.{cupti % 1000 // 10}, newer than "
+            f"the NVIDIA driver (it supports CUDA {driver // 1000}.{driver % 1000 // 10}): "
+            f"install the CUPTI of CUDA {driver // 1000} (pip install "
+            f"nvidia-cuda-cupti-cu{driver // 1000}, or point CUDA_HOME at that toolkit) or "
+            "update the driver"
+        )
 
 
 _active: list["cuda_trace"] = []
@@ -143,11 +191,9 @@ class cuda_trace:
         _cuda_base._require()
         if _active:
             raise RuntimeError("a cuda_trace is already running (one at a time per process)")
-        _C._cuda_cupti_start(
-            library_candidates(
-                "cupti", ("libcupti.so", "libcupti.so.13", "libcupti.so.12"), "cuda_cupti"
-            )
-        )
+        paths = library_candidates("cupti", _CUPTI_NAMES, "cuda_cupti")
+        _check_cupti_driver(*_C._cuda_cupti_version(paths))
+        _C._cuda_cupti_start(paths)
         _active.append(self)
         return self
 

@@ -6,6 +6,7 @@
 #include "cuda/cuda_py.h"
 
 #ifdef FP_HAVE_CUDA
+#include <cuda_runtime_api.h>
 #include <cupti_activity.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -254,5 +255,43 @@ error:
         free(recs[i].name);
     free(recs);
     return res;
+}
+typedef CUptiResult (*fp_version_t)(uint32_t *);
+
+/* _cuda_cupti_version(lib_paths) -> (cupti_api_version, driver_cuda_version): loads CUPTI as
+ * _cuda_cupti_start does (the first of lib_paths that opens) and returns its API version
+ * (cuptiGetVersion; 0 when it cannot say) and the driver's CUDA version (0 without a driver),
+ * so that the caller can refuse a libcupti newer than the driver before starting it.
+ * Returns NULL with CudaUnavailableError when no CUPTI can be loaded. */
+PyObject *
+fp_cuda_cupti_version(PyObject *m, PyObject *args)
+{
+    PyObject *paths;
+    const char *last = "";
+    char msg[768];
+    uint32_t version = 0;
+    int driver = 0;
+    fp_version_t get;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &paths))
+        return NULL;
+    for (Py_ssize_t i = 0; fp_cupti == NULL && i < PyTuple_GET_SIZE(paths); i++) {
+        const char *p = PyUnicode_AsUTF8(PyTuple_GET_ITEM(paths, i));
+        if (p == NULL)
+            return NULL;
+        fp_cupti = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+        if (fp_cupti == NULL)
+            last = dlerror();
+    }
+    if (fp_cupti == NULL) {
+        snprintf(msg, sizeof msg, "CUPTI (libcupti) could not be loaded (last error: %s)",
+                 last ? last : "none");
+        return fp_cuda_unavailable(m, msg);
+    }
+    get = (fp_version_t)dlsym(fp_cupti, "cuptiGetVersion");
+    if (get == NULL || get(&version) != CUPTI_SUCCESS)
+        version = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess)
+        driver = 0;
+    return Py_BuildValue("kI", (unsigned long)version, (unsigned int)driver);
 }
 #endif
