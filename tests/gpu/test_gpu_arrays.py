@@ -71,6 +71,7 @@ def test_dlpack_roundtrip_through_our_own_import() -> None:
     del cap  # an unconsumed capsule frees itself
 
 
+@pytest.mark.real_gpu
 def test_cupy_interop_without_copies() -> None:
     cp = pytest.importorskip("cupy")
     d = cuda.DeviceArray.from_numpy(np.arange(10.0))
@@ -91,6 +92,7 @@ def test_cupy_interop_without_copies() -> None:
     np.testing.assert_array_equal(z.to_numpy(), np.full(256, 3.0))
 
 
+@pytest.mark.real_gpu
 def test_torch_interop_without_copies() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -113,6 +115,7 @@ def test_torch_interop_without_copies() -> None:
     np.testing.assert_allclose(r.to_numpy(), np.full((10, 10), 100.0))
 
 
+@pytest.mark.real_gpu
 def test_allocations_leave_the_default_memory_pool_alone() -> None:
     # other libraries share the device's default pool: fastprof allocates from a pool of its
     # own and changes no setting of the default one (read through the driver API)
