@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fastprof import _fastprof, _gpu_kernels, cuda, trace
+from fastprof import _fastprof, _gpu_kernels, _libsearch, cuda
 
 
 class NoopDevice:
@@ -119,13 +119,13 @@ def main() -> int:
     cuda._C = _gpu_kernels._C = fake  # type: ignore[assignment]
     cuda._probe = lambda: (1, "")
     searches = [0]
-    real_search = trace._search
+    real_search = _libsearch._search
 
     def counted(*a: Any) -> tuple[str, ...]:
         searches[0] += 1
         return real_search(*a)
 
-    trace._search = counted  # type: ignore[assignment]
+    _libsearch._search = counted  # type: ignore[assignment]
     try:
         print(
             f"# {platform.node()} {platform.processor() or platform.machine()}, Python "
@@ -139,7 +139,7 @@ def main() -> int:
             print(f"{name:48s} {us:12.2f} {fake.compiles - c0:9d} {searches[0] - s0:9d}")
     finally:
         cuda._C, _gpu_kernels._C, cuda._probe = saved
-        trace._search = real_search  # type: ignore[assignment]
+        _libsearch._search = real_search  # type: ignore[assignment]
     return 0
 
 

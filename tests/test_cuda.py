@@ -338,6 +338,9 @@ def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
     calls = []
 
     class FakeCupti:
+        def _cuda_cupti_version(self, paths):
+            return 130000, 13000  # CUPTI and driver of CUDA 13.0
+
         def _cuda_cupti_start(self, paths):
             calls.append(("start", paths))
 

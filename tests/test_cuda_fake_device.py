@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fake_device import CXX, FakeDevice, install
-from fastprof import _fastprof, _gpu_kernels, cuda, trace
+from fastprof import _fastprof, _gpu_kernels, _libsearch, cuda
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
@@ -393,8 +393,8 @@ class Counts:
 
         monkeypatch.setattr(_gpu_kernels, "_parse", counted_parse)
         monkeypatch.setattr(_gpu_kernels, "generate_source", counted_gen)
-        monkeypatch.setattr(trace, "_search", counted_search)
-        monkeypatch.setattr(trace, "_candidates_seen", {})
+        monkeypatch.setattr(_libsearch, "_search", counted_search)
+        monkeypatch.setattr(_libsearch, "_candidates_seen", {})
 
     def now(self, dev) -> tuple:
         return (

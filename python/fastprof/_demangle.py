@@ -310,7 +310,7 @@ def _cufilt_demangle(mangled: str) -> Optional[str]:
     if not _cufilt[0] or not _C._cuda_built():
         return None
     from ._cuda_base import CudaUnavailableError
-    from .trace import library_candidates
+    from ._libsearch import library_candidates
 
     try:
         return _C._cuda_demangle(

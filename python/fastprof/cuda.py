@@ -586,9 +586,16 @@ class _Allocation:
     def __del__(self) -> None:
         if self.ptr:
             try:
-                if self.fence is not None:
-                    _C._cuda_stream_wait_event(0, self.fence.event)
-                _C._cuda_free(self.ptr, 0, self.ordered)
+                current = _C._cuda_get_device()
+                if current != self.device:  # the null stream of the block's own device
+                    _C._cuda_set_device(self.device)
+                try:
+                    if self.fence is not None:
+                        _C._cuda_stream_wait_event(0, self.fence.event)
+                    _C._cuda_free(self.ptr, 0, self.ordered)
+                finally:
+                    if current != self.device:
+                        _C._cuda_set_device(current)
             except Exception:
                 pass
             self.ptr = 0

@@ -14,14 +14,13 @@ one of CUDA 13, then the system's); one newer than the driver is refused with th
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import _cuda_base
 from . import _fastprof as _C
 from ._demangle import demangle
+from ._libsearch import library_candidates
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 
@@ -38,56 +37,6 @@ _COPY_KINDS = {
     9: "HtoH",
     10: "PtoP",
 }
-
-
-_candidates_seen: dict[tuple, tuple[str, ...]] = {}
-
-
-def library_candidates(stem: str, sonames: tuple[str, ...], wheel: str) -> tuple[str, ...]:
-    """Paths and names to dlopen for one CUDA library, most specific first: the toolkit
-    (CUDA_HOME, CUDA_PATH, /usr/local/cuda), the pip wheels (``nvidia/<wheel>/lib`` of CUDA 12,
-    ``nvidia/cu13/lib`` of CUDA 13), the sonames.  The search runs once per library, settings
-    and sys.path; a repeat call costs a lookup."""
-    key = (
-        stem,
-        sonames,
-        wheel,
-        os.environ.get("CUDA_HOME"),
-        os.environ.get("CUDA_PATH"),
-        tuple(sys.path),
-    )
-    hit = _candidates_seen.get(key)
-    if hit is None:
-        hit = _candidates_seen[key] = _search(sonames, wheel)
-    return hit
-
-
-def _search(sonames: tuple[str, ...], wheel: str) -> tuple[str, ...]:
-    """The candidates of library_candidates, searched on disk."""
-    out: list[str] = []
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for home in homes:
-        if not home:
-            continue
-        for sub in ("lib64", "lib", os.path.join("extras", "CUPTI", "lib64")):
-            for name in sonames:
-                p = os.path.join(home, sub, name)
-                if os.path.exists(p) and p not in out:
-                    out.append(p)
-    for base in sys.path:
-        # CUDA 12's wheels have one folder per library (nvidia/cublas/lib); CUDA 13's put
-        # every library in one (nvidia/cu13/lib)
-        for d in (
-            os.path.join(base, "nvidia", wheel, "lib"),
-            os.path.join(base, "nvidia", "cu13", "lib"),
-        ):
-            if os.path.isdir(d):
-                for name in sonames:
-                    p = os.path.join(d, name)
-                    if os.path.exists(p) and p not in out:
-                        out.append(p)
-    out.extend(n for n in sonames if n not in out)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
