@@ -228,3 +228,4 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeDevice, keep_kernels: boo
         monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_plans", {})
+    monkeypatch.setattr(_gpu_kernels, "_names_seen", {})

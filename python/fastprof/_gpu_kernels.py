@@ -1138,9 +1138,19 @@ def evaluate(
         return _finish_host(host, timing, out)
 
 
-def _expr_names(expr: Any) -> list[str]:
-    """The names expr reads (fastprof._expr's parse cache; raises as parse_cached does)."""
-    return _expr.names(_expr.parse_cached(expr))
+_names_seen: dict[str, tuple[str, ...]] = {}
+
+
+def _expr_names(expr: Any) -> tuple[str, ...]:
+    """The names expr reads, in order of first appearance (found once per expression string,
+    through fastprof._expr's parse cache; raises as parse_cached does)."""
+    hit = _names_seen.get(expr) if type(expr) is str else None
+    if hit is None:
+        hit = tuple(_expr.names(_expr.parse_cached(expr)))
+        if len(_names_seen) >= _PLANS_MAX:
+            _names_seen.pop(next(iter(_names_seen)))
+        _names_seen[expr] = hit
+    return hit
 
 
 def _scalar_key(v: Any) -> Any:
