@@ -342,6 +342,9 @@ def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
         return (kind, name, start, end, 0, 1, stream, corr, nbytes, extra, 0, 0)
 
     class FakeCupti:
+        def _cuda_cupti_version(self, paths):
+            return 130000, 13000  # CUPTI and driver of CUDA 13.0
+
         def _cuda_cupti_start(self, paths):
             calls.append(("start", paths))
             return ("libcupti.so", (10, 1, 2), (100, 100, 0))

@@ -10,220 +10,24 @@ DeviceArray, __cuda_array_interface__ and DLPack.
 
 from __future__ import annotations
 
-import ctypes
-import shutil
-import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
-from fastprof import _fastprof, _gpu_kernels, cuda
+from fake_device import CXX, FakeDevice, install
+from fastprof import _cuda_libs, _expr, _fastprof, _gpu_kernels, cuda
 from kernel_helpers import close
 from test_expr_language import GPU_CASES, _gpu_names, _ulps
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
-CXX = shutil.which("g++") or shutil.which("c++")
-
-HOST_PRELUDE = r"""
-#include <math.h>
-#include <string.h>
-struct fp_dim3 { unsigned x, y, z; };
-static const fp_dim3 gridDim = {1, 1, 1}, blockDim = {1, 1, 1};
-static const fp_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __restrict__
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
-#undef INFINITY
-"""
-
-
-class FakeDevice:
-    """Stands in for fastprof._fastprof's CUDA functions on one fake device."""
-
-    def __init__(self, tmp_path) -> None:
-        self.real = _fastprof
-        self.tmp = tmp_path
-        self.blocks: dict[int, np.ndarray] = {}
-        self.clock = 0.0
-        self.events: dict[int, float] = {}
-        self.next_event = 1
-        self.kernels: dict[int, ctypes._CFuncPtr] = {}
-        self.launches = 0
-        self.correlations: list[tuple] = []
-        self.compiles = 0
-
-    REAL = {
-        "_cuda_built",
-        "_cuda_tiled_ok",
-        "_cuda_correlate_host",
-        "_cuda_dlpack_export",
-        "_cuda_dlpack_import",
-    }
-
-    def __getattr__(self, name: str):
-        if name in self.REAL:  # functions that touch no device
-            return getattr(self.real, name)
-        raise AttributeError(f"the fake device has no {name}")
-
-    # device and memory
-    def _cuda_get_device(self) -> int:
-        return 0
-
-    def _cuda_set_device(self, dev: int) -> None:
-        assert dev == 0
-
-    def _cuda_pointer_device(self, ptr: int) -> int:
-        return 0
-
-    def _cuda_device_props(self, dev: int) -> dict:
-        return {
-            "index": 0,
-            "name": "Fake",
-            "compute_capability": (8, 0),
-            "multiprocessors": 1,
-            "total_memory": 1 << 30,
-            "l2_cache_bytes": 1 << 16,
-            "clock_khz": 1000,
-            "memory_clock_khz": 1000,
-            "memory_bus_bits": 64,
-            "warp_size": 32,
-            "max_threads_per_block": 1024,
-            "shared_memory_per_block": 48 << 10,
-            "pci_bus_id": 0,
-            "integrated": 0,
-        }
-
-    def _cuda_malloc(self, n: int, stream: int) -> tuple[int, bool]:
-        if n == 0:
-            return 0, False
-        buf = np.full(n, 0xFF, np.uint8)  # garbage: reads of unwritten memory show up as NaN
-        ptr = buf.ctypes.data
-        self.blocks[ptr] = buf
-        return ptr, True
-
-    def _cuda_free(self, ptr: int, stream: int, ordered: bool) -> None:
-        assert ptr in self.blocks, "free of an unknown block"
-        del self.blocks[ptr]
-
-    def check_range(self, ptr: int, n: int) -> None:
-        for base, buf in self.blocks.items():
-            if base <= ptr and ptr + n <= base + buf.size:
-                return
-        raise AssertionError(f"device access outside any block: {ptr:#x} + {n}")
-
-    def _cuda_memcpy_htod(self, dst: int, src, stream: int) -> None:
-        host = np.frombuffer(src, np.uint8)
-        self.check_range(dst, host.size)
-        ctypes.memmove(dst, host.ctypes.data, host.size)
-
-    def _cuda_memcpy_dtoh(self, dst, src: int, stream: int) -> None:
-        host = np.frombuffer(dst, np.uint8)
-        self.check_range(src, host.size)
-        ctypes.memmove(host.ctypes.data, src, host.size)
-
-    def _cuda_memcpy_dtod(self, dst: int, src: int, n: int, stream: int) -> None:
-        self.check_range(src, n)
-        self.check_range(dst, n)
-        ctypes.memmove(dst, src, n)
-
-    def _cuda_synchronize(self) -> None:
-        pass
-
-    def _cuda_scrub(self, ptr: int, n: int, stream: int) -> None:
-        self.check_range(ptr, n)
-
-    def _cuda_stream_wait_event(self, stream: int, ev: int) -> None:
-        pass
-
-    # events
-    def _cuda_event_create(self) -> int:
-        self.next_event += 1
-        return self.next_event
-
-    def _cuda_event_record(self, ev: int, stream: int) -> None:
-        self.clock += 1.0
-        self.events[ev] = self.clock
-
-    def _cuda_event_elapsed(self, e0: int, e1: int) -> float:
-        return self.events[e1] - self.events[e0]
-
-    def _cuda_event_destroy(self, ev: int) -> None:
-        pass
-
-    # kernels
-    def view(self, ptr: int, nbytes: int) -> np.ndarray:
-        self.check_range(ptr, nbytes)
-        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
-
-    def _cuda_correlate(
-        self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream
-    ) -> None:
-        item = 4 if code == 0 else 8
-        lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-        hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
-        size = int(np.prod(shape))
-        in_buf = self.view(inp + lo * item, (hi - lo + 1) * item)
-        out_buf = self.view(out, size * item)
-        nw = int(np.prod(wshape))
-        w_buf = self.view(w, nw * item) if w else None
-        self.correlations.append((tuple(wshape), w == 0))
-        self.real._cuda_correlate_host(
-            code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape, shift, mode, cval, boxw, 0
-        )
-
-    def _cuda_nvrtc_compile(self, source, name, options, cubin, paths) -> bytes:
-        if CXX is None:
-            pytest.skip("no C++ compiler for the host build of generated kernels")
-        self.compiles += 1
-        src = self.tmp / f"k{self.compiles}.cpp"
-        lib = self.tmp / f"k{self.compiles}.so"
-        src.write_text(HOST_PRELUDE + source)
-        run = subprocess.run(
-            [CXX, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)],
-            capture_output=True,
-            text=True,
-        )
-        assert run.returncode == 0, run.stderr
-        return str(lib).encode()
-
-    def _cuda_library_load(self, image: bytes, name: str) -> tuple[int, int]:
-        fn = getattr(ctypes.CDLL(image.decode()), name)
-        handle = len(self.kernels) + 1
-        self.kernels[handle] = fn
-        return 0, handle
-
-    def _cuda_launch(
-        self, kernel: int, grid: int, block: int, fmt: str, args: tuple, stream
-    ) -> None:
-        conv = {"p": ctypes.c_void_p, "q": ctypes.c_longlong, "d": ctypes.c_double}
-        self.launches += 1
-        self.kernels[kernel](*[conv[c](a) for c, a in zip(fmt, args)])
-
-    def _cuda_gemm(self, dtype, m, n, k, a, b, c, stream, paths) -> None:
-        dt = np.float32 if dtype == 0 else np.float64
-        item = np.dtype(dt).itemsize
-        A = self.view(a, m * k * item).view(dt).reshape(m, k)
-        B = self.view(b, k * n * item).view(dt).reshape(k, n)
-        C = self.view(c, m * n * item).view(dt).reshape(m, n)
-        C[...] = A @ B
 
 
 @pytest.fixture
 def dev(monkeypatch, tmp_path) -> FakeDevice:
     fake = FakeDevice(tmp_path)
-    monkeypatch.setattr(cuda, "_C", fake)
-    monkeypatch.setattr(_gpu_kernels, "_C", fake)
-    monkeypatch.setattr(cuda, "_probe", lambda: (1, ""))
-    monkeypatch.setattr(cuda, "_events", cuda._EventPool())
-    monkeypatch.setattr(cuda, "_props_cache", {})
-    monkeypatch.setattr(cuda, "_flush_buffers", {})
-    monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
-    monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
+    install(monkeypatch, fake)
     yield fake
     _gpu_kernels._weights_cache.clear()
 
@@ -505,3 +309,348 @@ def test_every_gpu_case_runs_with_the_cpus_results(dev, case) -> None:
     want = np.asarray(kernels.evaluate(exprs[0], dict(names)))
     got = d.to_numpy() if isinstance(d, cuda.DeviceArray) else np.asarray(d)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+# --- long boxes: running sums ---------------------------------------------------------------
+
+LONG_SHAPES = [((300,), None), ((7, 130), -1), ((5, 4, 90), (0, 2)), ((40, 9), 0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [25, 101, 1001])
+def test_long_boxes_equal_scipy(dev, dtype, size) -> None:
+    # boxes longer than 24 along an axis run as running sums on the device; boxes longer than
+    # the axis (1001 here, 101 on the short axes) fold whole periods or the constant ends
+    rng = np.random.default_rng(size)
+    for shape, axes in LONG_SHAPES:
+        x = (rng.standard_normal(shape) * 40 + 3).astype(dtype)
+        for mode in MODES + ["grid-wrap"]:
+            for origin in (0, -(size // 2), (size - 1) // 2):
+                kw = dict(mode=mode, cval=-1.5, origin=origin, axes=axes)
+                ref = ndimage.uniform_filter(x, size, **kw)
+                close(_gpu_kernels.uniform_filter(x, size, **kw), ref)
+                close(_gpu_kernels.uniform_filter(x, size, _emulate=True, **kw), ref)
+    d = cuda.DeviceArray.from_numpy(x)
+    close(
+        _gpu_kernels.uniform_filter(d, (3, size), mode="mirror").to_numpy(),
+        ndimage.uniform_filter(x, (3, size), mode="mirror"),
+    )
+
+
+def test_long_boxes_per_axis_sizes_modes_and_strided_input(dev) -> None:
+    x = np.random.default_rng(8).standard_normal((30, 64))
+    for size, mode, origin in (
+        ((101, 1001), ["wrap", "nearest"], (3, -100)),
+        ((3, 1001), ["constant", "reflect"], (0, 500)),
+        ((61, 1), "mirror", (-30, 0)),
+    ):
+        kw = dict(mode=mode, origin=origin, cval=2.0)
+        close(_gpu_kernels.uniform_filter(x, size, **kw), ndimage.uniform_filter(x, size, **kw))
+    base = cuda.DeviceArray.from_numpy(x)
+    item = x.itemsize
+    rev = cuda.DeviceArray(base.ptr + 63 * item, (30, 64), np.float64, (64 * item, -item), 0, base)
+    close(
+        _gpu_kernels.uniform_filter(rev, (1, 101), mode="reflect").to_numpy(),
+        ndimage.uniform_filter(np.ascontiguousarray(x[:, ::-1]), (1, 101), mode="reflect"),
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+)
+def test_long_integer_boxes_equal_scipy_exactly(dev, dtype) -> None:
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(9).integers(info.min, info.max, (9, 70), dtype=dtype, endpoint=True)
+    for mode in MODES:
+        for size, origin in (((1, 101), 0), ((31, 1), (-15, 0)), ((101, 1001), (50, -3)), (40, 7)):
+            kw = dict(mode=mode, cval=3, origin=origin)
+            ref = ndimage.uniform_filter(x, size, **kw)
+            np.testing.assert_array_equal(_gpu_kernels.uniform_filter(x, size, **kw), ref)
+            np.testing.assert_array_equal(
+                _gpu_kernels.uniform_filter(x, size, _emulate=True, **kw), ref
+            )
+
+
+def test_long_boxes_non_finite_values_stay_in_their_windows(dev) -> None:
+    # as the CPU's direct sums near NaN and inf: only the windows that hold them are NaN/inf
+    from fastprof import kernels
+
+    x = np.random.default_rng(10).standard_normal((6, 400))
+    x[2, 100], x[3, 50], x[4, 10], x[4, 300] = np.nan, np.inf, -np.inf, np.inf
+    for mode in MODES:
+        for size in (101, 1001):
+            ref = kernels.uniform_filter(x, (1, size), mode=mode)
+            for got in (
+                _gpu_kernels.uniform_filter(x, (1, size), mode=mode),
+                _gpu_kernels.uniform_filter(x, (1, size), mode=mode, _emulate=True),
+            ):
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+                np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+    assert np.isfinite(_gpu_kernels.uniform_filter(x, (1, 101))[0]).all()
+
+
+@pytest.mark.parametrize("shape, axis", [((20000,), 0), ((30, 800), 1), ((800, 30), 0)])
+def test_long_box_costs_what_a_short_one_does_per_output(dev, shape, axis) -> None:
+    # the device code's loads of input elements per output (counted by its host emulation)
+    x = np.random.default_rng(11).standard_normal(shape)
+    per_output = {}
+    for size in (3, 101, 1001, 100001):
+        dev.reads = 0
+        sizes = tuple(size if d == axis else 1 for d in range(x.ndim))
+        _gpu_kernels.uniform_filter(x, sizes, mode="reflect")
+        per_output[size] = dev.reads / x.size
+    assert per_output[3] <= 3
+    for size in (101, 1001, 100001):
+        assert per_output[size] <= 5, per_output
+
+
+# --- plans: what a repeat call does not do again ---------------------------------------------
+
+
+class Counts:
+    """Counts the front end's parsing (misses of fastprof._expr's parse cache), code generation
+    and library searches."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.parses = self.sources = self.searches = 0
+        parse, gen = _expr.parse, _gpu_kernels.generate_source
+
+        def counted_parse(*a):
+            self.parses += 1
+            return parse(*a)
+
+        def counted_gen(*a):
+            self.sources += 1
+            return gen(*a)
+
+        def counted_search(sonames, wheel):
+            self.searches += 1
+            return sonames
+
+        monkeypatch.setattr(_expr, "parse", counted_parse)  # what parse_cached misses run
+        monkeypatch.setattr(_expr, "_TREES", type(_expr._TREES)())
+        monkeypatch.setattr(_gpu_kernels, "generate_source", counted_gen)
+        monkeypatch.setattr(_cuda_libs, "_search", counted_search)
+        monkeypatch.setattr(_cuda_libs, "_candidates_seen", {})
+
+    def now(self, dev) -> tuple:
+        return (
+            self.parses,
+            self.sources,
+            self.searches,
+            dev.compiles,
+            _gpu_kernels._plan_builds,
+            len(_gpu_kernels._weights_cache),
+        )
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_repeat_calls_reuse_their_plans(dev, monkeypatch) -> None:
+    counts = Counts(monkeypatch)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((32, 40))
+    x32 = x.astype(np.float32)
+    d = cuda.DeviceArray.from_numpy(x)
+    w = rng.standard_normal((3, 2))
+    a, b = rng.standard_normal((6, 5)), rng.standard_normal((5, 4))
+    calls = {
+        "uniform host": lambda: _gpu_kernels.uniform_filter(x32, 5, mode="wrap"),
+        "uniform device": lambda: _gpu_kernels.uniform_filter(d, (3, 101), origin=(1, -7)),
+        "correlate": lambda: _gpu_kernels.correlate(x, w, mode="mirror"),
+        "convolve device": lambda: _gpu_kernels.convolve(d, w, cval=2.0, mode="constant"),
+        "evaluate": lambda: _gpu_kernels.evaluate("sin(a) * k + b", {"a": x, "b": x, "k": 2.5}),
+        "evaluate device": lambda: _gpu_kernels.evaluate("a - 2 * b", {"a": d, "b": d}),
+        "matmul": lambda: _gpu_kernels.matmul(a, b),
+    }
+    for name, call in calls.items():
+        first = call()
+        before = counts.now(dev)
+        again = call()
+        assert counts.now(dev) == before, name
+        as_host = (lambda r: r.to_numpy()) if isinstance(first, cuda.DeviceArray) else np.asarray
+        np.testing.assert_array_equal(as_host(again), as_host(first))
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_plans_follow_dtype_shape_arguments_and_device(dev, monkeypatch) -> None:
+    counts = Counts(monkeypatch)
+    a = np.linspace(-1, 1, 50)
+
+    def delta(call) -> tuple:
+        before = counts.now(dev)
+        call()
+        return tuple(n - b for n, b in zip(counts.now(dev), before))
+
+    ev = lambda **v: _gpu_kernels.evaluate("a * 2 + b", v)  # noqa: E731
+    ev(a=a, b=a)
+    # (parses, sources, searches, compiles, plans, weights); a new plan generates the kernel
+    # source again (the expression stays parsed), a kernel is compiled once per source and
+    # device, and the source follows each operand's dtype
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: ev(a=a.astype(np.float32), b=a.astype(np.float32))) == (0, 1, 0, 1, 1, 0)
+    assert delta(lambda: ev(a=a[:40], b=a[:40])) == (0, 1, 0, 0, 1, 0)  # same kernel source
+    assert delta(lambda: ev(a=a.astype(np.int16), b=a)) == (0, 1, 0, 1, 1, 0)  # int16 loads
+    assert delta(lambda: ev(a=a.astype(np.int16), b=a)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: ev(a=a, b=np.float32(2))) == (0, 1, 0, 1, 1, 0)  # b a scalar now
+    assert delta(lambda: ev(a=a, b=np.float32(3))) == (0, 0, 0, 0, 0, 0)  # another value
+    x = np.random.default_rng(13).standard_normal((20, 30))
+    uf = _gpu_kernels.uniform_filter
+    uf(x, 5)
+    assert delta(lambda: uf(x, 5)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: uf(x.astype(np.float32), 5))[4] == 1
+    assert delta(lambda: uf(x[:, :20], 5))[4] == 1
+    assert delta(lambda: uf(x, 5, mode="nearest"))[4] == 1
+    assert delta(lambda: uf(x, [5, 3]))[4] == 1
+    assert delta(lambda: uf(x, (5, 3)))[4] == 1  # a tuple is keyed apart from a list
+    w = np.ones((2, 3))
+    _gpu_kernels.correlate(x, w)
+    assert delta(lambda: _gpu_kernels.correlate(x, w)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: _gpu_kernels.correlate(x, w * 2))[4:] == (1, 1)  # new content
+    # another device: the kernel is compiled and the weights uploaded for it, once
+    monkeypatch.setattr(dev, "_cuda_get_device", lambda: 1)
+    monkeypatch.setattr(dev, "_cuda_set_device", lambda i: None)
+    monkeypatch.setattr(cuda, "_probe", lambda: (2, ""))
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 1, 0, 0)
+    assert delta(lambda: ev(a=a, b=a)) == (0, 0, 0, 0, 0, 0)
+    assert delta(lambda: _gpu_kernels.correlate(x, w))[5] == 1
+    assert delta(lambda: _gpu_kernels.correlate(x, w))[5] == 0
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_evaluate_plans_keep_numpys_python_int_rules(dev) -> None:
+    # a Python int is weak (the array's dtype wins) but must fit that dtype: a cached plan for
+    # a small int must not take a large one past NumPy's OverflowError
+    a = np.arange(-5, 5, dtype=np.int8)
+    for k in (3, -3, 127, -128):
+        got = _gpu_kernels.evaluate("a + k", {"a": a, "k": k})
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, a + k)
+    for k in (128, 1000, -129, 2**63):
+        with pytest.raises(OverflowError):
+            _gpu_kernels.evaluate("a + k", {"a": a, "k": k})
+    np.testing.assert_array_equal(_gpu_kernels.evaluate("a * k", {"a": a, "k": 2.5}), a * 2.5)
+
+
+def test_plans_keep_rejecting_bad_arguments(dev) -> None:
+    x = np.ones((8, 9))
+    _gpu_kernels.uniform_filter(x, 3)
+    for bad in (dict(size=0), dict(mode="bogus"), dict(origin=5), dict(size=[3])):
+        with pytest.raises(ValueError):
+            _gpu_kernels.uniform_filter(x, **{"size": 3, **bad})
+        with pytest.raises(ValueError):  # the failed call cached nothing
+            _gpu_kernels.uniform_filter(x, **{"size": 3, **bad})
+    with pytest.raises(TypeError):
+        _gpu_kernels.uniform_filter(x, 3, cval="1")
+
+
+def test_benchmark_start_event_follows_argument_preparation(dev, monkeypatch) -> None:
+    # the fake's event timestamps: host work before the launch (an allocation costing 10
+    # units here) must not count; the kernel (3 units) and the end event (1) do
+    d = cuda.DeviceArray.from_numpy(np.ones((16, 16)))
+    malloc, correlate = dev._cuda_malloc, dev._cuda_correlate
+
+    def slow_malloc(n, stream):
+        dev.clock += 10
+        return malloc(n, stream)
+
+    def kernel(*args):
+        dev.clock += 3
+        return correlate(*args)
+
+    monkeypatch.setattr(dev, "_cuda_malloc", slow_malloc)
+    monkeypatch.setattr(dev, "_cuda_correlate", kernel)
+    for fn in (
+        lambda: _gpu_kernels.uniform_filter(d, 5),
+        lambda: _gpu_kernels.correlate(d, np.ones((2, 2))),
+    ):
+        res = cuda.benchmark(fn, n_warmup=1, n_repeat=3, flush_l2=False)
+        assert res.gpu_times.tolist() == [4.0] * 3
+    res = cuda.benchmark(lambda: dev._cuda_malloc(8, 0), n_repeat=2, flush_l2=False)
+    assert res.gpu_times.tolist() == [11.0] * 2  # any other function: timed from its start
+    assert cuda._bench_start.pending is None
+
+
+# --- streams, frees and events ------------------------------------------------------------------
+
+
+class CaiArray:
+    """Another library's device array: a CUDA Array Interface v3 view on a stream."""
+
+    def __init__(self, d: cuda.DeviceArray, stream: int) -> None:
+        self.d = d
+        self.__cuda_array_interface__ = {**d.__cuda_array_interface__, "stream": stream}
+
+
+def waited(log: list, producer: int, consumer: int) -> bool:
+    """Whether an event recorded on producer was then waited on by consumer."""
+    recorded = {ev for what, st, *rest in log if what == "record" and st == producer for ev in rest}
+    return any(what == "wait" and st == consumer and rest[0] in recorded for what, st, *rest in log)
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_kernels_wait_for_operands_advertised_streams(dev) -> None:
+    x = np.random.default_rng(14).standard_normal((12, 10))
+    a = CaiArray(cuda.DeviceArray.from_numpy(x), 5)
+    b = CaiArray(cuda.DeviceArray.from_numpy(x[:10]), 6)
+    c = CaiArray(cuda.DeviceArray.from_numpy(x[:10, :10]), 5)
+    calls = (
+        lambda: _gpu_kernels.uniform_filter(a, 3, stream=9),
+        lambda: _gpu_kernels.correlate(a, np.ones((2, 2)), stream=9),
+        lambda: _gpu_kernels.evaluate("p * 2 + q", {"p": a, "q": a}, stream=9),
+        lambda: _gpu_kernels.matmul(a, b, stream=9),
+    )
+    for call in calls:
+        dev.log.clear()
+        call()
+        assert waited(dev.log, 5, 9), dev.log
+        first_kernel = next(i for i, e in enumerate(dev.log) if e[0] == "kernel")
+        assert first_kernel > max(i for i, e in enumerate(dev.log) if e[:2] == ("wait", 9))
+    dev.log.clear()
+    _gpu_kernels.matmul(b, c)  # no stream given: b's stream, waiting for c's
+    assert waited(dev.log, 5, 6) and all(e[1] == 6 for e in dev.log if e[0] == "kernel")
+    dev.log.clear()
+    _gpu_kernels.uniform_filter(a, 3)  # its own stream: nothing to wait for
+    assert not [e for e in dev.log if e[0] == "wait" and e[1] != 0]
+
+
+def test_frees_go_on_the_null_stream_after_the_last_work(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.ones((8, 8)), stream=9)
+    out = _gpu_kernels.uniform_filter(d, 3)
+    assert out.stream == 9
+    ptr = out.ptr
+    dev.log.clear()
+    del out
+    frees = [e for e in dev.log if e[0] == "free"]
+    assert frees == [("free", 0, ptr)]
+    wait = dev.log.index(next(e for e in dev.log if e[0] == "wait"))
+    assert dev.log[wait][1] == 0 and wait < dev.log.index(frees[0])
+    dev.log.clear()
+    del d
+    assert [e[:2] for e in dev.log] == [("free", 0)]  # made by the user: no fastprof work
+
+
+def test_copy_says_its_stream_and_empty_arrays_have_numpys_strides(dev) -> None:
+    d = cuda.DeviceArray.from_numpy(np.arange(12.0).reshape(3, 4), stream=7)
+    dev.log.clear()
+    c = d.copy()
+    assert ("dtod", 7) in dev.log
+    assert c.stream == 7 and c.__cuda_array_interface__["stream"] == 7
+    np.testing.assert_array_equal(c.to_numpy(), d.to_numpy())
+    item = d.itemsize
+    t = cuda.DeviceArray(d.ptr, (4, 3), np.float64, (item, 4 * item), 0, d, stream=7).copy()
+    assert t.stream == 7 and t.__cuda_array_interface__["stream"] == 7
+    for shape in ((0,), (3, 0), (0, 4), (2, 0, 5)):
+        for dtype in (np.float64, np.int16):
+            e = cuda.DeviceArray.empty(shape, dtype)
+            assert e.strides == np.empty(shape, dtype).strides
+            assert e.is_c_contiguous and e.__cuda_array_interface__["strides"] is None
+            assert e.to_numpy().strides == np.empty(shape, dtype).strides
+
+
+def test_a_timer_never_read_keeps_a_bounded_number_of_events(dev) -> None:
+    t = cuda.cuda_timer()
+    for _ in range(1000):
+        with t:
+            pass
+    assert dev.next_event < 2 * 64 + 10
+    assert len(t) == 1000 and t.samples_ms.tolist() == [1.0] * 1000

@@ -1,14 +1,21 @@
-"""Itanium C++ name demangling for kernel names, in the format of ``c++filt``.
+"""Kernel names as people read them: demangling of the Itanium C++ names that CUDA kernels
+carry in traces.
 
-``demangle(name)`` covers what CUDA kernel names use: plain and nested names, the anonymous
-namespace, templates with type and integer/bool arguments, template parameters, pointers,
-references, cv-qualifiers and substitutions. A name outside that subset (or not mangled at
-all) comes back unchanged, so a summary never loses a row to a name it cannot read.
+:func:`demangle` tries, in order: the toolkit's cu++filt library (``__cu_demangle`` of
+libcufilt, found by the same search as the other CUDA libraries), the small demangler below
+(the common cases of kernel names: namespaces, templates with type and integer arguments,
+pointers, references, const, substitutions, the compiler's clone suffixes), and else gives
+the name as it came.  Results are remembered per name.  Nothing here imports NumPy.
 """
 
 from __future__ import annotations
 
-__all__ = ["demangle"]
+import re
+from typing import Optional
+
+from . import _fastprof as _C
+
+__all__ = ["demangle", "demangle_itanium"]
 
 _BUILTIN = {
     "v": "void",
@@ -33,261 +40,316 @@ _BUILTIN = {
     "g": "__float128",
     "z": "...",
 }
-_BUILTIN_D = {
-    "h": "half",
-    "s": "char16_t",
-    "i": "char32_t",
-    "u": "char8_t",
+_DBUILTIN = {
     "n": "decltype(nullptr)",
+    "h": "half",
+    "i": "char32_t",
+    "s": "char16_t",
+    "u": "char8_t",
 }
-_LITERAL_SUFFIX = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull"}
+_LITERAL_SUFFIX = {"i": "", "j": "u", "l": "l", "m": "ul", "x": "ll", "y": "ull", "s": "", "t": ""}
+_STD = {"t": "std", "a": "std::allocator", "b": "std::basic_string", "s": "std::string"}
 
 
-class _Fail(Exception):
-    """The name leaves the supported subset."""
+class _Unsupported(Exception):
+    """A construct the small demangler does not know."""
 
 
 class _Parser:
-    def __init__(self, s: str) -> None:
-        self.s = s
+    """A recursive-descent reader of one mangled name (Itanium C++ ABI, common subset)."""
+
+    def __init__(self, text: str) -> None:
+        self.s = text
         self.i = 0
-        self.subs: list[str] = []
-        self.targs: list[str] = []
+        self.subs: list[str] = []  # substitution candidates, in order
+        self.targs: list[str] = []  # the function's template arguments (T_, T0_, ...)
 
-    def peek(self, n: int = 1) -> str:
-        return self.s[self.i : self.i + n]
+    def peek(self) -> str:
+        return self.s[self.i] if self.i < len(self.s) else ""
 
-    def take(self, text: str) -> bool:
-        if self.s.startswith(text, self.i):
-            self.i += len(text)
-            return True
-        return False
+    def take(self, k: int = 1) -> str:
+        if self.i + k > len(self.s):
+            raise _Unsupported("unexpected end")
+        out = self.s[self.i : self.i + k]
+        self.i += k
+        return out
 
     def number(self) -> int:
         j = self.i
-        while j < len(self.s) and self.s[j].isdigit():
-            j += 1
+        while self.peek().isdigit():
+            self.i += 1
         if j == self.i:
-            raise _Fail
-        n = int(self.s[self.i : j])
-        self.i = j
-        return n
-
-    def seq_id(self, end: str) -> int:
-        """<seq-id> ending in ``end``: "" is 0, base-36 digits are n + 1."""
-        j = self.s.find(end, self.i)
-        if j < 0:
-            raise _Fail
-        text = self.s[self.i : j]
-        self.i = j + 1
-        return 0 if text == "" else int(text, 36) + 1
+            raise _Unsupported("a number was expected")
+        return int(self.s[j : self.i])
 
     def source_name(self) -> str:
         n = self.number()
-        name = self.s[self.i : self.i + n]
-        if len(name) != n:
-            raise _Fail
-        self.i += n
-        return "(anonymous namespace)" if name.startswith("_GLOBAL__N") else name
+        ident = self.take(n)
+        return "(anonymous namespace)" if ident.startswith("_GLOBAL__N") else ident
+
+    def seq_id(self) -> int:
+        """The index of S_/S<seq>_ or T_/T<n>_ (the leading letter already read)."""
+        if self.peek() == "_":
+            self.i += 1
+            return 0
+        j = self.i
+        while self.peek() and self.peek() != "_":
+            self.i += 1
+        if not self.peek():
+            raise _Unsupported("unterminated sequence id")
+        value = int(self.s[j : self.i], 36)
+        self.i += 1
+        return value + 1
 
     def substitution(self) -> str:
-        if self.take("St"):
-            return "std"
-        if not self.take("S"):
-            raise _Fail
-        k = self.seq_id("_")
-        if k >= len(self.subs):
-            raise _Fail
-        return self.subs[k]
-
-    def template_param(self) -> str:
-        if not self.take("T"):
-            raise _Fail
-        k = self.seq_id("_")
-        if k >= len(self.targs):
-            raise _Fail
-        return self.targs[k]
-
-    def template_args(self) -> list[str]:
-        if not self.take("I"):
-            raise _Fail
-        args = []
-        while not self.take("E"):
-            if self.i >= len(self.s):
-                raise _Fail
-            args.append(self.template_arg())
-        return args
-
-    def template_arg(self) -> str:
-        if self.take("L"):
-            code = self.peek()
+        """After 'S': a remembered name, or one of std's abbreviations."""
+        c = self.peek()
+        if c in _STD:
             self.i += 1
-            neg = self.take("n")
-            value = str(self.number())
-            if not self.take("E"):
-                raise _Fail
-            if code == "b":
-                return "true" if value == "1" else "false"
-            if code not in _LITERAL_SUFFIX:
-                return f"({_BUILTIN.get(code, '?')}){'-' if neg else ''}{value}"
-            return ("-" if neg else "") + value + _LITERAL_SUFFIX[code]
-        return self.type()
+            if c == "t":
+                return "std::" + self.unqualified()
+            return _STD[c]
+        n = self.seq_id()
+        if n >= len(self.subs):
+            raise _Unsupported("substitution out of range")
+        return self.subs[n]
 
-    @staticmethod
-    def with_args(name: str, args: list[str]) -> str:
-        inner = ", ".join(args)
-        return f"{name}<{inner}{' ' if inner.endswith('>') else ''}>"
-
-    def unqualified_name(self) -> str:
+    def unqualified(self) -> str:
         if self.peek().isdigit():
             return self.source_name()
-        raise _Fail
+        raise _Unsupported(f"unqualified name {self.peek()!r}")
 
-    def name(self) -> tuple[str, bool]:
-        """<name>: (text, whether it ends in template arguments)."""
-        if self.take("N"):
-            return self.nested_name()
-        if self.peek(2) == "St":
-            self.i += 2
-            base = "std::" + self.unqualified_name()
-        elif self.peek() == "S":
-            base = self.substitution()
-            if self.peek() != "I":
-                raise _Fail
-            args = self.template_args()
-            return self.with_args(base, args), True
-        else:
-            base = self.unqualified_name()
-        if self.peek() == "I":
-            self.subs.append(base)
-            args = self.template_args()
-            return self.with_args(base, args), True
-        return base, False
+    def template_args(self, top: bool) -> str:
+        """After 'I': the arguments up to 'E', as '<...>' (the function's own when top)."""
+        args: list[str] = []
+        while self.peek() != "E":
+            args.append(self.template_arg())
+        self.i += 1
+        if top:
+            self.targs = args
+        text = ", ".join(args)
+        return "<" + text + (" >" if text.endswith(">") else ">")
 
-    def nested_name(self) -> tuple[str, bool]:
+    def template_arg(self) -> str:
+        c = self.peek()
+        if c == "L":
+            self.i += 1
+            return self.literal()
+        if c == "J":
+            self.i += 1
+            pack = []
+            while self.peek() != "E":
+                pack.append(self.template_arg())
+            self.i += 1
+            return ", ".join(pack)
+        if c == "X":
+            raise _Unsupported("expressions")
+        return self.type()
+
+    def literal(self) -> str:
+        """After 'L': an integer or bool literal up to 'E'."""
+        code = self.take()
+        if code not in _BUILTIN or code in "vz":
+            raise _Unsupported("literal type")
+        neg = self.peek() == "n"
+        if neg:
+            self.i += 1
+        j = self.i
+        while self.peek() and self.peek() != "E":
+            self.i += 1
+        digits = self.s[j : self.i]
+        self.take()  # 'E'
+        if not digits.isdigit():
+            raise _Unsupported("literal value")
+        value = ("-" if neg else "") + digits
+        if code == "b":
+            return {"0": "false", "1": "true"}.get(value, f"(bool){value}")
+        if code in _LITERAL_SUFFIX:
+            return value + _LITERAL_SUFFIX[code]
+        return f"({_BUILTIN[code]}){value}"
+
+    def nested(self, top: bool) -> tuple[str, bool]:
+        """After 'N': the qualified name up to 'E', and whether it ends in template arguments.
+        Every prefix but the whole name becomes a substitution candidate."""
         quals = ""
         while self.peek() in ("r", "V", "K"):
-            quals += {"r": " restrict", "V": " volatile", "K": " const"}[self.peek()]
-            self.i += 1
-        cur = ""
+            quals += {"r": " restrict", "V": " volatile", "K": " const"}[self.take()]
+        parts = ""
         templated = False
-        while not self.take("E"):
-            if self.i >= len(self.s):
-                raise _Fail
-            if cur:
-                self.subs.append(cur)
-            if self.peek() == "I":
-                if not cur:
-                    raise _Fail
-                args = self.template_args()
-                cur = self.with_args(cur, args)
+        while True:
+            c = self.peek()
+            fresh = True  # a new prefix: a substitution candidate
+            if c == "S":
+                self.i += 1
+                fresh = self.peek() == "t"  # St<name> is new, S_ ... are not
+                parts = self.substitution()
+                templated = False
+            elif c == "T":
+                self.i += 1
+                n = self.seq_id()
+                if n >= len(self.targs):
+                    raise _Unsupported("template parameter out of range")
+                parts = self.targs[n]
+                templated = False
+            elif c == "I":
+                if not parts:
+                    raise _Unsupported("template arguments without a name")
+                self.i += 1
+                parts += self.template_args(top)
                 templated = True
-                continue
-            if self.peek() == "S":
-                part = self.substitution()
-            elif self.peek() == "T":
-                part = self.template_param()
+            elif c.isdigit():
+                name = self.source_name()
+                parts = f"{parts}::{name}" if parts else name
+                templated = False
             else:
-                part = self.unqualified_name()
-            cur = part if not cur else f"{cur}::{part}"
-            templated = False
-        return cur + quals, templated
+                raise _Unsupported(f"nested name component {c!r}")
+            if self.peek() == "E":
+                self.i += 1
+                return parts + quals, templated
+            if fresh:
+                self.subs.append(parts)
+
+    def name(self, top: bool) -> tuple[str, bool]:
+        """A (possibly qualified, possibly templated) name, and whether it is templated."""
+        c = self.peek()
+        if c == "N":
+            self.i += 1
+            return self.nested(top)
+        if c == "S":
+            self.i += 1
+            base = self.substitution()
+            is_std = self.s[self.i - 1] != "_"  # St<name>: a new name, a candidate
+        elif c.isdigit():
+            base = self.source_name()
+            is_std = True
+        else:
+            raise _Unsupported(f"name {c!r}")
+        if self.peek() == "I":
+            if is_std:
+                self.subs.append(base)
+            self.i += 1
+            return base + self.template_args(top), True
+        return base, False
 
     def type(self) -> str:
         c = self.peek()
         if c in _BUILTIN:
             self.i += 1
             return _BUILTIN[c]
-        if c == "D" and self.peek(2)[1:] in _BUILTIN_D:
+        if c == "D" and self.s[self.i + 1 : self.i + 2] in _DBUILTIN:
             self.i += 2
-            return _BUILTIN_D[self.s[self.i - 1]]
-        if c in ("P", "R", "O"):
+            return _DBUILTIN[self.s[self.i - 1]]
+        if c in "PROKVr":
             self.i += 1
             inner = self.type()
-            out = inner + {"P": "*", "R": "&", "O": "&&"}[c]
-        elif c in ("K", "V", "r"):
-            self.i += 1
-            inner = self.type()
-            out = inner + {"K": " const", "V": " volatile", "r": " restrict"}[c]
+            out = (
+                inner
+                + {
+                    "P": "*",
+                    "R": "&",
+                    "O": "&&",
+                    "K": " const",
+                    "V": " volatile",
+                    "r": " restrict",
+                }[c]
+            )
         elif c == "T":
-            out = self.template_param()
-            if self.peek() == "I":
-                self.subs.append(out)
-                out = self.with_args(out, self.template_args())
-        elif c == "S" and self.peek(2) != "St":
+            self.i += 1
+            n = self.seq_id()
+            if n >= len(self.targs):
+                raise _Unsupported("template parameter out of range")
+            out = self.targs[n]
+        elif c == "S" and self.s[self.i + 1 : self.i + 2] not in ("t", ""):
+            self.i += 1
             out = self.substitution()
-            if self.peek() == "I":
-                out = self.with_args(out, self.template_args())
-            else:
-                return out  # a substitution is not added again
-        elif c == "N" or c.isdigit() or self.peek(2) == "St":
-            out, _ = self.name()
+            if self.peek() != "I":
+                return out  # a substitution is not remembered again
+            self.i += 1
+            out += self.template_args(False)
+        elif c == "N" or c.isdigit() or c == "S":
+            out, _templated = self.name(False)
+        elif c == "u":
+            self.i += 1
+            out = self.source_name()
         else:
-            raise _Fail
+            raise _Unsupported(f"type {c!r}")
         self.subs.append(out)
         return out
 
-    def encoding(self) -> str:
-        name, templated = self.name()
-        if templated:
-            self.targs = self._last_targs(name)
-        ret = ""
-        if templated and self.i < len(self.s):
-            ret = self.type() + " "
-        params = []
-        while self.i < len(self.s):
-            if self.peek() == ".":  # a clone suffix such as .constprop.0
-                break
-            params.append(self.type())
-        if params == ["void"]:
-            params = []
-        return f"{ret}{name}({', '.join(params)})"
 
-    def _last_targs(self, name: str) -> list[str]:
-        """The template arguments of the function name (what T_ refers to)."""
-        depth = 0
-        start = None
-        for k in range(len(name) - 1, -1, -1):
-            ch = name[k]
-            if ch == ">":
-                depth += 1
-            elif ch == "<":
-                depth -= 1
-                if depth == 0:
-                    start = k
-                    break
-        if start is None:
-            return []
-        inner = name[start + 1 : -1]
-        out, depth, cur = [], 0, ""
-        for ch in inner:
-            if ch == "<":
-                depth += 1
-            elif ch == ">":
-                depth -= 1
-            if ch == "," and depth == 0:
-                out.append(cur.strip())
-                cur = ""
-            else:
-                cur += ch
-        out.append(cur.strip())
-        return out
+def demangle_itanium(mangled: str) -> Optional[str]:
+    """``mangled`` (an Itanium C++ ABI name, ``_Z...``) as c++filt writes it, for the common
+    cases of kernel names; None for anything else (not mangled, or constructs it does not
+    know: lambdas, local names, expressions, function and array types)."""
+    if not isinstance(mangled, str) or not mangled.startswith("_Z"):
+        return None
+    base, dot, rest = mangled.partition(".")
+    clones = _clone_suffixes(dot + rest)
+    if clones is None:
+        return None
+    p = _Parser(base)
+    p.i = 2
+    try:
+        fname, templated = p.name(True)
+        if p.i == len(base):
+            return fname + clones  # a variable
+        ret = p.type() if templated else None
+        params: list[str] = []
+        while p.i < len(base):
+            params.append(p.type())
+    except (_Unsupported, ValueError, IndexError):
+        return None
+    plist = "" if params == ["void"] else ", ".join(params)
+    out = f"{fname}({plist})"
+    return (f"{ret} {out}" if ret is not None else out) + clones
+
+
+def _clone_suffixes(rest: str) -> Optional[str]:
+    """The compiler's clone suffixes (``.constprop.0.isra.1``, ``.cold``, ``.1``) as c++filt
+    writes them (`` [clone .constprop.0] [clone .isra.1]``); "" for none, None when ``rest``
+    is not made of such suffixes."""
+    out = ""
+    i = 0
+    while i < len(rest):
+        m = _CLONE.match(rest, i)
+        if m is None:
+            return None
+        out += f" [clone {m.group(0)}]"
+        i = m.end()
+    return out
+
+
+_CLONE = re.compile(r"\.(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[0-9]+)*|[0-9]+)")
+
+
+_seen: dict[str, str] = {}
+_cufilt = [True]  # whether libcufilt may still be tried
+
+
+def _cufilt_demangle(mangled: str) -> Optional[str]:
+    """The name by the toolkit's libcufilt, or None (not there, or a name it does not know)."""
+    if not _cufilt[0] or not _C._cuda_built():
+        return None
+    from ._cuda_base import CudaUnavailableError
+    from ._cuda_libs import library_candidates
+
+    try:
+        return _C._cuda_demangle(
+            mangled, library_candidates("cufilt", ("libcufilt.so",), "cuda_cufilt")
+        )
+    except CudaUnavailableError:
+        _cufilt[0] = False  # no libcufilt: not asked again
+        return None
 
 
 def demangle(name: str) -> str:
-    """The readable form of an Itanium-mangled name (``_Z...``), as c++filt prints it; any
-    other name, or one outside the supported subset, unchanged."""
-    if not isinstance(name, str) or not name.startswith("_Z"):
+    """A kernel name as people read it: libcufilt's demangling, else the small demangler's,
+    else ``name`` as it is."""
+    if not isinstance(name, str):
         return name
-    p = _Parser(name)
-    p.i = 2
-    try:
-        out = p.encoding()
-    except (_Fail, IndexError, ValueError):
-        return name
-    if p.i != len(name):
-        rest = name[p.i :]
-        if not rest.startswith("."):
-            return name
-        out += f" [clone {rest}]"
-    return out
+    hit = _seen.get(name)
+    if hit is None:
+        hit = (name.startswith("_Z") and (_cufilt_demangle(name) or demangle_itanium(name))) or name
+        if len(_seen) < 4096:
+            _seen[name] = hit
+    return hit

@@ -29,7 +29,7 @@ import numpy as np
 from . import _expr, _expr_cuda, _ndimage_exact
 from . import _fastprof as _C
 from . import cuda as _cuda
-from .cupti import library_candidates
+from ._cuda_libs import library_candidates
 
 __all__ = [
     "convolve",
@@ -186,7 +186,7 @@ class _Timing:
 
     def __init__(self, stream: int) -> None:
         self.stream = stream
-        self.events = [_cuda._events.get() for _ in range(4)]
+        self.events = _cuda._events.get_many(4)
 
     def mark(self, i: int) -> None:
         _C._cuda_event_record(self.events[i], self.stream)
@@ -200,8 +200,7 @@ class _Timing:
                 "d2h_ms": _C._cuda_event_elapsed(e[2], e[3]),
             }
         finally:
-            for ev in e:
-                _cuda._events.put(ev)
+            _cuda._events.put_many(e)
         t["total_ms"] = t["h2d_ms"] + t["kernel_ms"] + t["d2h_ms"]
         _local.timings = t
         return t
@@ -235,6 +234,75 @@ def _check_host_output(
     if not output.flags.writeable:
         raise ValueError("output must be writeable")
     return output
+
+
+# --- plans --------------------------------------------------------------------------------------
+# A repeat call with the same arguments (same shapes, dtypes, strides, modes, sizes, weights,
+# expression) finds its plan here: the checks passed, the passes chosen, the kernel compiled;
+# what is left per call is the allocations and launches.  Keys hold everything a plan depends
+# on; the device is in the key of what is per device (compiled kernels, uploaded weights).
+
+_PLANS_MAX = 256
+_plans: dict[tuple, Any] = {}
+_plan_builds = 0  # plans built (the tests count cache misses with it)
+
+
+def _plan_get(key: Optional[tuple]) -> Any:
+    """The cached plan for key, or None (always None for key None: arguments not cacheable)."""
+    return None if key is None else _plans.get(key)
+
+
+def _plan_put(key: Optional[tuple], plan: Any) -> Any:
+    """Caches plan under key (when key is not None; the oldest plan goes when full) and
+    returns it."""
+    global _plan_builds
+    _plan_builds += 1
+    if key is not None:
+        if len(_plans) >= _PLANS_MAX:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = plan
+    return plan
+
+
+def _hashable(v: Any) -> Any:
+    """A hashable stand-in for an argument that tells apart every value the checks tell apart
+    (the type included: 3, 3.0 and True differ), or raises TypeError."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_hashable(x) for x in v))
+    if isinstance(v, np.ndarray):
+        raise TypeError("arrays are keyed by their content elsewhere")
+    hash(v)
+    return (type(v), v)
+
+
+def _input_key(obj: Any) -> Optional[tuple]:
+    """What a plan depends on of a filter's input: shape, dtype and (device) strides; None for
+    inputs the plans do not cover (other libraries' device arrays, sequences)."""
+    if type(obj) is np.ndarray:
+        return ("host", obj.shape, obj.dtype)
+    if type(obj) is _cuda.DeviceArray:
+        return ("device", obj.shape, obj.dtype, obj.strides)
+    return None
+
+
+def _filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[tuple]:
+    """The plan key of a filter call, or None when it cannot be cached (integer results: they
+    are computed as scipy's on the host where needed)."""
+    ik = _input_key(input)
+    if ik is None or (ik[0] == "host" and ik[2].kind in "biu") or ik[2].kind not in "biuf":
+        return None
+    try:
+        if isinstance(output, np.ndarray):
+            if output.dtype.kind not in "f":
+                return None
+            ok: Any = ("array", output.shape, output.dtype)
+        else:
+            ok = _hashable(output)
+            if output is not None and np.dtype(output).kind not in "f":
+                return None
+        return (name, ik, ok) + tuple(_hashable(a) for a in args)
+    except TypeError:
+        return None
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -301,7 +369,7 @@ def _run_passes(
         if last:
             dst = out
         else:
-            dst = _cuda.DeviceArray.empty(shape, cdt, stream=stream)
+            dst = _cuda._empty_here(shape, cdt, out.device, stream)
             keep.append(dst)
         wptr = 0
         if w is not None:
@@ -331,6 +399,32 @@ def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) ->
     if not _C._cuda_built() or len(shape) not in (2, 3):
         return False
     return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
+
+
+class _Passes:
+    """The passes of a filter for one input shape and compute dtype, as a plan: called as
+    ``passes_for(shape, cdt)``, it gives the passes it holds (built once)."""
+
+    __slots__ = ("shape", "cdt", "passes", "cval")
+
+    def __init__(self, shape: tuple[int, ...], cdt: np.dtype, passes: list, cval: float) -> None:
+        self.shape, self.cdt, self.passes, self.cval = shape, cdt, passes, cval
+
+    def __call__(self, shape: tuple[int, ...], cdt: np.dtype) -> list:
+        assert shape == self.shape and cdt == self.cdt  # the key holds shape and dtype
+        return self.passes
+
+    @staticmethod
+    def caching(key: Optional[tuple], build: Any, cval: float) -> Any:
+        """passes_for that builds the passes with build(shape, cdt) and caches them under key
+        (nothing is cached for key None)."""
+
+        def passes_for(shape: tuple[int, ...], cdt: np.dtype) -> list:
+            passes = build(shape, cdt)
+            _plan_put(key, _Passes(tuple(shape), np.dtype(cdt), passes, cval))
+            return passes
+
+        return passes_for
 
 
 def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
@@ -419,19 +513,23 @@ def _filter(
                 )
             if stream is None:
                 handle = src.stream
-            out = _cuda.DeviceArray.empty(src.shape, src.dtype, stream=handle)
+            _cuda._wait_for_operands((src,), handle)
+            out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
+            _cuda._kernel_start()
             if src.size:
                 _run_passes(
                     src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep
                 )
+            _cuda._fence_after([out, *keep], handle)
             return out
         host = inp.host
         assert host is not None
         cdt = _compute_dtype(host.dtype)
         timing = _Timing(handle)
+        _cuda._kernel_start()
         timing.mark(0)
         src = _cuda.DeviceArray.from_numpy(host.astype(cdt, copy=False), stream=handle)
-        out = _cuda.DeviceArray.empty(host.shape, cdt, stream=handle)
+        out = _cuda._empty_here(host.shape, cdt, src.device, handle)
         timing.mark(1)
         if host.size:
             _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
@@ -495,10 +593,10 @@ def _uniform_int(
     for a, sz, o, md in zip(ax, sizes, origins, modes):
         if sz == 1:
             continue
-        exact = (
+        exact = (  # a running sum holds one value more than the box for a moment
             cur.dtype.kind in "iu"
             and float(cval).is_integer()
-            and (_max_abs(cur) + abs(cval)) * sz < _EXACT_LIMIT
+            and (_max_abs(cur) + abs(cval)) * (sz + 1) < _EXACT_LIMIT
         )
         if not exact:
             cur = _ndimage_exact.uniform_filter1d(cur, sz, a, o, md, cval, dtype)
@@ -594,6 +692,18 @@ def _correlate_or_convolve(
     flip: bool,
     emulate: Any,
 ) -> Any:
+    key = None
+    if type(weights) is np.ndarray and weights.dtype.kind in "biuf":
+        wk = (weights.shape, weights.dtype, weights.tobytes())
+        key = _filter_key(
+            "convolve" if flip else "correlate", input, output, mode, cval, origin, axes
+        )
+        key = None if key is None else key + (wk,)
+    cached = _plan_get(key)
+    if cached is not None:
+        return _filter(
+            _Operand(input, "input"), output, cached, cached.cval, device, stream, emulate
+        )
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:
         # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
@@ -702,7 +812,7 @@ def _correlate_or_convolve(
             out.append((w, w.shape, shift, modecode, 0.0))
         return out
 
-    return _filter(inp, output, passes, cval, device, stream, emulate)
+    return _filter(inp, output, _Passes.caching(key, passes, cval), cval, device, stream, emulate)
 
 
 def correlate(
@@ -758,6 +868,12 @@ def uniform_filter(
     _emulate: bool = False,
 ) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
+    key = _filter_key("uniform", input, output, size, mode, cval, origin, axes)
+    cached = _plan_get(key)
+    if cached is not None:
+        return _filter(
+            _Operand(input, "input"), output, cached, cached.cval, device, stream, _emulate
+        )
     inp = _Operand(input, "input")
     if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
         _check_real_dtype(inp.host.dtype, "input")
@@ -828,7 +944,7 @@ def uniform_filter(
             _check_mode(md, "mode[%d]" % i)
     else:
         raise ValueError(f"mode must be a str or a sequence of str, got {mode!r}")
-    return _filter(inp, output, plan, cval, device, stream, _emulate)
+    return _filter(inp, output, _Passes.caching(key, plan, cval), cval, device, stream, _emulate)
 
 
 # --- evaluate -----------------------------------------------------------------------------------
@@ -886,31 +1002,38 @@ def evaluate(
     array or one axis.  Names come from local_dict (and global_dict), else from the caller's
     frame.
     """
-    tree = _expr.parse_cached(expr)
+    names = _expr_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
     if local_dict is None and global_dict is None:
         frame = sys._getframe(_frame_depth)
-        scope = {**frame.f_globals, **frame.f_locals}
+        scopes: tuple[dict, ...] = (frame.f_locals, frame.f_globals)
     else:
-        scope = {**(global_dict or {}), **(local_dict or {})}
+        scopes = (local_dict or {}, global_dict or {})
     operands: dict[str, _Operand] = {}
     scalars: dict[str, Any] = {}
-    for n in _expr.names(tree):
-        if n not in scope:
+    sig: list[tuple] = []  # what the plan depends on: each name's kind, dtype and shape
+    for n in names:
+        for scope in scopes:
+            if n in scope:
+                v = scope[n]
+                break
+        else:
             raise KeyError(f"name {n!r} in expr is not defined")
-        v = scope[n]
         if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
             scalars[n] = v
+            sig.append((n, _scalar_key(v)))
             continue
         op = _Operand(v, f"variable {n!r}")
         if op.host is not None and op.host.ndim == 0:
             _check_real_dtype(op.host.dtype, f"variable {n!r}")
             scalars[n] = op.host[()]
+            sig.append((n, op.host.dtype))
             continue
         if op.dtype is not None:
             _check_real_dtype(op.dtype, f"variable {n!r}")
         operands[n] = op
+        sig.append((n, op.dtype, op.shape, op.on_device))
     shapes = {op.shape for op in operands.values() if op.shape is not None}
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
@@ -922,8 +1045,13 @@ def evaluate(
     if not operands:
         raise ValueError("expr must reference at least one array on the GPU")
     planned = None
-    if all(op.dtype is not None for op in operands.values()):  # checked before any CUDA call
-        planned = _evaluate_plan(expr, operands, scalars, out)
+    if all(op.dtype is not None and op.shape is not None for op in operands.values()):
+        # checked before any CUDA call; a repeat call finds its plan in the cache
+        key = ("evaluate", expr, tuple(sig))
+        planned = _plan_get(key)
+        if planned is None:
+            planned = _plan_put(key, _evaluate_plan(expr, operands, scalars))
+        _check_out_shape(out, planned[3][0])
     _cuda._require()
     if index is None:
         for op in operands.values():
@@ -934,19 +1062,22 @@ def evaluate(
         if planned is None:
             for op in operands.values():
                 op.view(stream)
-            planned = _evaluate_plan(expr, operands, scalars, out)
+            planned = _evaluate_plan(expr, operands, scalars)
+            _check_out_shape(out, planned[3][0])
         src, shape, size, plan = planned
         res_shape = plan[0]
         dev = _C._cuda_get_device()
-        cc = _cuda._props(dev)["compute_capability"]
-        key = (src.source, dev)
-        if key not in _kernel_cache:
+        kkey = (src.source, dev)  # the generated source holds the expression and dtypes
+        hit = _kernel_cache.get(kkey)
+        if hit is None:
+            cc = _cuda._props(dev)["compute_capability"]
             image = compile_source(src.source, f"sm_{cc[0]}{cc[1]}")
             _lib, kernel = _C._cuda_library_load(image, "fp_eval")
-            _kernel_cache[key] = (kernel, src)
-        kernel, _src = _kernel_cache[key]
+            hit = _kernel_cache[kkey] = (kernel, src)
+        kernel = hit[0]
         keep: list = []
         timing = None if on_device else _Timing(handle)
+        _cuda._kernel_start()
         if timing:
             timing.mark(0)
         views: dict[str, _cuda.DeviceArray] = {}
@@ -964,8 +1095,12 @@ def evaluate(
             views[n] = v
         if any(v.shape != shape for v in views.values()):
             raise ValueError("arrays in expr must share one shape on the GPU")
+        if on_device:  # device operands may come on other streams (CUDA Array Interface v3)
+            _cuda._wait_for_operands(
+                [views[n] for n, op in operands.items() if op.on_device], handle
+            )
         _res_shape, nout, nred, inner = plan
-        result = _cuda.DeviceArray.empty((nout,), src.out_dtype, stream=handle)
+        result = _cuda._empty_here((nout,), src.out_dtype, dev, handle)
         if timing:
             timing.mark(1)
         fmt = ""
@@ -987,6 +1122,7 @@ def evaluate(
             blocks = int(min((nout + 255) // 256, 65535 * 8))
             _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
         if on_device and src.reduce is None:
+            _cuda._fence_after([result, *keep], handle)
             return _reshape_device(result, res_shape)
         if timing:
             timing.mark(2)
@@ -1002,11 +1138,41 @@ def evaluate(
         return _finish_host(host, timing, out)
 
 
+_names_seen: dict[str, tuple[str, ...]] = {}
+
+
+def _expr_names(expr: Any) -> tuple[str, ...]:
+    """The names expr reads, in order of first appearance (found once per expression string,
+    through fastprof._expr's parse cache; raises as parse_cached does)."""
+    hit = _names_seen.get(expr) if type(expr) is str else None
+    if hit is None:
+        hit = tuple(_expr.names(_expr.parse_cached(expr)))
+        if len(_names_seen) >= _PLANS_MAX:
+            _names_seen.pop(next(iter(_names_seen)))
+        _names_seen[expr] = hit
+    return hit
+
+
+def _scalar_key(v: Any) -> Any:
+    """What an evaluate plan depends on of a scalar operand: its type, and for a Python int
+    whether it is negative and its bit length (which integer dtypes can hold it: NumPy raises
+    OverflowError for one outside an array's range)."""
+    if type(v) is int:
+        return (int, v < 0, (v if v >= 0 else ~v).bit_length())
+    return type(v)
+
+
+def _check_out_shape(out: Any, shape: tuple[int, ...]) -> None:
+    """Raises ValueError when out (a NumPy array or None) has not the result's shape."""
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out must have shape {shape}, got {out.shape}")
+
+
 def _evaluate_plan(
-    expr: str, operands: dict[str, _Operand], scalars: dict[str, Any], out: Any
+    expr: str, operands: dict[str, _Operand], scalars: dict[str, Any]
 ) -> tuple[_expr_cuda.Source, tuple[int, ...], int, tuple[tuple[int, ...], int, int, int]]:
     """(kernel source, operand shape, its size, reduction plan) once every dtype is known;
-    raises for what is outside the language, the GPU's dtypes, or a bad out's shape."""
+    raises for what is outside the language or the GPU's dtypes."""
     kinds: dict[str, Any] = {n: np.dtype(op.dtype) for n, op in operands.items()}
     kinds.update(scalars)
     src = generate_source(expr, kinds)
@@ -1014,8 +1180,6 @@ def _evaluate_plan(
     assert shape is not None  # known for host arrays, set by view() for device ones
     size = int(np.prod(shape, dtype=np.int64))
     plan = _reduce_plan(src, shape, expr)
-    if out is not None and out.shape != plan[0]:
-        raise ValueError(f"out must have shape {plan[0]}, got {out.shape}")
     return src, shape, size, plan
 
 
@@ -1073,6 +1237,9 @@ def _reshape_device(result: _cuda.DeviceArray, shape: tuple[int, ...]) -> _cuda.
 # --- matmul -------------------------------------------------------------------------------------
 
 
+_CUBLAS_NAMES = ("libcublas.so", "libcublas.so.13", "libcublas.so.12")
+
+
 def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
     """a @ b for 2-D float32/float64 arrays with cuBLAS (row-major handled)."""
     pa, pb = _Operand(a, "a"), _Operand(b, "b")
@@ -1102,8 +1269,10 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 raise ValueError(f"matmul shapes do not match: a {va.shape} @ b {vb.shape}")
             if stream is None and va.stream:
                 handle = va.stream
+            _cuda._wait_for_operands((va, vb), handle)
             cdt = va.dtype
             timing = None
+            _cuda._kernel_start()
         else:
             cdt = (
                 np.dtype(np.float32)
@@ -1111,13 +1280,14 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                 else np.dtype(np.float64)
             )
             timing = _Timing(handle)
+            _cuda._kernel_start()
             timing.mark(0)
             assert pa.host is not None and pb.host is not None  # neither is on the device
             va = _cuda.DeviceArray.from_numpy(pa.host.astype(cdt, copy=False), stream=handle)
             vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
         m, k = va.shape
         n = vb.shape[1]
-        c = _cuda.DeviceArray.empty((m, n), cdt, stream=handle)
+        c = _cuda._empty_here((m, n), cdt, va.device, handle)
         if timing:
             timing.mark(1)
         if m and n:
@@ -1133,11 +1303,10 @@ def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
                     vb.ptr,
                     c.ptr,
                     handle,
-                    library_candidates(
-                        "cublas", ("libcublas.so", "libcublas.so.13", "libcublas.so.12"), "cublas"
-                    ),
+                    library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
                 )
         if timing is None:
+            _cuda._fence_after([c, va, vb], handle)
             return c
         timing.mark(2)
         host = c.to_numpy(stream=handle)

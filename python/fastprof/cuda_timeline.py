@@ -224,6 +224,49 @@ def cupti_library_candidates() -> tuple[str, ...]:
     )
 
 
+# CUPTI API versions (cuptiGetVersion) up to CUDA 12.9 and the CUDA version each came with;
+# from CUDA 13 the API version is the CUDA version itself, as xxyyzz.
+_CUPTI_CUDA = {
+    13: 11000,
+    14: 11010,
+    15: 11020,
+    16: 11050,
+    17: 11060,
+    18: 11080,
+    19: 12000,
+    20: 12020,
+    21: 12030,
+    22: 12040,
+    23: 12050,
+    24: 12060,
+    25: 12070,
+    26: 12080,
+    27: 12090,
+    28: 12090,
+}
+
+
+def cuda_of_cupti(api: int) -> int:
+    """The CUDA version (12040 = 12.4) a CUPTI API version belongs to; 0 when unknown."""
+    if api >= 100000:
+        return (api // 10000) * 1000 + (api // 100 % 100) * 10
+    return _CUPTI_CUDA.get(api, 0)
+
+
+def check_cupti_driver(api: int, driver: int) -> None:
+    """Raises CudaUnavailableError when the loaded libcupti belongs to a newer CUDA than the
+    driver supports (CUPTI, unlike the runtime, does not work with an older driver)."""
+    cupti = cuda_of_cupti(api)
+    if driver and cupti and cupti > driver:
+        raise _cuda_base.CudaUnavailableError(
+            f"the loaded libcupti is for CUDA {cupti // 1000}.{cupti % 1000 // 10}, newer than "
+            f"the NVIDIA driver (it supports CUDA {driver // 1000}.{driver % 1000 // 10}): "
+            f"install the CUPTI of CUDA {driver // 1000} (pip install "
+            f"nvidia-cuda-cupti-cu{driver // 1000}, or point CUDA_HOME at that toolkit) or "
+            "update the driver"
+        )
+
+
 #: fastprof's own folder: its frames are skipped when charging GPU time to Python lines.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -261,14 +304,17 @@ class CudaRecorder:
     # --- recording ---------------------------------------------------------------------
 
     def start(self) -> "CudaRecorder":
-        """Starts recording. Raises CudaUnavailableError when CUDA or CUPTI cannot run,
-        RuntimeError when a trace is already running or CUPTI is held by another tool
-        (Nsight Systems, torch.profiler); nothing stays enabled after an error."""
+        """Starts recording. Raises CudaUnavailableError when CUDA or CUPTI cannot run (a
+        libcupti newer than the driver included), RuntimeError when a trace is already running
+        or CUPTI is held by another tool (Nsight Systems, torch.profiler); nothing stays
+        enabled after an error."""
         _cuda_base._require()
         with _lock:
             if _running:
                 raise RuntimeError("a CUDA trace is already running (one at a time per process)")
-            path, kinds, clock = _C._cuda_cupti_start(cupti_library_candidates())
+            paths = cupti_library_candidates()
+            check_cupti_driver(*_C._cuda_cupti_version(paths))
+            path, kinds, clock = _C._cuda_cupti_start(paths)
             _running.append(self)
         self._running = True
         self.library = str(path)

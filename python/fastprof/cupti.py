@@ -6,8 +6,10 @@
     >>> print(tr.summary())
 
 Timestamps are on time.monotonic_ns()'s axis (CUPTI's clock mapped onto CLOCK_MONOTONIC).
-libcupti is loaded on first use (the toolkit's first: CUDA_HOME / CUDA_PATH /
-/usr/local/cuda, then the nvidia-cuda-cupti wheel, then the system's). One trace at a time per process; another profiler holding CUPTI
+Kernel names are demangled (fastprof._demangle). libcupti is loaded on first use (the
+toolkit's first: CUDA_HOME / CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti wheel of
+CUDA 12 or the nvidia/cu13 one of CUDA 13, then the system's); one newer than the driver is
+refused with the reason. One trace at a time per process; another profiler holding CUPTI
 (Nsight Systems) makes the start fail with a clear error.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._cuda_libs import library_candidates
+from ._demangle import demangle
 from .cuda_timeline import CudaRecorder
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
@@ -64,7 +67,7 @@ def _from_gpu_record(r: Any) -> TraceRecord:
     if hasattr(r, "copy_kind"):
         kind, name, nbytes = "memcpy", f"memcpy {_COPY_ABBREV.get(r.copy_kind, '?')}", r.bytes
     elif hasattr(r, "name"):
-        kind, name, nbytes = "kernel", r.name, 0
+        kind, name, nbytes = "kernel", demangle(r.name), 0
     else:
         kind, name, nbytes = "memset", "memset", r.bytes
     return TraceRecord(

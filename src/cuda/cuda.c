@@ -148,6 +148,8 @@ static PyMethodDef fp_cuda_methods[] = {
     FP_CUDA_FN("_cuda_dlpack_import", fp_cuda_dlpack_import),
     FP_CUDA_FN("_cuda_cupti_start", fp_cuda_cupti_start),
     FP_CUDA_FN("_cuda_cupti_stop", fp_cuda_cupti_stop),
+    FP_CUDA_FN("_cuda_cupti_version", fp_cuda_cupti_version),
+    FP_CUDA_FN("_cuda_demangle", fp_cuda_demangle),
     FP_CUDA_FN("_cuda_nvtx_push", fp_cuda_nvtx_push),
     FP_CUDA_FN("_cuda_nvtx_pop", fp_cuda_nvtx_pop),
     {NULL, NULL, 0, NULL},

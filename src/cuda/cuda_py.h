@@ -48,12 +48,14 @@ PyObject *fp_cuda_nvrtc_compile(PyObject *m, PyObject *args);
 PyObject *fp_cuda_library_load(PyObject *m, PyObject *args);
 PyObject *fp_cuda_launch(PyObject *m, PyObject *args);
 PyObject *fp_cuda_gemm(PyObject *m, PyObject *args);
+PyObject *fp_cuda_demangle(PyObject *m, PyObject *args);
 /* dlpack.c */
 PyObject *fp_cuda_dlpack_export(PyObject *m, PyObject *args);
 PyObject *fp_cuda_dlpack_import(PyObject *m, PyObject *args);
 /* cupti.c */
 PyObject *fp_cuda_cupti_start(PyObject *m, PyObject *args);
 PyObject *fp_cuda_cupti_stop(PyObject *m, PyObject *args);
+PyObject *fp_cuda_cupti_version(PyObject *m, PyObject *args);
 /* nvtx.c */
 PyObject *fp_cuda_nvtx_push(PyObject *m, PyObject *args);
 PyObject *fp_cuda_nvtx_pop(PyObject *m, PyObject *args);

@@ -9,6 +9,7 @@
 #include "cuda/cupti_int.h"
 
 #ifdef FP_HAVE_CUDA
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,7 @@ fp_cupti_load(PyObject *m, PyObject *paths)
     FP_SYM(result_string, "cuptiGetResultString");
     FP_SYM(set_thread_id_type, "cuptiActivitySetThreadIdType");
     FP_SYM(callback_name, "cuptiGetCallbackName");
+    FP_SYM(get_version, "cuptiGetVersion");
 #undef FP_SYM
     if (!fp_cupti_fn.register_callbacks || !fp_cupti_fn.enable || !fp_cupti_fn.disable ||
         !fp_cupti_fn.flush_all || !fp_cupti_fn.next_record || !fp_cupti_fn.subscribe ||
@@ -314,6 +316,30 @@ fp_cuda_cupti_stop(PyObject *m, FP_UNUSED PyObject *args)
 error:
     Py_XDECREF(recs);
     Py_XDECREF(launches);
+    return res;
+}
+
+/* _cuda_cupti_version(lib_paths) -> (cupti_api_version, driver_cuda_version): loads CUPTI as
+ * _cuda_cupti_start does (fp_cupti_load, the first of lib_paths that opens, once per process)
+ * and returns its API version (cuptiGetVersion; 0 when it cannot say) and the driver's CUDA
+ * version (0 without a driver), so that the caller can refuse a libcupti newer than the driver
+ * before starting it.  Returns NULL with CudaUnavailableError when no CUPTI can be loaded. */
+PyObject *
+fp_cuda_cupti_version(PyObject *m, PyObject *args)
+{
+    PyObject *paths, *res = NULL;
+    uint32_t version = 0;
+    int driver = 0;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &paths))
+        goto error;
+    if (fp_cupti == NULL && fp_cupti_load(m, paths) != 0)
+        goto error;
+    if (fp_cupti_fn.get_version == NULL || fp_cupti_fn.get_version(&version) != CUPTI_SUCCESS)
+        version = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess)
+        driver = 0;
+    res = Py_BuildValue("(kI)", (unsigned long)version, (unsigned int)driver);
+error:
     return res;
 }
 #endif

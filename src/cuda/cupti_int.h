@@ -52,6 +52,7 @@ typedef struct fp_cupti_api {
     CUptiResult (*result_string)(CUptiResult, const char **);
     CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
     CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
+    CUptiResult (*get_version)(uint32_t *);
 } fp_cupti_api;
 
 /* The loaded library's entry points (cupti.c fills it before any callback can run). */

@@ -117,9 +117,10 @@ error:
 }
 
 /* _cuda_correlate_host(dtype, in_buffer, in_offset, out_buffer, weights_buffer_or_None, shape,
- * in_strides, wshape, shift, mode, cval, box_weight, path) -> None: runs the device code on the
- * host (test hook; path 0 as the device would, 1 the direct per-element path).  Every read is
- * bounds-checked against the buffers first.  Returns NULL with an exception. */
+ * in_strides, wshape, shift, mode, cval, box_weight, path) -> int: runs the device code on the
+ * host (test hook; path 0 as the device would, 1 the direct per-element path) and returns the
+ * number of input elements it loaded (the device's memory reads).  Every read is bounds-checked
+ * against the buffers first.  Returns NULL with an exception. */
 PyObject *
 fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
 {
@@ -129,7 +130,7 @@ fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
     Py_buffer bin = {0}, bout = {0}, bw = {0};
     double cval, boxw;
     fp_cu_geom g;
-    int64_t lo, hi, nw = 1;
+    int64_t lo, hi, nw = 1, reads = 0;
     size_t item;
     PyObject *res = NULL;
     if (!PyArg_ParseTuple(args, "iy*nw*OOOOOiddi", &dtype, &bin, &in_off, &bout, &ow, &shape,
@@ -159,11 +160,11 @@ fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
         goto error;
     }
     if (fp_cu_correlate_host(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item, bout.buf,
-                             ow != Py_None ? bw.buf : NULL, &g, path) < 0) {
+                             ow != Py_None ? bw.buf : NULL, &g, path, &reads) < 0) {
         PyErr_NoMemory();
         goto error;
     }
-    res = Py_NewRef(Py_None);
+    res = PyLong_FromLongLong((long long)reads);
 error:
     PyBuffer_Release(&bin);
     PyBuffer_Release(&bout);

@@ -34,18 +34,20 @@ typedef struct fp_cu_geom {
     int64_t shift[FP_CU_MAXDIM];
 } fp_cu_geom;
 
-/* Launches the correlation of in into out on stream (a cudaStream_t): the tiled kernel when
- * fp_cu_tiled_ok, else one thread per output element.  Returns a
- * cudaError_t (0 on success); sets no Python exception. */
+/* Launches the correlation of in into out on stream (a cudaStream_t): running sums for a box
+ * along one axis longer than 24 (a few reads per output whatever its length), else the tiled
+ * kernel when fp_cu_tiled_ok, else one thread per output element.  Returns a cudaError_t
+ * (0 on success); sets no Python exception. */
 int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
                     void *stream);
 
 /* Runs the very same device code on the host (in, out, weights in host memory), block by
- * block for the tiled path; used by the tests to check indexing and boundary logic without a
- * device.  path: 0 the path the device would take, 1 the direct per-element path.
- * Returns 0, or -1 when out of memory. */
+ * block for the tiled path, thread by thread for the others; used by the tests to check
+ * indexing and boundary logic without a device.  path: 0 the path the device would take, 1 the
+ * direct per-element path.  Adds the number of input elements the device code loads to *reads
+ * (reads may be NULL).  Returns 0, or -1 when out of memory. */
 int fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
-                         const fp_cu_geom *g, int path);
+                         const fp_cu_geom *g, int path, int64_t *reads);
 
 /* Returns 1 when fp_cu_correlate takes the shared-memory tiled path for g (2-D or 3-D, window
  * and weights fit in 48 KiB of shared memory), else 0. */

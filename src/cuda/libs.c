@@ -7,9 +7,10 @@
 #ifdef FP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
-enum { FP_LIB_NVRTC, FP_LIB_CUBLAS, FP_NLIBS };
+enum { FP_LIB_NVRTC, FP_LIB_CUBLAS, FP_LIB_CUFILT, FP_NLIBS };
 static void *fp_lib_handles[FP_NLIBS];
 
 /* Returns the dlopen handle of library kind, trying each path of the tuple paths in turn, or
@@ -60,6 +61,36 @@ typedef int (*fp_nvrtc_size_t)(void *, size_t *);
 typedef int (*fp_nvrtc_get_t)(void *, char *);
 typedef int (*fp_nvrtc_destroy_t)(void **);
 
+/* Sets RuntimeError for a failed NVRTC compile of name (error rc), with NVRTC's log when it
+ * can be read, else saying that it could not be: a log that cannot be read (a failing size or
+ * read, no memory, a size of 0) never stops the error from being raised.  Returns nothing;
+ * always sets an exception. */
+static void
+fp_nvrtc_log_error(void *prog, const char *name, int rc, fp_nvrtc_size_t logsize,
+                   fp_nvrtc_get_t getlog)
+{
+    size_t n = 0;
+    char *buf = NULL;
+    PyObject *log = NULL;
+    if (logsize(prog, &n) == 0 && n > 0 && n < ((size_t)1 << 30) &&
+        (buf = PyMem_Malloc(n + 1)) != NULL) {
+        buf[0] = '\0';
+        if (getlog(prog, buf) == 0) {
+            buf[n] = '\0';
+            log = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+        }
+    }
+    PyErr_Clear(); /* a failed decode leaves no exception behind the one raised here */
+    if (log != NULL)
+        PyErr_Format(PyExc_RuntimeError, "NVRTC could not compile %s (error %d):\n%U", name, rc,
+                     log);
+    else
+        PyErr_Format(PyExc_RuntimeError,
+                     "NVRTC could not compile %s (error %d; its log could not be read)", name, rc);
+    Py_XDECREF(log);
+    PyMem_Free(buf);
+}
+
 /* _cuda_nvrtc_compile(source, name, options, cubin, lib_paths) -> bytes: compiles CUDA C++
  * source with NVRTC into a CUBIN (cubin true; options must name an sm_ arch) or PTX.  Needs no
  * device.  Returns NULL with CudaUnavailableError (no NVRTC) or RuntimeError (with the log). */
@@ -108,15 +139,7 @@ fp_cuda_nvrtc_compile(PyObject *m, PyObject *args)
     Py_BEGIN_ALLOW_THREADS rc = compile(prog, (int)nopt, cop);
     Py_END_ALLOW_THREADS if (rc != 0)
     {
-        PyObject *log = NULL;
-        if (logsize(prog, &n) == 0 && (buf = PyMem_Malloc(n + 1)) != NULL &&
-            getlog(prog, buf) == 0) {
-            buf[n] = '\0';
-            log = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
-        }
-        PyErr_Format(PyExc_RuntimeError, "NVRTC could not compile %s (error %d):\n%U", name, rc,
-                     log);
-        Py_XDECREF(log);
+        fp_nvrtc_log_error(prog, name, rc, logsize, getlog);
         goto error;
     }
     if (outsize(prog, &n) != 0 || (buf = PyMem_Malloc(n + 1)) == NULL || getout(prog, buf) != 0) {
@@ -296,5 +319,34 @@ fp_cuda_gemm(PyObject *m, PyObject *args)
         return NULL;
     }
     Py_RETURN_NONE;
+}
+typedef char *(*fp_cu_demangle_t)(const char *, char *, size_t *, int *);
+
+/* _cuda_demangle(name, lib_paths) -> str or None: name demangled by the toolkit's cu++filt
+ * library (__cu_demangle of libcufilt, opened from lib_paths like the other libraries), or
+ * None when name is not a mangled name it knows.  Returns NULL with CudaUnavailableError when
+ * no libcufilt can be loaded (the caller then demangles another way). */
+PyObject *
+fp_cuda_demangle(PyObject *m, PyObject *args)
+{
+    const char *name;
+    PyObject *paths, *res = NULL;
+    void *h;
+    char *out = NULL;
+    int status = -1;
+    fp_cu_demangle_t demangle;
+    if (!PyArg_ParseTuple(args, "sO", &name, &paths))
+        return NULL;
+    if ((h = fp_cuda_lib(m, FP_LIB_CUFILT, paths, "cu++filt (libcufilt)")) == NULL)
+        return NULL;
+    if ((demangle = (fp_cu_demangle_t)fp_cuda_sym(m, h, "__cu_demangle")) == NULL)
+        return NULL;
+    out = demangle(name, NULL, NULL, &status);
+    if (out != NULL && status == 0)
+        res = PyUnicode_DecodeUTF8(out, (Py_ssize_t)strlen(out), "replace");
+    else
+        res = Py_NewRef(Py_None);
+    free(out);
+    return res;
 }
 #endif

@@ -1,10 +1,20 @@
 // cuda/ndimage.cu - N-d correlation with the scipy.ndimage boundary modes, on the device, and
 // the same per-element code on the host for the tests.  One thread per output element; the
 // weights are read through the read-only cache.  Separable and box filters are run by the
-// caller as a sequence of 1-D correlations (weights of shape 1 x ... x k x ... x 1).
+// caller as a sequence of 1-D correlations (weights of shape 1 x ... x k x ... x 1); a long box
+// along one axis runs as running sums (a few reads per output whatever its length).
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 #include "cuda/fp_cuda.h"
+
+// Counts one load of an input element into *reads in the host emulation (reads may be NULL);
+// nothing on the device.
+#ifdef __CUDA_ARCH__
+#define FP_CU_READ(reads) ((void)0)
+#else
+#define FP_CU_READ(reads) ((reads) != NULL ? (void)++*(reads) : (void)0)
+#endif
 
 // Maps coordinate c onto [0, n) for the boundary mode; returns -1 for "outside" (constant).
 __host__ __device__ static inline int64_t
@@ -43,7 +53,7 @@ fp_cu_fold(int64_t c, int64_t n, int mode)
 // Returns output element idx (linear, C order) of the correlation.
 template <typename T>
 __host__ __device__ static inline T
-fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx)
+fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx, int64_t *reads)
 {
     int64_t coord[FP_CU_MAXDIM];
     int64_t j[FP_CU_MAXDIM];
@@ -77,6 +87,8 @@ fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx)
 #else
         v = outside ? cval : in[off];
         T wk = w ? w[k] : boxw;
+        if (!outside)
+            FP_CU_READ(reads);
 #endif
         acc += wk * v;
         for (int d = g.ndim - 1; d >= 0; d--) { // odometer over the weight indices
@@ -95,7 +107,7 @@ fp_cu_correlate_kernel(const T *__restrict__ in, T *__restrict__ out, const T *_
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.size; i += stride)
-        out[i] = fp_cu_point<T>(in, w, g, i);
+        out[i] = fp_cu_point<T>(in, w, g, i, NULL);
 }
 
 // Returns a grid size covering n elements with 256-thread blocks, capped (grid-stride loop).
@@ -163,7 +175,7 @@ fp_cu_tile_plan(const fp_cu_geom *g, size_t item, int tz, fp_cu_tile *t)
 template <typename T, int TZ>
 __host__ __device__ static inline void
 fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
-                int bz, int tid, T *win, T *ws)
+                int bz, int tid, T *win, T *ws, int64_t *reads)
 {
     const int nwin = t.SZ * t.SY * t.SX;
     const int nw = t.kz * t.ky * t.kx;
@@ -176,6 +188,8 @@ fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &
         int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
         int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
         win[i] = (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
+        if (cx >= 0 && cy >= 0 && cz >= 0)
+            FP_CU_READ(reads);
     }
     if (ws != NULL)
         for (int i = tid; i < nw; i += FP_TX * FP_TY)
@@ -249,7 +263,7 @@ __launch_bounds__(FP_TX *FP_TY)
     T *win = (T *)fp_smem;
     T *ws = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
-    fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws);
+    fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws, NULL);
     __syncthreads();
     fp_cu_tile_compute<T, TZ, KZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
                                   threadIdx.y, win, ws);
@@ -260,7 +274,7 @@ __launch_bounds__(FP_TX *FP_TY)
 template <typename T, int TZ, int KZ>
 static int
 fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
-                 size_t smem, bool host, cudaStream_t s)
+                 size_t smem, bool host, cudaStream_t s, int64_t *reads)
 {
     unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX),
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
@@ -278,7 +292,7 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws);
+                    fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws, reads);
                 for (int ty = 0; ty < FP_TY; ty++)
                     for (int tx = 0; tx < FP_TX; tx++)
                         fp_cu_tile_compute<T, TZ, KZ>(out, t, bx, by, bz, tx, ty, buf, ws);
@@ -360,7 +374,8 @@ __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__
     T *win = (T *)fp_smem;
     T *s1 = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
-    fp_cu_tile_load<T, TZ>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, NULL);
+    fp_cu_tile_load<T, TZ>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, NULL,
+                           NULL);
     __syncthreads();
     fp_cu_box_xsum<T>(t, tid, win, s1);
     __syncthreads();
@@ -375,7 +390,7 @@ __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__
 template <typename T, int TZ>
 static int
 fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
-               bool host, cudaStream_t s)
+               bool host, cudaStream_t s, int64_t *reads)
 {
     unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX),
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
@@ -393,7 +408,7 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ>(in, NULL, g, t, bx, by, bz, tid, win, NULL);
+                    fp_cu_tile_load<T, TZ>(in, NULL, g, t, bx, by, bz, tid, win, NULL, reads);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
                     fp_cu_box_xsum<T>(t, tid, win, s1);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
@@ -410,7 +425,8 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
 // else what fp_cu_box_impl returns.
 template <typename T>
 static int
-fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s,
+              int64_t *reads)
 {
     fp_cu_tile t;
     const int tz = g->ndim == 3 ? 8 : 1;
@@ -419,8 +435,8 @@ fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, c
         (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
         return -2;
     if (tz == 1)
-        return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s);
-    return fp_cu_box_impl<T, 8>(in, out, *g, t, smem, host, s);
+        return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s, reads);
+    return fp_cu_box_impl<T, 8>(in, out, *g, t, smem, host, s, reads);
 }
 
 // Picks the box path for boxes that fit, else the instantiation of the tiled path for the
@@ -428,29 +444,245 @@ fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, c
 // Returns what fp_cu_tiled_impl returns.
 template <typename T>
 static int
-fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s)
+fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, cudaStream_t s,
+                int64_t *reads)
 {
     fp_cu_tile t;
     const int tz = g->ndim == 3 ? 8 : 1;
-    int rc = fp_cu_box_run<T>(in, out, w, g, host, s);
+    int rc = fp_cu_box_run<T>(in, out, w, g, host, s, reads);
     if (rc != -2)
         return rc;
     size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
     if (tz == 1)
-        return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s, reads);
     switch (t.kz) {
     case 1:
-        return fp_cu_tiled_impl<T, 8, 1>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 8, 1>(in, out, w, *g, t, smem, host, s, reads);
     case 3:
-        return fp_cu_tiled_impl<T, 8, 3>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 8, 3>(in, out, w, *g, t, smem, host, s, reads);
     case 5:
-        return fp_cu_tiled_impl<T, 8, 5>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 8, 5>(in, out, w, *g, t, smem, host, s, reads);
     case 7:
-        return fp_cu_tiled_impl<T, 8, 7>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 8, 7>(in, out, w, *g, t, smem, host, s, reads);
     default:
-        return fp_cu_tiled_impl<T, 8, 0>(in, out, w, *g, t, smem, host, s);
+        return fp_cu_tiled_impl<T, 8, 0>(in, out, w, *g, t, smem, host, s, reads);
     }
 }
+
+// --- running-sum path: a long box along one axis -----------------------------------------------
+// One thread runs a segment of outputs of one line (all outputs along the axis for fixed other
+// coordinates): it sums its first window directly, then moves the window by adding the value
+// that enters and taking away the one that leaves, so an output costs a few reads whatever
+// the box length.  A box longer than its axis is folded: constant and nearest windows count
+// the values beyond the ends instead of reading them, periodic ones (reflect, mirror, wrap)
+// take whole periods as multiples of one period's sum.  Sums are in double with Neumaier's
+// compensation (drift stays at rounding level however long the segment); NaN and infinities
+// are counted apart, so that a window gives what a direct sum gives (NaN, +inf, -inf) only
+// while it holds them.  Adjacent threads run adjacent lines (coalesced reads when the axis is
+// not the last).
+
+#define FP_CU_RUN_MIN 24 // boxes longer than this along one axis use running sums
+#define FP_CU_RUN_SEG 64 // fewest outputs per thread (more for longer boxes)
+
+// Geometry of one running-sum launch.
+struct fp_cu_run {
+    int axis;
+    int64_t n, k, h; // axis length, box length, shift
+    int64_t sa;      // input stride along the axis (elements)
+    int64_t ostride; // output stride along the axis (elements)
+    int64_t seg;     // outputs per thread
+    int64_t nseg;    // segments per line
+    int64_t nlines;  // lines
+};
+
+// Fills r when g is a box (no weights) along exactly one axis, longer than FP_CU_RUN_MIN.
+// Returns 1 when the running-sum path applies, else 0.
+static int
+fp_cu_run_plan(const fp_cu_geom *g, const void *w, fp_cu_run *r)
+{
+    int axis = -1;
+    int64_t ostride = 1;
+    if (w != NULL || g->size == 0)
+        return 0;
+    for (int d = 0; d < g->ndim; d++) {
+        if (g->wshape[d] == 1)
+            continue;
+        if (axis >= 0)
+            return 0;
+        axis = d;
+    }
+    if (axis < 0 || g->wshape[axis] <= FP_CU_RUN_MIN)
+        return 0;
+    for (int d = axis + 1; d < g->ndim; d++)
+        ostride *= g->shape[d];
+    r->axis = axis;
+    r->n = g->shape[axis];
+    r->k = g->wshape[axis];
+    r->h = g->shift[axis];
+    r->sa = g->in_strides[axis];
+    r->ostride = ostride;
+    r->seg = r->k > FP_CU_RUN_SEG ? r->k : FP_CU_RUN_SEG;
+    if (r->seg > r->n)
+        r->seg = r->n;
+    r->nseg = (r->n + r->seg - 1) / r->seg;
+    r->nlines = g->size / r->n;
+    return 1;
+}
+
+// A window's sum: the finite values (compensated) and the counts of NaN, +inf and -inf.
+struct fp_cu_acc {
+    double s, c;
+    int64_t nan, pinf, ninf;
+};
+
+// Adds m copies of v to a (m may be negative: takes them away).  Returns nothing.
+__host__ __device__ static inline void
+fp_cu_acc_add(fp_cu_acc &a, double v, int64_t m)
+{
+    if (v != v) {
+        a.nan += m;
+    } else if (v - v != 0.0) {
+        if (v > 0)
+            a.pinf += m;
+        else
+            a.ninf += m;
+    } else {
+        double x = (double)m * v, t = a.s + x;
+        if (fabs(a.s) >= fabs(x))
+            a.c += (a.s - t) + x;
+        else
+            a.c += (x - t) + a.s;
+        a.s = t;
+    }
+}
+
+// Returns the window's sum times w, as a direct sum of the same values would give it
+// (NaN when it holds a NaN or both infinities, an infinity when it holds one).
+__host__ __device__ static inline double
+fp_cu_acc_value(const fp_cu_acc &a, double w)
+{
+    if (a.nan > 0 || (a.pinf > 0 && a.ninf > 0))
+        return NAN;
+    if (a.pinf > 0)
+        return w > 0 ? INFINITY : w < 0 ? -INFINITY : NAN;
+    if (a.ninf > 0)
+        return w > 0 ? -INFINITY : w < 0 ? INFINITY : NAN;
+    return (a.s + a.c) * w;
+}
+
+// Returns the value at extended coordinate c of a line (cval outside, for constant mode).
+template <typename T>
+__host__ __device__ static inline double
+fp_cu_run_at(const T *line, const fp_cu_geom &g, const fp_cu_run &r, int64_t c, int64_t *reads)
+{
+    int64_t f = fp_cu_fold(c, r.n, g.mode);
+    if (f < 0)
+        return g.cval;
+    FP_CU_READ(reads);
+    return (double)line[f * r.sa];
+}
+
+// Adds the extended values of a line at coordinates [lo, lo + r.k) to a, reading at most
+// about three axis lengths of it however long the box.  Returns nothing.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_run_window(const T *line, const fp_cu_geom &g, const fp_cu_run &r, int64_t lo, fp_cu_acc &a,
+                 int64_t *reads)
+{
+    const int64_t n = r.n, k = r.k;
+    int64_t p, q;
+    if (g.mode == FP_CU_CONSTANT || g.mode == FP_CU_NEAREST) {
+        int64_t a0 = lo > 0 ? lo : 0, a1 = lo + k < n ? lo + k : n;
+        int64_t below = -lo > 0 ? (-lo < k ? -lo : k) : 0;
+        int64_t above = lo + k - n > 0 ? (lo + k - n < k ? lo + k - n : k) : 0;
+        for (int64_t c = a0; c < a1; c++)
+            fp_cu_acc_add(a, fp_cu_run_at<T>(line, g, r, c, reads), 1);
+        if (g.mode == FP_CU_CONSTANT) {
+            if (below + above > 0)
+                fp_cu_acc_add(a, g.cval, below + above);
+        } else {
+            if (below > 0)
+                fp_cu_acc_add(a, fp_cu_run_at<T>(line, g, r, 0, reads), below);
+            if (above > 0)
+                fp_cu_acc_add(a, fp_cu_run_at<T>(line, g, r, n - 1, reads), above);
+        }
+        return;
+    }
+    p = g.mode == FP_CU_WRAP ? n : g.mode == FP_CU_MIRROR ? (n > 1 ? 2 * n - 2 : 1) : 2 * n;
+    q = k / p;
+    if (q > 0) { // whole periods: q times one period's sum
+        fp_cu_acc per = {0.0, 0.0, 0, 0, 0};
+        for (int64_t c = 0; c < p; c++)
+            fp_cu_acc_add(per, fp_cu_run_at<T>(line, g, r, c, reads), 1);
+        fp_cu_acc_add(a, per.s, q);
+        fp_cu_acc_add(a, per.c, q);
+        a.nan += q * per.nan;
+        a.pinf += q * per.pinf;
+        a.ninf += q * per.ninf;
+    }
+    for (int64_t c = lo + q * p; c < lo + k; c++)
+        fp_cu_acc_add(a, fp_cu_run_at<T>(line, g, r, c, reads), 1);
+}
+
+// Thread t of a running-sum launch: the outputs of its segment of its line.  Returns nothing.
+template <typename T>
+__host__ __device__ static inline void
+fp_cu_run_thread(const T *in, T *out, const fp_cu_geom &g, const fp_cu_run &r, int64_t t,
+                 int64_t *reads)
+{
+    int64_t line = t % r.nlines, seg = t / r.nlines;
+    int64_t ioff = 0, ooff = 0, rem = line, ostr = 1;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        if (d != r.axis) {
+            int64_t c = rem % g.shape[d];
+            rem /= g.shape[d];
+            ioff += c * g.in_strides[d];
+            ooff += c * ostr;
+        }
+        ostr *= g.shape[d];
+    }
+    const T *src = in + ioff;
+    T *dst = out + ooff;
+    const int64_t i0 = seg * r.seg, i1 = i0 + r.seg < r.n ? i0 + r.seg : r.n;
+    fp_cu_acc a = {0.0, 0.0, 0, 0, 0};
+    fp_cu_run_window<T>(src, g, r, i0 - r.h, a, reads);
+    for (int64_t i = i0;; i++) {
+        dst[i * r.ostride] = (T)fp_cu_acc_value(a, g.box_weight);
+        if (i + 1 >= i1)
+            break;
+        fp_cu_acc_add(a, fp_cu_run_at<T>(src, g, r, i - r.h + r.k, reads), 1);
+        fp_cu_acc_add(a, fp_cu_run_at<T>(src, g, r, i - r.h, reads), -1);
+    }
+}
+
+template <typename T>
+__global__ static void
+fp_cu_run_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geom g,
+                 const fp_cu_run r)
+{
+    const int64_t total = r.nlines * r.nseg, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride)
+        fp_cu_run_thread<T>(in, out, g, r, t, NULL);
+}
+
+// Runs the running-sum path for r on stream s or, with host, thread by thread on the host.
+// Returns a cudaError_t (0 on the host).
+template <typename T>
+static int
+fp_cu_run_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_run &r, bool host,
+               cudaStream_t s, int64_t *reads)
+{
+    const int64_t total = r.nlines * r.nseg;
+    if (!host) {
+        fp_cu_run_kernel<T><<<fp_cu_blocks(total), 256, 0, s>>>(in, out, g, r);
+        return (int)cudaGetLastError();
+    }
+    for (int64_t t = 0; t < total; t++)
+        fp_cu_run_thread<T>(in, out, g, r, t, reads);
+    return 0;
+}
+
+// --- entry points ----------------------------------------------------------------------------
 
 extern "C" int
 fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
@@ -459,51 +691,60 @@ fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
     return fp_cu_tile_plan(g, dtype == FP_CU_F32 ? 4 : 8, g->ndim == 3 ? 8 : 1, &t) != 0;
 }
 
-extern "C" int
-fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
-                void *stream)
+// Runs the correlation the way the device does (running sums, tiled, or one thread per
+// output), on stream s or, with host, on the host (direct forces the per-output path).
+// Returns a cudaError_t, or -1 when the host run is out of memory.
+static int
+fp_cu_dispatch(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+               bool host, bool direct, cudaStream_t s, int64_t *reads)
 {
-    cudaStream_t s = (cudaStream_t)stream;
+    fp_cu_run r;
     if (g->size == 0)
         return 0;
-    if (fp_cu_tiled_ok(dtype, g)) {
+    if (!direct && fp_cu_run_plan(g, weights, &r)) {
         if (dtype == FP_CU_F32)
-            return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
-                                          g, false, s);
-        return fp_cu_tiled_run<double>((const double *)in, (double *)out, (const double *)weights,
-                                       g, false, s);
+            return fp_cu_run_impl<float>((const float *)in, (float *)out, *g, r, host, s, reads);
+        return fp_cu_run_impl<double>((const double *)in, (double *)out, *g, r, host, s, reads);
     }
-    if (dtype == FP_CU_F32)
-        fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
-            (const float *)in, (float *)out, (const float *)weights, *g);
-    else
-        fp_cu_correlate_kernel<double><<<fp_cu_blocks(g->size), 256, 0, s>>>(
-            (const double *)in, (double *)out, (const double *)weights, *g);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int
-fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
-                     int path)
-{
-    if (g->size == 0)
-        return 0;
-    if (path != 1 && fp_cu_tiled_ok(dtype, g)) {
+    if (!direct && fp_cu_tiled_ok(dtype, g)) {
         if (dtype == FP_CU_F32)
             return fp_cu_tiled_run<float>((const float *)in, (float *)out, (const float *)weights,
-                                          g, true, NULL);
+                                          g, host, s, reads);
         return fp_cu_tiled_run<double>((const double *)in, (double *)out, (const double *)weights,
-                                       g, true, NULL);
+                                       g, host, s, reads);
+    }
+    if (!host) {
+        if (dtype == FP_CU_F32)
+            fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
+                (const float *)in, (float *)out, (const float *)weights, *g);
+        else
+            fp_cu_correlate_kernel<double><<<fp_cu_blocks(g->size), 256, 0, s>>>(
+                (const double *)in, (double *)out, (const double *)weights, *g);
+        return (int)cudaGetLastError();
     }
     for (int64_t i = 0; i < g->size; i++) {
         if (dtype == FP_CU_F32)
             ((float *)out)[i] =
-                fp_cu_point<float>((const float *)in, (const float *)weights, *g, i);
+                fp_cu_point<float>((const float *)in, (const float *)weights, *g, i, reads);
         else
             ((double *)out)[i] =
-                fp_cu_point<double>((const double *)in, (const double *)weights, *g, i);
+                fp_cu_point<double>((const double *)in, (const double *)weights, *g, i, reads);
     }
     return 0;
+}
+
+extern "C" int
+fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+                void *stream)
+{
+    return fp_cu_dispatch(dtype, in, out, weights, g, false, false, (cudaStream_t)stream, NULL);
+}
+
+extern "C" int
+fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
+                     int path, int64_t *reads)
+{
+    return fp_cu_dispatch(dtype, in, out, weights, g, true, path == 1, NULL, reads);
 }
 
 __global__ static void

@@ -220,36 +220,43 @@ fp_cuda_stream_wait_event(PyObject *m, PyObject *args)
 }
 
 #define FP_MAX_POOL_DEVICES 64
-/* Per device: 0 not asked yet, 1 stream-ordered pools supported (and configured), -1 not. */
+/* Per device: 0 not asked yet, 1 fastprof's own pool made (fp_pools[dev]), -1 no pools. */
 static signed char fp_pool_state[FP_MAX_POOL_DEVICES];
+static cudaMemPool_t fp_pools[FP_MAX_POOL_DEVICES];
 
-/* Returns 1 when device dev allocates with cudaMallocAsync (asking once, and then keeping
- * freed memory cached in its default pool instead of handing it back at every sync), else 0. */
-static int
-fp_cuda_pools(int dev)
+/* Returns fastprof's own memory pool of device dev, made on first use (device memory, kept
+ * cached instead of handed back at every sync), or NULL when the device has no stream-ordered
+ * pools (then cudaMalloc).  The device's default pool, which other libraries share, is left
+ * as it is.  Sets no exception. */
+static cudaMemPool_t
+fp_cuda_pool(int dev)
 {
     if (dev < 0 || dev >= FP_MAX_POOL_DEVICES)
-        return 0;
+        return NULL;
     if (fp_pool_state[dev] == 0) {
         int ok = 0;
-        cudaMemPool_t pool;
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = dev;
+        fp_pool_state[dev] = -1;
         if (cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess &&
-            ok && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+            ok && cudaMemPoolCreate(&fp_pools[dev], &props) == cudaSuccess) {
             uint64_t keep = UINT64_MAX;
-            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+            cudaMemPoolSetAttribute(fp_pools[dev], cudaMemPoolAttrReleaseThreshold, &keep);
             fp_pool_state[dev] = 1;
-        } else {
-            fp_pool_state[dev] = -1;
         }
         cudaGetLastError();
     }
-    return fp_pool_state[dev] == 1;
+    return fp_pool_state[dev] == 1 ? fp_pools[dev] : NULL;
 }
 
 /* _cuda_malloc(nbytes, stream) -> (int device pointer, stream_ordered): allocates on the
- * current device, stream-ordered (cudaMallocAsync on stream) where the device supports memory
- * pools, else with cudaMalloc.  (0, False) for 0 bytes.  Returns NULL with CudaError
- * (cudaErrorMemoryAllocation when the device is full). */
+ * current device, stream-ordered (cudaMallocFromPoolAsync on stream, from fastprof's own pool)
+ * where the device supports memory pools, else with cudaMalloc.  (0, False) for 0 bytes.  Returns
+ * NULL with CudaError (cudaErrorMemoryAllocation when the device is full). */
 PyObject *
 fp_cuda_malloc(PyObject *m, PyObject *args)
 {
@@ -257,6 +264,7 @@ fp_cuda_malloc(PyObject *m, PyObject *args)
     PyObject *os;
     void *p = NULL, *s;
     int dev = 0, async;
+    cudaMemPool_t pool;
     cudaError_t err;
     if (!PyArg_ParseTuple(args, "nO", &n, &os) || fp_cuda_ptr(os, &s) < 0)
         return NULL;
@@ -269,14 +277,15 @@ fp_cuda_malloc(PyObject *m, PyObject *args)
     err = cudaGetDevice(&dev);
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaGetDevice");
-    async = fp_cuda_pools(dev);
+    pool = fp_cuda_pool(dev);
+    async = pool != NULL;
     if (async)
-        err = cudaMallocAsync(&p, (size_t)n, (cudaStream_t)s);
+        err = cudaMallocFromPoolAsync(&p, (size_t)n, pool, (cudaStream_t)s);
     else
         err = cudaMalloc(&p, (size_t)n);
     if (err != cudaSuccess) {
         cudaGetLastError(); /* allocation errors are not sticky: clear them */
-        return fp_cuda_raise(m, err, async ? "cudaMallocAsync" : "cudaMalloc");
+        return fp_cuda_raise(m, err, async ? "cudaMallocFromPoolAsync" : "cudaMalloc");
     }
     return Py_BuildValue("NO", PyLong_FromVoidPtr(p), async ? Py_True : Py_False);
 }

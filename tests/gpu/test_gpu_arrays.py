@@ -71,6 +71,7 @@ def test_dlpack_roundtrip_through_our_own_import() -> None:
     del cap  # an unconsumed capsule frees itself
 
 
+@pytest.mark.real_gpu
 def test_cupy_interop_without_copies() -> None:
     cp = pytest.importorskip("cupy")
     d = cuda.DeviceArray.from_numpy(np.arange(10.0))
@@ -91,6 +92,7 @@ def test_cupy_interop_without_copies() -> None:
     np.testing.assert_array_equal(z.to_numpy(), np.full(256, 3.0))
 
 
+@pytest.mark.real_gpu
 def test_torch_interop_without_copies() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -111,3 +113,29 @@ def test_torch_interop_without_copies() -> None:
         r = _gpu_kernels.matmul(y.reshape(10, 100), y.reshape(100, 10), stream=s)
     s.synchronize()
     np.testing.assert_allclose(r.to_numpy(), np.full((10, 10), 100.0))
+
+
+@pytest.mark.real_gpu
+def test_allocations_leave_the_default_memory_pool_alone() -> None:
+    # other libraries share the device's default pool: fastprof allocates from a pool of its
+    # own and changes no setting of the default one (read through the driver API)
+    import ctypes
+
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    pool = ctypes.c_void_p()
+    threshold = ctypes.c_uint64()
+    assert libcuda.cuInit(0) == 0
+    dev = ctypes.c_int()
+    assert libcuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert libcuda.cuDeviceGetDefaultMemPool(ctypes.byref(pool), dev) == 0
+
+    def release_threshold() -> int:
+        assert libcuda.cuMemPoolGetAttribute(pool, 4, ctypes.byref(threshold)) == 0
+        return threshold.value  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+
+    before = release_threshold()
+    with cuda._on_device(0):
+        arrays = [cuda.DeviceArray.from_numpy(np.ones(1 << 16)) for _ in range(4)]
+        del arrays
+        cuda.synchronize()
+    assert release_threshold() == before
