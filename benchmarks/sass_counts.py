@@ -12,20 +12,22 @@ local memory (spills show as LOCAL/STACK bytes).
 
 How "instructions per output" is counted (a static estimate, not a measurement):
 
-* A loop is the range from a backward branch's target to the branch.  The hot loop is the
-  innermost loop with the most floating-point arithmetic (FADD/FFMA/FMUL/DADD/DFMA/DMUL); the
-  staging loop is the longest innermost loop holding both a global load (LDG) and a shared
-  store (STS).  Every instruction of a loop body counts, taken branches or not: a body that
-  folds coordinates for every boundary mode counts all of them.
-  A kernel with no such loop (fully unrolled) is taken whole instead.
-* The steady-state cost of one floating-point operation is the hot loop's length divided by the
-  operations in it, and that of one staged element the staging loop's length divided by its
-  shared stores.
-* Instructions per output = cost per operation x operations one output needs + cost per staged
-  element x elements staged per output, for the geometry the issue targets: a 5x5x5 filter on
-  512x512x256, 32x8x8 outputs per block (window 36x12x12).  The operations one output needs are
-  given per kernel family in MODEL below (direct sums: kz*ky*kx; separable box sums: the adds
-  of each pass spread over the block's outputs; running sums: two per output and axis).
+* A kernel is cut into phases at its barriers (BAR.SYNC): the tiled kernels stage the input
+  window in shared memory, then sum; the box kernels stage, sum along x, along y, then along z.
+* A loop is the range from a backward branch's target to the branch.
+* Staging phase: the first innermost loop holding a global load (LDG) and a shared store (STS)
+  (the interior blocks' loop once there is one; the boundary-folding loop before) gives the
+  instructions per staged element (its length / its STS); times the elements staged per
+  output (a 36x12x12 window per 32x8x8 outputs: 2.53).
+* Summing phases: the innermost loop with the most floating-point arithmetic
+  (FADD/FFMA/FMUL/DADD/DFMA/DMUL), or the whole phase when it has no such loop (fully
+  unrolled), gives the instructions per floating-point operation; times the operations one
+  output needs in that phase (MODEL below, for a 5x5x5 filter: 125 multiply-adds for a
+  correlation; for a box 5 adds per row element along x and y spread over the block's outputs,
+  and along z 5 per output for a direct sum, (5 + 2*7)/8 for a running one).
+* Every instruction of a loop body or phase counts, taken or not: a body that folds
+  coordinates for all five boundary modes counts all of them, a fallback never taken counts.
+  Loop overhead outside the chosen loops is not counted.
 
 Instructions that run once per block or thread outside these loops are not counted; the
 total per kernel is printed apart.
@@ -52,18 +54,22 @@ TX, TY, TZ = 32, 8, 8
 SX, SY, SZ = TX + K - 1, TY + K - 1, TZ + K - 1
 OUT_PER_BLOCK = TX * TY * TZ
 STAGED = SX * SY * SZ / OUT_PER_BLOCK  # window elements per output
-# Box passes: x sums over SZ*SY rows of TX, y sums over SZ planes of TY*TX, z per output.
-BOX_SEPARABLE = (SZ * SY * TX * K + SZ * TY * TX * K) / OUT_PER_BLOCK + K
-BOX_RUNNING = (SZ * SY * TX * K + SZ * TY * TX * K) / OUT_PER_BLOCK + (K + 2 * (TZ - 1)) / TZ
+BOX_X = SZ * SY * TX * K / OUT_PER_BLOCK  # adds per output, sums along x
+BOX_Y = SZ * TY * TX * K / OUT_PER_BLOCK  # adds per output, sums along y
+BOX_Z_DIRECT = float(K)
+BOX_Z_RUNNING = (K + 2 * (TZ - 1)) / TZ
 
-# kernel name fragment -> (floating-point operations per output, staged elements per output)
-MODEL: dict[str, tuple[float, float]] = {
-    "fp_cu_correlate_kernel": (K**3, 0.0),
-    "fp_cu_tiled_kernel": (K**3, STAGED),
-    "fp_cu_box_kernel": (BOX_SEPARABLE, STAGED),
-    "fp_cu_boxk_kernel": (BOX_RUNNING, STAGED),
-    "fp_cu_run_kernel": (2.0, 0.0),
-}
+# kernel (demangled name pattern) -> floating-point operations per output of each phase for
+# the 5x5x5 target (None marks a staging phase); the kernels that do not run it (other
+# extents and depths) get totals, registers and spills only.  The running-sum kernel (long
+# boxes along one axis) counts its loop per output: one add and one take-away.
+MODEL: list[tuple[str, list[float | None]]] = [
+    (r"fp_cu_correlate_kernel<\w+>", [K**3]),
+    (r"fp_cu_tiled_kernel<\w+, 8, 5(, 5, 5|, 0, 0)?>", [None, K**3]),
+    (r"fp_cu_box_kernel<\w+, 8, 5>", [None, BOX_X, BOX_Y, BOX_Z_RUNNING]),
+    (r"fp_cu_box_kernel<\w+, 8(, 0)?>", [None, BOX_X, BOX_Y, BOX_Z_DIRECT]),
+    (r"fp_cu_run_kernel<\w+>", [2.0]),
+]
 
 
 def tool(name: str) -> str:
@@ -133,27 +139,33 @@ def body_stats(insns: list[tuple[int, str]], span: tuple[int, int]) -> tuple[int
 
 
 def per_output(name: str, insns: list[tuple[int, str]]) -> tuple[float | None, str]:
-    """Estimated instructions per output of kernel name, and how it was found."""
-    model = next((v for k, v in MODEL.items() if k in name), None)
-    if model is None:
+    """Estimated instructions per output of kernel name (demangled), and how it was found."""
+    needs = next((v for k, v in MODEL if re.fullmatch(k, name)), None)
+    if needs is None:
         return None, ""
-    fp_need, staged = model
+    bars = [i for i, (_, t) in enumerate(insns) if opcode(t).startswith("BAR")]
+    cuts = [0, *[b + 1 for b in bars], len(insns)]
+    phases = [(cuts[i], cuts[i + 1] - 1) for i in range(len(cuts) - 1)]
+    if len(phases) != len(needs):
+        return None, f"{len(phases)} phases, model has {len(needs)}"
     inner = innermost(loops(insns))
-    whole = (0, len(insns) - 1)
-    hot = max(inner, key=lambda s: body_stats(insns, s)[1], default=None)
-    if hot is None or body_stats(insns, hot)[1] == 0:
-        hot = whole
-    n, fp, _, _ = body_stats(insns, hot)
-    cost = n / fp * fp_need if fp else 0.0
-    how = f"hot {n}/{fp}fp"
-    if staged:
-        stage = [s for s in inner if body_stats(insns, s)[2] and body_stats(insns, s)[3]]
-        span = max(stage, key=lambda s: s[1] - s[0], default=whole)
-        n2, _, _, sts = body_stats(insns, span)
-        if sts:
-            cost += n2 / sts * staged
-            how += f", stage {n2}/{sts}sts"
-    return cost, how
+    cost, how = 0.0, []
+    for (lo, hi), need in zip(phases, needs):
+        mine = [s for s in inner if lo <= s[0] and s[1] <= hi]
+        if need is None:
+            stage = [s for s in mine if body_stats(insns, s)[2] and body_stats(insns, s)[3]]
+            span = min(stage, default=(lo, hi))
+            n, _, _, sts = body_stats(insns, span)
+            cost += n / max(sts, 1) * STAGED
+            how.append(f"{n}/{sts}sts")
+            continue
+        hot = max(mine, key=lambda s: body_stats(insns, s)[1], default=None)
+        if hot is None or body_stats(insns, hot)[1] == 0:
+            hot = (lo, hi)
+        n, fp, _, _ = body_stats(insns, hot)
+        cost += n / max(fp, 1) * need
+        how.append(f"{n}/{fp}fp")
+    return cost, " ".join(how)
 
 
 def resources(cubin: str) -> dict[str, str]:
@@ -207,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, insns in sorted(parse_sass(sass).items(), key=lambda kv: demangle(kv[0])):
         if "spin" in name or "scrub" in name:
             continue
-        cost, how = per_output(name, insns)
+        cost, how = per_output(demangle(name), insns)
         total = sum(1 for _, t in insns if opcode(t) != "NOP")
         shown = f"{cost:.1f}" if cost is not None else "-"
         print(f"| `{demangle(name)}` | {total} | {shown} | {res.get(name, '?')} | {how} |")
