@@ -138,6 +138,7 @@ struct fp_cu_tile {
     int kz, ky, kx;     // weights shape
     int64_t hz, hy, hx; // shifts
     int SZ, SY, SX;     // staged window
+    int off32;          // 1 when every offset inside a block's window fits in 32 bits
 };
 
 // Fills t from g for the tiled path; returns the shared-memory bytes it needs, or 0 when the
@@ -168,28 +169,65 @@ fp_cu_tile_plan(const fp_cu_geom *g, size_t item, int tz, fp_cu_tile *t)
     size_t n = (size_t)t->SZ * t->SY * t->SX + (size_t)t->kz * t->ky * t->kx;
     if (n * item > FP_SMEM_MAX || t->ny > 65535LL * FP_TY || t->nz > 65535LL * tz)
         return 0;
+    const int64_t span = (int64_t)t->SZ * llabs(t->sz) + (int64_t)t->SY * llabs(t->sy) +
+                         (int64_t)t->SX * llabs(t->sx);
+    t->off32 = span < 0x7fffffffLL;
     return n * item;
 }
 
-// Phase 1 for thread tid of block (bx, by, bz): stages input window and weights.
-template <typename T, int TZ>
+// Returns 1 when the window of block (bx, by, bz) lies inside the input (no boundary folding
+// needed), else 0.
+template <int TZ>
+__host__ __device__ static inline int
+fp_cu_tile_inside(const fp_cu_tile &t, int bx, int by, int bz)
+{
+    const int64_t x0 = (int64_t)bx * FP_TX - t.hx;
+    const int64_t y0 = (int64_t)by * FP_TY - t.hy;
+    const int64_t z0 = (int64_t)bz * TZ - t.hz;
+    return t.off32 && x0 >= 0 && x0 + t.SX <= t.nx && y0 >= 0 && y0 + t.SY <= t.ny && z0 >= 0 &&
+           z0 + t.SZ <= t.nz;
+}
+
+// Phase 1 for thread tid of block (bx, by, bz): stages input window and weights.  KZ, KY, KX
+// (0: not known at compile time) fix the window's shape.  A block whose window lies inside the
+// input reads it with 32-bit offsets from the window's corner and folds nothing; the others
+// fold each coordinate for the boundary mode.
+template <typename T, int TZ, int KZ, int KY, int KX>
 __host__ __device__ static inline void
 fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
                 int bz, int tid, T *win, T *ws, int64_t *reads)
 {
-    const int nwin = t.SZ * t.SY * t.SX;
+    const int SX = KX > 0 ? FP_TX + KX - 1 : t.SX;
+    const int SY = KY > 0 ? FP_TY + KY - 1 : t.SY;
+    const int SZ = KZ > 0 ? TZ + KZ - 1 : t.SZ;
+    const int nwin = SZ * SY * SX;
     const int nw = t.kz * t.ky * t.kx;
     const int64_t x0 = (int64_t)bx * FP_TX - t.hx;
     const int64_t y0 = (int64_t)by * FP_TY - t.hy;
     const int64_t z0 = (int64_t)bz * TZ - t.hz;
-    for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
-        int sx = i % t.SX, sy = (i / t.SX) % t.SY, sz = i / (t.SX * t.SY);
-        int64_t cx = fp_cu_fold(x0 + sx, t.nx, g.mode);
-        int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
-        int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
-        win[i] = (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
-        if (cx >= 0 && cy >= 0 && cz >= 0)
+    if (fp_cu_tile_inside<TZ>(t, bx, by, bz)) {
+        const T *base = in + z0 * t.sz + y0 * t.sy + x0 * t.sx;
+        const int isz = (int)t.sz, isy = (int)t.sy, isx = (int)t.sx;
+        for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
+            const int sx = i % SX, sy = (i / SX) % SY, sz = i / (SX * SY);
+#ifdef __CUDA_ARCH__
+            win[i] = __ldg(base + (sz * isz + sy * isy + sx * isx));
+#else
+            win[i] = base[sz * isz + sy * isy + sx * isx];
             FP_CU_READ(reads);
+#endif
+        }
+    } else {
+        for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
+            const int sx = i % SX, sy = (i / SX) % SY, sz = i / (SX * SY);
+            const int64_t cx = fp_cu_fold(x0 + sx, t.nx, g.mode);
+            const int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
+            const int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
+            win[i] =
+                (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
+            if (cx >= 0 && cy >= 0 && cz >= 0)
+                FP_CU_READ(reads);
+        }
     }
     if (ws != NULL)
         for (int i = tid; i < nw; i += FP_TX * FP_TY)
@@ -199,8 +237,9 @@ fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &
 // Phase 2 for thread (tx, ty) of block (bx, by, bz): sums and writes up to TZ outputs.  With
 // KZ > 0 (the weights' depth known at compile time) each (dy, dx) column of the window and of
 // the weights is read once into registers and reused across the TZ outputs; KZ = 0 is the
-// general version for any depth.
-template <typename T, int TZ, int KZ>
+// general version for any depth.  KY, KX > 0 fix the other two extents too (fully unrolled
+// sums with constant shared-memory offsets).
+template <typename T, int TZ, int KZ, int KY, int KX>
 __host__ __device__ static inline void
 fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, int ty,
                    const T *win, const T *ws)
@@ -209,12 +248,17 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
 #pragma unroll
     for (int k = 0; k < TZ; k++)
         acc[k] = 0;
-    const int64_t plane = (int64_t)t.SY * t.SX;
-    const int wstep = t.ky * t.kx;
-    for (int dy = 0; dy < t.ky; dy++) {
-        for (int dx = 0; dx < t.kx; dx++) {
-            const T *col = win + (int64_t)(ty + dy) * t.SX + (tx + dx);
-            const T *wc = ws + dy * t.kx + dx;
+    const int ky = KY > 0 ? KY : t.ky, kx = KX > 0 ? KX : t.kx;
+    const int SX = KX > 0 ? FP_TX + KX - 1 : t.SX;
+    const int SY = KY > 0 ? FP_TY + KY - 1 : t.SY;
+    const int plane = SY * SX;
+    const int wstep = ky * kx;
+#pragma unroll
+    for (int dy = 0; dy < ky; dy++) {
+#pragma unroll
+        for (int dx = 0; dx < kx; dx++) {
+            const T *col = win + (ty + dy) * SX + (tx + dx);
+            const T *wc = ws + dy * kx + dx;
             if (KZ > 0) {
                 T cv[TZ + (KZ > 0 ? KZ : 1) - 1];
                 T wv[KZ > 0 ? KZ : 1];
@@ -253,7 +297,7 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
     }
 }
 
-template <typename T, int TZ, int KZ>
+template <typename T, int TZ, int KZ, int KY, int KX>
 __global__ static void
 __launch_bounds__(FP_TX *FP_TY)
     fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
@@ -263,15 +307,16 @@ __launch_bounds__(FP_TX *FP_TY)
     T *win = (T *)fp_smem;
     T *ws = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
-    fp_cu_tile_load<T, TZ>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, ws, NULL);
+    fp_cu_tile_load<T, TZ, KZ, KY, KX>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win,
+                                       ws, NULL);
     __syncthreads();
-    fp_cu_tile_compute<T, TZ, KZ>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
-                                  threadIdx.y, win, ws);
+    fp_cu_tile_compute<T, TZ, KZ, KY, KX>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+                                          threadIdx.y, win, ws);
 }
 
 // Runs one tiled correlation: launched on stream s, or (host) block by block, phase by phase
 // on the host.  Returns a cudaError_t, or -1 when the host run is out of memory.
-template <typename T, int TZ, int KZ>
+template <typename T, int TZ, int KZ, int KY, int KX>
 static int
 fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
                  size_t smem, bool host, cudaStream_t s, int64_t *reads)
@@ -280,7 +325,7 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_tiled_kernel<T, TZ, KZ>
+        fp_cu_tiled_kernel<T, TZ, KZ, KY, KX>
             <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, w, g, t);
         return (int)cudaGetLastError();
     }
@@ -292,10 +337,11 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ>(in, w, g, t, bx, by, bz, tid, buf, ws, reads);
+                    fp_cu_tile_load<T, TZ, KZ, KY, KX>(in, w, g, t, bx, by, bz, tid, buf, ws,
+                                                       reads);
                 for (int ty = 0; ty < FP_TY; ty++)
                     for (int tx = 0; tx < FP_TX; tx++)
-                        fp_cu_tile_compute<T, TZ, KZ>(out, t, bx, by, bz, tx, ty, buf, ws);
+                        fp_cu_tile_compute<T, TZ, KZ, KY, KX>(out, t, bx, by, bz, tx, ty, buf, ws);
             }
     free(buf);
     return 0;
@@ -314,58 +360,98 @@ fp_cu_box_smem(const fp_cu_tile *t, size_t item)
     return n * item <= FP_SMEM_MAX ? n * item : 0;
 }
 
+// The box paths below take K = k when the box is k x k x k (k x k in 2-D) with k = 3, 5, 7, 9
+// (extents and window fixed at compile time), K = 0 for any other box.
+
 // Phase 2 of the box path for thread tid: window rows summed along x into s1.
-template <typename T>
+template <typename T, int TZ, int K>
 __host__ __device__ static inline void
 fp_cu_box_xsum(const fp_cu_tile &t, int tid, const T *win, T *s1)
 {
-    const int n = t.SZ * t.SY * FP_TX;
+    const int SX = K > 0 ? FP_TX + K - 1 : t.SX;
+    const int SY = K > 0 ? FP_TY + K - 1 : t.SY;
+    const int SZ = K > 0 ? (TZ > 1 ? TZ + K - 1 : 1) : t.SZ;
+    const int kx = K > 0 ? K : t.kx;
+    const int n = SZ * SY * FP_TX;
     for (int i = tid; i < n; i += FP_TX * FP_TY) {
-        const T *p = win + (int64_t)(i / FP_TX) * t.SX + (i % FP_TX);
+        const T *p = win + (i / FP_TX) * SX + (i % FP_TX);
         T a = 0;
-        for (int dx = 0; dx < t.kx; dx++)
+#pragma unroll
+        for (int dx = 0; dx < kx; dx++)
             a += p[dx];
         s1[i] = a;
     }
 }
 
 // Phase 3 of the box path for thread tid: s1 summed along y into s2.
-template <typename T>
+template <typename T, int TZ, int K>
 __host__ __device__ static inline void
 fp_cu_box_ysum(const fp_cu_tile &t, int tid, const T *s1, T *s2)
 {
-    const int n = t.SZ * FP_TY * FP_TX;
+    const int SY = K > 0 ? FP_TY + K - 1 : t.SY;
+    const int SZ = K > 0 ? (TZ > 1 ? TZ + K - 1 : 1) : t.SZ;
+    const int ky = K > 0 ? K : t.ky;
+    const int n = SZ * FP_TY * FP_TX;
     for (int i = tid; i < n; i += FP_TX * FP_TY) {
         const int tx = i % FP_TX, ty = (i / FP_TX) % FP_TY, sz = i / (FP_TX * FP_TY);
-        const T *p = s1 + ((int64_t)sz * t.SY + ty) * FP_TX + tx;
+        const T *p = s1 + (sz * SY + ty) * FP_TX + tx;
         T a = 0;
-        for (int dy = 0; dy < t.ky; dy++)
+#pragma unroll
+        for (int dy = 0; dy < ky; dy++)
             a += p[dy * FP_TX];
         s2[i] = a;
     }
 }
 
-// Phase 4 of the box path for thread (tx, ty): s2 summed along z, scaled, written.
-template <typename T, int TZ>
+// Returns 1 when v is finite (neither NaN nor an infinity), else 0.
+template <typename T>
+__host__ __device__ static inline int
+fp_cu_finite(T v)
+{
+    return v - v == (T)0;
+}
+
+// Phase 4 of the box path for thread (tx, ty): s2 summed along z, scaled, written.  Along z
+// the sum runs: the first output sums its kz planes, each next one adds the plane that enters
+// and takes away the one that leaves; a sum that is not finite, or a plane leaving that is
+// not, is summed again directly (a window gives NaN or an infinity only while it holds one).
+template <typename T, int TZ, int K>
 __host__ __device__ static inline void
 fp_cu_box_zsum(T *out, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by, int bz, int tx,
                int ty, const T *s2)
 {
+    const int kz = K > 0 ? (TZ > 1 ? K : 1) : t.kz;
     const int64_t x = (int64_t)bx * FP_TX + tx, y = (int64_t)by * FP_TY + ty;
     if (x >= t.nx || y >= t.ny)
         return;
+    const T *col = s2 + ty * FP_TX + tx;
+    const int plane = FP_TY * FP_TX;
+    T *dst = out + y * t.nx + x;
+    const int64_t zplane = t.ny * t.nx;
+    T a = 0;
+#pragma unroll
+    for (int dz = 0; dz < kz; dz++)
+        a += col[dz * plane];
+#pragma unroll
     for (int k = 0; k < TZ; k++) {
         const int64_t z = (int64_t)bz * TZ + k;
         if (z >= t.nz)
             break;
-        T a = 0;
-        for (int dz = 0; dz < t.kz; dz++)
-            a += s2[((k + dz) * FP_TY + ty) * FP_TX + tx];
-        out[(z * t.ny + y) * t.nx + x] = a * (T)g.box_weight;
+        if (k > 0) {
+            const T leave = col[(k - 1) * plane];
+            if (fp_cu_finite(a) && fp_cu_finite(leave)) {
+                a += col[(k + kz - 1) * plane] - leave;
+            } else {
+                a = 0;
+                for (int dz = 0; dz < kz; dz++)
+                    a += col[(k + dz) * plane];
+            }
+        }
+        dst[z * zplane] = a * (T)g.box_weight;
     }
 }
 
-template <typename T, int TZ>
+template <typename T, int TZ, int K>
 __global__ static void
 __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out,
                                                  const fp_cu_geom g, const fp_cu_tile t)
@@ -374,29 +460,31 @@ __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__
     T *win = (T *)fp_smem;
     T *s1 = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
-    fp_cu_tile_load<T, TZ>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win, NULL,
-                           NULL);
+    constexpr int KZ = TZ > 1 ? K : (K > 0 ? 1 : 0);
+    fp_cu_tile_load<T, TZ, KZ, K, K>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win,
+                                     NULL, NULL);
     __syncthreads();
-    fp_cu_box_xsum<T>(t, tid, win, s1);
+    fp_cu_box_xsum<T, TZ, K>(t, tid, win, s1);
     __syncthreads();
-    fp_cu_box_ysum<T>(t, tid, s1, win);
+    fp_cu_box_ysum<T, TZ, K>(t, tid, s1, win);
     __syncthreads();
-    fp_cu_box_zsum<T, TZ>(out, g, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
-                          win);
+    fp_cu_box_zsum<T, TZ, K>(out, g, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+                             threadIdx.y, win);
 }
 
 // Runs the box path on stream s or, with host, phase by phase on the host.  Returns a
 // cudaError_t, or -1 when the host run is out of memory.
-template <typename T, int TZ>
+template <typename T, int TZ, int K>
 static int
 fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
                bool host, cudaStream_t s, int64_t *reads)
 {
+    constexpr int KZ = TZ > 1 ? K : (K > 0 ? 1 : 0);
     unsigned gx = (unsigned)((t.nx + FP_TX - 1) / FP_TX),
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_box_kernel<T, TZ>
+        fp_cu_box_kernel<T, TZ, K>
             <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
         return (int)cudaGetLastError();
     }
@@ -408,17 +496,44 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ>(in, NULL, g, t, bx, by, bz, tid, win, NULL, reads);
+                    fp_cu_tile_load<T, TZ, KZ, K, K>(in, NULL, g, t, bx, by, bz, tid, win, NULL,
+                                                     reads);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_box_xsum<T>(t, tid, win, s1);
+                    fp_cu_box_xsum<T, TZ, K>(t, tid, win, s1);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_box_ysum<T>(t, tid, s1, win);
+                    fp_cu_box_ysum<T, TZ, K>(t, tid, s1, win);
                 for (int ty = 0; ty < FP_TY; ty++)
                     for (int tx = 0; tx < FP_TX; tx++)
-                        fp_cu_box_zsum<T, TZ>(out, g, t, bx, by, bz, tx, ty, win);
+                        fp_cu_box_zsum<T, TZ, K>(out, g, t, bx, by, bz, tx, ty, win);
             }
     free(win);
     return 0;
+}
+
+// Runs the box path with the box's extent fixed at compile time when it is k x k x k (k x k in
+// 2-D) with k = 3, 5, 7, 9, else the general one.  Returns what fp_cu_box_impl returns.
+template <typename T, int TZ>
+static int
+fp_cu_box_pick(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
+               bool host, cudaStream_t s, int64_t *reads)
+{
+    const int k = t.kx;
+    // 3-D boxes of 7 and 9 do not fit the shared memory (fp_cu_box_smem): no instantiation
+    if (t.ky == k && t.kz == (TZ > 1 ? k : 1)) {
+        switch (k) {
+        case 3:
+            return fp_cu_box_impl<T, TZ, 3>(in, out, g, t, smem, host, s, reads);
+        case 5:
+            return fp_cu_box_impl<T, TZ, 5>(in, out, g, t, smem, host, s, reads);
+        case 7:
+            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 7)>(in, out, g, t, smem, host, s, reads);
+        case 9:
+            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 9)>(in, out, g, t, smem, host, s, reads);
+        default:
+            break;
+        }
+    }
+    return fp_cu_box_impl<T, TZ, 0>(in, out, g, t, smem, host, s, reads);
 }
 
 // Runs the box path when g is a 2-D/3-D box that fits; returns -2 when it does not apply,
@@ -435,12 +550,62 @@ fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, c
         (smem = fp_cu_box_smem(&t, sizeof(T))) == 0)
         return -2;
     if (tz == 1)
-        return fp_cu_box_impl<T, 1>(in, out, *g, t, smem, host, s, reads);
-    return fp_cu_box_impl<T, 8>(in, out, *g, t, smem, host, s, reads);
+        return fp_cu_box_pick<T, 1>(in, out, *g, t, smem, host, s, reads);
+    return fp_cu_box_pick<T, 8>(in, out, *g, t, smem, host, s, reads);
+}
+
+// Shapes of weights with extents fixed at compile time: k x k x k (k x k in 2-D), 1 x 1 x k
+// and 1 x k x 1 (the passes of separable filters).
+enum { FP_CU_FORM_CUBE, FP_CU_FORM_X, FP_CU_FORM_Y };
+
+// Runs fp_cu_tiled_impl instantiated for weights of shape form with extent K.  Returns what it
+// returns.
+template <typename T, int TZ, int FORM, int K>
+static int
+fp_cu_tiled_form(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
+                 size_t smem, bool host, cudaStream_t s, int64_t *reads)
+{
+    constexpr int kz = FORM == FP_CU_FORM_CUBE && TZ > 1 ? K : 1;
+    constexpr int ky = FORM == FP_CU_FORM_X ? 1 : K;
+    constexpr int kx = FORM == FP_CU_FORM_Y ? 1 : K;
+    // windows beyond the shared memory never come here (fp_cu_tile_plan): no instantiation
+    constexpr bool fits =
+        sizeof(T) * ((TZ + kz - 1) * (FP_TY + ky - 1) * (FP_TX + kx - 1) + kz * ky * kx) <=
+        FP_SMEM_MAX;
+    return fp_cu_tiled_impl < T, TZ, fits ? kz : 0, fits ? ky : 0,
+           fits ? kx : 0 > (in, out, w, g, t, smem, host, s, reads);
+}
+
+// Runs the instantiation for weights of shape form with extent k (3, 5, 7 or 9).  Returns what
+// fp_cu_tiled_impl returns.
+template <typename T, int TZ>
+static int
+fp_cu_tiled_fixed(int form, int k, const T *in, T *out, const T *w, const fp_cu_geom &g,
+                  const fp_cu_tile &t, size_t smem, bool host, cudaStream_t s, int64_t *reads)
+{
+#define FP_CU_FORM_CASES(F)                                                                        \
+    switch (k) {                                                                                   \
+    case 3:                                                                                        \
+        return fp_cu_tiled_form<T, TZ, F, 3>(in, out, w, g, t, smem, host, s, reads);              \
+    case 5:                                                                                        \
+        return fp_cu_tiled_form<T, TZ, F, 5>(in, out, w, g, t, smem, host, s, reads);              \
+    case 7:                                                                                        \
+        return fp_cu_tiled_form<T, TZ, F, 7>(in, out, w, g, t, smem, host, s, reads);              \
+    default:                                                                                       \
+        return fp_cu_tiled_form<T, TZ, F, 9>(in, out, w, g, t, smem, host, s, reads);              \
+    }
+    if (form == FP_CU_FORM_CUBE)
+        FP_CU_FORM_CASES(FP_CU_FORM_CUBE)
+    if (form == FP_CU_FORM_X)
+        FP_CU_FORM_CASES(FP_CU_FORM_X)
+    FP_CU_FORM_CASES(FP_CU_FORM_Y)
+#undef FP_CU_FORM_CASES
 }
 
 // Picks the box path for boxes that fit, else the instantiation of the tiled path for the
-// geometry (2-D, or 3-D with weights 1, 3, 5, 7 or any deep).
+// geometry: extents fixed at compile time for k x k x k, 1 x 1 x k and 1 x k x 1 weights with
+// k = 3, 5, 7, 9 (k x k, 1 x k, k x 1 in 2-D), else 2-D, or 3-D with weights 1, 3, 5, 7 or any
+// deep.
 // Returns what fp_cu_tiled_impl returns.
 template <typename T>
 static int
@@ -453,19 +618,31 @@ fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host,
     if (rc != -2)
         return rc;
     size_t smem = fp_cu_tile_plan(g, sizeof(T), tz, &t);
+    int form = -1, k = 0;
+    if (t.kx == t.ky && t.kz == (tz == 1 ? 1 : t.kx))
+        form = FP_CU_FORM_CUBE, k = t.kx;
+    else if (t.kz == 1 && t.ky == 1)
+        form = FP_CU_FORM_X, k = t.kx;
+    else if (t.kz == 1 && t.kx == 1)
+        form = FP_CU_FORM_Y, k = t.ky;
+    if (form >= 0 && (k == 3 || k == 5 || k == 7 || k == 9)) {
+        if (tz == 1)
+            return fp_cu_tiled_fixed<T, 1>(form, k, in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_fixed<T, 8>(form, k, in, out, w, *g, t, smem, host, s, reads);
+    }
     if (tz == 1)
-        return fp_cu_tiled_impl<T, 1, 1>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 1, 1, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     switch (t.kz) {
     case 1:
-        return fp_cu_tiled_impl<T, 8, 1>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 1, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     case 3:
-        return fp_cu_tiled_impl<T, 8, 3>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 3, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     case 5:
-        return fp_cu_tiled_impl<T, 8, 5>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 5, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     case 7:
-        return fp_cu_tiled_impl<T, 8, 7>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 7, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     default:
-        return fp_cu_tiled_impl<T, 8, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 0, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
     }
 }
 
