@@ -8,7 +8,7 @@ the table gives medians over all repeats, the effective bandwidth or FLOP rate, 
 to the case's first contender. Peers: the device's own copy bandwidth (cudaMemcpy device to
 device), CuPy / cupyx.scipy.ndimage and PyTorch events when installed.
 
-Bars (issue 5): box 5x5x5 mean on 512x512x256 float32 >= 70% of copy bandwidth; general 5x5x5
+Bars: box 5x5x5 mean on 512x512x256 float32 >= 70% of copy bandwidth; general 5x5x5
 in <= 1 ms on an H100-class device; fused sin+cos+sqrt(abs) on 10M float64 >= 70% of copy
 bandwidth and not slower than CuPy; SGEMM 4096^3 within 10% of CuPy's matmul; host overhead of
 one timed region <= 5 us.

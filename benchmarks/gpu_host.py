@@ -1,5 +1,5 @@
 """Host time of repeat GPU kernel calls: what fastprof's Python side costs per call once its
-plans are cached (issue 17: at most 15 us per repeat call).
+plans are cached (the bar: at most 15 us per repeat call).
 
     python benchmarks/gpu_host.py [--calls 2000] [--rounds 7] [--quick]
 

@@ -1,6 +1,6 @@
 """Profiler lifetimes and hooks: a profiler freed while enabled, collected in a cycle, or
 fed a bad timer never crashes the interpreter and never leaves a hook behind; another tool
-taking the hook is reported; the line profiler lives beside coverage.py (issue 18).
+taking the hook is reported; the line profiler lives beside coverage.py.
 
 Whatever could crash runs in a child interpreter, so that a crash fails one test instead of
 killing the run."""
