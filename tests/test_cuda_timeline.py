@@ -665,3 +665,54 @@ def test_fastprof_nvtx_ranges_reach_the_trace_through_nvtx_injection(stub_home: 
         pytest.skip(f"the child loaded {got['lib']}")
     tid = got["tid"]
     assert got["ranges"] == [["outer", tid, True], ["inner", tid, True]]
+
+
+# -- the timeline and the CUDA side together: fastprof.trace(cuda=True) --------------------
+
+
+def _launch_from_python(lib: ctypes.CDLL) -> None:
+    launch, cu_launch = b"cudaLaunchKernel", b"cuLaunchKernel"
+    lib.stub_api(RUNTIME, 0, launch, 50, C0 + 100, C0 + 200, 0, cu_launch)  # L_TRACE
+
+
+def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
+    stub: Stub, tmp_path: Path
+) -> None:
+    import json
+
+    import fastprof
+    from timeline_helpers import chrome_trace_problems
+
+    stub.py.stub_set_clock_fixed(C0)
+    with fastprof.trace(cuda=True) as tr:
+        _launch_from_python(stub.py)
+        stub.py.stub_kernel(SAXPY, 0, 1, 7, 50, C0 + 1000, C0 + 3000)
+    if os.path.realpath(tr._cuda.library) != os.path.realpath(stub.path):
+        pytest.skip(f"this process loaded {tr._cuda.library} before the stand-in")
+    # the kernel's GPU time is charged to the line that launched it, with the host time of
+    # the launching function from the timeline's spans
+    g = tr.gpu_by_python()
+    row = g.line(__file__, _line("L_TRACE"))
+    assert row is not None and row.function == "_launch_from_python"
+    assert (row.launches, row.gpu_ns) == (1, 2000)
+    fn = g.function("_launch_from_python")
+    assert fn is not None and fn.host_ns is not None and fn.host_ns > 0
+    assert (
+        tr.call_counts()[
+            (__file__, _launch_from_python.__code__.co_firstlineno, "_launch_from_python")
+        ]
+        == 1
+    )
+    assert "saxpy" in str(tr.summary())
+    # one file: the Python span and the kernel on one axis, a flow from the launch to it
+    data = json.loads(Path(tr.export_chrome_trace(tmp_path / "t.json")).read_text())
+    assert chrome_trace_problems(data) == []
+    events = data["traceEvents"]
+    span = next(e for e in events if e.get("ph") == "X" and "_launch_from_python" in e["name"])
+    kernel = next(e for e in events if e.get("ph") == "X" and "saxpy" in e["name"])
+    # the stand-in's clock is frozen at C0, so the kernel sits at the recorder's start + 1 us;
+    # the Python span lies between the recorder's start and stop, on the same monotonic axis
+    m0, m1 = tr._cuda.clock_start[1], tr._cuda.clock_stop[1]
+    assert kernel["ts"] == pytest.approx((m0 + 1000) / 1000, abs=1e-3)
+    assert m0 / 1000 <= span["ts"] <= span["ts"] + span["dur"] <= m1 / 1000
+    assert any(e.get("ph") == "s" for e in events) and any(e.get("ph") == "f" for e in events)
