@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +65,12 @@ def child(profiler: str, reps: int, names: list[str]) -> None:
         "no tree": functools.partial(fastprof.Profile, tree_nodes=0),
         "floor": _Floor,
     }[profiler]
+    run_counted(make, names, reps)
+
+
+def run_counted(make: Any, names: list[str], reps: int) -> None:
+    """Runs each workload of overhead.py reps times through itertools.starmap (where callgrind
+    collects), under a profiler that make() returns (none when make is None)."""
     for name in names:
         fn = overhead.WORKLOADS[name]
         fn()

@@ -19,10 +19,7 @@ timing (as benchmarks/instructions.py does): load-independent, blind to cache mi
 from __future__ import annotations
 
 import argparse
-import collections
 import gc
-import glob
-import itertools
 import json
 import os
 import platform
@@ -37,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fastprof  # noqa: E402
+import instructions as instructions_py  # noqa: E402
 import overhead  # noqa: E402
 
 try:  # the peer, installed in the benchmark environment
@@ -179,30 +177,7 @@ def measure(names: List[str], rounds: int, as_json: Optional[str]) -> int:
 
 def child(tool: str, reps: int, names: List[str]) -> None:
     """Runs each workload reps times through itertools.starmap under tool (in valgrind)."""
-    make = tools()[tool]
-    for name in names:
-        fn = WORKLOADS[name]
-        fn()
-        fn()
-        gc.disable()
-        t = make() if make else None
-        if t:
-            t.enable()
-        fn()
-        collections.deque(itertools.starmap(fn, [()] * reps), 0)
-        if t:
-            t.disable()
-        gc.enable()
-
-
-def _totals(out: str, tool: str, reps: int) -> List[int]:
-    files = sorted(glob.glob(f"{out}/{tool}.*.*"), key=lambda f: int(f.rsplit(".", 1)[1]))
-    runs = []
-    for f in files:
-        with open(f) as fh:
-            runs.append(next(int(line.split()[1]) for line in fh if line.startswith("summary:")))
-    per = reps + 1  # the starmap's last next() raises StopIteration: one more dump
-    return [sum(runs[i * per : i * per + reps]) for i in range(len(runs) // per)]
+    instructions_py.run_counted(tools()[tool], names, reps)
 
 
 def instructions(names: List[str], reps: int) -> int:
@@ -236,7 +211,7 @@ def instructions(names: List[str], reps: int) -> int:
         if any(p.wait() != 0 for p in procs):
             print("a valgrind run failed", file=sys.stderr)
             return 1
-        tot = {t: _totals(out, t, reps) for t in names_of}
+        tot = {t: instructions_py.totals(out, t, reps) for t in names_of}
     print(f"# Python {sys.version.split()[0]}; instructions added per call under callgrind")
     cols = [t for t in names_of if t != "bare"]
     print(

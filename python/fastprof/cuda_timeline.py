@@ -66,8 +66,19 @@ SYNC_TYPES = {
 }
 
 
+class _Interval:
+    """What every record with a start and an end has: its duration."""
+
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
 @dataclass(frozen=True)
-class ApiCall:
+class ApiCall(_Interval):
     """A CUDA runtime (``domain == "runtime"``) or driver API call on a host thread."""
 
     domain: str
@@ -79,13 +90,9 @@ class ApiCall:
     cbid: int
     return_value: int
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclass(frozen=True)
-class Kernel:
+class Kernel(_Interval):
     """A kernel execution on a device and stream (``name`` as CUPTI gives it, mangled)."""
 
     name: str
@@ -96,13 +103,9 @@ class Kernel:
     stream: int
     correlation_id: int
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclass(frozen=True)
-class Memcpy:
+class Memcpy(_Interval):
     """A copy: ``copy_kind`` as nsys names it (e.g. "Host-to-Device"), ``bytes``."""
 
     copy_kind: str
@@ -114,13 +117,9 @@ class Memcpy:
     stream: int
     correlation_id: int
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclass(frozen=True)
-class Memset:
+class Memset(_Interval):
     """A memset of ``bytes`` bytes on a device and stream."""
 
     bytes: int
@@ -131,13 +130,9 @@ class Memset:
     stream: int
     correlation_id: int
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclass(frozen=True)
-class Sync:
+class Sync(_Interval):
     """Host time blocked in a synchronising call (``type`` e.g. "stream synchronize")."""
 
     type: str
@@ -147,13 +142,9 @@ class Sync:
     stream: int
     correlation_id: int
 
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
 
 @dataclass(frozen=True)
-class NvtxRange:
+class NvtxRange(_Interval):
     """An NVTX push/pop or start/end range on a host thread (from fastprof.nvtx or any
     other NVTX user)."""
 
@@ -162,10 +153,6 @@ class NvtxRange:
     end_ns: int
     tid: int
     id: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
 
 
 Record = Union[ApiCall, Kernel, Memcpy, Memset, Sync, NvtxRange]
