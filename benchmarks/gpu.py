@@ -25,8 +25,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from fastprof import _fastprof, cuda
-from fastprof import _gpu_kernels as gk
+from fastprof import _fastprof
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as gk
 
 try:
     import cupy as cp

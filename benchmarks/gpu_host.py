@@ -21,7 +21,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fastprof import _cuda_libs, _fastprof, _gpu_kernels, cuda
+from fastprof import _fastprof
+from fastprof.cuda import libs as _cuda_libs
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as _gpu_kernels
 
 
 class NoopDevice:

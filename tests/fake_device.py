@@ -15,7 +15,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from fastprof import _fastprof, _gpu_kernels, cuda
+from fastprof import _fastprof
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as _gpu_kernels
 
 CXX = shutil.which("g++") or shutil.which("c++")
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fastprof import compare as compare_cmd
-from fastprof.bench import compare, runner, stats, storage
+from fastprof.bench import regression, runner, sample_stats, storage
 from fastprof.bench.runner import Options
 
 # --- statistics -------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def test_compute_stats_matches_plain_reference(n):
     data = [rng.lognormvariate(0, 0.5) * 1e-3 for _ in range(n)]
     if n > 8:
         data[3] = 1.0  # an outlier
-    s = stats.compute_stats(data, iterations=3)
+    s = sample_stats.compute_stats(data, iterations=3)
     assert s["min"] == min(data) and s["max"] == max(data)
     assert s["mean"] == pytest.approx(statistics.fmean(data))
     assert s["stddev"] == pytest.approx(statistics.stdev(data) if n > 1 else 0.0)
@@ -72,7 +72,7 @@ def test_stats_match_pytest_benchmark_when_installed():
         ref = pb.Stats()
         for x in data:
             ref.update(x)
-        ours = stats.compute_stats(data)
+        ours = sample_stats.compute_stats(data)
         for key in (
             "min",
             "max",
@@ -98,19 +98,19 @@ def test_bootstrap_ci_is_deterministic_and_covers_the_median():
     trials = 120
     for _ in range(trials):
         sample = rng.normal(0.0, 1.0, size=41)
-        lo, hi = stats.bootstrap_ci(sample)
+        lo, hi = sample_stats.bootstrap_ci(sample)
         covered += lo <= 0.0 <= hi
     assert 0.85 <= covered / trials <= 1.0
     sample = list(rng.normal(size=30))
-    assert stats.bootstrap_ci(sample) == stats.bootstrap_ci(sample)
-    narrow = stats.bootstrap_ci(list(rng.normal(size=2000)))
-    wide = stats.bootstrap_ci(list(rng.normal(size=20)))
+    assert sample_stats.bootstrap_ci(sample) == sample_stats.bootstrap_ci(sample)
+    narrow = sample_stats.bootstrap_ci(list(rng.normal(size=2000)))
+    wide = sample_stats.bootstrap_ci(list(rng.normal(size=20)))
     assert narrow[1] - narrow[0] < wide[1] - wide[0]
-    assert stats.bootstrap_ci([3.0]) == (3.0, 3.0)
+    assert sample_stats.bootstrap_ci([3.0]) == (3.0, 3.0)
     with pytest.raises(ValueError, match="stat must be"):
-        stats.bootstrap_ci([1.0, 2.0], "mode")
+        sample_stats.bootstrap_ci([1.0, 2.0], "mode")
     with pytest.raises(ValueError, match="non-empty"):
-        stats.bootstrap_ci([])
+        sample_stats.bootstrap_ci([])
 
 
 @pytest.mark.parametrize("stat", ["median", "mean", "min"])
@@ -118,13 +118,13 @@ def test_ratio_ci(stat):
     rng = np.random.default_rng(3)
     old = rng.lognormal(0.0, 0.05, size=200)
     slow = rng.lognormal(np.log(1.3), 0.05, size=200)
-    ratio, lo, hi = stats.ratio_ci(old, slow, stat)
+    ratio, lo, hi = sample_stats.ratio_ci(old, slow, stat)
     assert lo <= ratio <= hi or stat == "min"
     assert 1.2 < lo and hi < 1.4
     same = rng.lognormal(0.0, 0.05, size=200)
-    ratio, lo, hi = stats.ratio_ci(old, same, stat)
+    ratio, lo, hi = sample_stats.ratio_ci(old, same, stat)
     assert lo < 1.02 and hi > 0.98
-    assert stats.ratio_ci([2.0], [3.0], stat) == (1.5, 1.5, 1.5)
+    assert sample_stats.ratio_ci([2.0], [3.0], stat) == (1.5, 1.5, 1.5)
 
 
 # --- the round plan ---------------------------------------------------------------------------
@@ -269,11 +269,11 @@ def test_document_has_machine_and_pytest_benchmark_keys(tmp_path):
 
 
 def test_parse_rule():
-    assert compare.parse_rule("median:5%") == compare.Rule("median", 0.05)
-    assert compare.parse_rule(" min : 2.5% ") == compare.Rule("min", 0.025)
+    assert regression.parse_rule("median:5%") == regression.Rule("median", 0.05)
+    assert regression.parse_rule(" min : 2.5% ") == regression.Rule("min", 0.025)
     for bad in ("median:5", "p99:5%", "median", "", "mean:x%"):
         with pytest.raises(ValueError, match="expected STAT:N%"):
-            compare.parse_rule(bad)
+            regression.parse_rule(bad)
 
 
 def _bench(name, samples, group=None):
@@ -281,7 +281,7 @@ def _bench(name, samples, group=None):
         "group": group,
         "name": name,
         "fullname": f"tests/test_x.py::{name}",
-        "stats": stats.compute_stats(samples, ci=False),
+        "stats": sample_stats.compute_stats(samples, ci=False),
         "fastprof": {},
     }
 
@@ -341,7 +341,7 @@ def test_compare_command_exit_codes(runs, capsys, tmp_path):
 def test_noisy_benchmark_within_its_interval_passes(runs):
     old, ok, _ = runs
     a, b = storage.load(old), storage.load(ok)
-    comps, _, _ = compare.compare_runs(a, b, [compare.parse_rule("median:5%")])
+    comps, _, _ = regression.compare_runs(a, b, [regression.parse_rule("median:5%")])
     noisy = next(c for c in comps if c.name == "test_noisy").stats["median"]
     assert noisy.ratio > 1.05  # the point estimate alone would cry wolf
     assert noisy.lo <= 1.05 and not any(c.regressions for c in comps)
@@ -351,8 +351,8 @@ def test_compare_without_raw_samples_uses_the_point_ratio(tmp_path):
     old = _bench("test_a", [1.0, 1.0, 1.0])
     new = _bench("test_a", [1.2, 1.2, 1.2])
     del old["stats"]["data"], new["stats"]["data"]
-    comps, _, _ = compare.compare_runs(
-        {"benchmarks": [old]}, {"benchmarks": [new]}, [compare.parse_rule("mean:10%")]
+    comps, _, _ = regression.compare_runs(
+        {"benchmarks": [old]}, {"benchmarks": [new]}, [regression.parse_rule("mean:10%")]
     )
     assert comps[0].stats["mean"].exact and comps[0].regressions
 
@@ -375,10 +375,10 @@ def test_quiet_restores_everything_when_the_timed_code_raises():
 @pytest.mark.parametrize("stat", ["median", "mean", "min"])
 def test_large_sample_bootstrap_matches_drawn_resamples(stat, monkeypatch):
     rng = np.random.default_rng(11)
-    data = rng.lognormal(0.0, 0.3, size=stats.LARGE_SAMPLE + 5000)
-    fast = stats.bootstrap_ci(data, stat, resamples=2000)
-    monkeypatch.setattr(stats, "LARGE_SAMPLE", 10**9)  # force drawing every resample
-    drawn = stats.bootstrap_ci(data, stat, resamples=300)
+    data = rng.lognormal(0.0, 0.3, size=sample_stats.LARGE_SAMPLE + 5000)
+    fast = sample_stats.bootstrap_ci(data, stat, resamples=2000)
+    monkeypatch.setattr(sample_stats, "LARGE_SAMPLE", 10**9)  # force drawing every resample
+    drawn = sample_stats.bootstrap_ci(data, stat, resamples=300)
     width = drawn[1] - drawn[0]
     assert width > 0
     assert fast[0] == pytest.approx(drawn[0], abs=0.3 * width)

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 import fastprof
-from fastprof import _fastprof, _gpu_kernels, cuda, nvtx
+from fastprof import _fastprof
+from fastprof.cuda import nvtx
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as _gpu_kernels
 
 needs_no_cuda = pytest.mark.skipif(cuda.is_available(), reason="CUDA is available here")
 
@@ -333,7 +336,8 @@ def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
 
 
 def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:
-    from fastprof import _cuda_base, cuda_timeline
+    from fastprof.cuda import _base as _cuda_base
+    from fastprof.cuda import timeline as cuda_timeline
 
     calls = []
 

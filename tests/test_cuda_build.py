@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import fastprof
-from fastprof import _fastprof, _gpu_kernels, cuda, kernels
+from fastprof import _fastprof, kernels
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as _gpu_kernels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cuda_build = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -111,7 +113,10 @@ def test_cuda_entry_points_exist_in_both_builds() -> None:
 
 CPU_ONLY_CHECK = textwrap.dedent("""
     import numpy as np, fastprof
-    from fastprof import _fastprof, cuda, _gpu_kernels, nvtx
+    from fastprof import _fastprof
+    from fastprof.cuda import runtime as cuda
+    from fastprof.kernels import gpu as _gpu_kernels
+    from fastprof.cuda import nvtx
     assert not _fastprof._cuda_built()
     reason = cuda.status()
     assert "built without CUDA" in reason, reason

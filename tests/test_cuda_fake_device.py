@@ -16,7 +16,11 @@ import numpy as np
 import pytest
 
 from fake_device import CXX, FakeDevice, install
-from fastprof import _cuda_libs, _expr, _fastprof, _gpu_kernels, cuda
+from fastprof import _fastprof
+from fastprof.cuda import libs as _cuda_libs
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import expr as _expr
+from fastprof.kernels import gpu as _gpu_kernels
 from kernel_helpers import close
 from test_expr_language import GPU_CASES, _gpu_names, _ulps
 
@@ -408,7 +412,7 @@ def test_long_box_costs_what_a_short_one_does_per_output(dev, shape, axis) -> No
 
 
 class Counts:
-    """Counts the front end's parsing (misses of fastprof._expr's parse cache), code generation
+    """Counts the front end's parsing (misses of fastprof.kernels.expr's parse cache), code generation
     and library searches."""
 
     def __init__(self, monkeypatch) -> None:

@@ -15,7 +15,11 @@ import textwrap
 
 import pytest
 
-from fastprof import _cuda_base, _demangle, _fastprof, cuda_timeline, cupti
+from fastprof import _fastprof
+from fastprof.cuda import _base as _cuda_base
+from fastprof.cuda import cupti
+from fastprof.cuda import demangle as _demangle
+from fastprof.cuda import timeline as cuda_timeline
 
 CC = shutil.which("gcc") or shutil.which("cc")
 needs_cuda_build = pytest.mark.skipif(
@@ -160,7 +164,7 @@ def test_libcufilt_is_used_when_the_search_finds_it(tmp_path) -> None:
     )
     res = run_child(
         """
-        from fastprof import _demangle
+        from fastprof.cuda import demangle as _demangle
         print(_demangle.demangle("_Z3barv"))
         print(_demangle.demangle("_Z5plainPfPKdi"))  # not cu++filt's: the small demangler
         print(_demangle.demangle("kernel"))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from fake_device import FakeDevice, install
-from fastprof import _fastprof, _gpu_kernels
+from fastprof import _fastprof
+from fastprof.kernels import gpu as _gpu_kernels
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")

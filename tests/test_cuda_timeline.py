@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from fastprof import _cuda_base, _fastprof, cuda_timeline
-from fastprof._demangle import demangle
-from fastprof.cuda_attribution import UNKNOWN
-from fastprof.cuda_chrome import API_TID, GPU_TID, NVTX_TID
-from fastprof.cuda_timeline import CudaRecorder, map_clock
+from fastprof import _fastprof
+from fastprof.cuda import _base as _cuda_base
+from fastprof.cuda import timeline as cuda_timeline
+from fastprof.cuda.attribution import UNKNOWN
+from fastprof.cuda.demangle import demangle
+from fastprof.cuda.timeline import CudaRecorder, map_clock
+from fastprof.report.cuda_chrome import API_TID, GPU_TID, NVTX_TID
 
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
 
@@ -380,7 +382,7 @@ def test_fastprofs_own_frames_are_skipped_when_charging_lines(stub: Stub) -> Non
     own = os.path.dirname(cuda_timeline.__file__)
     g = cuda_timeline.CudaRecorder.gpu_by_python(rec)
     assert all(not r.filename.startswith(own + os.sep) for r in g.lines)
-    from fastprof.cuda_attribution import attribute
+    from fastprof.cuda.attribution import attribute
 
     g2 = attribute(rec, None, skip_dirs=(os.path.dirname(__file__),))  # every frame is "own"
     assert g2.total_launches == 8 and g2.lines  # then the whole stack is kept
@@ -634,7 +636,9 @@ def test_nvtx_injection_points_at_cupti_during_the_trace_only(
 
 NVTX_CHILD = """
 import json, threading
-from fastprof import _cuda_base, cuda_timeline, nvtx
+from fastprof.cuda import _base as _cuda_base
+from fastprof.cuda import timeline as cuda_timeline
+from fastprof.cuda import nvtx
 _cuda_base._probe = lambda: (1, "")
 cuda_timeline._synchronize = lambda: None
 rec = cuda_timeline.CudaRecorder().start()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastprof import _expr, kernels
 from fastprof import _reference as ref
+from fastprof import kernels
+from fastprof.kernels import expr as _expr
 
 N = 200_003  # above the blocking threshold, not a multiple of the block
 
@@ -425,7 +426,7 @@ def test_depth_limit_holds_deep_in_the_callers_recursion():
         sys.setrecursionlimit(400)
         with pytest.raises(ValueError, match="nested too deeply"):
             nested(300)
-        kernels._tree_of(expr + " * 2")  # parsed and cached: planning is what recurses then
+        kernels.args._tree_of(expr + " * 2")  # parsed and cached: planning is what recurses then
         with pytest.raises(ValueError, match="nested too deeply"):
             nested2(300)
     finally:
@@ -434,7 +435,7 @@ def test_depth_limit_holds_deep_in_the_callers_recursion():
 
 
 def test_gpu_code_generator_shares_the_bounds():
-    _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
+    _gpu_kernels = pytest.importorskip("fastprof.kernels.gpu")
     f8 = {"x": np.dtype(np.float64)}
     for expr in ("x+" * 100_000 + "x", "(" * 5_000 + "x" + ")" * 5_000, "x+" * 3_000 + "x"):
         with pytest.raises(ValueError, match="too long|nested too deeply"):
@@ -445,7 +446,7 @@ def test_gpu_code_generator_shares_the_bounds():
 
 def test_gpu_dtypes_are_the_cpus():
     # one typed tree: the generated kernel's result dtype is NumPy's (NEP 50), as on the CPU
-    gk = pytest.importorskip("fastprof._gpu_kernels")
+    gk = pytest.importorskip("fastprof.kernels.gpu")
     f32 = np.dtype(np.float32)
     cases = [
         ({"a": f32, "s": 2.5}, "a * s"),  # a Python float is weak

@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from fastprof import _expr, _fastprof, kernels
+from fastprof import _fastprof, kernels
+from fastprof.kernels import expr as _expr
 
 LARGE = 70_001  # through the blocked / compiled paths
 SMALL = 101  # plain NumPy calls
@@ -266,7 +267,8 @@ def _gpu_names(dts, n=(40, 25)):
 @pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
 @pytest.mark.parametrize("dts,exprs", GPU_CASES)
 def test_every_gpu_case_compiles_with_nvrtc(dts, exprs):
-    from fastprof import _gpu_kernels, cuda
+    from fastprof.cuda import runtime as cuda
+    from fastprof.kernels import gpu as _gpu_kernels
 
     try:
         _gpu_kernels.compile_source('extern "C" __global__ void k() {}', "sm_80")
@@ -280,7 +282,7 @@ def test_every_gpu_case_compiles_with_nvrtc(dts, exprs):
 
 
 def test_gpu_refuses_float16_results_clearly():
-    _gpu_kernels = pytest.importorskip("fastprof._gpu_kernels")
+    _gpu_kernels = pytest.importorskip("fastprof.kernels.gpu")
     with pytest.raises(TypeError, match="float16; evaluate on the GPU computes in"):
         _gpu_kernels.generate_source("sqrt(x)", {"x": np.dtype(np.int8)})
 
@@ -296,8 +298,8 @@ def test_bool_arithmetic_feeding_floats_is_numpys():
 
 def test_the_parse_cache_is_shared_by_both_devices():
     expr = "x * 3 + 17.25 - x"
-    tree = kernels._tree_of(expr)
+    tree = kernels.args._tree_of(expr)
     assert _expr.parse_cached(expr) is tree
-    gk = pytest.importorskip("fastprof._gpu_kernels")
+    gk = pytest.importorskip("fastprof.kernels.gpu")
     assert gk.generate_source(expr, {"x": np.dtype(np.float32)}).dtype == np.float32
     assert _expr.parse_cached(expr) is tree

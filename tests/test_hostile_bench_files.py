@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import fastprof.pytest_plugin as plugin
-from fastprof.bench import compare, stats, storage
+from fastprof.bench import regression, sample_stats, storage
 from fastprof.compare import main as compare_main
 
 pytest_plugins = ["pytester"]
@@ -33,7 +33,7 @@ def _bench(name: str, samples: List[float]) -> Dict[str, Any]:
         "group": None,
         "name": name,
         "fullname": f"test_suite.py::{name}",
-        "stats": stats.compute_stats(samples, ci=False),
+        "stats": sample_stats.compute_stats(samples, ci=False),
         "fastprof": {},
     }
 
@@ -146,11 +146,11 @@ def test_zero_baseline_is_an_error_but_a_zero_new_run_compares(tmp_path: Any, ca
 def test_compare_benchmark_refuses_a_zero_baseline() -> None:
     old = _bench("test_a", [0.0, 0.0])
     new = _bench("test_a", [1e-3, 1e-3])
-    with pytest.raises(compare.ZeroBaselineError, match="test_a"):
-        compare.compare_benchmark(old, new, [compare.parse_rule("median:5%")])
+    with pytest.raises(regression.ZeroBaselineError, match="test_a"):
+        regression.compare_benchmark(old, new, [regression.parse_rule("median:5%")])
     del old["stats"]["data"]
-    with pytest.raises(compare.ZeroBaselineError, match="median is 0"):
-        compare.compare_benchmark(old, new, [])
+    with pytest.raises(regression.ZeroBaselineError, match="median is 0"):
+        regression.compare_benchmark(old, new, [])
 
 
 def test_compare_table_escapes_names(tmp_path: Any, capsys: Any) -> None:
@@ -236,9 +236,9 @@ def test_a_comparison_error_neither_skips_the_save_nor_passes(
     _run(inner, "--fastprof-save=base").assert_outcomes(passed=1)
 
     def refuse(*args: Any) -> Any:
-        raise compare.ZeroBaselineError("baseline of 'test_suite.py::test_a': median is 0")
+        raise regression.ZeroBaselineError("baseline of 'test_suite.py::test_a': median is 0")
 
-    monkeypatch.setattr(compare, "compare_runs", refuse)
+    monkeypatch.setattr(regression, "compare_runs", refuse)
     result = _run(
         inner,
         "--fastprof-compare=base",

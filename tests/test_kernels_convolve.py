@@ -282,8 +282,8 @@ def test_device_dispatch_without_gpu_module(monkeypatch):
 
     import fastprof
 
-    monkeypatch.setitem(sys.modules, "fastprof._gpu_kernels", None)  # import fails ...
-    monkeypatch.delattr(fastprof, "_gpu_kernels", raising=False)  # ... even if loaded before
+    monkeypatch.setitem(sys.modules, "fastprof.kernels.gpu", None)  # import fails ...
+    monkeypatch.delattr(fastprof.kernels, "gpu", raising=False)  # ... even if loaded before
     with pytest.raises(Exception, match="CUDA kernels are unavailable"):
         kernels.correlate(np.zeros(5), np.ones(3), device="cuda")
     with pytest.raises(ValueError, match="device"):
@@ -491,7 +491,7 @@ def _gpu_front_end():
 
     if not _fastprof._cuda_built():
         pytest.skip("fastprof built without CUDA (the host emulation of the GPU passes)")
-    from fastprof import _gpu_kernels
+    from fastprof.kernels import gpu as _gpu_kernels
 
     return _gpu_kernels
 
@@ -565,7 +565,7 @@ def test_boxes_far_longer_than_the_input_match_scipy(mode, dtype):
 
 @pytest.mark.parametrize("mode", BASE_MODES)
 def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
-    real = kernels._fastprof._correlate_separable
+    real = kernels.cpu._fastprof._correlate_separable
     longest = []
 
     def spy(x, out, factors, *args):
@@ -574,7 +574,7 @@ def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
             raise AssertionError(f"a factor of {longest[-1]} taps for an input of {x.shape}")
         return real(x, out, factors, *args)
 
-    monkeypatch.setattr(kernels._fastprof, "_correlate_separable", spy)
+    monkeypatch.setattr(kernels.cpu._fastprof, "_correlate_separable", spy)
     x = _rng(12).standard_normal((8, 9))
     s = 100_000_001
     got = kernels.uniform_filter(x, [s, 1], mode=mode, cval=0.7)

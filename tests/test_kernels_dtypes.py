@@ -222,7 +222,7 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="fastprof built without CUDA")
 @pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
 @pytest.mark.parametrize("dtype", INTS + FLOATS, ids=lambda d: np.dtype(d).name)
 def test_gpu_front_end_every_dtype(dtype, mode) -> None:
-    from fastprof import _gpu_kernels as gpu
+    from fastprof.kernels import gpu
 
     x = _data(dtype, (11, 9), seed=11)
     rng = np.random.default_rng(12)
@@ -246,7 +246,7 @@ def test_gpu_front_end_every_dtype(dtype, mode) -> None:
 @needs_cuda
 @needs_scipy_axes
 def test_gpu_front_end_axes_and_integer_outputs() -> None:
-    from fastprof import _gpu_kernels as gpu
+    from fastprof.kernels import gpu
 
     x = _data(np.uint8, (7, 6, 5), seed=13)
     _same(
@@ -315,7 +315,7 @@ def test_bool_input_and_output_as_scipy(mode) -> None:
             want = getattr(ndi, fn)(inp, arg, mode=mode, output=out, cval=1)
             got = [getattr(kernels, fn)(inp, arg, mode=mode, output=out, cval=1)]
             if CUDA:
-                from fastprof import _gpu_kernels as gpu
+                from fastprof.kernels import gpu
 
                 got.append(getattr(gpu, fn)(inp, arg, mode=mode, output=out, cval=1, _emulate=True))
             for g in got:
@@ -326,7 +326,7 @@ def test_bool_input_and_output_as_scipy(mode) -> None:
 def test_integer_correlate_in_blocks_of_rows(monkeypatch, mode) -> None:
     # the exact path runs in blocks of the first axis, each extended on its own: blocks of one
     # and three rows must give what one block gives, and scipy's result
-    from fastprof import _ndimage_exact
+    from fastprof.kernels import ndimage_exact as _ndimage_exact
 
     x = _data(np.int16, (10, 7, 3), seed=17)
     w = np.random.default_rng(18).standard_normal((4, 3, 2))

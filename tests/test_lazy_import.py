@@ -29,12 +29,13 @@ HEAVY = (
     "numpy",
     "ctypes",
     "fastprof.kernels",
-    "fastprof._gpu_kernels",
-    "fastprof._expr",
+    "fastprof.kernels.gpu",
+    "fastprof.kernels.expr",
     "fastprof.cuda",
-    "fastprof._cuda_base",
-    "fastprof.cupti",
-    "fastprof.nvtx",
+    "fastprof.cuda._base",
+    "fastprof.cuda.cupti",
+    "fastprof.cuda.runtime",
+    "fastprof.cuda.nvtx",
     "fastprof.bench",
 )
 
@@ -115,15 +116,17 @@ def test_lazy_names_load_on_first_use() -> None:
         assert "numpy" not in sys.modules
         names = dir(fastprof)
         assert all(n in names for n in fastprof.__all__), names
-        assert "fastprof.nvtx" not in sys.modules  # dir() lists without loading
+        assert "fastprof.cuda.nvtx" not in sys.modules  # dir() lists without loading
         assert "fastprof.lines" not in sys.modules and "fastprof.stats" not in sys.modules
         from fastprof import LineProfiler
         assert LineProfiler is sys.modules["fastprof.lines"].LineProfiler
         assert fastprof.Stats is sys.modules["fastprof.stats"].Stats
-        assert fastprof.nvtx is sys.modules["fastprof.nvtx"]
-        assert "numpy" not in sys.modules and "fastprof.cuda" not in sys.modules
-        assert fastprof.cuda_trace is sys.modules["fastprof.cupti"].cuda_trace
-        assert "numpy" not in sys.modules and "fastprof.cuda" not in sys.modules
+        assert fastprof.nvtx is sys.modules["fastprof.cuda.nvtx"]
+        assert "numpy" not in sys.modules and "fastprof.cuda.runtime" not in sys.modules
+        assert fastprof.cuda_trace is sys.modules["fastprof.cuda.cupti"].cuda_trace
+        assert "numpy" not in sys.modules and "fastprof.cuda.runtime" not in sys.modules
+        assert "DeviceArray" in dir(fastprof.cuda)  # listed, not loaded
+        assert "fastprof.cuda.runtime" not in sys.modules
         assert fastprof.cuda_timer is fastprof.cuda.cuda_timer
         assert fastprof.cuda.cuda_trace is fastprof.cuda_trace
         from fastprof import kernels
@@ -202,6 +205,7 @@ def test_without_numpy_kernels_raise_a_clear_importerror_and_profiling_works() -
         # and so do the Python names that need NumPy
         assert hint(lambda: fastprof.kernels.convolve) == "ImportError"
         assert hint(lambda: fastprof.cuda_timer) == "ImportError"
+        assert hint(lambda: fastprof.cuda.DeviceArray) == "ImportError"
         assert _fastprof._get_num_threads() >= 1  # what needs no NumPy still works
 
         def leaf():

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import fastprof
-from fastprof._cuda_base import CudaUnavailableError
+from fastprof.cuda._base import CudaUnavailableError
 from fastprof.timeline import Span, Timeline, trace
 from profile_helpers import comparable
 from test_profile_zoo import CASES, HERE, this_file_or_builtin
@@ -355,7 +355,7 @@ def test_the_checker_finds_what_is_wrong() -> None:
 
 
 class FakeRecorder:
-    """The contract of fastprof.cuda_timeline.CudaRecorder, recording nothing."""
+    """The contract of fastprof.cuda.timeline.CudaRecorder, recording nothing."""
 
     log: List[str] = []
     fail_start = False
@@ -390,11 +390,11 @@ class FakeRecorder:
 
 @pytest.fixture
 def fake_cuda(monkeypatch: Any) -> Iterator[List[str]]:
-    mod = types.ModuleType("fastprof.cuda_timeline")
+    mod = types.ModuleType("fastprof.cuda.timeline")
     mod.CudaRecorder = FakeRecorder  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fastprof.cuda_timeline", mod)
+    monkeypatch.setitem(sys.modules, "fastprof.cuda.timeline", mod)
     # the package attribute too: an earlier import of the real module set it
-    monkeypatch.setattr(fastprof, "cuda_timeline", mod, raising=False)
+    monkeypatch.setattr(fastprof.cuda, "timeline", mod, raising=False)
     FakeRecorder.log = []
     FakeRecorder.fail_start = False
     yield FakeRecorder.log
@@ -443,8 +443,8 @@ def test_cuda_stops_when_the_block_raises(fake_cuda: List[str]) -> None:
 
 
 def test_cuda_module_missing_says_why(monkeypatch: Any) -> None:
-    monkeypatch.setitem(sys.modules, "fastprof.cuda_timeline", None)
-    monkeypatch.delattr(fastprof, "cuda_timeline", raising=False)
+    monkeypatch.setitem(sys.modules, "fastprof.cuda.timeline", None)
+    monkeypatch.delattr(fastprof.cuda, "timeline", raising=False)
     with pytest.raises(CudaUnavailableError, match="CUDA timeline"):
         with trace(cuda=True):
             pass

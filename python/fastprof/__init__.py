@@ -5,13 +5,19 @@ The public names, re-exported from one module per concern:
 - call profiling: Profile, run, runctx, profile (decorator and context manager), Stats
 - line timing: LineProfiler
 - kernels: fastprof.kernels (convolve, correlate, uniform_filter, evaluate, ...)
-- GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx
+- GPU: fastprof.cuda, cuda_timer, cuda_trace, fastprof.nvtx (fastprof.cuda.nvtx)
 - timeline: trace (``with fastprof.trace() as tr:``, Python calls and, with cuda=True, the GPU)
+
+The package: the profilers and what they return (profile, lines, stats, tree, timeline), the
+processes of a job (children, merge), the reports (report/), the kernels with one front end
+for both devices (kernels/: args, cpu, gpu, expr), the CUDA layer (cuda/), the benchmark
+machinery (bench/), the command line (cli, compare, diff) and the pytest and IPython plugins.
 
 ``import fastprof`` loads the call profiler only, never NumPy: a profiled script's own
 imports show in its profile as under cProfile, and each process of a profiled job starts
-cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on first use (``fastprof.kernels`` and ``fastprof.cuda`` then import NumPy, which comes with
-``pip install 'fastprof[kernels]'``).
+cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on first use
+(``fastprof.kernels`` and the arrays and timers of ``fastprof.cuda`` then import NumPy, which
+comes with ``pip install 'fastprof[kernels]'``).
 """
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -21,9 +27,9 @@ from ._version import __version__
 from .profile import Profile, profile, run, runctx
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
-    from . import cuda, kernels, nvtx
-    from .cuda import cuda_timer
-    from .cupti import cuda_trace
+    from . import cuda, kernels
+    from .cuda import cuda_timer, nvtx
+    from .cuda.cupti import cuda_trace
     from .lines import LineProfiler
     from .stats import Stats
     from .timeline import trace
@@ -50,9 +56,9 @@ _LAZY: Dict[str, Tuple[str, Optional[str]]] = {
     "Stats": ("fastprof.stats", "Stats"),
     "kernels": ("fastprof.kernels", None),
     "cuda": ("fastprof.cuda", None),
-    "nvtx": ("fastprof.nvtx", None),
+    "nvtx": ("fastprof.cuda.nvtx", None),
     "cuda_timer": ("fastprof.cuda", "cuda_timer"),
-    "cuda_trace": ("fastprof.cupti", "cuda_trace"),
+    "cuda_trace": ("fastprof.cuda.cupti", "cuda_trace"),
     "trace": ("fastprof.timeline", "trace"),
 }
 
@@ -60,6 +66,18 @@ _NUMPY_HINT = (
     "fastprof.{name} needs NumPy, which could not be imported; install it with "
     "pip install 'fastprof[kernels]'"
 )
+
+
+def _numpy_hint(exc: ImportError, name: str) -> Optional[ImportError]:
+    """The error to raise instead of exc when loading public name ``name`` failed with it: an
+    ImportError naming ``fastprof[kernels]`` when NumPy is what is missing, else None (exc
+    itself already names it when a name of fastprof.cuda raised it)."""
+    missing = exc.name or ""
+    if "fastprof[kernels]" in str(exc):
+        return None
+    if missing == "numpy" or missing.startswith("numpy."):
+        return ImportError(_NUMPY_HINT.format(name=name), name="numpy")
+    return None
 
 
 # Hidden from type checkers, which see the imports above instead and so still flag a
@@ -79,12 +97,12 @@ if not TYPE_CHECKING:
         module_name, attr = target
         try:
             module = import_module(module_name)
+            value = module if attr is None else getattr(module, attr)
         except ImportError as exc:
-            missing = exc.name or ""
-            if missing == "numpy" or missing.startswith("numpy."):
-                raise ImportError(_NUMPY_HINT.format(name=name), name="numpy") from exc
-            raise
-        value = module if attr is None else getattr(module, attr)
+            hint = _numpy_hint(exc, name)
+            if hint is None:
+                raise
+            raise hint from exc
         globals()[name] = value
         return value
 

@@ -113,7 +113,7 @@ def uniform_filter(
 
 def evaluate(expr: str, names: dict) -> Any:
     """The NumPy value of an expression of the fastprof.kernels.evaluate language."""
-    from . import _expr
+    from .kernels import expr as _expr
 
     return _expr.evaluate_numpy(_expr.parse(expr), names)
 

@@ -13,8 +13,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .bench import compare, storage
-from .bench.stats import COMPARABLE
+from .bench import regression, storage
+from .bench.sample_stats import COMPARABLE
 from .report.escape import printable
 
 _DEFAULT_TOP = 40
@@ -111,13 +111,13 @@ def _load(path: str) -> Tuple[str, Any]:
 def _compare_runs(args: argparse.Namespace, old: Dict[str, Any], new: Dict[str, Any]) -> int:
     """Prints the comparison of two benchmark runs; returns the exit status."""
     try:
-        rules = [compare.parse_rule(r, "--fail") for r in args.fail]
+        rules = [regression.parse_rule(r, "--fail") for r in args.fail]
         storage.check_baseline(old, args.old)
-        comps, only_old, only_new = compare.compare_runs(old, new, rules)
+        comps, only_old, only_new = regression.compare_runs(old, new, rules)
     except ValueError as exc:
         raise _Unreadable(str(exc)) from None
     print(f"old: {printable(args.old)}\nnew: {printable(args.new)}")
-    for line in compare.format_comparison(comps, rules, args.stat):
+    for line in regression.format_comparison(comps, rules, args.stat):
         print(line)
     if only_old:
         print(f"only in {printable(args.old)}: {printable(', '.join(only_old))}")

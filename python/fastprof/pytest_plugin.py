@@ -21,8 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from .bench.compare import Rule
     from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
+    from .bench.regression import Rule
 
 #: Makes the profiler of --fastprof-profile's extra round; None means fastprof.Profile.
 #: Tests may set a cProfile-compatible factory here.
@@ -81,10 +81,10 @@ class _State:
                 raise pytest.UsageError(str(exc)) from None
         self.rules: List[Rule] = []
         if opt.fastprof_compare_fail:
-            from .bench import compare
+            from .bench import regression
 
             try:
-                self.rules = [compare.parse_rule(r) for r in opt.fastprof_compare_fail]
+                self.rules = [regression.parse_rule(r) for r in opt.fastprof_compare_fail]
             except ValueError as exc:
                 raise pytest.UsageError(str(exc)) from None
         spec = opt.fastprof_compare
@@ -304,16 +304,16 @@ def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str
     """Adds the comparison with the baseline to the summary and fails the session on a
     regression; raises ValueError when the baseline cannot be compared, OSError when a
     regression's .prof file cannot be written."""
-    from .bench import compare, profiling
+    from .bench import profiling, regression
 
     assert state.baseline is not None
     lines = state.summary
-    comps, only_old, only_new = compare.compare_runs(state.baseline, doc, state.rules)
+    comps, only_old, only_new = regression.compare_runs(state.baseline, doc, state.rules)
     lines.append(
         f"compared with {state.baseline_path}"
         + (f" (fail on {', '.join(map(str, state.rules))})" if state.rules else "")
     )
-    lines.extend(compare.format_comparison(comps, state.rules))
+    lines.extend(regression.format_comparison(comps, state.rules))
     if only_new:
         lines.append(f"new (no baseline): {', '.join(only_new)}")
     regressed = [c for c in comps if c.regressions]
@@ -332,11 +332,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = config.stash.get(_STATE_KEY, None)
     if state is None or not state.results:
         return
-    from .bench import report
+    from .bench import tables
 
     tr = terminalreporter
     tr.write_sep("-", "fastprof benchmarks")
-    for line in report.results_table(state.results, config.option.fastprof_sort):
+    for line in tables.results_table(state.results, config.option.fastprof_sort):
         tr.write_line(line)
     for line in state.summary:
         tr.write_line(line)

@@ -104,16 +104,16 @@ def _thread_names() -> Dict[int, str]:
 
 
 def _cuda_unavailable(reason: str) -> Exception:
-    from ._cuda_base import CudaUnavailableError
+    from .cuda._base import CudaUnavailableError
 
     return CudaUnavailableError(reason)
 
 
 def _cuda_recorder() -> Any:
-    """A started-to-be CUDA recorder (fastprof.cuda_timeline.CudaRecorder), or
+    """A started-to-be CUDA recorder (fastprof.cuda.timeline.CudaRecorder), or
     CudaUnavailableError with the reason it cannot record here."""
     try:
-        from . import cuda_timeline
+        from .cuda import timeline as cuda_timeline
     except ImportError as e:
         raise _cuda_unavailable(f"trace(cuda=True): the CUDA timeline cannot load: {e}") from e
     return cuda_timeline.CudaRecorder()

@@ -11,7 +11,8 @@ import os
 import pytest
 
 from fake_device import FakeDevice, install
-from fastprof import _fastprof, cuda
+from fastprof import _fastprof
+from fastprof.cuda import runtime as cuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = cuda.is_available()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastprof import _gpu_kernels, cuda
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as _gpu_kernels
 
 
 @pytest.mark.parametrize(

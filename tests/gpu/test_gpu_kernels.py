@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastprof import _gpu_kernels as gk
-from fastprof import cuda
+from fastprof.cuda import runtime as cuda
+from fastprof.kernels import gpu as gk
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastprof import _fastprof, cuda, nvtx
+from fastprof import _fastprof
+from fastprof.cuda import nvtx
+from fastprof.cuda import runtime as cuda
 
 pytestmark = pytest.mark.real_gpu  # real kernels of known length, the driver's own errors
 TARGET_MS = 20.0

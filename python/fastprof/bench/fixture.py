@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import profiling, runner
 from .runner import Options, Plan, Sampled
-from .stats import CI_LEVEL, compute_stats
+from .sample_stats import CI_LEVEL, compute_stats
 
 #: the resolution assumed for CUDA events (the CUDA docs give about half a microsecond)
 CUDA_EVENT_RESOLUTION = 5e-7

@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ._demangle import demangle
+from .demangle import demangle
 
 __all__ = ["Table", "CudaSummary", "summarize"]
 
@@ -225,7 +225,7 @@ def _union_ns(intervals: list[tuple[int, int]], lo: int, hi: int) -> int:
 
 
 def summarize(rec: Any) -> CudaSummary:
-    """The summary of a stopped :class:`fastprof.cuda_timeline.CudaRecorder` (or anything
+    """The summary of a stopped :class:`fastprof.cuda.timeline.CudaRecorder` (or anything
     with its record lists, ``start_ns``, ``stop_ns`` and ``dropped``)."""
     api: dict[str, list[int]] = {}
     for c in _top_level_api(rec.api_calls):

@@ -5,7 +5,7 @@ and typed once into the tree both devices compile.
 :class:`Node` (``parse_cached`` keeps the trees of recent strings); ``typed(tree, probe)``
 gives each operation NumPy's result dtype and the input dtypes of NumPy's loop for it
 (:class:`Typed`).  The CPU compiler (fastprof.kernels) and the CUDA generator
-(fastprof._expr_cuda) both walk that typed tree; the opcode numbers of the compiled CPU
+(fastprof.kernels.expr_cuda) both walk that typed tree; the opcode numbers of the compiled CPU
 program come from the extension's one table (:func:`opcodes`).
 
 The language (NumPy semantics and broadcasting for each):
@@ -575,7 +575,7 @@ def opcodes() -> Dict[str, int]:
     from the extension's table (src/kernels/expr_ops.h, the one place they are written)."""
     global _OPCODES
     if _OPCODES is None:
-        from . import _fastprof
+        from .. import _fastprof
 
         _OPCODES = dict(_fastprof._expr_opcodes())
     return _OPCODES

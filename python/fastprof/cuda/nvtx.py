@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional, TypeVar, cast
 
-from . import _fastprof as _C
+from .. import _fastprof as _C
 
 __all__ = ["range", "push", "pop", "enabled"]
 

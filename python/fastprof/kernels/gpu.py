@@ -26,10 +26,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _expr, _expr_cuda, _ndimage_exact
-from . import _fastprof as _C
-from . import cuda as _cuda
-from ._cuda_libs import library_candidates
+from .. import _fastprof as _C
+from ..cuda import runtime as _cuda
+from ..cuda.libs import library_candidates
+from . import expr as _expr
+from . import expr_cuda as _expr_cuda
+from . import ndimage_exact as _ndimage_exact
 
 __all__ = [
     "convolve",
@@ -546,7 +548,7 @@ def _filter(
 # equals scipy's.  The device runs the integer cases whose doubles are exact whatever the order
 # (integer values and weights, sums below 2**53: one pass per axis of plain sums, divided and
 # stored into the output dtype between axes, as scipy's chain of 1-D filters does); the rest
-# run scipy's own order on the host (fastprof._ndimage_exact).
+# run scipy's own order on the host (fastprof.kernels.ndimage_exact).
 
 _EXACT_LIMIT = float(2**53)
 
@@ -951,9 +953,9 @@ def uniform_filter(
 
 
 def generate_source(expr: str, operands: dict[str, Any]) -> _expr_cuda.Source:
-    """The fused kernel ``fp_eval`` for expr (fastprof._expr_cuda.Source), given each name's
+    """The fused kernel ``fp_eval`` for expr (fastprof.kernels.expr_cuda.Source), given each name's
     operand: an array's dtype, or a scalar.  expr is parsed and typed as on the CPU
-    (fastprof._expr), so both devices accept one language with one result dtype.  Raises
+    (fastprof.kernels.expr), so both devices accept one language with one result dtype.  Raises
     ValueError for expressions outside the language, TypeError for operations NumPy has no
     loop for or the GPU cannot compute (e.g. float16 results)."""
     tree = _expr.parse_cached(expr)
@@ -998,7 +1000,7 @@ def evaluate(
     """Evaluates an expression as one fused GPU kernel, with the CPU's language and dtypes.
 
     Arrays must share one shape (scalars broadcast); every operation computes in the dtypes
-    NumPy's loop for it uses (fastprof._expr.typed); a sum/prod at the top reduces the whole
+    NumPy's loop for it uses (fastprof.kernels.expr.typed); a sum/prod at the top reduces the whole
     array or one axis.  Names come from local_dict (and global_dict), else from the caller's
     frame.
     """
@@ -1143,7 +1145,7 @@ _names_seen: dict[str, tuple[str, ...]] = {}
 
 def _expr_names(expr: Any) -> tuple[str, ...]:
     """The names expr reads, in order of first appearance (found once per expression string,
-    through fastprof._expr's parse cache; raises as parse_cached does)."""
+    through fastprof.kernels.expr's parse cache; raises as parse_cached does)."""
     hit = _names_seen.get(expr) if type(expr) is str else None
     if hit is None:
         hit = tuple(_expr.names(_expr.parse_cached(expr)))

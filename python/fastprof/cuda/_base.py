@@ -1,7 +1,8 @@
 """The ground floor of the GPU modules: CUDA's two error types and whether CUDA can run here.
 
-fastprof.cupti (CUPTI traces) builds on this module alone; fastprof.cuda (timers, arrays)
-builds on both and re-exports cupti's cuda_trace: the imports go one way, with no cycle.
+fastprof.cuda.cupti and fastprof.cuda.timeline (CUPTI traces) build on this module alone;
+fastprof.cuda.runtime (timers, arrays) builds on it and on cupti, whose cuda_trace the package
+re-exports: the imports go one way, with no cycle.
 Nothing here imports NumPy or calls CUDA at import.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from . import _fastprof as _C
+from .. import _fastprof as _C
 
 __all__ = ["CudaError", "CudaUnavailableError"]
 

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..report.escape import printable
 from . import profiling
-from .report import fmt_time, pick_unit
-from .stats import COMPARABLE, ratio_ci
+from .sample_stats import COMPARABLE, ratio_ci
+from .tables import fmt_time, pick_unit
 
 _RULE_RE = re.compile(r"^\s*(\w+)\s*:\s*([0-9]*\.?[0-9]+)\s*%\s*$")
 

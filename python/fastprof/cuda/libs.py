@@ -1,5 +1,5 @@
 """Where the CUDA libraries that fastprof opens with dlopen are: the search shared by NVRTC,
-cuBLAS, CUPTI and libcufilt (fastprof.cupti re-exports :func:`library_candidates`).  Nothing
+cuBLAS, CUPTI and libcufilt (fastprof.cuda.cupti re-exports :func:`library_candidates`).  Nothing
 here imports NumPy or calls CUDA."""
 
 from __future__ import annotations

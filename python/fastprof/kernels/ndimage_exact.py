@@ -23,7 +23,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from . import _fastprof
+from .. import _fastprof
 
 #: mode codes of kernels.MODE_CODES -> np.pad's name for the same extension
 _PAD_MODES = {0: "symmetric", 2: "edge", 3: "reflect", 4: "wrap"}

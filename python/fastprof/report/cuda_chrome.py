@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._demangle import demangle
+from ..cuda.demangle import demangle
 
 __all__ = ["chrome_events", "API_TID", "NVTX_TID", "GPU_TID"]
 

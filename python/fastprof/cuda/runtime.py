@@ -1,17 +1,6 @@
-"""fastprof.cuda: GPU timing that is right by construction, device arrays and interop.
-
-GPU work is asynchronous: a host clock around a launch measures the launch. The timers here
-record CUDA events on the stream and read them lazily. Nothing touches CUDA at import time;
-every entry point first checks availability and raises :class:`CudaUnavailableError` with the
-reason (built without CUDA, no driver, driver too old, no device) when it cannot run, and
-:class:`CudaError` (code, name, message) when CUDA itself fails.
-
-    >>> import fastprof
-    >>> if fastprof.cuda.is_available():
-    ...     with fastprof.cuda_timer() as t:
-    ...         run_kernels()
-    ...     print(t.elapsed_ms, t.cpu_ms)
-"""
+"""The CUDA runtime side of fastprof.cuda: availability and devices, streams, timing events,
+:class:`cuda_timer` and :func:`benchmark`, and :class:`DeviceArray` with its interop (CUDA
+Array Interface v3, DLPack).  Imports NumPy; nothing here calls CUDA at import."""
 
 from __future__ import annotations
 
@@ -23,9 +12,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import _cuda_base
-from . import _fastprof as _C
-from ._cuda_base import CudaError, CudaUnavailableError
+from .. import _fastprof as _C
+from . import _base as _cuda_base
+from ._base import CudaError, CudaUnavailableError
 from .cupti import cuda_trace
 
 __all__ = [
@@ -47,7 +36,7 @@ __all__ = [
 
 
 # CudaError, CudaUnavailableError and the availability probe live in _cuda_base, which
-# fastprof.cupti shares; _probe is bound here too so that is_available, status and _require
+# fastprof.cuda.cupti shares; _probe is bound here too so that is_available, status and _require
 # below read it from this module.
 _probe = _cuda_base._probe
 

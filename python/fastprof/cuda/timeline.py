@@ -1,4 +1,4 @@
-"""fastprof.cuda_timeline: the CUDA side of the timeline, from CUPTI.
+"""fastprof.cuda.timeline: the CUDA side of the timeline, from CUPTI.
 
 ``CudaRecorder`` records, between ``start()`` and ``stop()``, every runtime and driver API
 call (with its host duration and thread), synchronisation, NVTX range, kernel, copy and
@@ -22,9 +22,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
-from . import _cuda_base
-from . import _fastprof as _C
-from ._cuda_libs import library_candidates
+from .. import _fastprof as _C
+from . import _base as _cuda_base
+from .libs import library_candidates
 
 __all__ = [
     "ApiCall",
@@ -205,7 +205,7 @@ def _synchronize() -> None:
 
 
 def cupti_library_candidates() -> tuple[str, ...]:
-    """Where libcupti is looked for, most specific first (see fastprof._cuda_libs)."""
+    """Where libcupti is looked for, most specific first (see fastprof.cuda.libs)."""
     return library_candidates(
         "cupti", ("libcupti.so", "libcupti.so.13", "libcupti.so.12"), "cuda_cupti"
     )
@@ -436,16 +436,16 @@ class CudaRecorder:
     def summary(self) -> Any:
         """nsys stats' tables (CUDA API, GPU kernels, memory operations by time and by size),
         the GPU-busy share of the traced wall time and the host time blocked in synchronising
-        calls: a :class:`fastprof.cuda_summary.CudaSummary` (``str()`` prints it)."""
-        from .cuda_summary import summarize
+        calls: a :class:`fastprof.cuda.summary.CudaSummary` (``str()`` prints it)."""
+        from .summary import summarize
 
         return summarize(self)
 
     def gpu_by_python(self, spans: Optional[Sequence[Any]] = None) -> Any:
         """GPU time and launches per Python function and per line, next to the host time of
         the launching API calls (and of the functions, when timeline ``spans`` are given):
-        a :class:`fastprof.cuda_attribution.GpuByPython`."""
-        from .cuda_attribution import attribute
+        a :class:`fastprof.cuda.attribution.GpuByPython`."""
+        from .attribution import attribute
 
         return attribute(self, spans, skip_dirs=(_PACKAGE_DIR,))
 
@@ -456,6 +456,6 @@ class CudaRecorder:
         to its GPU work. Timestamps are microseconds (floats) on time.monotonic_ns()'s axis.
         Track ids: API tracks ``API_TID + tid``, NVTX tracks ``NVTX_TID + tid``, GPU tracks
         ``GPU_TID + n`` (n numbering the (device, stream) pairs by first use)."""
-        from .cuda_chrome import chrome_events
+        from ..report.cuda_chrome import chrome_events
 
         return chrome_events(self, pid)

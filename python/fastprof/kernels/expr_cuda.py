@@ -1,4 +1,4 @@
-"""CUDA source for ``fastprof.kernels.evaluate``: the typed tree of fastprof._expr, as one
+"""CUDA source for ``fastprof.kernels.evaluate``: the typed tree of fastprof.kernels.expr, as one
 kernel ``fp_eval`` that NVRTC compiles.
 
 The generator walks the same typed tree as the CPU compiler (``_expr.typed``: NumPy's loop
@@ -20,7 +20,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import _expr
+from . import expr as _expr
 
 #: C type of each dtype the generator handles.
 C_TYPES: Dict[str, str] = {

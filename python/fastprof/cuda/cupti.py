@@ -1,4 +1,4 @@
-"""fastprof.cupti: CUPTI activity traces of kernels, copies and memsets.
+"""fastprof.cuda.cupti: CUPTI activity traces of kernels, copies and memsets.
 
     >>> with fastprof.cuda_trace() as tr:
     ...     run_kernels()
@@ -6,7 +6,7 @@
     >>> print(tr.summary())
 
 Timestamps are on time.monotonic_ns()'s axis (CUPTI's clock mapped onto CLOCK_MONOTONIC).
-Kernel names are demangled (fastprof._demangle). libcupti is loaded on first use (the
+Kernel names are demangled (fastprof.cuda.demangle). libcupti is loaded on first use (the
 toolkit's first: CUDA_HOME / CUDA_PATH / /usr/local/cuda, then the nvidia-cuda-cupti wheel of
 CUDA 12 or the nvidia/cu13 one of CUDA 13, then the system's); one newer than the driver is
 refused with the reason. One trace at a time per process; another profiler holding CUPTI
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ._cuda_libs import library_candidates
-from ._demangle import demangle
-from .cuda_timeline import CudaRecorder
+from .demangle import demangle
+from .libs import library_candidates
+from .timeline import CudaRecorder
 
 __all__ = ["cuda_trace", "TraceRecord", "library_candidates"]
 
@@ -82,7 +82,7 @@ class cuda_trace:
     time.monotonic_ns()'s axis), ``dropped`` (records CUPTI lost), ``kernels()``,
     ``copies()``, ``summary()`` (per name: count, total, mean, share), ``to_chrome_trace()``
     (events for chrome://tracing / Perfetto), and ``recorder``: the
-    :class:`fastprof.cuda_timeline.CudaRecorder` behind it, with the API calls,
+    :class:`fastprof.cuda.timeline.CudaRecorder` behind it, with the API calls,
     synchronisations, NVTX ranges, the Python stack of each launch, nsys-style
     ``summary()`` and ``gpu_by_python()``.
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from . import _fastprof as _C
+from .. import _fastprof as _C
 
 __all__ = ["demangle", "demangle_itanium"]
 
@@ -330,8 +330,8 @@ def _cufilt_demangle(mangled: str) -> Optional[str]:
     """The name by the toolkit's libcufilt, or None (not there, or a name it does not know)."""
     if not _cufilt[0] or not _C._cuda_built():
         return None
-    from ._cuda_base import CudaUnavailableError
-    from ._cuda_libs import library_candidates
+    from ._base import CudaUnavailableError
+    from .libs import library_candidates
 
     try:
         return _C._cuda_demangle(

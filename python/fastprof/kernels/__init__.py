@@ -1,0 +1,163 @@
+"""Fast kernels for the hot spots profiles point to, on the CPU and on CUDA devices.
+
+- :func:`convolve`, :func:`correlate`, :func:`uniform_filter`: scipy.ndimage's semantics
+  (every boundary mode, origins, any rank and strides) in compiled code, with separable and
+  box kernels done as streamed 1-D passes and the work split across a thread pool;
+- :func:`evaluate`: a fused elementwise expression over arrays, in cache-sized blocks on the
+  same number of threads;
+- :func:`matmul`; :func:`set_num_threads` / :func:`get_num_threads`.
+
+Each takes ``device=None``: ``"cuda"`` (or ``"gpu"``, ``"cuda:N"``) or a device array as
+input runs the CUDA version (:mod:`fastprof.kernels.gpu`) with the same arguments.  This
+module is the one front end: :mod:`fastprof.kernels.args` checks the arguments before either
+device runs, so a bad argument gets the same error on both; :mod:`fastprof.kernels.cpu` runs
+on what the checks normalise, the GPU side is handed the arguments as given.  The expression
+language of :func:`evaluate` is :mod:`fastprof.kernels.expr`, read by both devices.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, Optional
+
+from . import cpu as _cpu
+from .args import (
+    _check_convolve_args,
+    _check_evaluate_args,
+    _check_matmul_args,
+    _check_uniform_args,
+    _wants_gpu,
+)
+from .cpu import get_num_threads, set_num_threads
+from .expr import _shown
+
+__all__ = [
+    "convolve",
+    "correlate",
+    "uniform_filter",
+    "evaluate",
+    "matmul",
+    "set_num_threads",
+    "get_num_threads",
+]
+
+
+def _gpu(name: str) -> Callable[..., Any]:
+    """The CUDA implementation of kernel ``name``; raises when the GPU part cannot load."""
+    try:
+        from . import gpu
+    except Exception as exc:  # ImportError, or the CUDA part failing to initialise
+        err: type = RuntimeError
+        try:
+            from ..cuda._base import CudaUnavailableError
+
+            err = CudaUnavailableError
+        except Exception:
+            pass
+        raise err(f"fastprof.kernels.{name}: the CUDA kernels are unavailable ({exc})") from exc
+    return getattr(gpu, name)
+
+
+def correlate(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
+    """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
+    1.11+: weights and origins over those axes only)."""
+    args = _check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
+    if _wants_gpu(device, input, output):
+        return _gpu("correlate")(
+            input, weights, output, mode, cval, origin, axes=axes, device=device
+        )
+    return _cpu.correlate(args)
+
+
+def convolve(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: str = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
+    """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
+    1.11+)."""
+    args = _check_convolve_args(
+        input, weights, output, mode, cval, origin, convolution=True, axes=axes
+    )
+    if _wants_gpu(device, input, output):
+        return _gpu("convolve")(
+            input, weights, output, mode, cval, origin, axes=axes, device=device
+        )
+    return _cpu.correlate(args)
+
+
+def uniform_filter(
+    input: Any,
+    size: Any = 3,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: float = 0.0,
+    origin: Any = 0,
+    *,
+    axes: Any = None,
+    device: Any = None,
+) -> Any:
+    """Mean over a box of ``size`` (int or one per filtered axis), as
+    ``scipy.ndimage.uniform_filter`` (``axes=`` as scipy 1.11+; sequences of sizes, modes and
+    origins pair with axes).
+
+    Float results are computed in one fused pass in double precision; integer outputs are
+    scipy's exactly (its running sums, stored into the output dtype after each axis)."""
+    a = _check_uniform_args(input, size, output, mode, cval, origin, axes)
+    if _wants_gpu(device, input, output):
+        return _gpu("uniform_filter")(
+            input, size, output, mode, cval, origin, axes=axes, device=device
+        )
+    return _cpu.uniform_filter(a)
+
+
+def matmul(a: Any, b: Any, *, device: Any = None) -> Any:
+    """The matrix product ``a @ b`` (NumPy's on the CPU) after checking the operands."""
+    if _wants_gpu(device, a, b):
+        _check_matmul_args(a, b)
+        return _gpu("matmul")(a, b, device=device)
+    a, b = _check_matmul_args(a, b)
+    return a @ b
+
+
+def evaluate(
+    expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = None, *, device: Any = None
+) -> Any:
+    """Evaluates an elementwise expression of arrays and scalars in one blocked, threaded pass.
+
+    Names come from ``local_dict``, else from the caller's locals and globals (as numexpr).
+    The language is fastprof.kernels.expr's (operators with ``//``, ``%`` and ``**``, comparisons,
+    ``& | ^ ~``, where, abs, sqrt, exp, log, trig, fmod, hypot ..., and ``sum``/``prod`` over
+    the whole array or ``axis=`` as the outermost operation); results follow NumPy's dtypes
+    and broadcasting.  ``out`` receives the result when given."""
+    frame_names = None
+    if local_dict is None:
+        frame = sys._getframe(1)
+        frame_names = dict(frame.f_globals)
+        frame_names.update(frame.f_locals)
+        del frame
+    try:
+        args = _check_evaluate_args(expr, local_dict, out, frame_names)
+        if _wants_gpu(device, out, *args.values.values()):
+            return _gpu("evaluate")(expr, args.values, out, device=device)
+        return _cpu.evaluate(args)
+    except RecursionError:  # the tree is within MAX_DEPTH, but the caller was deep already
+        raise ValueError(
+            f"expr {_shown(expr)}: nested too deeply for the remaining recursion depth"
+        ) from None

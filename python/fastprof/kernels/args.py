@@ -1,0 +1,391 @@
+"""The kernels' argument checks, shared by the CPU and GPU front ends: each public kernel
+checks and normalises its arguments here before either device runs, so a bad argument gets the
+same error on both.  Also the device choice (``device=`` or a device array as input), the
+boundary mode codes and the rank-1 factorisation of weights."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import expr as _expr
+
+#: Boundary mode names -> the codes the compiled kernels take.
+MODE_CODES: Dict[str, int] = {
+    "reflect": 0,
+    "grid-mirror": 0,
+    "constant": 1,
+    "grid-constant": 1,
+    "nearest": 2,
+    "mirror": 3,
+    "wrap": 4,
+    "grid-wrap": 4,
+}
+
+
+_FLOAT_TYPES = (np.float32, np.float64)
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _is_device_array(x: Any) -> bool:
+    """True for arrays that live on a CUDA device (CUDA array interface or DLPack device 2)."""
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    if hasattr(x, "__dlpack_device__") and not isinstance(x, np.ndarray):
+        try:
+            return int(x.__dlpack_device__()[0]) == 2
+        except Exception:
+            return False
+    return False
+
+
+def _wants_gpu(device: Any, *arrays: Any) -> bool:
+    """Whether a call goes to the GPU: device names it, or an input lives there."""
+    if device is None:
+        return any(_is_device_array(a) for a in arrays)
+    if isinstance(device, str):
+        d = device.strip().lower()
+        if d in ("cuda", "gpu") or (d.startswith("cuda:") and d[5:].isdigit()):
+            return True
+        if d == "cpu":
+            if any(_is_device_array(a) for a in arrays):
+                raise ValueError("device='cpu' but an input is a CUDA device array")
+            return False
+    raise ValueError(f"device must be None, 'cpu', 'cuda', 'gpu' or 'cuda:N', got {device!r}")
+
+
+def _dtype_of(x: Any) -> np.dtype:
+    return np.dtype(x.dtype)
+
+
+def _check_array(x: Any, name: str, allow_bool: bool = False) -> Any:
+    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype
+    (or bool with allow_bool, as scipy.ndimage's filters take it); TypeError otherwise."""
+    if not _is_device_array(x):
+        x = np.asarray(x)
+    dt = _dtype_of(x)
+    if dt.kind not in ("biuf" if allow_bool else "iuf") or dt.itemsize > 8 or dt == np.float16:
+        kinds = "a bool, integer" if allow_bool else "an integer"
+        raise TypeError(f"{name} must have {kinds}, float32 or float64 dtype, got {dt}")
+    return x
+
+
+def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[int, ...]:
+    """One mode code per axis; ValueError for unknown names."""
+    if isinstance(mode, str):
+        modes = [mode] * ndim
+    elif allow_sequence and isinstance(mode, (list, tuple)):
+        modes = list(mode)
+        if len(modes) != ndim:
+            raise ValueError(f"mode: expected {ndim} modes (one per axis), got {len(modes)}")
+    else:
+        raise TypeError(f"mode must be a str, got {type(mode).__name__}")
+    codes = []
+    for m in modes:
+        if not isinstance(m, str) or m not in MODE_CODES:
+            raise ValueError(f"mode: unknown mode {m!r}; expected one of {', '.join(MODE_CODES)}")
+        codes.append(MODE_CODES[m])
+    return tuple(codes)
+
+
+def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False) -> Tuple[int, ...]:
+    """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
+    an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
+    0."""
+    ndim = len(sizes)
+    if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
+        origins = [int(origin)] * ndim
+    elif isinstance(origin, (list, tuple, np.ndarray)):
+        origins = list(origin)
+        if len(origins) != ndim:
+            raise ValueError(f"origin: expected {ndim} values (one per axis), got {len(origins)}")
+        for o in origins:
+            if isinstance(o, bool) or not isinstance(o, (int, np.integer)):
+                raise TypeError(f"origin must hold ints, got {o!r}")
+        origins = [int(o) for o in origins]
+    else:
+        raise TypeError(f"origin must be an int or a sequence of ints, got {origin!r}")
+    if skip_unit:
+        origins = [0 if s == 1 else o for o, s in zip(origins, sizes)]
+    for d, (o, s) in enumerate(zip(origins, sizes)):
+        if not 0 <= s // 2 + o < s:
+            raise ValueError(
+                f"origin: {o} is invalid for a kernel of size {s} on axis {d}"
+                f" (expected {-(s // 2)} <= origin <= {(s - 1) // 2})"
+            )
+    return tuple(origins)
+
+
+def _check_cval(cval: Any) -> float:
+    if isinstance(cval, (complex, np.complexfloating)):
+        raise TypeError("cval must be a real number")
+    try:
+        return float(cval)
+    except (TypeError, ValueError):
+        raise TypeError(f"cval must be a real number, got {cval!r}") from None
+
+
+def _check_axes(axes: Any, ndim: int) -> Tuple[int, ...]:
+    """The filtered axes as scipy.ndimage (1.11+) takes them: None (all), an int, or a
+    sequence of distinct ints in -ndim .. ndim-1; returned non-negative, in the given order."""
+    if axes is None:
+        return tuple(range(ndim))
+    raw = [axes] if isinstance(axes, (int, np.integer)) else axes
+    if isinstance(raw, (str, bytes)) or not hasattr(raw, "__iter__"):
+        raise TypeError(f"axes must be None, an int or a sequence of ints, got {axes!r}")
+    out = []
+    for a in raw:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"axes must hold ints, got {a!r}")
+        if not -ndim <= int(a) < ndim:
+            raise ValueError(f"axes: axis {int(a)} is out of range for a {ndim}-d input")
+        out.append(int(a) % ndim if ndim else int(a))
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes must be distinct, got {axes!r}")
+    return tuple(out)
+
+
+def _per_axis(value: Any, n: int, name: str) -> List[Any]:
+    """value repeated n times when it is a scalar (or str), else its n items; ValueError for
+    another length."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)):
+        return [value] * n
+    items = list(value)
+    if len(items) != n:
+        raise ValueError(f"{name}: expected {n} values (one per filtered axis), got {len(items)}")
+    return items
+
+
+def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
+    """(output array or None, output dtype) for an ``output=`` argument: None, a dtype, or an
+    array of input's shape."""
+    if output is None:
+        return None, _dtype_of(input).newbyteorder("=")  # scipy allocates native order
+    if isinstance(output, np.ndarray) or _is_device_array(output):
+        if tuple(output.shape) != tuple(input.shape):
+            raise ValueError(
+                f"output has shape {tuple(output.shape)}, expected the input's"
+                f" shape {tuple(input.shape)}"
+            )
+        dt = _dtype_of(output)
+        if isinstance(output, np.ndarray) and not output.flags.writeable:
+            raise ValueError("output is read-only")
+    else:
+        try:
+            dt = np.dtype(output)
+        except TypeError:
+            raise TypeError(f"output must be None, a dtype or an array, got {output!r}") from None
+        output = None
+    if dt.kind not in "biuf" or dt.itemsize > 8 or dt == np.float16:
+        raise TypeError(f"output must have a bool, integer, float32 or float64 dtype, got {dt}")
+    return output, dt
+
+
+class ConvArgs(NamedTuple):
+    """Normalised arguments of a correlation: weights are float64 in correlation form (already
+    flipped for convolve, taps with |w| <= eps zeroed as scipy drops them)."""
+
+    input: Any
+    weights: np.ndarray
+    output: Any
+    out_dtype: np.dtype
+    modes: Tuple[int, ...]
+    cval: float
+    origins: Tuple[int, ...]
+
+
+def _check_convolve_args(
+    input: Any,
+    weights: Any,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: Any = 0.0,
+    origin: Any = 0,
+    convolution: bool = False,
+    axes: Any = None,
+) -> ConvArgs:
+    """Validates the arguments of convolve/correlate; returns them normalised to every axis of
+    input (weights of size 1 and origin 0 on the axes that axes leaves out)."""
+    input = _check_array(input, "input", allow_bool=True)
+    w = weights
+    if _is_device_array(w):
+        raise TypeError("weights must be a host array (numpy or a sequence)")
+    w = np.asarray(w)
+    if w.dtype.kind not in "biuf" or w.dtype.itemsize > 8:
+        raise TypeError(f"weights must be real numbers, got dtype {w.dtype}")
+    w = w.astype(np.float64)
+    ax = _check_axes(axes, input.ndim)
+    if w.ndim != len(ax):
+        raise ValueError(
+            f"weights has rank {w.ndim} but {len(ax)} axes are filtered"
+            f" (input rank {input.ndim}, axes={axes!r})"
+        )
+    if w.size == 0:
+        raise ValueError(f"weights must not be empty, got shape {w.shape}")
+    output, out_dtype = _check_output(output, input)
+    modes = _check_modes(mode, input.ndim)
+    cval = _check_cval(cval)
+    if len(ax) < input.ndim:
+        # as scipy: the weights' axes go to the filtered axes in increasing order, the origins
+        # to the axes in the order given; the other axes get size 1 and origin 0
+        w = np.expand_dims(w, tuple(d for d in range(input.ndim) if d not in ax))
+        given = _check_origins(origin, [w.shape[a] for a in ax])
+        origins = [0] * input.ndim
+        for o, a in zip(given, ax):
+            origins[a] = o
+    else:
+        origins = list(_check_origins(origin, w.shape))
+    if convolution:
+        w = w[tuple(slice(None, None, -1) for _ in range(w.ndim))]
+        origins = [-o - (1 if w.shape[d] % 2 == 0 else 0) for d, o in enumerate(origins)]
+    w = np.where(np.abs(w) > _EPS, w, 0.0)
+    return ConvArgs(input, np.ascontiguousarray(w), output, out_dtype, modes, cval, tuple(origins))
+
+
+class UniformArgs(NamedTuple):
+    """Normalised arguments of uniform_filter."""
+
+    input: Any
+    sizes: Tuple[int, ...]
+    output: Any
+    out_dtype: np.dtype
+    modes: Tuple[int, ...]
+    cval: float
+    origins: Tuple[int, ...]
+    axes: Tuple[int, ...]  # the filtered axes in the order scipy filters them
+
+
+def _check_uniform_args(
+    input: Any,
+    size: Any = 3,
+    output: Any = None,
+    mode: Any = "reflect",
+    cval: Any = 0.0,
+    origin: Any = 0,
+    axes: Any = None,
+) -> UniformArgs:
+    """Validates the arguments of uniform_filter; returns them normalised to one size, mode and
+    origin per axis of input (size 1 on the axes that axes leaves out).  A sequence of sizes,
+    modes or origins pairs with axes, as scipy's does."""
+    input = _check_array(input, "input", allow_bool=True)
+    ax = _check_axes(axes, input.ndim)
+    ndim = len(ax)
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        sizes = [int(size)] * ndim
+    elif isinstance(size, (list, tuple, np.ndarray)):
+        sizes = list(size)
+        if len(sizes) != ndim:
+            raise ValueError(f"size: expected {ndim} values (one per axis), got {len(sizes)}")
+        for s in sizes:
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+                raise TypeError(f"size must hold ints, got {s!r}")
+        sizes = [int(s) for s in sizes]
+    else:
+        raise TypeError(f"size must be an int or a sequence of ints, got {size!r}")
+    for s in sizes:
+        if s < 1:
+            raise ValueError(f"size must be >= 1, got {s}")
+    output, out_dtype = _check_output(output, input)
+    modes = _check_modes(mode, ndim, allow_sequence=True)
+    origins = _check_origins(origin, sizes, skip_unit=True)
+    full_sizes, full_modes, full_origins = [1] * input.ndim, [0] * input.ndim, [0] * input.ndim
+    for a, s, m, o in zip(ax, sizes, modes, origins):
+        full_sizes[a], full_modes[a], full_origins[a] = s, m, o
+    return UniformArgs(
+        input,
+        tuple(full_sizes),
+        output,
+        out_dtype,
+        tuple(full_modes),
+        _check_cval(cval),
+        tuple(full_origins),
+        ax,
+    )
+
+
+def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
+    """1-D factors whose outer product is w (same zero pattern, equal to rounding), or None."""
+    if w.ndim == 1:
+        return [np.ascontiguousarray(w)]
+    peak_at = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
+    peak = float(w[peak_at])
+    if peak == 0.0:
+        return [np.zeros(s) for s in w.shape]
+    factors = []
+    for d in range(w.ndim):
+        index: List[Any] = list(peak_at)
+        index[d] = slice(None)
+        factors.append(np.array(w[tuple(index)], dtype=np.float64))
+    factors[0] = factors[0] / peak ** (w.ndim - 1)
+    outer = factors[0]
+    for f in factors[1:]:
+        outer = np.multiply.outer(outer, f)
+    if not np.array_equal(outer != 0, w != 0):
+        return None
+    if np.max(np.abs(outer - w)) > 1e-14 * abs(peak):
+        return None
+    return [np.ascontiguousarray(f) for f in factors]
+
+
+def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
+    """Both operands as arrays of a numeric real dtype with matching inner dimensions."""
+    a = _check_array(a, "a")
+    b = _check_array(b, "b")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: operands must have at least one dimension")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if ka != kb:
+        raise ValueError(
+            f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align ({ka} != {kb})"
+        )
+    return a, b
+
+
+def _tree_of(expr: str) -> _expr.Node:
+    """The parsed tree of expr, compiled once per string (fastprof._expr's cache, which the
+    GPU path reads too)."""
+    return _expr.parse_cached(expr)
+
+
+class EvalArgs(NamedTuple):
+    """Normalised arguments of evaluate: the tree, the value of each name, out."""
+
+    expr: str
+    tree: _expr.Node
+    values: Dict[str, Any]
+    out: Any
+
+
+def _check_evaluate_args(
+    expr: str,
+    local_dict: Optional[Dict[str, Any]],
+    out: Any,
+    frame_names: Optional[Dict[str, Any]] = None,
+) -> EvalArgs:
+    """Parses expr and looks its names up in local_dict (else frame_names); every value must be
+    a bool/int/float scalar or array."""
+    tree = _tree_of(expr)
+    if local_dict is not None and not isinstance(local_dict, dict):
+        raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
+    source = local_dict if local_dict is not None else (frame_names or {})
+    values: Dict[str, Any] = {}
+    for name in _expr.names(tree):
+        if name not in source:
+            raise ValueError(f"expr {expr!r}: unknown name {name!r}")
+        v = source[name]
+        if isinstance(v, (bool, int, float)):
+            values[name] = v
+            continue
+        if not _is_device_array(v):
+            v = np.asarray(v)
+        dt = _dtype_of(v)
+        if dt.kind not in "biuf":
+            raise TypeError(
+                f"expr {expr!r}: {name!r} has dtype {dt}; expected bool, integer or float"
+            )
+        values[name] = v
+    if out is not None and not (isinstance(out, np.ndarray) or _is_device_array(out)):
+        raise TypeError(f"out must be an array, got {type(out).__name__}")
+    return EvalArgs(expr, tree, values, out)
