@@ -344,7 +344,7 @@ def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
 
 
 def _tree_of(expr: str) -> _expr.Node:
-    """The parsed tree of expr, compiled once per string (fastprof._expr's cache, which the
+    """The parsed tree of expr, compiled once per string (fastprof.kernels.expr's cache, which the
     GPU path reads too)."""
     return _expr.parse_cached(expr)
 

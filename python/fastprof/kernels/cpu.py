@@ -243,7 +243,7 @@ class _Step(NamedTuple):
 
 def _plan(tree: _expr.Node, probe: Dict[str, Any]) -> Tuple[List[_Step], Tuple[str, Any]]:
     """The steps computing tree in post-order and the reference of the result, from its typed
-    tree (fastprof._expr.typed: NumPy's dtypes, applied once)."""
+    tree (fastprof.kernels.expr.typed: NumPy's dtypes, applied once)."""
     steps: List[_Step] = []
 
     def visit(n: _expr.Typed) -> Tuple[str, Any]:
