@@ -217,3 +217,20 @@ def test_pairs_with_nan_keep_it_in_its_window():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     ok = ~np.isnan(want)
     np.testing.assert_array_equal(got[ok], _as_4d(x, w, mode="nearest")[ok])
+
+
+# every split of a row into the pair loop's 24- and 8-wide blocks, 4-wide blocks and a tail
+PAIR_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 23, 24, 25, 31, 32, 33, 35, 36, 47, 48, 51, 59]
+
+
+@pytest.mark.parametrize("n", PAIR_ROW_LENGTHS)
+def test_pair_row_lengths_give_the_one_row_bits(n):
+    rng = np.random.default_rng(200 + n)
+    x = rng.standard_normal((3, 6, n)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 5))
+    for mode in ("reflect", "constant", "wrap"):
+        got = kernels.correlate(x, w, mode=mode, cval=2.0)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=2.0), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=2.0), **_tol(np.float32), err_msg=mode
+        )

@@ -40,7 +40,8 @@
  * multiply-adds as memory operands, loading it twice. */
 /* Vectors a row of a pair keeps in registers: two rows of six are twelve accumulators, with the
  * two weights and the loaded source fifteen of the sixteen registers (six measured faster than
- * three, four or five). */
+ * three, four or five).  Blocks of two vectors then one take the rest of a row: with one-vector
+ * blocks alone a row of 32 ran slower in pairs than alone. */
 #define FP_PAIR_V 6
 #define FP_IN_REGISTER(v) __asm__("" : "+x"(v))
 
@@ -97,6 +98,7 @@ fp_dot_rows2_avx2(double *restrict dst0, double *restrict dst1, const fp_pair_sr
 {
     ptrdiff_t x = 0;
     FP_PAIR_BLOCK(FP_PAIR_V)
+    FP_PAIR_BLOCK(2)
     FP_PAIR_BLOCK(1)
     if (x < n) {
         /* the last 1..3 outputs: the same sums in the low lanes of masked vectors */
