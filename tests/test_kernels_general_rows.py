@@ -234,3 +234,18 @@ def test_pair_row_lengths_give_the_one_row_bits(n):
         np.testing.assert_allclose(
             got, ndi.correlate(x, w, mode=mode, cval=2.0), **_tol(np.float32), err_msg=mode
         )
+
+
+@pytest.mark.parametrize("wshape", [(3, 1, 5), (2, 1, 3), (2, 2, 1), (3, 2, 2)])
+def test_kernels_with_one_or_two_axis_1_taps(wshape):
+    # one axis-1 tap: the two rows of a pair share no source, and are summed one by one (random
+    # weights of these shapes are not rank 1, so they take the general path)
+    rng = np.random.default_rng(sum(wshape))
+    x = rng.standard_normal((5, 8, 29))
+    w = rng.standard_normal(wshape)
+    for mode in ("reflect", "constant"):
+        got = kernels.correlate(x, w, mode=mode, cval=0.25)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=0.25), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=0.25), rtol=1e-12, atol=1e-11
+        )

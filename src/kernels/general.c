@@ -144,7 +144,8 @@ fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
 /* Makes the sources of a pair of 3-D output rows (see fp_gen_job): for each block of the
  * axis-0 taps and each of its ntaps[1] + 1 rows, the taps of the first row (axis-1 tap e) and
  * of the second (tap e - 1) merged by offset, so that a source both read is one BOTH source;
- * then groups them into runs of one kind.  Returns 0, or -1 when out of memory. */
+ * then groups them into runs of one kind.  Leaves npair 0 when the rows share no source.
+ * Returns 0, or -1 when out of memory. */
 static int
 fp_gen_pairs(fp_gen_job *job)
 {
@@ -206,7 +207,11 @@ fp_gen_pairs(fp_gen_job *job)
             }
         }
     }
-    job->npair = q;
+    /* without a source the two rows share (one row of axis-1 taps), pairs save nothing */
+    job->npair = 0;
+    for (ptrdiff_t r = 0; r < job->nruns; r++)
+        if (job->runs[r].kind == FP_PAIR_BOTH)
+            job->npair = q;
     result = 0;
 error:
     free(tap_of);
