@@ -6,6 +6,11 @@ median time of each and its ratio to fastprof's, with the bar the project set fo
     python benchmarks/kernels.py              # the full sizes (512x512x256 volume, 10M elements)
     python benchmarks/kernels.py --quick      # small sizes, a smoke run
     python benchmarks/kernels.py --threads 1  # fastprof on one thread
+    python benchmarks/kernels.py --cpu        # also the CPU time of each call (all threads)
+
+On a machine shared with other jobs the wall clock moves with their load; the CPU time of the
+process (time.process_time, every thread of the pool counted) moves much less, and for a
+kernel that keeps both cores busy it is about twice its wall clock on a quiet machine.
 
 Instruction counts, which do not depend on the machine's load (one call on a 64x64x32 float32
 volume, one thread; the counts of the kernel are the inclusive ones of fp_conv_general or
@@ -44,17 +49,23 @@ except ImportError:
 Case = Tuple[str, Dict[str, Callable[[], object]], Optional[str]]
 
 
-def interleaved(funcs: Dict[str, Callable[[], object]], repeat: int) -> Dict[str, List[float]]:
-    """Seconds per call of each function, the functions taking turns, after one warm-up each."""
+def interleaved(
+    funcs: Dict[str, Callable[[], object]], repeat: int
+) -> Tuple[Dict[str, List[float]], Dict[str, List[float]]]:
+    """Wall-clock and process CPU seconds per call of each function, the functions taking
+    turns, after one warm-up each."""
     for f in funcs.values():
         f()
     times: Dict[str, List[float]] = {name: [] for name in funcs}
+    cpu: Dict[str, List[float]] = {name: [] for name in funcs}
     for _ in range(repeat):
         for name, f in funcs.items():
+            c0 = time.process_time()
             t0 = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t0)
-    return times
+            cpu[name].append(time.process_time() - c0)
+    return times, cpu
 
 
 def cases(quick: bool) -> List[Case]:
@@ -151,6 +162,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     p.add_argument("--threads", type=int, default=None, help="fastprof's thread count")
     p.add_argument(
+        "--cpu", action="store_true", help="also print the median process CPU time of each call"
+    )
+    p.add_argument(
         "--callgrind",
         choices=("general", "box", "copy"),
         default=None,
@@ -169,16 +183,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         + (f", numexpr {numexpr.__version__}" if numexpr is not None else "")
         + f"; fastprof threads: {kernels.get_num_threads()}"
     )
-    print(f"{'case':<58} {'contender':<22} {'median':>11} {'vs fastprof':>12}")
+    print(
+        f"{'case':<58} {'contender':<22} {'median':>11} {'vs fastprof':>12}"
+        + (f" {'cpu':>11}" if args.cpu else "")
+    )
     for title, funcs, bar in cases(args.quick):
         repeat = args.slow_repeat if ("5x5x5" in title and not args.quick) else args.repeat
-        times = interleaved(funcs, repeat)
+        times, cpu = interleaved(funcs, repeat)
         base = statistics.median(times["fastprof"])
         for i, (name, ts) in enumerate(times.items()):
             med = statistics.median(ts)
+            extra = f" {statistics.median(cpu[name]) * 1e3:>8.1f} ms" if args.cpu else ""
             print(
                 f"{title if i == 0 else '':<58} {name:<22} {med * 1e3:>8.1f} ms"
-                f" {med / base:>11.2f}x"
+                f" {med / base:>11.2f}x{extra}"
             )
         if bar:
             print(f"{'':<58} bar: {bar}")

@@ -129,3 +129,123 @@ def test_large_volume_same_for_any_thread_count_and_tiles():
         kernels.set_num_threads(before)
     np.testing.assert_array_equal(one, three)
     np.testing.assert_allclose(one, ndi.correlate(x, w, mode="reflect"), **_tol(np.float32))
+
+
+# --- 3-D rows summed in pairs ----------------------------------------------------------------
+# In 3-D the general path sums neighbouring output rows (axis-1 indices y, y + 1) as a pair that
+# loads each shared source once; a 4-D call with a length-1 axis takes the one-row loop.  Both
+# must give the same bits, whatever the weights' zero pattern (taps merged by offset).
+
+
+def _as_4d(x: np.ndarray, w: np.ndarray, **kw) -> np.ndarray:
+    origin = kw.pop("origin", 0)
+    origin = (origin,) * 3 if np.isscalar(origin) else tuple(origin)
+    o4 = (origin[0], origin[1], 0, origin[2])
+    return kernels.correlate(x[:, :, None, :], w[:, :, None, :], origin=o4, **kw)[:, :, 0, :]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ny", [1, 2, 3, 7, 10])
+def test_pairs_of_rows_give_the_one_row_bits(dtype, ny):
+    rng = np.random.default_rng(ny)
+    x = rng.standard_normal((5, ny, 37)).astype(dtype)
+    w = rng.standard_normal((3, 4, 5))
+    for mode in MODES:
+        got = kernels.correlate(x, w, mode=mode, cval=0.5, origin=(0, 1, -1))
+        np.testing.assert_array_equal(
+            got, _as_4d(x, w, mode=mode, cval=0.5, origin=(0, 1, -1)), err_msg=mode
+        )
+        np.testing.assert_allclose(
+            got,
+            ndi.correlate(x, w, mode=mode, cval=0.5, origin=(0, 1, -1)),
+            **_tol(dtype),
+            err_msg=mode,
+        )
+
+
+@pytest.mark.parametrize(
+    "zeros",
+    [
+        "checker",  # neighbouring axis-1 taps never share an offset
+        "row",  # a whole axis-1 tap row is zero
+        "plane",  # a whole axis-0 tap plane is zero
+        "random",
+        "all",
+    ],
+)
+def test_pairs_with_zero_weights_merge_taps_by_offset(zeros):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 9, 41))
+    w = rng.standard_normal((3, 5, 5))
+    if zeros == "checker":
+        w[(np.indices(w.shape).sum(axis=0) % 2) == 0] = 0.0
+    elif zeros == "row":
+        w[:, 2, :] = 0.0
+        w[1, 0, :] = 0.0
+    elif zeros == "plane":
+        w[1] = 0.0
+    elif zeros == "random":
+        w[rng.random(w.shape) < 0.5] = 0.0
+    else:
+        w[...] = 0.0
+    for mode in ("constant", "reflect", "wrap"):
+        got = kernels.correlate(x, w, mode=mode, cval=-1.25)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=-1.25), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=-1.25), rtol=1e-12, atol=1e-11
+        )
+
+
+def test_a_row_gives_the_same_bits_first_or_second_in_its_pair_and_across_tiles():
+    # wrap along axis 1: rolling the input by one row rolls the output, and moves every row
+    # between the first and the second place of a pair (and across the tiles of axis 1)
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((4, 301, 27)).astype(np.float32)
+    w = rng.standard_normal((2, 5, 3))
+    base = kernels.correlate(x, w, mode="wrap")
+    for s in (1, 2, 3, 150):
+        got = kernels.correlate(np.roll(x, s, axis=1), w, mode="wrap")
+        np.testing.assert_array_equal(got, np.roll(base, s, axis=1), err_msg=f"shift {s}")
+
+
+def test_pairs_with_nan_keep_it_in_its_window():
+    w = np.arange(1.0, 1.0 + 3 * 3 * 3).reshape(3, 3, 3)
+    x = np.ones((4, 6, 9))
+    x[2, 3, 4] = np.nan
+    got = kernels.correlate(x, w, mode="nearest")
+    want = ndi.correlate(x, w, mode="nearest")
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok], _as_4d(x, w, mode="nearest")[ok])
+
+
+# every split of a row into the pair loop's 24- and 8-wide blocks, 4-wide blocks and a tail
+PAIR_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 23, 24, 25, 31, 32, 33, 35, 36, 47, 48, 51, 59]
+
+
+@pytest.mark.parametrize("n", PAIR_ROW_LENGTHS)
+def test_pair_row_lengths_give_the_one_row_bits(n):
+    rng = np.random.default_rng(200 + n)
+    x = rng.standard_normal((3, 6, n)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 5))
+    for mode in ("reflect", "constant", "wrap"):
+        got = kernels.correlate(x, w, mode=mode, cval=2.0)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=2.0), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=2.0), **_tol(np.float32), err_msg=mode
+        )
+
+
+@pytest.mark.parametrize("wshape", [(3, 1, 5), (2, 1, 3), (2, 2, 1), (3, 2, 2)])
+def test_kernels_with_one_or_two_axis_1_taps(wshape):
+    # one axis-1 tap: the two rows of a pair share no source, and are summed one by one (random
+    # weights of these shapes are not rank 1, so they take the general path)
+    rng = np.random.default_rng(sum(wshape))
+    x = rng.standard_normal((5, 8, 29))
+    w = rng.standard_normal(wshape)
+    for mode in ("reflect", "constant"):
+        got = kernels.correlate(x, w, mode=mode, cval=0.25)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=0.25), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=0.25), rtol=1e-12, atol=1e-11
+        )

@@ -5,10 +5,17 @@
  * extended index, then the other axes), converted to double and extended along the last
  * axis by the boundary mode, so the inner loop is a branch-free, vectorised sum over
  * (row, tap) pairs.  Blocks of a tile stay in L2.  Only nonzero taps are visited (as
- * scipy.ndimage, which drops zero weights); sums are in double. */
+ * scipy.ndimage, which drops zero weights); sums are in double.
+ *
+ * In 3-D, neighbouring output rows of a tile (axis-1 indices y and y + 1) read the same block
+ * rows but one: they are summed as a pair (fp_conv_dot_rows2) from a list of sources made once
+ * per job, the rows' taps merged by block row and offset, so that each shared source is loaded
+ * once for both; each output keeps its own tap order, so a row gives the same bits alone or in
+ * a pair. */
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +33,10 @@ typedef struct {
     ptrdiff_t *tags;
     ptrdiff_t *slotk;
     double *acc;
+    double *acc2; /* the second row of a pair */
     double *crow; /* a row of cval */
     const double **rowptr;
+    fp_pair_src *psrc; /* the pair sources, weights filled in at allocation */
 } fp_gen_scratch;
 
 typedef struct {
@@ -43,6 +52,12 @@ typedef struct {
     double *w;
     fp_gen_scratch *scratch;
     int nworkers;
+    /* 3-D pairs of rows: source q reads block row (pk0[q], first row + pe[q]) at offset poff[q]
+     * with weights pw0[q], pw1[q]; npair sources in nruns runs (npair 0: no pairs) */
+    ptrdiff_t npair, nruns;
+    ptrdiff_t *pk0, *pe, *poff;
+    double *pw0, *pw1;
+    fp_pair_run *runs;
 } fp_gen_job;
 
 /* Frees one worker's scratch.  Returns nothing. */
@@ -53,8 +68,10 @@ fp_gen_free(fp_gen_scratch *s)
     free(s->tags);
     free(s->slotk);
     free(s->acc);
+    free(s->acc2);
     free(s->crow);
     free((void *)s->rowptr);
+    free(s->psrc);
     memset(s, 0, sizeof(*s));
 }
 
@@ -70,10 +87,17 @@ fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
     s->acc = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->crow = (double *)malloc(sizeof(double) * (size_t)job->rowlen);
     s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->nnz + 1));
+    s->acc2 = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
+    s->psrc = (fp_pair_src *)malloc(sizeof(fp_pair_src) * (size_t)(job->npair + 1));
     if (s->blocks == NULL || s->tags == NULL || s->slotk == NULL || s->acc == NULL ||
-        s->crow == NULL || s->rowptr == NULL) {
+        s->crow == NULL || s->rowptr == NULL || s->acc2 == NULL || s->psrc == NULL) {
         fp_gen_free(s);
         return -1;
+    }
+    for (ptrdiff_t q = 0; q < job->npair; q++) {
+        s->psrc[q].p = NULL;
+        s->psrc[q].w0 = job->pw0[q];
+        s->psrc[q].w1 = job->pw1[q];
     }
     for (ptrdiff_t t = 0; t < job->rowlen; t++)
         s->crow[t] = c->cval;
@@ -115,6 +139,83 @@ fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
             }
         }
     }
+}
+
+/* Makes the sources of a pair of 3-D output rows (see fp_gen_job): for each block of the
+ * axis-0 taps and each of its ntaps[1] + 1 rows, the taps of the first row (axis-1 tap e) and
+ * of the second (tap e - 1) merged by offset, so that a source both read is one BOTH source;
+ * then groups them into runs of one kind.  Leaves npair 0 when the rows share no source.
+ * Returns 0, or -1 when out of memory. */
+static int
+fp_gen_pairs(fp_gen_job *job)
+{
+    fp_conv *c = job->c;
+    ptrdiff_t K0 = c->ntaps[0], K1 = c->ntaps[1], q = 0;
+    ptrdiff_t *tap_of = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(K0 * K1));
+    size_t most = (size_t)(2 * job->nnz + 1);
+    int result = -1;
+    job->pk0 = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
+    job->pe = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
+    job->poff = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
+    job->pw0 = (double *)malloc(sizeof(double) * most);
+    job->pw1 = (double *)malloc(sizeof(double) * most);
+    job->runs = (fp_pair_run *)malloc(sizeof(fp_pair_run) * most);
+    if (tap_of == NULL || job->pk0 == NULL || job->pe == NULL || job->poff == NULL ||
+        job->pw0 == NULL || job->pw1 == NULL || job->runs == NULL)
+        goto error;
+    for (ptrdiff_t t = 0; t < K0 * K1; t++)
+        tap_of[t] = -1;
+    for (ptrdiff_t t = 0; t < job->ntap; t++)
+        tap_of[job->taps[t].k[0] * K1 + job->taps[t].k[1]] = t;
+    job->nruns = 0;
+    for (ptrdiff_t k0 = 0; k0 < K0; k0++) {
+        for (ptrdiff_t e = 0; e <= K1; e++) {
+            const fp_gen_tap *ta =
+                e < K1 && tap_of[k0 * K1 + e] >= 0 ? &job->taps[tap_of[k0 * K1 + e]] : NULL;
+            const fp_gen_tap *tb =
+                e >= 1 && tap_of[k0 * K1 + e - 1] >= 0 ? &job->taps[tap_of[k0 * K1 + e - 1]] : NULL;
+            ptrdiff_t ia = 0, ib = 0, na = ta != NULL ? ta->nk : 0, nb = tb != NULL ? tb->nk : 0;
+            while (ia < na || ib < nb) {
+                ptrdiff_t oa = ia < na ? job->off[ta->first + ia] : PTRDIFF_MAX;
+                ptrdiff_t ob = ib < nb ? job->off[tb->first + ib] : PTRDIFF_MAX;
+                int kind;
+                job->pk0[q] = k0;
+                job->pe[q] = e;
+                job->pw0[q] = 0.0;
+                job->pw1[q] = 0.0;
+                if (oa == ob) {
+                    kind = FP_PAIR_BOTH;
+                    job->pw0[q] = job->w[ta->first + ia++];
+                    job->pw1[q] = job->w[tb->first + ib++];
+                } else if (oa < ob) {
+                    kind = FP_PAIR_FIRST;
+                    job->pw0[q] = job->w[ta->first + ia++];
+                } else {
+                    kind = FP_PAIR_SECOND;
+                    job->pw1[q] = job->w[tb->first + ib++];
+                }
+                job->poff[q] = oa < ob ? oa : ob;
+                if (job->nruns > 0 && job->runs[job->nruns - 1].kind == kind) {
+                    job->runs[job->nruns - 1].count++;
+                } else {
+                    job->runs[job->nruns].kind = kind;
+                    job->runs[job->nruns].first = q;
+                    job->runs[job->nruns].count = 1;
+                    job->nruns++;
+                }
+                q++;
+            }
+        }
+    }
+    /* without a source the two rows share (one row of axis-1 taps), pairs save nothing */
+    job->npair = 0;
+    for (ptrdiff_t r = 0; r < job->nruns; r++)
+        if (job->runs[r].kind == FP_PAIR_BOTH)
+            job->npair = q;
+    result = 0;
+error:
+    free(tap_of);
+    return result;
 }
 
 /* Pool callback: one (axis-0 chunk, axis-1 tile).  Returns 0, or -1 when out of memory. */
@@ -180,6 +281,23 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
             ptrdiff_t ooff = i0 * c->ostride[0];
             for (int d = 1; d + 1 < R; d++)
                 ooff += idx[d] * c->ostride[d];
+            if (job->npair > 0 && r + 1 < nrows) {
+                /* 3-D: output rows idx[1] and idx[1] + 1 as a pair */
+                const double *base = s->blocks + (idx[1] - y0) * job->rowlen;
+                for (ptrdiff_t q = 0; q < job->npair; q++) {
+                    ptrdiff_t slot = slotk[job->pk0[q]];
+                    const double *row =
+                        slot >= 0 ? base + (slot * job->block_rows + job->pe[q]) * job->rowlen
+                                  : s->crow;
+                    s->psrc[q].p = row + job->poff[q];
+                }
+                fp_conv_dot_rows2(s->acc, s->acc2, s->psrc, job->runs, job->nruns, n);
+                fp_conv_store_row(c, ooff, n, s->acc);
+                fp_conv_store_row(c, ooff + c->ostride[1], n, s->acc2);
+                idx[1] += 2;
+                r++;
+                continue;
+            }
             /* every (row, tap) pair of this output row, summed by one combine call */
             for (ptrdiff_t t = 0; t < job->ntap; t++) {
                 const fp_gen_tap *tp = &job->taps[t];
@@ -283,6 +401,8 @@ fp_conv_general(fp_conv *c)
         job.chunk0 = (n0 + chunks - 1) / chunks;
         job.nchunks0 = (n0 + job.chunk0 - 1) / job.chunk0;
     }
+    if (R == 3 && job.nnz > 0 && fp_gen_pairs(&job) < 0)
+        goto done;
     job.nworkers = c->nthreads;
     job.scratch = (fp_gen_scratch *)calloc((size_t)job.nworkers, sizeof(fp_gen_scratch));
     if (job.scratch == NULL)
@@ -297,5 +417,11 @@ done:
     free(job.taps);
     free(job.off);
     free(job.w);
+    free(job.pk0);
+    free(job.pe);
+    free(job.poff);
+    free(job.pw0);
+    free(job.pw1);
+    free(job.runs);
     return result;
 }
