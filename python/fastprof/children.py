@@ -13,7 +13,8 @@ How a child starts profiling:
   give (so a user's own one still runs).
 
 Each process writes ``<run dir>/<pid>.prof`` (pstats), ``<pid>.tree.marshal`` (its call
-tree as the core's raw records, which ``fastprof.merge`` turns into a tree), ``<pid>.lprof``
+tree summed over its threads, as flat records whose numbers are JSON text already: see
+``fastprof._proc_tree``), ``<pid>.lprof``
 (line timings, when lines are on) and ``<pid>.json`` (command line, parent pid, wall time,
 rank) when it ends: at normal exit, at ``os._exit`` (wrapped), and on SIGTERM (a handler that
 writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  Every
@@ -23,7 +24,10 @@ outright is reported as missing, never as an empty profile.
 
 A child's start and its write are kept cheap: this module imports only what the standard
 library's interpreter start has loaded already (no json, no report code), the records are
-written with marshal, and the conversion to views happens when the run is read.
+written with marshal, and the conversion to views happens when the run is read.  What can be
+done per process is done here, in parallel across the job, rather than in the runner after it:
+the tree is summed over threads and its numbers rendered as text, so that the runner joins the
+processes' trees into its tree file without walking or encoding them.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
 ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
 ENV_OPTIONS = "FASTPROF_RUN_OPTIONS"  # the profilers' options, one ``name=value`` a line
 FORMAT = 2  # the version of the per-process files' layout
-TREE_SUFFIX = ".tree.marshal"  # a process's call tree: the core's raw records, marshalled
+TREE_SUFFIX = ".tree.marshal"  # a process's call tree: _proc_tree.encode's records, marshalled
 
 # Rank variables of the launchers, in the order they are looked at.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -272,25 +276,20 @@ def _write_meta(s: _Session, complete: bool) -> None:
 
 
 def _tree_records(prof: Any) -> Optional[Tuple[Any, ...]]:
-    """The call tree prof recorded, as the core's raw records with the functions' pstats keys:
-    (seconds per tick, keys, nodes as bytes, threads, merged, node cap); None when it keeps
-    no tree."""
+    """The call tree prof recorded, summed over its threads path by path, as
+    ``fastprof._proc_tree.encode`` lays it out for the run directory (its numbers already
+    JSON text: the runner joins the processes' trees without re-encoding them); None when it
+    keeps no tree."""
     if not hasattr(prof, "_raw_tree"):
         return None
-    from array import array
-    from itertools import chain
-
+    from ._proc_tree import encode
     from .keys import label
 
     tspt, nodes, threads, merged = prof._raw_tree()
     if not nodes and not merged:
         return None
     keys = [label(f[0]) for f in prof._raw()[1]]
-    # the nodes' six integers each, as little-endian int64: read back in one call
-    flat = array("q", chain.from_iterable(nodes))
-    if sys.byteorder == "big":
-        flat.byteswap()
-    return (tspt, keys, flat.tobytes(), threads, merged, getattr(prof, "tree_nodes", None))
+    return encode(tspt, keys, nodes, len(threads))
 
 
 # A child's write that cannot finish (a lock left held by a thread of the parent at fork)

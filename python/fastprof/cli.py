@@ -720,7 +720,7 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
             file=sys.stderr,
         )
         return
-    run = read_run(job.run_dir)
+    run = read_run(job.run_dir, trusted=True)  # its own job's files
     n = len(run.procs)
     title = f"fastprof: {opts.title} ({opts.clock} clock, {n} process{'es' if n != 1 else ''})"
     if not opts.merge_threads and opts.format in (None, "text"):
