@@ -123,7 +123,7 @@ def _with(data: Tuple[Any, ...], i: int, value: Any) -> Tuple[Any, ...]:
 )
 def test_a_file_from_anyone_is_checked(i: int, value: Any) -> None:
     good = _proc_tree.encode(SPT, [A, B], [(-1, 0, 0, 1, 100, 10), (0, 1, 0, 2, 50, 20)], 1)
-    assert _proc_tree.decode(good, check=True).template == "[-1,%s,1,2.5,25.0],[0,%s,2,5.0,12.5]"
+    assert _proc_tree.decode(good, check=True).template == "[-1,%s,1,2.5,25],[0,%s,2,5,12.5]"
     with pytest.raises(ValueError):
         _proc_tree.decode(_with(good, i, value), check=True)
 

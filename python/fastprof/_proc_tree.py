@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from itertools import chain
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["ProcTree", "TAG", "encode", "decode", "from_root", "tree_json", "to_call_tree"]
@@ -33,7 +34,7 @@ class ProcTree:
     top-level call; a parent precedes its children) and function ``keys[funcs[i]]``; a node's
     children are the nodes naming it, in node order.  ``template`` is the nodes as the tree
     file's records, ``[parent,%s,ncalls,tottime,cumtime]`` joined by commas, times in seconds
-    as JSON writes them, with ``%s`` where the function's index in the file's key list goes
+    as JSON numbers of 17 significant digits (each reads back as the same float), with ``%s`` where the function's index in the file's key list goes
     (``template % kids`` fills them all in one call)."""
 
     __slots__ = ("keys", "parents", "funcs", "template")
@@ -50,13 +51,8 @@ class ProcTree:
         return len(self.parents)
 
 
-def _summed(
-    keys: Sequence[FuncKey], rows: Any, nthreads: int
-) -> Tuple[List[FuncKey], List[int], List[int], List[List[Any]]]:
-    """The records rows (each (parent, func, thread, ncalls, own s, total s), a parent before
-    its children) summed over threads by path of keys: (unique keys, parents, funcs, [[ncalls,
-    tottime, cumtime]]).  Threads are taken in order, so a node's children come as
-    ``CallTree.merged_threads`` orders them: the first thread's, then new ones of the next."""
+def _unique(keys: Sequence[FuncKey]) -> Tuple[List[FuncKey], List[int]]:
+    """(the keys without repeats, each key's index among them)."""
     ukeys: List[FuncKey] = []
     seen: Dict[FuncKey, int] = {}
     kid: List[int] = []
@@ -66,37 +62,51 @@ def _summed(
             i = seen[k] = len(ukeys)
             ukeys.append(k)
         kid.append(i)
-    order: Any = range(len(rows))
-    if nthreads > 1:
-        order = sorted(order, key=lambda i: rows[i][2])
-    where = [0] * len(rows)
-    index: Dict[Tuple[int, int], int] = {}
-    parents: List[int] = []
-    funcs: List[int] = []
-    nums: List[List[Any]] = []
+    return ukeys, kid
+
+
+def _paths(
+    parents: List[int], funcs: List[int], order: Any
+) -> Tuple[List[int], List[int], List[Tuple[int, int]]]:
+    """Sums records by path: record i (taken in ``order``, a parent before its children) has
+    parent ``parents[i]`` (-1: none) and key ``funcs[i]``.  Returns (each summed node's
+    parent, the record it was first made from, (record, node) for every other record added
+    to a node)."""
+    index: Dict[int, int] = {}
+    where = [0] * len(parents)
+    ups: List[int] = []
+    first: List[int] = []
+    more: List[Tuple[int, int]] = []
+    span = max(funcs, default=0) + 1  # (node, key) as one int: hashed faster than a tuple
     for i in order:
-        parent, func, _thread, ncalls, own, total = rows[i]
-        up = -1 if parent < 0 else where[parent]
-        k = kid[func]
-        j = index.get((up, k))
-        if j is None:
-            j = index[(up, k)] = len(parents)
-            parents.append(up)
-            funcs.append(k)
-            nums.append([ncalls, own, total])
+        p = parents[i]
+        up = where[p] if p >= 0 else -1
+        j = index.setdefault(up * span + funcs[i], len(first))
+        if j == len(first):
+            first.append(i)
+            ups.append(up)
         else:
-            acc = nums[j]
-            acc[0] += ncalls
-            acc[1] += own
-            acc[2] += total
+            more.append((i, j))
         where[i] = j
-    return ukeys, parents, funcs, nums
+    return ups, first, more
 
 
-def _template(parents: List[int], nums: List[List[Any]]) -> str:
-    return ",".join(
-        [f"[{p},%s,{int(n)},{float(t)!r},{float(c)!r}]" for p, (n, t, c) in zip(parents, nums)]
+def _texts(values: List[float]) -> List[str]:
+    """Each float as JSON text that reads back as the same float (17 significant digits)."""
+    if not values:
+        return []
+    return (("%.17g," * len(values)) % tuple(values)).split(",")[:-1]
+
+
+def _template(parents: List[int], ncalls: List[int], own: List[str], total: List[str]) -> str:
+    """The records as text (times already as text), in one formatting pass (C's loop, not
+    Python's)."""
+    if not parents:
+        return ""
+    text = ("[%d,%%s,%d,%s,%s]," * len(parents)) % tuple(
+        chain.from_iterable(zip(parents, ncalls, own, total))
     )
+    return text[:-1]
 
 
 def _int64_bytes(values: List[int]) -> bytes:
@@ -122,24 +132,49 @@ def encode(
 ) -> Tuple[Any, ...]:
     """What ``PID.tree.marshal`` holds for the core's tree records ``nodes`` ((parent, func,
     thread, ncalls, total ticks, own ticks), ticks of ``tspt`` seconds; ``keys[func]`` each
-    function's pstats key): (TAG, VERSION, keys, parents and funcs as little-endian int64
-    bytes, the template)."""
-    rows = [(p, f, t, n, it * tspt, tt * tspt) for p, f, t, n, tt, it in nodes]
-    ukeys, parents, funcs, nums = _summed(keys, rows, nthreads)
-    return (
-        TAG,
-        VERSION,
-        ukeys,
-        _int64_bytes(parents),
-        _int64_bytes(funcs),
-        _template(parents, nums),
-    )
+    function's pstats key), summed over threads by path of keys, threads in order (a node's
+    children: the first thread's, then new ones of the next): (TAG, VERSION, keys, parents
+    and funcs as little-endian int64 bytes, the template).  Run in each process at its exit,
+    so kept to loops in C where it can (one Python loop, over the records' parents)."""
+    ukeys, kid = _unique(keys)
+    if not nodes:
+        return (TAG, VERSION, ukeys, b"", b"", "")
+    parents, raw_funcs, threads, ncalls, total, own = map(list, zip(*nodes))
+    funcs = list(map(kid.__getitem__, raw_funcs))
+    order: Any = range(len(parents))
+    if nthreads > 1:
+        order = sorted(order, key=threads.__getitem__)
+    ups, first, more = _paths(parents, funcs, order)
+    # A float's text costs thousands of instructions (Python's exact conversion), and most
+    # nodes' times are one of far fewer tick counts: each count is converted once, with 17
+    # significant digits (read back as the same float; cheaper than repr's shortest text).
+    own_t = list(map(own.__getitem__, first))
+    total_t = list(map(total.__getitem__, first))
+    ticks = list(set(own_t).union(total_t))
+    text = dict(zip(ticks, _texts(list(map(float(tspt).__mul__, ticks)))))
+    n_out = list(map(ncalls.__getitem__, first))
+    own_out = list(map(text.__getitem__, own_t))
+    total_out = list(map(text.__getitem__, total_t))
+    if more:  # seconds summed in the order merged_threads sums them
+        sums: Dict[int, List[float]] = {}
+        for i, j in more:
+            acc = sums.get(j)
+            if acc is None:
+                acc = sums[j] = [own_t[j] * tspt, total_t[j] * tspt]
+            n_out[j] += ncalls[i]
+            acc[0] += own[i] * tspt
+            acc[1] += total[i] * tspt
+        for j, (o, t) in sums.items():
+            own_out[j], total_out[j] = _texts([o, t])
+    funcs_out = list(map(funcs.__getitem__, first))
+    template = _template(ups, n_out, own_out, total_out)
+    return (TAG, VERSION, ukeys, _int64_bytes(ups), _int64_bytes(funcs_out), template)
 
 
-# JSON's grammar of an integer, and of a number that is not negative (what repr writes for a
-# finite float >= 0)
+# JSON's grammar of an integer that is not negative, and of a number (what repr writes for a
+# finite float)
 _INT = r"(?:0|[1-9][0-9]*)"
-_NUM = rf"{_INT}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_NUM = rf"-?{_INT}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _RECORD = rf"\[(-1|{_INT}),%s,{_INT},{_NUM},{_NUM}\]"
 _RX: Any = None
 
@@ -224,8 +259,11 @@ def from_root(root: Any) -> ProcTree:
         index[id(n)] = len(parents)
         parents.append(index[id(n.parent)])
         funcs.append(k)
-        nums.append([n.ncalls, n.tottime, n.cumtime])
-    return ProcTree(keys, parents, funcs, _template(parents, nums))
+        nums.append([int(n.ncalls), float(n.tottime), float(n.cumtime)])
+    ncalls = [n[0] for n in nums]
+    own = _texts([n[1] for n in nums])
+    total = _texts([n[2] for n in nums])
+    return ProcTree(keys, parents, funcs, _template(parents, ncalls, own, total))
 
 
 def _filled(trees: Sequence[Tuple[int, ProcTree]]) -> Tuple[List[List[Any]], List[str]]:

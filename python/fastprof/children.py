@@ -33,6 +33,7 @@ processes' trees into its tree file without walking or encoding them.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
 import sys
@@ -322,6 +323,10 @@ def write_now(s: Optional[_Session] = None) -> bool:
         return False
     s.written = True
     alarm = _guard_write()
+    # the write allocates tens of thousands of short-lived objects and frees them: no cyclic
+    # collection can find anything among them (a child ends right after its write)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         if getattr(s.prof, "_busy", False):
             # SIGTERM came while a hook of the profiler ran Python code (a builtin's name, a
@@ -354,6 +359,8 @@ def write_now(s: Optional[_Session] = None) -> bool:
             pass
         return False
     finally:
+        if collecting:
+            gc.enable()
         if alarm is not None:
             signal.alarm(alarm)
 
