@@ -220,3 +220,55 @@ def test_raw_tree_files_of_earlier_versions_still_read(tmp_path: Any) -> None:
         got = run.tree.to_dict()
         assert len(got["threads"][0]["nodes"]) == len(want)
         assert run.tree.threads[100].children[0].ncalls == 4  # thread 0's a and thread 1's
+
+
+BOOT_CACHE = """\
+import subprocess, sys
+import fastprof
+from fastprof import children
+
+children.follow({run!r}, fastprof.Profile(), {boot!r})
+r = subprocess.run([sys.executable, "-B", "-v", "-c", "pass"], capture_output=True, text=True)
+print("\\n".join(ln for ln in r.stderr.splitlines() if "code object from" in ln))
+"""
+
+
+def test_new_interpreters_read_the_bootstraps_bytecode_cache(tmp_path: Any) -> None:
+    """The runner compiles the bootstrap once; each new interpreter of the job (spawn workers
+    are started with -B when the runner was) reads the cache instead of compiling it."""
+    import subprocess
+    import sys
+
+    from test_jobs import _env
+
+    run, boot = tmp_path / "run", tmp_path / "boot"
+    run.mkdir()
+    code = BOOT_CACHE.format(run=str(run), boot=str(boot))
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    loaded = [ln for ln in r.stdout.splitlines() if "sitecustomize" in ln]
+    assert len(loaded) == 1 and str(boot / "__pycache__") in loaded[0], r.stdout
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_write_leaves_the_collector_as_it_was(tmp_path: Any, enabled: bool) -> None:
+    import gc
+
+    import fastprof
+    from fastprof import children
+
+    prof = fastprof.Profile()
+    prof.enable()
+    sorted(range(3))
+    s = children._Session(str(tmp_path), prof, 1, root=True)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert children.write_now(s)
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    run = merge.read_run(str(tmp_path), trusted=True)
+    assert run.tree is not None and run.problems == []
