@@ -272,3 +272,49 @@ def test_a_write_leaves_the_collector_as_it_was(tmp_path: Any, enabled: bool) ->
         (gc.enable if was else gc.disable)()
     run = merge.read_run(str(tmp_path), trusted=True)
     assert run.tree is not None and run.problems == []
+
+
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_no_worker_startup_leaves_out_a_spawn_workers_start_only(
+    tmp_path: Any, skip: bool, method: str
+) -> None:
+    """--no-worker-startup: a spawn worker's profile starts at its process's bootstrap, so
+    multiprocessing's spawn_main and the script's re-import as __mp_main__ are left out, and
+    every count from there on is exact; a fork worker (its profile starts at fork) and the
+    runner are as without it."""
+    from test_jobs import POOL, calls, fastprof, load, records, write
+
+    script = write(tmp_path, "pool.py", POOL)
+    run_dir = tmp_path / "run"
+    flag = ["--no-worker-startup"] if skip else []
+    r = fastprof(
+        ["run", "--subprocesses", *flag, "--run-dir", str(run_dir), "-o", "all.prof"]
+        + [str(script), method],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    tasks = int(r.stdout)
+    merged = load(tmp_path / "all.prof")
+    assert calls(merged, script, "leaf") == 100 * tasks
+    assert calls(merged, script, "work") == tasks
+    recs = records(run_dir)
+    workers = [pid for pid, m in recs.items() if not m["root"]]
+    assert len(workers) == 2 and all(m["complete"] for m in recs.values()), recs
+    for pid in workers:
+        own = load(run_dir / f"{pid}.prof")
+        names = {k[2] for k in own}
+        assert ("spawn_main" in names) == (method == "spawn" and not skip), sorted(names)
+        # the script's module code ran in a spawn worker as __mp_main__
+        assert (calls(own, script, "<module>") == 1) == (method == "spawn" and not skip)
+        assert calls(own, script, "leaf") == 100 * calls(own, script, "work")
+    runner = [pid for pid, m in recs.items() if m["root"]]
+    assert calls(load(run_dir / f"{runner[0]}.prof"), script, "<module>") == 1
+
+
+def test_no_worker_startup_needs_subprocesses(tmp_path: Any) -> None:
+    from test_jobs import fastprof, write
+
+    script = write(tmp_path, "x.py", "pass\n")
+    r = fastprof(["run", "--no-worker-startup", str(script)], tmp_path)
+    assert r.returncode == 2 and "--no-worker-startup needs --subprocesses" in r.stderr

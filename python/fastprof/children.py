@@ -524,9 +524,35 @@ def start_child() -> None:
     _install_hooks()
     _install_sigterm()
     _write_meta(_session, complete=False)
+    if run_options().get("worker_startup") == "0" and _start_at_run(_session):
+        return
     if _session.lines is not None:
         _session.lines.enable()
     prof.enable()
+
+
+def _start_at_run(s: _Session) -> bool:
+    """In a spawn worker (multiprocessing's spawn_main on the command line): arranges for
+    s's profilers to start when the worker's process object starts running
+    (``BaseProcess._bootstrap``, which calls ``run``), so that the worker's start-up is left
+    out; returns whether it did (False elsewhere: start now)."""
+    if "spawn_main" not in " ".join(_command_line()):
+        return False
+    import multiprocessing.process as mp_process
+
+    cls: Any = mp_process.BaseProcess
+    bootstrap = cls._bootstrap
+
+    def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cls._bootstrap = bootstrap
+        if _session is s and not s.written:
+            if s.lines is not None:
+                s.lines.enable()
+            s.prof.enable()
+        return bootstrap(self, *args, **kwargs)
+
+    cls._bootstrap = _bootstrap
+    return True
 
 
 def runner_session(run_dir: str, prof: Any, lines: Any = None) -> "_Session":
@@ -564,6 +590,7 @@ def follow(
     lines: Any = None,
     lines_of: Optional[List[str]] = None,
     kernprof: bool = False,
+    worker_startup: bool = True,
 ) -> "_Session":
     """In the process ``fastprof run`` started in: makes its Python children profile
     themselves into run_dir (the environment for new interpreters, with the bootstrap written
@@ -571,13 +598,17 @@ def follow(
     fork children switch off; lines its line profiler (or None), which fork children keep
     with their counts zeroed.  lines_of (``module:qualname``, ``file.py:qualname`` or
     ``__main__:qualname`` for the script being run) and kernprof (``@profile`` marks
-    functions) say which functions new interpreters time line by line.  Returns the
+    functions) say which functions new interpreters time line by line; without
+    worker_startup, a spawn worker's profile starts when its process starts running (see
+    _start_at_run).  Returns the
     runner's session (write it with write_now).  ValueError when an option cannot be passed
     on (a line break in a name)."""
     global _session
     from . import __file__ as pkg_file
 
     options: Dict[str, Any] = {"clock": clock, "builtins": builtins}
+    if not worker_startup:
+        options["worker_startup"] = False
     if lines is not None:
         options.update(lines=kernprof, lines_of=list(lines_of or []))
     text = options_text(options)  # before anything changes: it may raise
