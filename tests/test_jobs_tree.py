@@ -213,6 +213,9 @@ def test_raw_tree_files_of_earlier_versions_still_read(tmp_path: Any) -> None:
     blob = b"".join(struct.pack("<6q", *n) for n in NODES)
     raw = (SPT, KEYS, blob, [100, 101], 0, None)
     (d / f"100{TREE_SUFFIX}").write_bytes(marshal.dumps(raw))
+    for pid in (100, 101):  # the records of those versions said format 2
+        meta = json.loads((d / f"{pid}.json").read_text())
+        (d / f"{pid}.json").write_text(json.dumps({**meta, "format": 2}))
     for trusted in (True, False):
         run = merge.read_run(str(d), trusted=trusted)
         assert run.problems == []

@@ -56,7 +56,8 @@ __all__ = [
 ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
 ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
 ENV_OPTIONS = "FASTPROF_RUN_OPTIONS"  # the profilers' options, one ``name=value`` a line
-FORMAT = 2  # the version of the per-process files' layout
+FORMAT = 3  # the version of the per-process files' layout (3: trees as _proc_tree writes them)
+READS = (2, 3)  # the versions fastprof.merge reads (2: trees as the core's raw records)
 TREE_SUFFIX = ".tree.marshal"  # a process's call tree: _proc_tree.encode's records, marshalled
 
 # Rank variables of the launchers, in the order they are looked at.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ._proc_tree import ProcTree, to_call_tree, tree_json
-from .children import FORMAT, TREE_SUFFIX
+from .children import READS, TREE_SUFFIX
 
 __all__ = [
     "Proc",
@@ -88,10 +88,10 @@ def _read_meta(path: str) -> Dict[str, Any]:
         meta = json.loads(f.read().decode())
     if not isinstance(meta, dict) or "pid" not in meta:
         raise ValueError("not a fastprof process record")
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in READS:
         raise ValueError(
             f"written by another version of fastprof (format {meta.get('format')!r}, "
-            f"this version reads {FORMAT})"
+            f"this version reads {' and '.join(map(str, READS))})"
         )
     return meta
 
