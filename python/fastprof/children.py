@@ -13,7 +13,8 @@ How a child starts profiling:
   give (so a user's own one still runs).
 
 Each process writes ``<run dir>/<pid>.prof`` (pstats), ``<pid>.tree.marshal`` (its call
-tree as the core's raw records, which ``fastprof.merge`` turns into a tree), ``<pid>.lprof``
+tree summed over its threads, as flat records whose numbers are JSON text already: see
+``fastprof._proc_tree``), ``<pid>.lprof``
 (line timings, when lines are on) and ``<pid>.json`` (command line, parent pid, wall time,
 rank) when it ends: at normal exit, at ``os._exit`` (wrapped), and on SIGTERM (a handler that
 writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  Every
@@ -23,12 +24,16 @@ outright is reported as missing, never as an empty profile.
 
 A child's start and its write are kept cheap: this module imports only what the standard
 library's interpreter start has loaded already (no json, no report code), the records are
-written with marshal, and the conversion to views happens when the run is read.
+written with marshal, and the conversion to views happens when the run is read.  What can be
+done per process is done here, in parallel across the job, rather than in the runner after it:
+the tree is summed over threads and its numbers rendered as text, so that the runner joins the
+processes' trees into its tree file without walking or encoding them.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
 import sys
@@ -51,8 +56,9 @@ __all__ = [
 ENV_DIR = "FASTPROF_RUN_DIR"  # the run directory children write to
 ENV_PYTHON = "FASTPROF_RUN_PYTHON"  # the interpreter children must be to follow
 ENV_OPTIONS = "FASTPROF_RUN_OPTIONS"  # the profilers' options, one ``name=value`` a line
-FORMAT = 2  # the version of the per-process files' layout
-TREE_SUFFIX = ".tree.marshal"  # a process's call tree: the core's raw records, marshalled
+FORMAT = 3  # the version of the per-process files' layout (3: trees as _proc_tree writes them)
+READS = (2, 3)  # the versions fastprof.merge reads (2: trees as the core's raw records)
+TREE_SUFFIX = ".tree.marshal"  # a process's call tree: _proc_tree.encode's records, marshalled
 
 # Rank variables of the launchers, in the order they are looked at.
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -272,25 +278,20 @@ def _write_meta(s: _Session, complete: bool) -> None:
 
 
 def _tree_records(prof: Any) -> Optional[Tuple[Any, ...]]:
-    """The call tree prof recorded, as the core's raw records with the functions' pstats keys:
-    (seconds per tick, keys, nodes as bytes, threads, merged, node cap); None when it keeps
-    no tree."""
+    """The call tree prof recorded, summed over its threads path by path, as
+    ``fastprof._proc_tree.encode`` lays it out for the run directory (its numbers already
+    JSON text: the runner joins the processes' trees without re-encoding them); None when it
+    keeps no tree."""
     if not hasattr(prof, "_raw_tree"):
         return None
-    from array import array
-    from itertools import chain
-
+    from ._proc_tree import encode
     from .keys import label
 
     tspt, nodes, threads, merged = prof._raw_tree()
     if not nodes and not merged:
         return None
     keys = [label(f[0]) for f in prof._raw()[1]]
-    # the nodes' six integers each, as little-endian int64: read back in one call
-    flat = array("q", chain.from_iterable(nodes))
-    if sys.byteorder == "big":
-        flat.byteswap()
-    return (tspt, keys, flat.tobytes(), threads, merged, getattr(prof, "tree_nodes", None))
+    return encode(tspt, keys, nodes, len(threads))
 
 
 # A child's write that cannot finish (a lock left held by a thread of the parent at fork)
@@ -323,6 +324,10 @@ def write_now(s: Optional[_Session] = None) -> bool:
         return False
     s.written = True
     alarm = _guard_write()
+    # the write allocates tens of thousands of short-lived objects and frees them: no cyclic
+    # collection can find anything among them (a child ends right after its write)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         if getattr(s.prof, "_busy", False):
             # SIGTERM came while a hook of the profiler ran Python code (a builtin's name, a
@@ -355,6 +360,8 @@ def write_now(s: Optional[_Session] = None) -> bool:
             pass
         return False
     finally:
+        if collecting:
+            gc.enable()
         if alarm is not None:
             signal.alarm(alarm)
 
@@ -518,9 +525,35 @@ def start_child() -> None:
     _install_hooks()
     _install_sigterm()
     _write_meta(_session, complete=False)
+    if run_options().get("worker_startup") == "0" and _start_at_run(_session):
+        return
     if _session.lines is not None:
         _session.lines.enable()
     prof.enable()
+
+
+def _start_at_run(s: _Session) -> bool:
+    """In a spawn worker (multiprocessing's spawn_main on the command line): arranges for
+    s's profilers to start when the worker's process object starts running
+    (``BaseProcess._bootstrap``, which calls ``run``), so that the worker's start-up is left
+    out; returns whether it did (False elsewhere: start now)."""
+    if "spawn_main" not in " ".join(_command_line()):
+        return False
+    import multiprocessing.process as mp_process
+
+    cls: Any = mp_process.BaseProcess
+    bootstrap = cls._bootstrap
+
+    def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cls._bootstrap = bootstrap
+        if _session is s and not s.written:
+            if s.lines is not None:
+                s.lines.enable()
+            s.prof.enable()
+        return bootstrap(self, *args, **kwargs)
+
+    cls._bootstrap = _bootstrap
+    return True
 
 
 def runner_session(run_dir: str, prof: Any, lines: Any = None) -> "_Session":
@@ -533,6 +566,21 @@ def runner_session(run_dir: str, prof: Any, lines: Any = None) -> "_Session":
     return s
 
 
+def _compile_boot(path: str) -> bool:
+    """Writes the bytecode cache of the bootstrap at path (this Python's), so that each new
+    interpreter of the job reads it instead of compiling the source (about 12 million
+    instructions a process; multiprocessing's spawn workers are started with -B when the
+    runner was, and never write a cache themselves).  Returns whether it was written; a
+    failure only leaves each process to compile the source."""
+    import py_compile
+
+    try:
+        py_compile.compile(path, doraise=True)
+        return True
+    except (OSError, py_compile.PyCompileError):
+        return False
+
+
 def follow(
     run_dir: str,
     prof: Any,
@@ -543,6 +591,7 @@ def follow(
     lines: Any = None,
     lines_of: Optional[List[str]] = None,
     kernprof: bool = False,
+    worker_startup: bool = True,
 ) -> "_Session":
     """In the process ``fastprof run`` started in: makes its Python children profile
     themselves into run_dir (the environment for new interpreters, with the bootstrap written
@@ -550,13 +599,17 @@ def follow(
     fork children switch off; lines its line profiler (or None), which fork children keep
     with their counts zeroed.  lines_of (``module:qualname``, ``file.py:qualname`` or
     ``__main__:qualname`` for the script being run) and kernprof (``@profile`` marks
-    functions) say which functions new interpreters time line by line.  Returns the
+    functions) say which functions new interpreters time line by line; without
+    worker_startup, a spawn worker's profile starts when its process starts running (see
+    _start_at_run).  Returns the
     runner's session (write it with write_now).  ValueError when an option cannot be passed
     on (a line break in a name)."""
     global _session
     from . import __file__ as pkg_file
 
     options: Dict[str, Any] = {"clock": clock, "builtins": builtins}
+    if not worker_startup:
+        options["worker_startup"] = False
     if lines is not None:
         options.update(lines=kernprof, lines_of=list(lines_of or []))
     text = options_text(options)  # before anything changes: it may raise
@@ -565,6 +618,7 @@ def follow(
     here = os.path.abspath(boot_dir)
     boot = _BOOT.format(here=here, root=root, env_python=ENV_PYTHON)
     _atomic_write(os.path.join(boot_dir, "sitecustomize.py"), boot.encode())
+    _compile_boot(os.path.join(boot_dir, "sitecustomize.py"))
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = here + (os.pathsep + old if old else "")
     os.environ[ENV_DIR] = os.path.abspath(run_dir)

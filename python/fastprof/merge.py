@@ -12,13 +12,16 @@ and ``missing`` (processes that started but wrote no profile: killed outright).
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from .children import FORMAT, TREE_SUFFIX
+from ._proc_tree import ProcTree, to_call_tree, tree_json
+from .children import READS, TREE_SUFFIX
 
 __all__ = [
     "Proc",
@@ -54,12 +57,23 @@ class Proc:
 @dataclass
 class Run:
     stats: Any
-    tree: Any
     procs: List[Proc]
     problems: List[str]
     missing: List[Proc]
     missing_ranks: List[int] = field(default_factory=list)  # ranks that left no record at all
     lines: Any = None  # the line timings summed over the processes (a LineStats), or None
+    # each process's tree (summed over its threads) under its root's ident, or None when a
+    # process has none (the merged tree would leave it out)
+    proc_trees: Optional[List[Tuple[int, ProcTree]]] = None
+    _tree: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def tree(self) -> Any:
+        """The call tree with one root per process (named by its pid), or None; built when
+        first asked for (writing the merged files does not need it)."""
+        if self._tree is None and self.proc_trees is not None:
+            self._tree = to_call_tree(self.proc_trees)
+        return self._tree
 
 
 def is_run_dir(path: str) -> bool:
@@ -74,26 +88,47 @@ def _read_meta(path: str) -> Dict[str, Any]:
         meta = json.loads(f.read().decode())
     if not isinstance(meta, dict) or "pid" not in meta:
         raise ValueError("not a fastprof process record")
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in READS:
         raise ValueError(
             f"written by another version of fastprof (format {meta.get('format')!r}, "
-            f"this version reads {FORMAT})"
+            f"this version reads {' and '.join(map(str, READS))})"
         )
     return meta
 
 
-def read_run(run_dir: str) -> Run:
-    """The merged profile of run_dir.  ValueError when it holds no process record at all."""
+def is_private_dir(path: str) -> bool:
+    """Whether only this user (and root) can put files in the directory path: it is owned by
+    this process's effective user and neither its group nor others may write to it (as
+    tempfile.mkdtemp makes it)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and st.st_uid == os.geteuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def read_run(run_dir: str, *, trusted: bool = False) -> Run:
+    """The merged profile of run_dir.  ValueError when it holds no process record at all.
+
+    Every file is read with fastprof's safe reader of marshal's format and checked field by
+    field, unless trusted is true (the runner reading the run directory of its own job) and
+    run_dir is private to this user (is_private_dir): then the processes' files, which only
+    this user's processes could have written, are read with marshal itself and checked for
+    their layout only."""
     from .stats import Stats
-    from .tree import CallTree
 
     if not os.path.isdir(run_dir):
         raise ValueError(f"{run_dir}: not a directory")
     names = sorted(_record_names(run_dir), key=_order)
     if not names:
         raise ValueError(f"{run_dir}: no process profiles (files PID.json and PID.prof) in it")
-    merged = Stats()
-    trees: Dict[int, Any] = {}
+    own_files = trusted and is_private_dir(run_dir)
+    summed: Dict[Any, List[Any]] = {}
+    trees: Dict[int, ProcTree] = {}
     procs: List[Proc] = []
     missing: List[Proc] = []
     problems: List[str] = []
@@ -121,18 +156,18 @@ def read_run(run_dir: str) -> Run:
             missing.append(proc)
             continue
         try:
-            st = Stats(base + ".prof")
+            data = _read_pstats(base + ".prof", own_files)
         except (OSError, ValueError, TypeError, EOFError) as e:
             problems.append(f"{base}.prof: {e}")
             continue
-        merged.add(st)
-        proc.total_calls = st.total_calls
-        proc.tottime = st.total_tt
-        proc.own = {r.key: r.tottime for r in st.rows}
+        _sum_into(summed, data)
+        proc.total_calls = sum(v[1] for v in data.values())
+        proc.own = {k: v[2] for k, v in data.items()}
+        proc.tottime = sum(proc.own.values())
         proc.top = sorted(proc.own.items(), key=lambda kv: -kv[1])[:3]
         procs.append(proc)
         try:
-            one = _read_tree(base)
+            one = _read_tree(base, own_files)
         except (OSError, ValueError) as e:
             problems.append(str(e))
             one = None
@@ -140,7 +175,7 @@ def read_run(run_dir: str) -> Run:
             # one root per process, named by its pid (pids of ranks on other nodes can
             # repeat: those get a negative number of their own)
             ident = pid if pid not in trees else -len(trees) - 1
-            trees[ident] = one.merged_threads()
+            trees[ident] = one
         if os.path.exists(base + ".lprof"):
             try:
                 from .lines import load_stats
@@ -154,8 +189,10 @@ def read_run(run_dir: str) -> Run:
                     key: (sum(r[1] for r in rows), sum(r[2] for r in rows) * ls.unit)
                     for key, rows in ls.timings.items()
                 }
-    tree = CallTree(trees) if trees and len(trees) == len(procs) else None
-    run = Run(merged, tree, procs, problems, missing)
+    merged = Stats({k: (v[0], v[1], v[2], v[3], v[4]) for k, v in summed.items()})
+    run = Run(merged, procs, problems, missing)
+    if trees and len(trees) == len(procs):
+        run.proc_trees = list(trees.items())
     if line_stats:
         from .lines import LineStats
 
@@ -166,11 +203,57 @@ def read_run(run_dir: str) -> Run:
     return run
 
 
-def _read_tree(base: str) -> Any:
-    """The call tree a process wrote beside base.prof: the core's raw records (base +
-    TREE_SUFFIX, what fastprof.children writes) or a saved tree (base.prof.tree.json); None
-    when there is neither.  OSError, or ValueError naming the file when it is malformed."""
-    from .tree import CallTree, tree_path
+def _sum_into(acc: Dict[Any, List[Any]], data: Dict[Any, Any]) -> None:
+    """Adds the pstats dictionary data (checked: see _read_pstats) to acc, {key: [cc, nc, tt,
+    ct, callers]}, summing functions and their callers' entries."""
+    from .stats import _add_edge
+
+    for key, (cc, nc, tt, ct, callers) in data.items():
+        cur = acc.get(key)
+        if cur is None:
+            acc[key] = [cc, nc, tt, ct, dict(callers)]
+            continue
+        cur[0] += cc
+        cur[1] += nc
+        cur[2] += tt
+        cur[3] += ct
+        mine = cur[4]
+        for ck, cv in callers.items():
+            prev = mine.get(ck)
+            if prev is None:
+                mine[ck] = cv
+            elif type(prev) is tuple and type(cv) is tuple and len(prev) == len(cv) == 4:
+                mine[ck] = (prev[0] + cv[0], prev[1] + cv[1], prev[2] + cv[2], prev[3] + cv[3])
+            else:  # profile.py's bare call counts
+                mine[ck] = _add_edge(prev, cv)
+
+
+def _read_pstats(path: str, own_file: bool) -> Dict[Any, Any]:
+    """The pstats dictionary of path: read with marshal when own_file (a file of this
+    user's own job, in a folder only this user can write to), else with the safe reader
+    and checked entry by entry.  OSError, ValueError, TypeError or EOFError otherwise."""
+    if not own_file:
+        from .stats import load_pstats_file
+
+        return load_pstats_file(path)
+    from ._files import read_regular_file
+
+    data = marshal.loads(read_regular_file(path))
+    if not isinstance(data, dict):
+        raise ValueError(f"not a profile (it holds a {type(data).__name__}, expected a dict)")
+    for value in data.values():  # the layout _sum_into relies on
+        if type(value) is not tuple or len(value) != 5 or type(value[4]) is not dict:
+            raise ValueError("not a profile (an entry is not (cc, nc, tt, ct, callers))")
+    return data
+
+
+def _read_tree(base: str, own_file: bool = False) -> Optional[ProcTree]:
+    """The call tree a process wrote beside base.prof, summed over its threads: its records
+    (base + TREE_SUFFIX, what fastprof.children writes; the core's raw records in files of
+    earlier versions) or a saved tree (base.prof.tree.json); None when there is neither.
+    OSError, or ValueError naming the file when it is malformed.  own_file: as for
+    _read_pstats."""
+    from . import _proc_tree
 
     raw = base + TREE_SUFFIX
     if os.path.exists(raw):
@@ -178,24 +261,40 @@ def _read_tree(base: str) -> Any:
         from ._files import read_regular_file
 
         try:
-            data = _marshal_reader.loads(read_regular_file(raw), allow_bytes=True)
-            tspt, keys, blob, threads, merged, cap = data
-            keys = [tuple(k) for k in keys]
-            if not all(len(k) == 3 for k in keys) or not isinstance(tspt, float):
-                raise ValueError("malformed function keys")
-            if not isinstance(blob, bytes) or len(blob) % 48:
-                raise ValueError("malformed node records")
-            nodes: List[Any] = list(struct.iter_unpack("<6q", blob))
-            tree = CallTree.from_raw(tspt, keys, nodes, threads, merged, cap)
-            if any(not 0 <= n.func < len(keys) for n in tree.nodes()):
-                raise ValueError("a node names no known function")
-            return tree
-        except (ValueError, TypeError, IndexError, KeyError) as e:
+            blob = read_regular_file(raw)
+            if own_file:
+                data = marshal.loads(blob)
+            else:
+                data = _marshal_reader.loads(blob, allow_bytes=True)
+            if isinstance(data, tuple) and data[:1] == (_proc_tree.TAG,):
+                return _proc_tree.decode(data, check=not own_file)
+            return _proc_tree.from_root(_raw_tree(data).merged_threads())
+        except (ValueError, TypeError, IndexError, KeyError, EOFError) as e:
             raise ValueError(f"{raw}: not a fastprof call tree ({e})") from None
+    from .tree import CallTree, tree_path
+
     where = tree_path(base + ".prof")
     if os.path.exists(where):
-        return CallTree.load(where)
+        return _proc_tree.from_root(CallTree.load(where).merged_threads())
     return None
+
+
+def _raw_tree(data: Any) -> Any:
+    """The CallTree of the core's raw records as earlier versions wrote them: (seconds per
+    tick, keys, nodes as little-endian int64 bytes, threads, merged, node cap)."""
+    from .tree import CallTree
+
+    tspt, keys, blob, threads, merged, cap = data
+    keys = [tuple(k) for k in keys]
+    if not all(len(k) == 3 for k in keys) or not isinstance(tspt, float):
+        raise ValueError("malformed function keys")
+    if not isinstance(blob, bytes) or len(blob) % 48:
+        raise ValueError("malformed node records")
+    nodes: List[Any] = list(struct.iter_unpack("<6q", blob))
+    tree = CallTree.from_raw(tspt, keys, nodes, threads, merged, cap)
+    if any(not 0 <= n.func < len(keys) for n in tree.nodes()):
+        raise ValueError("a node names no known function")
+    return tree
 
 
 def lines_path(outfile: str) -> str:
@@ -366,10 +465,19 @@ def write_merged(run: Run, outfile: str) -> Optional[str]:
     """Writes the merged pstats file to outfile, its per-process tree beside it, and the
     merged line timings (when the processes timed lines) to lines_path(outfile); returns
     where those went, or None."""
-    from .report.source import save_tree
+    from .tree import tree_path
 
     run.stats.dump(outfile)
-    save_tree(outfile, run.tree)
+    where_tree = tree_path(outfile)
+    if run.proc_trees is None:
+        try:
+            os.unlink(where_tree)  # a stale tree of another profile must not pass for this one's
+        except OSError:
+            pass
+    else:
+        # joined from the processes' records, without building the tree (run.tree)
+        with open(where_tree, "w", encoding="utf-8") as f:
+            f.write(tree_json(run.proc_trees))
     if run.lines is None:
         return None
     where = lines_path(outfile)
