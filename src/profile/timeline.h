@@ -2,8 +2,9 @@
  * (start and end tick, function, thread, depth), kept in a fixed-size ring that drops the
  * oldest span first.  The profiler's leave path records a span (fp_tl_record) in the copy of
  * the hooks that enable() installs for a profiler with a timeline; nothing on that path
- * allocates, branches or runs Python code.  Which functions are kept (include/exclude by module) is
- * decided once per function, when the profiler first sees it (timeline.c). */
+ * allocates or runs Python code, and it branches only where the ring wraps.  Which functions
+ * are kept (include/exclude by module, and the minimum duration) is decided once per
+ * function, when the profiler first sees it, and set again at enable() (timeline.c). */
 #ifndef FP_TIMELINE_H
 #define FP_TIMELINE_H
 
