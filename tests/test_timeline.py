@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import fastprof
+from fastprof import _fastprof
 from fastprof._cuda_base import CudaUnavailableError
 from fastprof.timeline import Span, Timeline, trace
 from profile_helpers import comparable
@@ -281,8 +282,9 @@ def test_counts_of_calls_left_out_restart_at_clear_and_hold_over_enables() -> No
 def test_a_timeline_beside_a_plain_profiler_records_every_call() -> None:
     # Both on the shared sys.monitoring tool (its hooks test for the timeline per profiler),
     # then the timeline's profiler alone again (its own hooks, the copy with the timeline).
-    with_tl = fastprof.Profile(builtins=False, timeline=1000)
-    plain = fastprof.Profile(builtins=False)
+    # the C profilers: fastprof.Profile allows one at a time, as cProfile does on 3.12+
+    with_tl = _fastprof.Profiler(builtins=False, timeline=1000)
+    plain = _fastprof.Profiler(builtins=False)
     with_tl.enable()
     plain.enable()
     fib(5)  # 15 calls
