@@ -448,6 +448,44 @@ def test_a_launch_without_the_gil_has_no_stack_and_is_charged_to_the_timeline(st
     assert unknown is not None and (unknown.launches, unknown.gpu_ns) == (1, 700)
 
 
+def test_more_records_and_launches_than_the_first_allocation_all_come_back(stub: Stub) -> None:
+    # The C lists start with room for 1024 records and 256 launches and grow as CUPTI's
+    # threads append; what grew is taken whole at the stop, nothing lost or repeated.
+    stub.py.stub_set_clock_fixed(C0)
+    rec = _start(stub)
+    n, nk = 300, 1100
+    api, launch, cu_launch = stub.py.stub_api, b"cudaLaunchKernel", b"cuLaunchKernel"
+    for i in range(n):
+        s = C0 + 10 * i
+        api(RUNTIME, 0, launch, 100 + i, s, s + 5, 0, cu_launch)  # L_MANY
+    for i in range(nk):
+        s = C0 + 10_000 + 10 * i
+        stub.py.stub_kernel(SAXPY, 0, 1, 7, 100 + i % n, s, s + 3 + i % 5)
+    rec.stop()
+    m0 = rec.clock_start[1]
+    assert rec.dropped == 0
+    assert [(k.correlation_id, k.start_ns, k.end_ns) for k in rec.kernels] == [
+        (100 + i % n, m0 + 10_000 + 10 * i, m0 + 10_000 + 10 * i + 3 + i % 5) for i in range(nk)
+    ]
+    runtime = [a for a in rec.api_calls if a.domain == "runtime"]
+    assert [(a.correlation_id, a.start_ns) for a in runtime] == [
+        (100 + i, m0 + 10 * i) for i in range(n)
+    ]
+    driver = sorted(a.correlation_id for a in rec.api_calls if a.domain == "driver")
+    assert driver == [1_000_100 + i for i in range(n)]
+    # every launch noted, the nested driver call sharing its runtime call's stack
+    assert sorted(rec.launches) == list(range(100, 100 + n)) + driver
+    here = os.path.realpath(__file__)
+    for i in range(n):
+        outer, inner = rec.launches[100 + i], rec.launches[1_000_100 + i]
+        top = outer.stack[0]
+        assert (os.path.realpath(top.filename), top.lineno) == (here, _line("L_MANY"))
+        assert inner.stack == outer.stack and inner.outer_correlation_id == 100 + i
+    g = rec.gpu_by_python()
+    row = g.line(__file__, _line("L_MANY"))
+    assert row is not None and row.gpu_ns == sum(3 + i % 5 for i in range(nk))
+
+
 def test_cupti_is_released_at_stop(stub: Stub) -> None:
     rec = _start(stub)
     lib = stub.py

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import fastprof
+from fastprof import _fastprof
 from fastprof.cuda._base import CudaUnavailableError
 from fastprof.timeline import Span, Timeline, trace
 from profile_helpers import comparable
@@ -212,6 +213,91 @@ def test_builtins_belong_to_their_types_module() -> None:
     names = [s.func[2] for s in tr.spans]
     assert len(names) == 1 and "setdefault" in names[0]
     assert tr.filtered == 1
+
+
+def test_a_full_ring_keeps_the_last_spans_exactly_with_calls_left_out_between() -> None:
+    # Every call is written to the slot after the newest span before the filters decide; a
+    # call left out (too short, or of an excluded module) must never cost a kept span.
+    mod = types.ModuleType("tlx")
+    exec("def g():\n    return 1\n", mod.__dict__)
+    CLOCK[0] = 0
+    kept = []
+    with trace(
+        buffer_size=3, min_duration=2.0, timer=clock, timeunit=1.0, builtins=False, exclude="tlx"
+    ) as tr:
+        for i in range(10):
+            t0 = CLOCK[0]
+            short(3 + i)  # kept: 3 + i ticks
+            kept.append((t0 * 10**9, CLOCK[0] * 10**9))
+            short(1)  # too short
+            mod.g()  # filtered
+    assert [(s.start_ns, s.end_ns) for s in tr.spans] == kept[-3:]
+    assert all(s.func[2] == "short" and s.depth == 0 for s in tr.spans)
+    assert (tr.dropped, tr.too_short, tr.filtered) == (7, 10, 10)
+    assert sum(profile_counts(tr).values()) == 30
+
+
+@pytest.mark.parametrize("cap", [1, 2, 5, 7])
+def test_the_ring_wraps_at_every_size(cap: int) -> None:
+    CLOCK[0] = 0
+    with trace(buffer_size=cap, timer=clock, timeunit=1.0, builtins=False) as tr:
+        for i in range(1, 12):
+            short(i)
+    assert [s.duration_ns // 10**9 for s in tr.spans] == list(range(1, 12))[-cap:]
+    assert tr.dropped == 11 - min(cap, 11) and tr.too_short == tr.filtered == 0
+
+
+def test_counts_of_calls_left_out_restart_at_clear_and_hold_over_enables() -> None:
+    mod = types.ModuleType("tlx")
+    exec("def g():\n    return 1\n", mod.__dict__)
+    CLOCK[0] = 0
+    p = fastprof.Profile(
+        timer=clock,
+        timeunit=1.0,
+        builtins=False,
+        timeline=4,
+        timeline_min=2.0,
+        timeline_exclude="tlx",
+    )
+    for _ in range(2):  # the thresholds hold in a second enable of the same functions
+        p.enable()
+        short(1)
+        short(3)
+        mod.g()
+        p.disable()
+    _, spans, _, counts = p._raw_timeline()
+    assert [s[1] - s[0] for s in spans] == [3, 3]
+    assert (counts["too_short"], counts["filtered"], counts["dropped"]) == (2, 2, 0)
+    p.clear()
+    p.enable()
+    short(2)
+    mod.g()
+    p.disable()
+    _, spans, _, counts = p._raw_timeline()
+    assert [s[1] - s[0] for s in spans] == [2]
+    assert (counts["too_short"], counts["filtered"], counts["dropped"]) == (0, 1, 0)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="one fastprof profiler a thread below 3.12")
+def test_a_timeline_beside_a_plain_profiler_records_every_call() -> None:
+    # Both on the shared sys.monitoring tool (its hooks test for the timeline per profiler),
+    # then the timeline's profiler alone again (its own hooks, the copy with the timeline).
+    # the C profilers: fastprof.Profile allows one at a time, as cProfile does on 3.12+
+    with_tl = _fastprof.Profiler(builtins=False, timeline=1000)
+    plain = _fastprof.Profiler(builtins=False)
+    with_tl.enable()
+    plain.enable()
+    fib(5)  # 15 calls
+    plain.disable()
+    fib(3)  # 5 calls
+    with_tl.disable()
+    _, spans, _, counts = with_tl._raw_timeline()
+    funcs = [row[0] for row in with_tl._raw()[1]]
+    assert [row[1] for row in with_tl._raw()[1]] == [20] and funcs == [fib.__code__]
+    assert [row[1] for row in plain._raw()[1]] == [15]
+    assert len(spans) == 20 and {s[2] for s in spans} == {0}
+    assert counts == {"capacity": 1000, "dropped": 0, "filtered": 0, "too_short": 0}
+    assert plain._raw_timeline() is None
 
 
 # -- threads and open frames ------------------------------------------------------------------

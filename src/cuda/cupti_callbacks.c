@@ -10,7 +10,6 @@
 
 #ifdef FP_HAVE_CUDA
 #include <frameobject.h> /* PyFrame_GetBack on 3.9 */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -26,10 +25,9 @@ typedef struct {
     int line[FP_LAUNCH_DEPTH];
 } fp_launch;
 
-static pthread_mutex_t fp_launch_lock = PTHREAD_MUTEX_INITIALIZER;
-static fp_launch *fp_launches;
-static size_t fp_launches_n, fp_launches_cap, fp_launches_dropped;
-static int fp_launch_on;       /* written under fp_launch_lock, read atomically */
+/* The launches noted, until fp_cupti_take_launches; its lock guards fp_launch_on too. */
+static fp_cupti_list fp_launches = FP_CUPTI_LIST_INIT(fp_launch, 256);
+static int fp_launch_on;       /* written under fp_launches.lock, read atomically */
 static unsigned fp_launch_gen; /* bumped at each start: stale thread-local depths reset */
 
 /* Per thread: how deep in noted calls it is, and the outermost one's correlation id. */
@@ -41,11 +39,11 @@ static _Thread_local unsigned fp_tl_gen;
 void
 fp_cupti_launches_active(int on)
 {
-    pthread_mutex_lock(&fp_launch_lock);
+    pthread_mutex_lock(&fp_launches.lock);
     if (on)
         fp_launch_gen++;
     __atomic_store_n(&fp_launch_on, on, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&fp_launch_lock);
+    pthread_mutex_unlock(&fp_launches.lock);
 }
 
 /* Whether an API call puts work on the GPU (a launch, copy or memset). */
@@ -80,23 +78,12 @@ static int
 fp_launch_push(const fp_launch *l)
 {
     int rc = -1;
-    pthread_mutex_lock(&fp_launch_lock);
-    if (!fp_launch_on)
+    pthread_mutex_lock(&fp_launches.lock);
+    if (!fp_launch_on || fp_cupti_list_push(&fp_launches, l) < 0)
         goto error;
-    if (fp_launches_n == fp_launches_cap) {
-        size_t cap = fp_launches_cap ? 2 * fp_launches_cap : 256;
-        fp_launch *p = realloc(fp_launches, cap * sizeof *p);
-        if (p == NULL) {
-            fp_launches_dropped++;
-            goto error;
-        }
-        fp_launches = p;
-        fp_launches_cap = cap;
-    }
-    fp_launches[fp_launches_n++] = *l;
     rc = 0;
 error:
-    pthread_mutex_unlock(&fp_launch_lock);
+    pthread_mutex_unlock(&fp_launches.lock);
     return rc;
 }
 
@@ -170,16 +157,10 @@ error:
 PyObject *
 fp_cupti_take_launches(size_t *dropped)
 {
-    fp_launch *ls;
-    size_t n;
+    void *items;
+    size_t n = fp_cupti_list_take(&fp_launches, &items, dropped);
+    fp_launch *ls = items;
     PyObject *list = NULL, *res = NULL;
-    pthread_mutex_lock(&fp_launch_lock);
-    ls = fp_launches;
-    n = fp_launches_n;
-    *dropped = fp_launches_dropped;
-    fp_launches = NULL;
-    fp_launches_n = fp_launches_cap = fp_launches_dropped = 0;
-    pthread_mutex_unlock(&fp_launch_lock);
     list = PyList_New((Py_ssize_t)n);
     if (list == NULL)
         goto error;

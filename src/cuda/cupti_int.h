@@ -1,6 +1,7 @@
-/* cuda/cupti_int.h - what the three CUPTI files share: cupti.c (loading, start and stop,
- * the clock, release), cupti_records.c (activity buffers into plain C records) and
- * cupti_callbacks.c (the API callback that notes the Python stack of each launch).
+/* cuda/cupti_int.h - what the CUPTI files share: cupti.c (loading, start and stop, the
+ * clock, release), cupti_records.c (activity buffers into plain C records),
+ * cupti_callbacks.c (the API callback that notes the Python stack of each launch) and
+ * cupti_list.c (the list each of those two collects into and hands out).
  * CUDA builds only.  Everything here is process-wide: CUPTI's callbacks carry no module. */
 #ifndef FP_CUPTI_INT_H
 #define FP_CUPTI_INT_H
@@ -9,6 +10,8 @@
 
 #ifdef FP_HAVE_CUDA
 #include <cupti.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Kinds of fp_cupti_rec, as the Python side reads them (fastprof.cuda_timeline). */
@@ -57,6 +60,34 @@ typedef struct fp_cupti_api {
 
 /* The loaded library's entry points (cupti.c fills it before any callback can run). */
 extern fp_cupti_api fp_cupti_fn;
+
+/* cupti_list.c */
+/* A list of fixed-size items that CUPTI's threads append to under lock and the thread
+ * holding the GIL takes whole (the activity records, the launches noted). */
+typedef struct fp_cupti_list {
+    pthread_mutex_t lock;
+    void *items;    /* n items of size bytes (malloc'ed; NULL before the first push) */
+    size_t n, cap;  /* items held, and room for */
+    size_t dropped; /* items lost since the last take (memory ran out, or the owner's own) */
+    size_t size;    /* bytes per item */
+    size_t first;   /* the room the first push makes, in items */
+} fp_cupti_list;
+
+/* The initialiser of a static, empty list of items of type, whose first push makes room for
+ * first of them. */
+#define FP_CUPTI_LIST_INIT(type, first)                                                            \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, sizeof(type), (first)                            \
+    }
+
+/* Appends a copy of item (l->size bytes) to l, whose lock the caller holds, growing l.
+ * Returns 0, or -1 when memory ran out (the item is counted in l->dropped and what it points
+ * to stays the caller's to free).  Never touches a Python object. */
+int fp_cupti_list_push(fp_cupti_list *l, const void *item);
+/* Takes every item of l under its lock, leaving l empty: *items gets them (malloc'ed, the
+ * caller frees them; NULL when none) and *dropped the items lost since the last take.
+ * Returns how many items *items holds.  Never fails. */
+size_t fp_cupti_list_take(fp_cupti_list *l, void **items, size_t *dropped);
 
 /* cupti_records.c */
 /* CUPTI's buffer callbacks: hand out 8-byte aligned buffers; copy completed records into the

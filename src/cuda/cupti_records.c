@@ -8,7 +8,6 @@
 #include "cuda/cupti_int.h"
 
 #ifdef FP_HAVE_CUDA
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +88,8 @@ _Static_assert(offsetof(fp_raw_marker, timestamp) == offsetof(CUpti_ActivityMark
                    offsetof(fp_raw_marker, name) == offsetof(CUpti_ActivityMarker2, name),
                "CUPTI marker record layout");
 
-static pthread_mutex_t fp_rec_lock = PTHREAD_MUTEX_INITIALIZER;
-static fp_cupti_rec *fp_recs;
-static size_t fp_recs_n, fp_recs_cap, fp_recs_dropped;
+/* The records copied out of the buffers CUPTI handed back, until fp_cupti_take_records. */
+static fp_cupti_list fp_recs = FP_CUPTI_LIST_INIT(fp_cupti_rec, 1024);
 
 #define FP_CUPTI_BUF (4u << 20)
 
@@ -105,27 +103,6 @@ fp_cupti_buffer_request(uint8_t **buffer, size_t *size, size_t *max_records)
     *buffer = p;
     *size = p ? FP_CUPTI_BUF : 0;
     *max_records = 0;
-}
-
-/* Appends r; the caller holds fp_rec_lock.  Returns 0, or -1 when memory ran out (r's name
- * is freed and the record counted as dropped). */
-static int
-fp_rec_push(const fp_cupti_rec *r)
-{
-    if (fp_recs_n == fp_recs_cap) {
-        size_t cap = fp_recs_cap ? 2 * fp_recs_cap : 1024;
-        fp_cupti_rec *p = realloc(fp_recs, cap * sizeof *p);
-        if (p == NULL)
-            goto error;
-        fp_recs = p;
-        fp_recs_cap = cap;
-    }
-    fp_recs[fp_recs_n++] = *r;
-    return 0;
-error:
-    fp_recs_dropped++;
-    free(r->name);
-    return -1;
 }
 
 /* Fills r from one CUPTI record.  Returns 1 for a kind fastprof keeps, 0 for another. */
@@ -211,16 +188,16 @@ fp_cupti_buffer_complete(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, FP_
 {
     CUpti_Activity *rec = NULL;
     size_t dropped = 0;
-    pthread_mutex_lock(&fp_rec_lock);
+    pthread_mutex_lock(&fp_recs.lock);
     while (valid > 0 && fp_cupti_fn.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
         fp_cupti_rec r;
-        if (fp_rec_read(rec, &r))
-            fp_rec_push(&r);
+        if (fp_rec_read(rec, &r) && fp_cupti_list_push(&fp_recs, &r) < 0)
+            free(r.name); /* counted as dropped */
     }
     if (fp_cupti_fn.dropped != NULL &&
         fp_cupti_fn.dropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
-        fp_recs_dropped += dropped;
-    pthread_mutex_unlock(&fp_rec_lock);
+        fp_recs.dropped += dropped;
+    pthread_mutex_unlock(&fp_recs.lock);
     free(buffer);
 }
 
@@ -241,16 +218,10 @@ fp_api_name(const fp_cupti_rec *r)
 PyObject *
 fp_cupti_take_records(size_t *dropped)
 {
-    fp_cupti_rec *recs;
-    size_t n;
+    void *items;
+    size_t n = fp_cupti_list_take(&fp_recs, &items, dropped);
+    fp_cupti_rec *recs = items;
     PyObject *list = NULL, *res = NULL;
-    pthread_mutex_lock(&fp_rec_lock);
-    recs = fp_recs;
-    n = fp_recs_n;
-    *dropped = fp_recs_dropped;
-    fp_recs = NULL;
-    fp_recs_n = fp_recs_cap = fp_recs_dropped = 0;
-    pthread_mutex_unlock(&fp_rec_lock);
     list = PyList_New((Py_ssize_t)n);
     if (list == NULL)
         goto error;

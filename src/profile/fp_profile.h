@@ -498,7 +498,8 @@ fp_charge(fp_counts *c, int32_t *active, int32_t inner, fp_tick tt, fp_tick it)
     c->ncalls++;
 }
 
-/* Pops the top frame at now, charging its time. */
+/* Pops the top frame at now, charging its time: the call profiler alone (a profiler with a
+ * timeline pops through fp_leave_top_tl). */
 FP_INLINE void
 fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
 {
@@ -508,8 +509,6 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
     if (t->depth > 0)
         t->stack[t->depth - 1].subt += tt;
     fp_charge(&p->funcs[f->func].c, &t->func_rec[f->func], 0, tt, it);
-    if (FP_UNLIKELY(p->tl != NULL))
-        fp_tl_record(p->tl, f->func, t->index, t->depth, f->t0, now);
     if (FP_LIKELY(f->node >= 0)) {
         fp_node *n = &p->nodes[f->node];
         n->ncalls++;
@@ -521,6 +520,27 @@ fp_leave_top(fp_profiler *p, fp_thread *t, fp_tick now)
         fp_charge(&p->edges[f->edge].c, &t->edge_rec[f->edge], f->inner, tt, it);
     if (p->tree)
         p->merged++;
+}
+
+/* Pops the top frame at now as fp_leave_top does, and records the call in p's timeline (p->tl,
+ * not NULL).  Returns nothing. */
+FP_INLINE void
+fp_leave_top_tl(fp_profiler *p, fp_thread *t, fp_tick now)
+{
+    const fp_frame *f = &t->stack[t->depth - 1];
+    fp_tl_record(p->tl, f->func, t->index, t->depth - 1, f->t0, now);
+    fp_leave_top(p, t, now);
+}
+
+/* Pops the top frame at now: through fp_leave_top_tl when tl (a constant in each copy of a
+ * hook: the profiler has a timeline), else fp_leave_top.  Returns nothing. */
+FP_INLINE void
+fp_leave_top_as(fp_profiler *p, fp_thread *t, fp_tick now, int tl)
+{
+    if (tl)
+        fp_leave_top_tl(p, t, now);
+    else
+        fp_leave_top(p, t, now);
 }
 
 /* Returns 1 when t's top frame is the one a leave event naming key ends (see fp_frame), else
@@ -552,14 +572,15 @@ fp_enter_cached(fp_profiler *p, int32_t fi, const void *key, int tsc)
 }
 
 /* The hooks' fast leave: when the fast path may run in this thread and the top frame is
- * key's, pops it at the wall clock's time.  Returns 1 when it did, 0 (nothing done) when the
- * hook must take its general path. */
+ * key's, pops it at the wall clock's time (recording it in the timeline when tl, a constant
+ * in each copy of a hook: see fp_leave_top_as).  Returns 1 when it did, 0 (nothing done) when
+ * the hook must take its general path. */
 FP_INLINE int
-fp_leave_cached(fp_profiler *p, const void *key, int tsc)
+fp_leave_cached(fp_profiler *p, const void *key, int tsc, int tl)
 {
     fp_thread *t = p->cache_thread;
     if (FP_LIKELY(p->fast_key == FP_THREAD_KEY() && fp_top_is(t, key))) {
-        fp_leave_top(p, t, fp_wall_now(tsc));
+        fp_leave_top_as(p, t, fp_wall_now(tsc), tl);
         return 1;
     }
     return 0;
@@ -576,7 +597,7 @@ FP_INLINE void
 fp_leave(fp_profiler *p, fp_thread *t, const void *key, const void *ident, fp_tick now)
 {
     if (FP_LIKELY(fp_top_is(t, key)))
-        fp_leave_top(p, t, now);
+        fp_leave_top_as(p, t, now, p->tl != NULL);
     else
         fp_leave_search(p, t, ident, now);
 }

@@ -54,7 +54,9 @@ fp_legacy_slow(fp_profiler *p, int what, PyFrameObject *frame, PyObject *code, P
 
 /* The fast paths below come in two copies, one per wall clock (tsc: 1 for the TSC, 0 for
  * CLOCK_MONOTONIC on a machine without an invariant TSC; a constant in each copy), so that
- * the TSC copy makes no call but PyFrame_GetCode.  enable() sets the copy of its clock. */
+ * the TSC copy makes no call but PyFrame_GetCode; and in two more, with and without the
+ * timeline (tl, a constant too), so that a profiler without one runs no timeline code.
+ * enable() sets the copy of its clock and timeline. */
 
 /* PyTrace_CALL: enters the frame's function.  The common case makes no call but
  * PyFrame_GetCode and the clock (so it saves few registers); anything else goes to the
@@ -73,9 +75,9 @@ fp_legacy_call(fp_profiler *p, PyFrameObject *frame, int tsc)
 /* PyTrace_RETURN: leaves the frame.  The common case, the frame entered last (matched by its
  * frame object, no lookup), makes no call but the clock.  Returns 0. */
 FP_INLINE int
-fp_legacy_return(fp_profiler *p, PyFrameObject *frame, int tsc)
+fp_legacy_return(fp_profiler *p, PyFrameObject *frame, int tsc, int tl)
 {
-    if (fp_leave_cached(p, frame, tsc))
+    if (fp_leave_cached(p, frame, tsc, tl))
         return 0;
     return fp_legacy_slow(p, PyTrace_RETURN, frame, NULL, NULL, NULL);
 }
@@ -109,27 +111,27 @@ fp_legacy_c_call(fp_profiler *p, PyObject *arg, int tsc)
 /* PyTrace_C_RETURN, PyTrace_C_EXCEPTION: leaves a builtin; the common case makes no call but
  * the clock.  Returns 0. */
 FP_INLINE int
-fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc)
+fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc, int tl)
 {
     PyMethodDef *ml = fp_legacy_cfunc(p, arg);
     if (ml == NULL)
         return 0;
-    if (fp_leave_cached(p, ml, tsc))
+    if (fp_leave_cached(p, ml, tsc, tl))
         return 0;
     return fp_legacy_slow(p, PyTrace_C_RETURN, NULL, NULL, ml, NULL);
 }
 
-/* Defines one copy of the profile function for the wall clock tsc (see above), named
- * fp_legacy_hook_<sfx>: one out-of-line function per event, each keeping to the registers it
- * needs, behind a dispatcher that returns 0 always (a hook never raises). */
-#define FP_LEGACY_HOOK_COPY(sfx, tsc)                                                              \
+/* Defines one copy of the profile function for the wall clock tsc and the timeline tl (see
+ * above), named fp_legacy_hook_<sfx>: one out-of-line function per event, each keeping to the
+ * registers it needs, behind a dispatcher that returns 0 always (a hook never raises). */
+#define FP_LEGACY_HOOK_COPY(sfx, tsc, tl)                                                          \
     static FP_NOINLINE int fp_legacy_call_##sfx(fp_profiler *p, PyFrameObject *frame)              \
     {                                                                                              \
         return fp_legacy_call(p, frame, tsc);                                                      \
     }                                                                                              \
     static FP_NOINLINE int fp_legacy_return_##sfx(fp_profiler *p, PyFrameObject *frame)            \
     {                                                                                              \
-        return fp_legacy_return(p, frame, tsc);                                                    \
+        return fp_legacy_return(p, frame, tsc, tl);                                                \
     }                                                                                              \
     static FP_NOINLINE int fp_legacy_c_call_##sfx(fp_profiler *p, PyObject *arg)                   \
     {                                                                                              \
@@ -137,7 +139,7 @@ fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc)
     }                                                                                              \
     static FP_NOINLINE int fp_legacy_c_return_##sfx(fp_profiler *p, PyObject *arg)                 \
     {                                                                                              \
-        return fp_legacy_c_return(p, arg, tsc);                                                    \
+        return fp_legacy_c_return(p, arg, tsc, tl);                                                \
     }                                                                                              \
     static int fp_legacy_hook_##sfx(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)  \
     {                                                                                              \
@@ -153,13 +155,18 @@ fp_legacy_c_return(fp_profiler *p, PyObject *arg, int tsc)
         return 0;                                                                                  \
     }
 
-FP_LEGACY_HOOK_COPY(tsc, 1)
-FP_LEGACY_HOOK_COPY(mono, 0)
+FP_LEGACY_HOOK_COPY(tsc, 1, 0)
+FP_LEGACY_HOOK_COPY(mono, 0, 0)
+FP_LEGACY_HOOK_COPY(tsc_tl, 1, 1)
+FP_LEGACY_HOOK_COPY(mono_tl, 0, 1)
 
-/* Returns p's profile function: the copy for its wall clock. */
+/* Returns p's profile function: the copy for its wall clock and its timeline (both fixed
+ * while p is enabled). */
 static Py_tracefunc
 fp_legacy_hook_of(const fp_profiler *p)
 {
+    if (p->tl != NULL)
+        return p->tsc ? fp_legacy_hook_tsc_tl : fp_legacy_hook_mono_tl;
     return p->tsc ? fp_legacy_hook_tsc : fp_legacy_hook_mono;
 }
 
@@ -167,7 +174,8 @@ fp_legacy_hook_of(const fp_profiler *p)
 static int
 fp_legacy_is_hook(Py_tracefunc f)
 {
-    return f == fp_legacy_hook_tsc || f == fp_legacy_hook_mono;
+    return f == fp_legacy_hook_tsc || f == fp_legacy_hook_mono || f == fp_legacy_hook_tsc_tl ||
+           f == fp_legacy_hook_mono_tl;
 }
 
 /* Returns 1 when f is the function fastprof gives threading.setprofile, else 0. */
@@ -382,7 +390,7 @@ fp_hooks_remove(fp_profiler *p)
     int rc = 0;
     PyThreadState *ts = PyThreadState_Get();
     /* This thread's hook first, so the calls below are not profiled. */
-    Py_tracefunc hook = fp_legacy_hook_of(p); /* p's clock is fixed while enabled */
+    Py_tracefunc hook = fp_legacy_hook_of(p); /* p's clock and timeline are fixed while enabled */
     if (ts->c_profilefunc == hook && ts->c_profileobj == (PyObject *)p)
         PyEval_SetProfile(NULL, NULL);
     if (p->thread_hook_set && fp_legacy_threading_restore(p) < 0)

@@ -67,8 +67,10 @@ fp_mon_slow(fp_profiler *p, int what, PyObject *code, PyMethodDef *ml, PyObject 
 
 /* The callbacks below come in two copies, one per wall clock (tsc: 1 for the TSC, 0 for
  * CLOCK_MONOTONIC on a machine without an invariant TSC; a constant in each copy), so that
- * the TSC copy's common cases make no call.  enable() registers the copy of its clock.  Each
- * takes the profiler p and sys.monitoring's arguments. */
+ * the TSC copy's common cases make no call; the leave callbacks in two more, with and
+ * without the timeline (tl, a constant too), so that a profiler without one runs no
+ * timeline code.  enable() registers the copies of its clock and timeline.  Each takes the
+ * profiler p and sys.monitoring's arguments. */
 
 /* PY_START, PY_RESUME, PY_THROW (code, offset[, exc]); the common case makes no call but the
  * clock.  Returns None. */
@@ -85,11 +87,11 @@ fp_mon_start(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 /* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value); the common case makes no call but
  * the clock.  Returns None. */
 FP_INLINE PyObject *
-fp_mon_return(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
+fp_mon_return(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc, int tl)
 {
     if (FP_UNLIKELY(nargs < 1))
         Py_RETURN_NONE;
-    if (fp_leave_cached(p, args[0], tsc))
+    if (fp_leave_cached(p, args[0], tsc, tl))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_LEAVE, args[0], NULL, NULL, NULL);
 }
@@ -136,14 +138,14 @@ fp_mon_call(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 
 /* C_RETURN, C_RAISE (code, offset, callable, arg0): leaves a builtin.  Returns None. */
 FP_INLINE PyObject *
-fp_mon_creturn(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
+fp_mon_creturn(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc, int tl)
 {
     if (FP_UNLIKELY(nargs < 4))
         Py_RETURN_NONE;
     PyMethodDef *ml = fp_mon_cfunc(p, args[2], args[3]);
     if (ml == NULL)
         Py_RETURN_NONE;
-    if (fp_leave_cached(p, ml, tsc))
+    if (fp_leave_cached(p, ml, tsc, tl))
         Py_RETURN_NONE;
     return fp_mon_slow(p, FP_MON_C_LEAVE, NULL, ml, NULL, NULL);
 }
@@ -151,33 +153,44 @@ fp_mon_creturn(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc)
 /* The index of each callback in a profiler's and in the shared tool's callbacks. */
 enum { FP_MON_CB_START, FP_MON_CB_RETURN, FP_MON_CB_CALL, FP_MON_CB_CRETURN };
 
-/* Defines the copy of callback name for the wall clock tsc, as name_<sfx>, the vectorcall of
- * a profiler's own hook. */
-#define FP_MON_COPY(name, sfx, tsc)                                                                \
+/* Defines the copy of callback name for the constants after sfx (the wall clock tsc, and for
+ * a leave callback tl), as name_<sfx>, the vectorcall of a profiler's own hook. */
+#define FP_MON_COPY(name, sfx, ...)                                                                \
     static PyObject *name##_##sfx(PyObject *self, PyObject *const *args, size_t nargsf,            \
                                   FP_UNUSED PyObject *kwnames)                                     \
     {                                                                                              \
-        return name(((fp_hook *)self)->prof, args, PyVectorcall_NARGS(nargsf), tsc);               \
+        return name(((fp_hook *)self)->prof, args, PyVectorcall_NARGS(nargsf), __VA_ARGS__);       \
     }
 FP_MON_COPY(fp_mon_start, tsc, 1)
-FP_MON_COPY(fp_mon_return, tsc, 1)
+FP_MON_COPY(fp_mon_return, tsc, 1, 0)
 FP_MON_COPY(fp_mon_call, tsc, 1)
-FP_MON_COPY(fp_mon_creturn, tsc, 1)
+FP_MON_COPY(fp_mon_creturn, tsc, 1, 0)
 FP_MON_COPY(fp_mon_start, mono, 0)
-FP_MON_COPY(fp_mon_return, mono, 0)
+FP_MON_COPY(fp_mon_return, mono, 0, 0)
 FP_MON_COPY(fp_mon_call, mono, 0)
-FP_MON_COPY(fp_mon_creturn, mono, 0)
+FP_MON_COPY(fp_mon_creturn, mono, 0, 0)
+FP_MON_COPY(fp_mon_return, tsc_tl, 1, 1)
+FP_MON_COPY(fp_mon_creturn, tsc_tl, 1, 1)
+FP_MON_COPY(fp_mon_return, mono_tl, 0, 1)
+FP_MON_COPY(fp_mon_creturn, mono_tl, 0, 1)
 
-/* The callbacks of each copy, indexed [tsc][callback]. */
-static const vectorcallfunc fp_mon_funcs[2][FP_MON_NCALLBACKS] = {
-    {fp_mon_start_mono, fp_mon_return_mono, fp_mon_call_mono, fp_mon_creturn_mono},
-    {fp_mon_start_tsc, fp_mon_return_tsc, fp_mon_call_tsc, fp_mon_creturn_tsc},
+/* The callbacks of each copy, indexed [timeline][tsc][callback]: the enter callbacks are the
+ * same with a timeline or not. */
+static const vectorcallfunc fp_mon_funcs[2][2][FP_MON_NCALLBACKS] = {
+    {
+        {fp_mon_start_mono, fp_mon_return_mono, fp_mon_call_mono, fp_mon_creturn_mono},
+        {fp_mon_start_tsc, fp_mon_return_tsc, fp_mon_call_tsc, fp_mon_creturn_tsc},
+    },
+    {
+        {fp_mon_start_mono, fp_mon_return_mono_tl, fp_mon_call_mono, fp_mon_creturn_mono_tl},
+        {fp_mon_start_tsc, fp_mon_return_tsc_tl, fp_mon_call_tsc, fp_mon_creturn_tsc_tl},
+    },
 };
 
 /* Hands one event (callback cb) to every profiler enabled on the shared tool, each through
- * its own clock's copy; a profiler without builtins skips the builtin events.  What a
- * profiler answers (DISABLE included) is dropped: a site stays on for the others.  Returns
- * None. */
+ * its own clock's copy (the timeline tested per event); a profiler without builtins skips the
+ * builtin events.  What a profiler answers (DISABLE included) is dropped: a site stays on for the
+ * others.  Returns None. */
 static PyObject *
 fp_mon_each(PyObject *self, PyObject *const *args, size_t nargsf, int cb)
 {
@@ -195,13 +208,15 @@ fp_mon_each(PyObject *self, PyObject *const *args, size_t nargsf, int cb)
             r = p->tsc ? fp_mon_start(p, args, nargs, 1) : fp_mon_start(p, args, nargs, 0);
             break;
         case FP_MON_CB_RETURN:
-            r = p->tsc ? fp_mon_return(p, args, nargs, 1) : fp_mon_return(p, args, nargs, 0);
+            r = p->tsc ? fp_mon_return(p, args, nargs, 1, p->tl != NULL)
+                       : fp_mon_return(p, args, nargs, 0, p->tl != NULL);
             break;
         case FP_MON_CB_CALL:
             r = p->tsc ? fp_mon_call(p, args, nargs, 1) : fp_mon_call(p, args, nargs, 0);
             break;
         default:
-            r = p->tsc ? fp_mon_creturn(p, args, nargs, 1) : fp_mon_creturn(p, args, nargs, 0);
+            r = p->tsc ? fp_mon_creturn(p, args, nargs, 1, p->tl != NULL)
+                       : fp_mon_creturn(p, args, nargs, 0, p->tl != NULL);
             break;
         }
         Py_XDECREF(r);
@@ -590,7 +605,8 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
     if (p->disable == NULL)
         goto error;
     for (int k = 0; k < FP_MON_NCALLBACKS; k++) {
-        p->callbacks[k] = fp_hook_new(hook_type, p, NULL, fp_mon_funcs[p->tsc ? 1 : 0][k]);
+        p->callbacks[k] =
+            fp_hook_new(hook_type, p, NULL, fp_mon_funcs[p->tl != NULL][p->tsc ? 1 : 0][k]);
         if (p->callbacks[k] == NULL)
             goto error;
     }

@@ -418,7 +418,8 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     if (p->tl != NULL) {
         /* a call of d ticks lasts d * unit seconds: kept when that is at least min_seconds */
         double ticks = ceil(p->tl->min_seconds / fp_profiler_unit(p) * (1.0 - 1e-12));
-        p->tl->min_ticks = ticks < 9e18 ? (fp_tick)ticks : INT64_MAX;
+        if (fp_tl_arm(p->tl, ticks < 9e18 ? (fp_tick)ticks : INT64_MAX, p->nfuncs) < 0)
+            return NULL;
     }
     p->owner = PyThreadState_Get();
     fp_thread_cache_clear(p);
@@ -551,6 +552,25 @@ fp_profiler_raw_tree(PyObject *self, FP_UNUSED PyObject *unused)
     return fp_tree_raw(p, fp_profiler_unit(p));
 }
 
+/* The calls p's timeline (not NULL) left out since the last clear: *filtered, those of
+ * functions the module filter leaves out, and *too_short, the other calls not kept.  Every
+ * completed call of a function passed fp_tl_record once, so the functions' call counts give
+ * both.  Returns nothing. */
+static void
+fp_profiler_tl_counts(const fp_profiler *p, int64_t *filtered, int64_t *too_short)
+{
+    const fp_timeline *tl = p->tl;
+    int64_t left_out = 0, kept_calls = 0;
+    for (int32_t i = 0; i < p->nfuncs && i < tl->nkeep; i++) {
+        if (tl->keep[i])
+            kept_calls += p->funcs[i].c.ncalls;
+        else
+            left_out += p->funcs[i].c.ncalls;
+    }
+    *filtered = left_out;
+    *too_short = kept_calls - tl->n;
+}
+
 /* _raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None without a timeline:
  * spans a list of (t0, t1, func, thread, depth) in the ticks and function indices of _raw(),
  * oldest first; threads a list of (ident, native_id) by thread index; counts a dict of
@@ -560,8 +580,10 @@ fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     PyObject *spans = NULL, *threads = NULL, *result = NULL;
+    int64_t filtered, too_short;
     if (p->tl == NULL)
         Py_RETURN_NONE;
+    fp_profiler_tl_counts(p, &filtered, &too_short);
     spans = fp_tl_spans(p->tl);
     threads = PyList_New(p->nthreads);
     if (spans == NULL || threads == NULL)
@@ -577,9 +599,10 @@ fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
             goto error;
         PyList_SetItem(threads, t->index, row); /* steals row, drops the None */
     }
+    int64_t dropped = p->tl->n > p->tl->cap ? p->tl->n - p->tl->cap : 0;
     result = Py_BuildValue("(dOO{sLsLsLsL})", fp_profiler_unit(p), spans, threads, "capacity",
-                           (long long)p->tl->cap, "dropped", (long long)p->tl->dropped, "filtered",
-                           (long long)p->tl->filtered, "too_short", (long long)p->tl->too_short);
+                           (long long)p->tl->cap, "dropped", (long long)dropped, "filtered",
+                           (long long)filtered, "too_short", (long long)too_short);
 error:
     Py_XDECREF(spans);
     Py_XDECREF(threads);

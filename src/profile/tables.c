@@ -485,7 +485,7 @@ fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
     if (d < 0)
         return;
     while (t->depth > d)
-        fp_leave_top(p, t, now);
+        fp_leave_top_as(p, t, now, p->tl != NULL);
 }
 
 /* See fp_profile.h. */
@@ -495,5 +495,5 @@ fp_flush_all(fp_profiler *p)
     fp_tick now = fp_now(p);
     for (fp_thread *t = p->threads_list; t != NULL; t = t->next)
         while (t->depth > 0)
-            fp_leave_top(p, t, now);
+            fp_leave_top_as(p, t, now, p->tl != NULL);
 }

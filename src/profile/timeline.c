@@ -11,7 +11,7 @@ fp_timeline *
 fp_tl_new(int64_t cap, double min_seconds, PyObject *include, PyObject *exclude)
 {
     fp_timeline *tl = NULL;
-    if (cap <= 0 || (uint64_t)cap > SIZE_MAX / sizeof(fp_span)) {
+    if (cap <= 0 || (uint64_t)cap >= SIZE_MAX / sizeof(fp_span)) {
         PyErr_Format(PyExc_ValueError, "timeline must be a positive number of spans, not %lld",
                      (long long)cap);
         goto error;
@@ -19,10 +19,12 @@ fp_tl_new(int64_t cap, double min_seconds, PyObject *include, PyObject *exclude)
     tl = PyMem_RawCalloc(1, sizeof(fp_timeline));
     if (tl == NULL)
         goto nomem;
-    tl->ring = PyMem_RawMalloc((size_t)cap * sizeof(fp_span));
+    tl->ring = PyMem_RawMalloc(((size_t)cap + 1) * sizeof(fp_span));
     if (tl->ring == NULL)
         goto nomem;
     tl->cap = cap;
+    tl->cur = tl->ring;
+    tl->end = tl->ring + cap + 1;
     tl->min_seconds = min_seconds;
     tl->include = Py_NewRef(include);
     tl->exclude = Py_NewRef(exclude);
@@ -42,6 +44,7 @@ fp_tl_free(fp_timeline *tl)
         return;
     PyMem_RawFree(tl->ring);
     PyMem_RawFree(tl->keep);
+    PyMem_RawFree(tl->thr);
     Py_XDECREF(tl->include);
     Py_XDECREF(tl->exclude);
     PyMem_RawFree(tl);
@@ -51,8 +54,8 @@ fp_tl_free(fp_timeline *tl)
 void
 fp_tl_clear(fp_timeline *tl)
 {
-    tl->next = tl->count = 0;
-    tl->dropped = tl->filtered = tl->too_short = 0;
+    tl->cur = tl->ring;
+    tl->n = 0;
     tl->nkeep = 0;
 }
 
@@ -78,28 +81,73 @@ fp_tl_any(PyObject *module, PyObject *pats)
     return 0;
 }
 
+/* Makes room in tl's per-function arrays for function index fi.  Returns 0, or -1 when out
+ * of memory (no exception set; tl unchanged). */
+static int
+fp_tl_room(fp_timeline *tl, int32_t fi)
+{
+    if (fi < tl->capkeep)
+        return 0;
+    int32_t ncap = tl->capkeep ? tl->capkeep : 256;
+    while (ncap <= fi)
+        ncap *= 2;
+    uint8_t *keep = PyMem_RawRealloc(tl->keep, (size_t)ncap);
+    if (keep == NULL)
+        return -1;
+    tl->keep = keep;
+    fp_tick *thr = PyMem_RawRealloc(tl->thr, (size_t)ncap * sizeof(fp_tick));
+    if (thr == NULL)
+        return -1; /* keep grew alone: capkeep still bounds both */
+    tl->thr = thr;
+    tl->capkeep = ncap;
+    return 0;
+}
+
+/* Sets the verdict of function fi (< tl->capkeep): kept or not, and its threshold.  Returns
+ * nothing. */
+static void
+fp_tl_set(fp_timeline *tl, int32_t fi, int keep)
+{
+    tl->keep[fi] = (uint8_t)keep;
+    tl->thr[fi] = keep ? tl->min_ticks : INT64_MAX;
+}
+
 /* See timeline.h. */
 int
 fp_tl_decide(fp_timeline *tl, int32_t fi, PyObject *module)
 {
-    if (fi >= tl->nkeep) {
-        int32_t ncap = tl->nkeep ? tl->nkeep : 256;
-        while (ncap <= fi)
-            ncap *= 2;
-        uint8_t *grown = PyMem_RawRealloc(tl->keep, (size_t)ncap);
-        if (grown == NULL)
-            return -1;
-        memset(grown + tl->nkeep, 0, (size_t)(ncap - tl->nkeep));
-        tl->keep = grown;
-        tl->nkeep = ncap;
-    }
+    if (fp_tl_room(tl, fi) < 0)
+        return -1;
     int keep;
     if (module == NULL)
         keep = PyTuple_GET_SIZE(tl->include) == 0;
     else
         keep = (PyTuple_GET_SIZE(tl->include) == 0 || fp_tl_any(module, tl->include)) &&
                !fp_tl_any(module, tl->exclude);
-    tl->keep[fi] = (uint8_t)keep;
+    /* a function left undecided by a failure is of an unknown module (see fp_tl_arm) */
+    for (int32_t i = tl->nkeep; i < fi; i++)
+        fp_tl_set(tl, i, PyTuple_GET_SIZE(tl->include) == 0);
+    fp_tl_set(tl, fi, keep);
+    if (fi >= tl->nkeep)
+        tl->nkeep = fi + 1;
+    return 0;
+}
+
+/* See timeline.h. */
+int
+fp_tl_arm(fp_timeline *tl, fp_tick min_ticks, int32_t nfuncs)
+{
+    if (nfuncs > 0 && fp_tl_room(tl, nfuncs - 1) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    tl->min_ticks = min_ticks;
+    for (int32_t i = 0; i < tl->nkeep; i++)
+        fp_tl_set(tl, i, tl->keep[i]);
+    for (int32_t i = tl->nkeep; i < nfuncs; i++)
+        fp_tl_set(tl, i, PyTuple_GET_SIZE(tl->include) == 0);
+    if (nfuncs > tl->nkeep)
+        tl->nkeep = nfuncs;
     return 0;
 }
 
@@ -211,12 +259,14 @@ error:
 PyObject *
 fp_tl_spans(const fp_timeline *tl)
 {
-    PyObject *list = PyList_New((Py_ssize_t)tl->count);
+    int64_t count = tl->n < tl->cap ? tl->n : tl->cap;
+    PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL)
         goto error;
-    int64_t first = tl->count < tl->cap ? 0 : tl->next;
-    for (int64_t k = 0; k < tl->count; k++) {
-        const fp_span *s = &tl->ring[(first + k) % tl->cap];
+    int64_t slots = tl->cap + 1, next = tl->cur - tl->ring;
+    int64_t first = (next - count + slots) % slots;
+    for (int64_t k = 0; k < count; k++) {
+        const fp_span *s = &tl->ring[(first + k) % slots];
         PyObject *row = Py_BuildValue("(LLiii)", (long long)s->t0, (long long)s->t1, s->func,
                                       s->thread, s->depth);
         if (row == NULL)
