@@ -17,6 +17,7 @@ import pytest
 
 from fastprof import _fastprof
 from fastprof.cuda import runtime as cuda
+from fastprof.kernels import args as _kernel_args
 from fastprof.kernels import gpu as _gpu_kernels
 
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -230,4 +231,4 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeDevice, keep_kernels: boo
         monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_plans", {})
-    monkeypatch.setattr(_gpu_kernels, "_names_seen", {})
+    monkeypatch.setattr(_kernel_args, "_parsed", {})

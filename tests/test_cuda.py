@@ -110,7 +110,7 @@ def test_is_available_and_probe_are_cached() -> None:
         (lambda x: _gpu_kernels.uniform_filter(x, mode=("reflect", "nope")), ValueError, "mode"),
         (lambda x: _gpu_kernels.uniform_filter(x, axes=(0, 5)), ValueError, "axes"),
         (lambda x: _gpu_kernels.evaluate("a +", {"a": x}), ValueError, "expr"),
-        (lambda x: _gpu_kernels.evaluate("a + zz", {"a": x}), KeyError, "zz"),
+        (lambda x: _gpu_kernels.evaluate("a + zz", {"a": x}), ValueError, "zz"),
         (lambda x: _gpu_kernels.evaluate("a + b", {"a": x, "b": np.ones(3)}), ValueError, "shape"),
         (lambda x: _gpu_kernels.evaluate("a.b", {"a": x}), ValueError, "unsupported"),
         (lambda x: _gpu_kernels.evaluate("frobnicate(a)", {"a": x}), ValueError, "frobnicate"),
@@ -325,7 +325,7 @@ def test_benchmark_without_flush_and_max_duration(fake, monkeypatch) -> None:
 def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
     monkeypatch.setattr(cuda, "_require", lambda: (_ for _ in ()).throw(AssertionError("CUDA")))
     x = np.ones((4, 4))
-    with pytest.raises(ValueError, match="output"):
+    with pytest.raises(TypeError, match="output"):
         _gpu_kernels.correlate(x, np.ones((3, 3)), output=object())
     with pytest.raises(TypeError, match="output"):
         _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.complex128)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _fastprof
 from . import expr as _expr
 from . import ndimage_exact as _ndimage_exact
-from .args import _FLOAT_TYPES, ConvArgs, EvalArgs, UniformArgs, _rank1_factors
+from .args import _FLOAT_TYPES, ConvArgs, EvalArgs, UniformArgs, rank1_factors
 
 
 def set_num_threads(n: int) -> None:
@@ -88,7 +88,7 @@ def correlate(a: ConvArgs) -> np.ndarray:
             dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in _FLOAT_TYPES else np.float64,
         )
     if x.size:
-        factors = _rank1_factors(a.weights)
+        factors = rank1_factors(a.weights)
         _run_correlate(x, target, factors, a.weights, a.modes, a.cval, a.origins)
     return _finish(target, output, a.out_dtype)
 
