@@ -258,6 +258,23 @@ def test_device_code_matches_scipy(shape, fn, path) -> None:
 
 
 @cuda_build
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_per_element_weights_in_the_parameters_and_above_their_limit(dtype) -> None:
+    # the per-element kernel takes weights of up to FP_CU_CW_BYTES (3584: 448 float64, 896
+    # float32) in its parameters and reads larger ones from global memory: both equal scipy,
+    # at the limit and past it (weights no longer than their axes: scipy's float32 reflect of
+    # a kernel many times longer than its axis is not a reference)
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((3, 2, 120, 9)).astype(dtype)
+    limit = 3584 // np.dtype(dtype).itemsize
+    for wshape in ((2, 2, 3, 3), (1, 1, limit // 8, 8), (1, 1, limit // 8, 8 + 1), (2, 2, 9, 8)):
+        w = rng.standard_normal(wshape)
+        for mode in MODES:
+            got = _gpu_kernels.correlate(x, w, mode=mode, cval=0.5, _emulate="direct")
+            _close(got, ndimage.correlate(x, w, mode=mode, cval=0.5))
+
+
+@cuda_build
 @pytest.mark.parametrize("mode", MODES)
 def test_device_code_separable_and_box_paths(mode) -> None:
     rng = np.random.default_rng(3)

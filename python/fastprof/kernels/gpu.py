@@ -275,13 +275,16 @@ class _FilterPlan:
 # --- filters ------------------------------------------------------------------------------------
 
 
-_weights_cache: dict[tuple, _cuda.DeviceArray] = {}
+_weights_cache: dict[tuple, tuple[_cuda.DeviceArray, np.ndarray]] = {}
 _WEIGHTS_CACHE_MAX = 32
 
 
-def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceArray:
-    """The weights on the current device, uploaded once per content, dtype and device (a small
-    cache: re-uploading would make every call wait for the stream)."""
+def _device_weights(
+    w: np.ndarray, cdt: np.dtype, stream: int
+) -> tuple[_cuda.DeviceArray, np.ndarray]:
+    """The weights on the current device, and the same values on the host (which the
+    per-element kernel takes in its parameters where they fit), uploaded once per content,
+    dtype and device (a small cache: re-uploading would make every call wait for the stream)."""
     host = np.ascontiguousarray(w, dtype=cdt)
     key = (host.tobytes(), host.shape, cdt.str, _C._cuda_get_device())
     hit = _weights_cache.get(key)
@@ -289,7 +292,7 @@ def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceAr
         if len(_weights_cache) >= _WEIGHTS_CACHE_MAX:
             _C._cuda_synchronize()  # the evicted block may still be read on another stream
             _weights_cache.pop(next(iter(_weights_cache)))
-        hit = _weights_cache[key] = _cuda.DeviceArray.from_numpy(host, stream=stream)
+        hit = _weights_cache[key] = (_cuda.DeviceArray.from_numpy(host, stream=stream), host)
     return hit
 
 
@@ -320,9 +323,9 @@ def _run_passes(
         else:
             dst = _cuda._empty_here(shape, cdt, out.device, stream)
             keep.append(dst)
-        wptr = 0
+        wptr, host_w = 0, None
         if w is not None:
-            wd = _device_weights(w, cdt, stream)
+            wd, host_w = _device_weights(w, cdt, stream)
             keep.append(wd)
             wptr = wd.ptr
         _C._cuda_correlate(
@@ -338,6 +341,7 @@ def _run_passes(
             cval,
             boxw,
             stream,
+            host_w,
         )
         cur_ptr, cur_strides = dst.ptr, contiguous
 
