@@ -1,7 +1,9 @@
-"""The kernels' argument checks, shared by the CPU and GPU front ends: each public kernel
-checks and normalises its arguments here before either device runs, so a bad argument gets the
-same error on both.  Also the device choice (``device=`` or a device array as input), the
-boundary mode codes and the rank-1 factorisation of weights."""
+"""The kernels' argument checks, shared by the CPU and GPU sides: each public kernel checks
+and normalises its arguments here once, before either device runs, so a bad argument gets the
+same error on both (``check_convolve_args``, ``check_uniform_args``, ``check_evaluate_args``,
+``check_matmul_args``, whose results fastprof.kernels.cpu and fastprof.kernels.gpu run on).
+Also the device choice (``wants_gpu``: ``device=`` or a device array as input), the boundary
+mode codes and the rank-1 factorisation of weights (``rank1_factors``)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ MODE_CODES: Dict[str, int] = {
 }
 
 
-_FLOAT_TYPES = (np.float32, np.float64)
+FLOAT_TYPES = (np.float32, np.float64)
 _EPS = float(np.finfo(np.float64).eps)
 
 
