@@ -1,7 +1,7 @@
 """Host time of repeat GPU kernel calls: what fastprof's Python side costs per call once its
 plans are cached (the bar: at most 15 us per repeat call).
 
-    python benchmarks/gpu_host.py [--calls 2000] [--rounds 7] [--quick]
+    python benchmarks/gpu_host.py [--calls 2000] [--rounds 7] [--quick] [--count]
 
 Runs on a no-op fake device (no GPU needed, none used): every CUDA entry point of
 fastprof._fastprof is replaced by a Python function that does nothing and returns at once, so
@@ -9,6 +9,10 @@ what is timed is fastprof's own host work per call (argument checks, plan lookup
 arrays, events), plus one Python call per CUDA entry point.  Per case: the median over rounds
 of the mean host time per call, and how many plans, NVRTC compiles and library searches the
 repeat calls made (0 when the cache is hit).  Take the figures on a quiet machine.
+
+``--count`` prints instead the function calls one repeat call makes, counted exactly by
+fastprof's own profiler (Python functions, and builtins and methods apart): a figure that does
+not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -89,6 +93,30 @@ def per_call_us(fn: Callable[[], Any], calls: int, rounds: int) -> float:
     return float(np.median(means))
 
 
+def calls_per_call(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
+    """(Python function calls, builtin and method calls) per call of fn, counted exactly by
+    fastprof's profiler over calls repeat calls (the profiler's own enable/disable left out)."""
+    import fastprof
+
+    fn()
+    prof = fastprof.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    prof.create_stats()
+    py = builtin = 0
+    for (filename, _line, name), (_cc, nc, _tt, _ct, _callers) in prof.stats.items():
+        if name in ("calls_per_call", "<lambda>") and filename == __file__:
+            continue
+        if filename == "~":
+            if "disable" not in name:
+                builtin += nc
+        else:
+            py += nc
+    return py / calls, builtin / calls
+
+
 def cases() -> dict[str, Callable[[], Any]]:
     x32 = np.ones((64, 64), np.float32)
     x64 = np.ones(4096)
@@ -115,6 +143,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=2000, help="calls per round")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="a few calls, to see that it runs")
+    ap.add_argument(
+        "--count", action="store_true", help="function calls per repeat call (exact, no timing)"
+    )
     args = ap.parse_args()
     calls, rounds = (50, 2) if args.quick else (args.calls, args.rounds)
     fake = NoopDevice()
@@ -134,6 +165,12 @@ def main() -> int:
             f"# {platform.node()} {platform.processor() or platform.machine()}, Python "
             f"{sys.version.split()[0]}, NumPy {np.__version__}; no-op fake device"
         )
+        if args.count:
+            print(f"{'case':48s} {'Python calls':>12s} {'builtin calls':>13s}")
+            for name, fn in cases().items():
+                py, builtin = calls_per_call(fn, 100)
+                print(f"{name:48s} {py:12.1f} {builtin:13.1f}")
+            return 0
         print(f"{'case':48s} {'host us/call':>12s} {'compiles':>9s} {'searches':>9s}")
         for name, fn in cases().items():
             fn()  # the first call builds the plan

@@ -28,6 +28,8 @@ How "instructions per output" is counted (a static estimate, not a measurement):
 * Every instruction of a loop body or phase counts, taken or not: a body that folds
   coordinates for all five boundary modes counts all of them, a fallback never taken counts.
   Loop overhead outside the chosen loops is not counted.
+* The staging phase's boundary-folding loop (blocks whose window crosses the input's edge),
+  when it is another loop than the one counted, is shown apart as "(border n/1sts)".
 
 Instructions that run once per block or thread outside these loops are not counted; the
 total per kernel is printed apart.
@@ -64,10 +66,12 @@ BOX_Z_RUNNING = (K + 2 * (TZ - 1)) / TZ
 # extents and depths) get totals, registers and spills only.  The running-sum kernel (long
 # boxes along one axis) counts its loop per output: one add and one take-away.
 MODEL: list[tuple[str, list[float | None]]] = [
-    (r"fp_cu_correlate_kernel<\w+>", [K**3]),
-    (r"fp_cu_tiled_kernel<\w+, 8, 5(, 5, 5|, 0, 0)?>", [None, K**3]),
-    (r"fp_cu_box_kernel<\w+, 8, 5>", [None, BOX_X, BOX_Y, BOX_Z_RUNNING]),
-    (r"fp_cu_box_kernel<\w+, 8(, 0)?>", [None, BOX_X, BOX_Y, BOX_Z_DIRECT]),
+    # the last template argument of the tiled and box kernels, when there is one, is the
+    # boundary mode (-1: read at run time)
+    (r"fp_cu_correlate(_const)?_kernel<\w+>", [K**3]),
+    (r"fp_cu_tiled_kernel<\w+, 8, 5(, 5, 5|, 0, 0)?(, -?\d)?>", [None, K**3]),
+    (r"fp_cu_box_kernel<\w+, 8, 5(, -?\d)?>", [None, BOX_X, BOX_Y, BOX_Z_RUNNING]),
+    (r"fp_cu_box_kernel<\w+, 8(, 0)?(, -1)?>", [None, BOX_X, BOX_Y, BOX_Z_DIRECT]),
     (r"fp_cu_run_kernel<\w+>", [2.0]),
 ]
 
@@ -158,6 +162,10 @@ def per_output(name: str, insns: list[tuple[int, str]]) -> tuple[float | None, s
             n, _, _, sts = body_stats(insns, span)
             cost += n / max(sts, 1) * STAGED
             how.append(f"{n}/{sts}sts")
+            border = max(stage, key=lambda s: body_stats(insns, s)[0], default=span)
+            if border != span:  # the boundary blocks' folding loop, not in the estimate
+                bn, _, _, bsts = body_stats(insns, border)
+                how.append(f"(border {bn}/{bsts}sts)")
             continue
         hot = max(mine, key=lambda s: body_stats(insns, s)[1], default=None)
         if hot is None or body_stats(insns, hot)[1] == 0:

@@ -17,6 +17,7 @@ import pytest
 
 from fastprof import _fastprof
 from fastprof.cuda import runtime as cuda
+from fastprof.kernels import args as _kernel_args
 from fastprof.kernels import gpu as _gpu_kernels
 
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -161,7 +162,7 @@ class FakeDevice:
         return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
 
     def _cuda_correlate(
-        self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream
+        self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream, host_w
     ) -> None:
         self.log.append(("kernel", stream))
         item = 4 if code == 0 else 8
@@ -172,6 +173,11 @@ class FakeDevice:
         out_buf = self.view(out, size * item)
         nw = int(np.prod(wshape))
         w_buf = self.view(w, nw * item) if w else None
+        # the weights' values on the host, which the per-element kernel takes in its
+        # parameters, are the device weights' (none for a box)
+        assert (host_w is None) == (w == 0)
+        if w:
+            assert bytes(memoryview(host_w).cast("B")) == bytes(w_buf)
         self.correlations.append((tuple(wshape), w == 0))
         self.reads += self.real._cuda_correlate_host(
             code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape, shift, mode, cval, boxw, 0
@@ -230,4 +236,4 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeDevice, keep_kernels: boo
         monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_plans", {})
-    monkeypatch.setattr(_gpu_kernels, "_names_seen", {})
+    monkeypatch.setattr(_kernel_args, "_parsed", {})

@@ -19,6 +19,7 @@ import fastprof
 from fastprof import _fastprof, kernels
 from fastprof.cuda import runtime as cuda
 from fastprof.kernels import gpu as _gpu_kernels
+from fastprof.kernels.args import rank1_factors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cuda_build = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -257,13 +258,30 @@ def test_device_code_matches_scipy(shape, fn, path) -> None:
 
 
 @cuda_build
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_per_element_weights_in_the_parameters_and_above_their_limit(dtype) -> None:
+    # the per-element kernel takes weights of up to FP_CU_CW_BYTES (3584: 448 float64, 896
+    # float32) in its parameters and reads larger ones from global memory: both equal scipy,
+    # at the limit and past it (weights no longer than their axes: scipy's float32 reflect of
+    # a kernel many times longer than its axis is not a reference)
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((3, 2, 120, 9)).astype(dtype)
+    limit = 3584 // np.dtype(dtype).itemsize
+    for wshape in ((2, 2, 3, 3), (1, 1, limit // 8, 8), (1, 1, limit // 8, 8 + 1), (2, 2, 9, 8)):
+        w = rng.standard_normal(wshape)
+        for mode in MODES:
+            got = _gpu_kernels.correlate(x, w, mode=mode, cval=0.5, _emulate="direct")
+            _close(got, ndimage.correlate(x, w, mode=mode, cval=0.5))
+
+
+@cuda_build
 @pytest.mark.parametrize("mode", MODES)
 def test_device_code_separable_and_box_paths(mode) -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((9, 8, 7))
     w = np.multiply.outer(np.multiply.outer([1.0, 2, 3], [0.5, 1]), [1.0, 1, 1, 1])
-    assert _gpu_kernels._separable(w) is not None
-    assert _gpu_kernels._separable(rng.standard_normal((3, 3))) is None
+    assert rank1_factors(w) is not None  # the GPU runs these weights as 1-D passes
+    assert rank1_factors(rng.standard_normal((3, 3))) is None
     for cval in (0.0, 2.0):
         _close(
             _gpu_kernels.correlate(x, w, mode=mode, cval=cval, _emulate=True),

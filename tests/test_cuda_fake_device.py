@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fake_device import CXX, FakeDevice, install
-from fastprof import _fastprof
+from fastprof import _fastprof, kernels
 from fastprof.cuda import libs as _cuda_libs
 from fastprof.cuda import runtime as cuda
 from fastprof.kernels import expr as _expr
@@ -505,7 +505,9 @@ def test_plans_follow_dtype_shape_arguments_and_device(dev, monkeypatch) -> None
     assert delta(lambda: uf(x[:, :20], 5))[4] == 1
     assert delta(lambda: uf(x, 5, mode="nearest"))[4] == 1
     assert delta(lambda: uf(x, [5, 3]))[4] == 1
-    assert delta(lambda: uf(x, (5, 3)))[4] == 1  # a tuple is keyed apart from a list
+    # a tuple is keyed apart from a list, but the checked arguments are the same: one plan
+    assert delta(lambda: uf(x, (5, 3)))[4] == 0
+    assert delta(lambda: uf(x, (5, 3), origin=(1, 0)))[4] == 1
     w = np.ones((2, 3))
     _gpu_kernels.correlate(x, w)
     assert delta(lambda: _gpu_kernels.correlate(x, w)) == (0, 0, 0, 0, 0, 0)
@@ -615,6 +617,19 @@ def test_kernels_wait_for_operands_advertised_streams(dev) -> None:
     dev.log.clear()
     _gpu_kernels.uniform_filter(a, 3)  # its own stream: nothing to wait for
     assert not [e for e in dev.log if e[0] == "wait" and e[1] != 0]
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler for the host build of generated kernels")
+def test_front_end_takes_device_arrays_known_by_their_interface_alone(dev) -> None:
+    # another library's array with no shape or dtype of its own: the shared checks read them
+    # from its __cuda_array_interface__, and the front end runs it on the GPU
+    x = np.random.default_rng(15).standard_normal((12, 10))
+    a = CaiArray(cuda.DeviceArray.from_numpy(x), 1)
+    close(kernels.uniform_filter(a, 3).to_numpy(), ndimage.uniform_filter(x, 3))
+    close(kernels.correlate(a, np.ones((2, 3))).to_numpy(), ndimage.correlate(x, np.ones((2, 3))))
+    close(kernels.evaluate("a * 2", {"a": a}).to_numpy(), x * 2)
+    with pytest.raises(TypeError, match="input must have"):
+        kernels.uniform_filter(CaiArray(cuda.DeviceArray.from_numpy(x.astype(complex)), 1), 3)
 
 
 def test_frees_go_on_the_null_stream_after_the_last_work(dev) -> None:

@@ -256,6 +256,8 @@ def test_threads_setting_validation():
         (dict(output=np.zeros(4)), ValueError, "output"),
         (dict(output=np.zeros(5, dtype=complex)), TypeError, "output"),
         (dict(cval="x"), TypeError, "cval"),
+        (dict(cval="1"), TypeError, "cval"),  # a str is no number, even one float() reads
+        (dict(cval=b"1"), TypeError, "cval"),
     ],
 )
 @pytest.mark.parametrize("func", ["correlate", "convolve"])

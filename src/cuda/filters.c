@@ -1,5 +1,5 @@
 /* cuda/filters.c - Python entry of the ndimage correlation kernels (ndimage.cu): argument
- * parsing into an fp_cu_geom, then the launch.  The Python side (fastprof._gpu_kernels) has
+ * parsing into an fp_cu_geom, then the launch.  The Python side (fastprof.kernels.gpu) has
  * checked every argument already; this file checks again what could overrun memory.
  * CUDA builds only. */
 #include "cuda/cuda_py.h"
@@ -69,28 +69,49 @@ fp_cuda_geom(fp_cu_geom *g, int dtype, PyObject *shape, PyObject *strides, PyObj
 }
 
 /* _cuda_correlate(dtype, in, out, weights, shape, in_strides, wshape, shift, mode, cval,
- * box_weight, stream) -> None: queues the correlation on stream (device pointers; weights 0
- * for the box path).  Returns NULL with an exception. */
+ * box_weight, stream[, host_weights]) -> None: queues the correlation on stream (device
+ * pointers; weights 0 for the box path).  host_weights (a buffer of the same weights on the
+ * host, or None) lets the per-element kernel take them in its parameters.  Returns NULL with an
+ * exception. */
 PyObject *
 fp_cuda_correlate(PyObject *m, PyObject *args)
 {
     int dtype, mode, err;
-    PyObject *oin, *oout, *ow, *shape, *strides, *wshape, *shift, *os;
+    PyObject *oin, *oout, *ow, *shape, *strides, *wshape, *shift, *os, *ohw = Py_None;
+    PyObject *res = NULL;
+    Py_buffer bhw = {0};
     double cval, boxw;
     void *in, *out, *w, *s;
+    int64_t nw = 1;
     fp_cu_geom g;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO", &dtype, &oin, &oout, &ow, &shape, &strides, &wshape,
-                          &shift, &mode, &cval, &boxw, &os))
+    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO|O", &dtype, &oin, &oout, &ow, &shape, &strides,
+                          &wshape, &shift, &mode, &cval, &boxw, &os, &ohw))
         return NULL;
     if (fp_cuda_ptr(oin, &in) < 0 || fp_cuda_ptr(oout, &out) < 0 || fp_cuda_ptr(ow, &w) < 0 ||
         fp_cuda_ptr(os, &s) < 0)
-        return NULL;
+        goto error;
     if (fp_cuda_geom(&g, dtype, shape, strides, wshape, shift, mode, cval, boxw) < 0)
-        return NULL;
-    err = fp_cu_correlate(dtype, in, out, w, &g, s);
-    if (err != 0)
-        return fp_cuda_raise(m, err, "correlate kernel launch");
-    Py_RETURN_NONE;
+        goto error;
+    if (ohw != Py_None) {
+        if (PyObject_GetBuffer(ohw, &bhw, PyBUF_SIMPLE) < 0)
+            goto error;
+        for (int d = 0; d < g.ndim; d++)
+            nw *= g.wshape[d];
+        if ((int64_t)bhw.len < nw * (dtype == FP_CU_F32 ? 4 : 8)) {
+            PyErr_SetString(PyExc_ValueError, "host_weights buffer too small for the weights");
+            goto error;
+        }
+    }
+    err = fp_cu_correlate(dtype, in, out, w, bhw.obj != NULL ? bhw.buf : NULL, &g, s);
+    if (err != 0) {
+        fp_cuda_raise(m, err, "correlate kernel launch");
+        goto error;
+    }
+    res = Py_NewRef(Py_None);
+error:
+    if (bhw.obj != NULL)
+        PyBuffer_Release(&bhw);
+    return res;
 }
 
 /* _cuda_tiled_ok(dtype, shape, wshape) -> bool: whether the device takes the shared-memory

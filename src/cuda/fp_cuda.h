@@ -6,17 +6,30 @@
 
 #include <stdint.h>
 
+#include "kernels/fold.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Boundary modes of the ndimage filters (the grid-* names map onto these). */
-enum { FP_CU_REFLECT, FP_CU_CONSTANT, FP_CU_NEAREST, FP_CU_MIRROR, FP_CU_WRAP };
+/* Boundary modes of the ndimage filters (the grid-* names map onto these): the CPU kernels'
+ * codes, folded by the one fp_fold of kernels/fold.h. */
+enum {
+    FP_CU_REFLECT = FP_MODE_REFLECT,
+    FP_CU_CONSTANT = FP_MODE_CONSTANT,
+    FP_CU_NEAREST = FP_MODE_NEAREST,
+    FP_CU_MIRROR = FP_MODE_MIRROR,
+    FP_CU_WRAP = FP_MODE_WRAP
+};
 
 /* Element types of the filters. */
 enum { FP_CU_F32, FP_CU_F64 };
 
 #define FP_CU_MAXDIM 8
+
+/* Bytes of weights the per-element kernel takes in its parameters (the constant bank; the
+ * parameters' 4 KiB hold these and the geometry): 448 float64 or 896 float32 weights. */
+#define FP_CU_CW_BYTES 3584
 
 /* Geometry of one correlation: the input (strides in elements, may be negative), the
  * C-contiguous output of the same shape, and the weights (C-contiguous, wshape). The input
@@ -36,10 +49,12 @@ typedef struct fp_cu_geom {
 
 /* Launches the correlation of in into out on stream (a cudaStream_t): running sums for a box
  * along one axis longer than 24 (a few reads per output whatever its length), else the tiled
- * kernel when fp_cu_tiled_ok, else one thread per output element.  Returns a cudaError_t
- * (0 on success); sets no Python exception. */
-int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
-                    void *stream);
+ * kernel when fp_cu_tiled_ok, else one thread per output element.  host_weights (may be NULL)
+ * holds the weights' values on the host: the per-element kernel then takes them in its
+ * parameters (the constant bank) when they fit FP_CU_CW_BYTES, else it reads weights from
+ * global memory.  Returns a cudaError_t (0 on success); sets no Python exception. */
+int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights,
+                    const void *host_weights, const fp_cu_geom *g, void *stream);
 
 /* Runs the very same device code on the host (in, out, weights in host memory), block by
  * block for the tiled path, thread by thread for the others; used by the tests to check

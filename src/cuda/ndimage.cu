@@ -1,11 +1,15 @@
 // cuda/ndimage.cu - N-d correlation with the scipy.ndimage boundary modes, on the device, and
 // the same per-element code on the host for the tests.  One thread per output element; the
-// weights are read through the read-only cache.  Separable and box filters are run by the
-// caller as a sequence of 1-D correlations (weights of shape 1 x ... x k x ... x 1); a long box
-// along one axis runs as running sums (a few reads per output whatever its length).
+// weights are taken in the kernel's parameters (the constant bank) where they fit, else read
+// through the read-only cache.  The boundary fold is kernels/fold.h's, which the CPU uses too.
+// Separable and box filters are run by the caller as a sequence of 1-D correlations (weights of
+// shape 1 x ... x k x ... x 1); a long box along one axis runs as running sums (a few reads per
+// output whatever its length).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <type_traits>
 #include "cuda/fp_cuda.h"
 
 // Counts one load of an input element into *reads in the host emulation (reads may be NULL);
@@ -16,44 +20,53 @@
 #define FP_CU_READ(reads) ((reads) != NULL ? (void)++*(reads) : (void)0)
 #endif
 
-// Maps coordinate c onto [0, n) for the boundary mode; returns -1 for "outside" (constant).
+// Maps coordinate c onto [0, n) for the boundary mode (MODE when >= 0, fixed at compile time,
+// else mode); returns -1 for "outside" (constant).  The one definition is kernels/fold.h's,
+// which the CPU kernels use too.
+template <int MODE = -1>
 __host__ __device__ static inline int64_t
 fp_cu_fold(int64_t c, int64_t n, int mode)
 {
-    if (c >= 0 && c < n)
-        return c;
-    switch (mode) {
-    case FP_CU_CONSTANT:
-        return -1;
-    case FP_CU_NEAREST:
-        return c < 0 ? 0 : n - 1;
-    case FP_CU_WRAP: {
-        int64_t r = c % n;
-        return r < 0 ? r + n : r;
-    }
-    case FP_CU_MIRROR: {
-        if (n == 1)
-            return 0;
-        int64_t p = 2 * n - 2;
-        int64_t r = c % p;
-        if (r < 0)
-            r += p;
-        return r >= n ? p - r : r;
-    }
-    default: { // reflect: half-sample symmetric
-        int64_t p = 2 * n;
-        int64_t r = c % p;
-        if (r < 0)
-            r += p;
-        return r >= n ? p - 1 - r : r;
-    }
-    }
+    return fp_fold(c, n, MODE >= 0 ? MODE : mode);
 }
 
-// Returns output element idx (linear, C order) of the correlation.
-template <typename T>
+// Weights of the per-element kernel taken by value in its parameters, which the device keeps
+// in its constant bank: read through the constant cache and broadcast to a warp whose threads
+// all read the same weight (as they do), and copied at launch, so launches on different
+// streams cannot see each other's weights (as they could through one __constant__ array
+// written before each launch).
+template <typename T> struct fp_cu_cweights {
+    T w[FP_CU_CW_BYTES / sizeof(T)];
+};
+
+// Reads weight k from global memory through the read-only cache (every weight box_weight when
+// there is no weights array).
+template <typename T> struct fp_cu_wglobal {
+    const T *w;
+    T boxw;
+    __host__ __device__ T operator()(int64_t k) const
+    {
+#ifdef __CUDA_ARCH__
+        return w ? __ldg(w + k) : boxw;
+#else
+        return w ? w[k] : boxw;
+#endif
+    }
+};
+
+// Reads weight k from the kernel's parameters (the constant bank).
+template <typename T> struct fp_cu_wconst {
+    const fp_cu_cweights<T> &c;
+    __host__ __device__ T operator()(int64_t k) const
+    {
+        return c.w[k];
+    }
+};
+
+// Returns output element idx (linear, C order) of the correlation, weight k read as wget(k).
+template <typename T, typename W>
 __host__ __device__ static inline T
-fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx, int64_t *reads)
+fp_cu_point(const T *in, const W &wget, const fp_cu_geom &g, int64_t idx, int64_t *reads)
 {
     int64_t coord[FP_CU_MAXDIM];
     int64_t j[FP_CU_MAXDIM];
@@ -68,7 +81,6 @@ fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx, int64_t *
         nw *= g.wshape[d];
     T acc = 0;
     const T cval = (T)g.cval;
-    const T boxw = (T)g.box_weight;
     for (int64_t k = 0; k < nw; k++) {
         int64_t off = 0;
         bool outside = false;
@@ -83,14 +95,12 @@ fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx, int64_t *
         T v;
 #ifdef __CUDA_ARCH__
         v = outside ? cval : __ldg(in + off);
-        T wk = w ? __ldg(w + k) : boxw;
 #else
         v = outside ? cval : in[off];
-        T wk = w ? w[k] : boxw;
         if (!outside)
             FP_CU_READ(reads);
 #endif
-        acc += wk * v;
+        acc += wget(k) * v;
         for (int d = g.ndim - 1; d >= 0; d--) { // odometer over the weight indices
             if (++j[d] < g.wshape[d])
                 break;
@@ -98,16 +108,6 @@ fp_cu_point(const T *in, const T *w, const fp_cu_geom &g, int64_t idx, int64_t *
         }
     }
     return acc;
-}
-
-template <typename T>
-__global__ static void
-fp_cu_correlate_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
-                       const fp_cu_geom g)
-{
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.size; i += stride)
-        out[i] = fp_cu_point<T>(in, w, g, i, NULL);
 }
 
 // Returns a grid size covering n elements with 256-thread blocks, capped (grid-stride loop).
@@ -118,6 +118,66 @@ fp_cu_blocks(int64_t n)
     if (b > 65535 * 16)
         b = 65535 * 16;
     return (unsigned int)(b < 1 ? 1 : b);
+}
+
+template <typename T>
+__global__ static void
+fp_cu_correlate_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
+                       const fp_cu_geom g)
+{
+    const fp_cu_wglobal<T> wget = {w, (T)g.box_weight};
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.size; i += stride)
+        out[i] = fp_cu_point<T>(in, wget, g, i, NULL);
+}
+
+// The per-element kernel with its weights in its parameters (the constant bank).
+template <typename T>
+__global__ static void
+fp_cu_correlate_const_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geom g,
+                             const __grid_constant__ fp_cu_cweights<T> cw)
+{
+    const fp_cu_wconst<T> wget = {cw};
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.size; i += stride)
+        out[i] = fp_cu_point<T>(in, wget, g, i, NULL);
+}
+
+// Runs the per-element path on stream s or, with host, element by element on the host: the
+// weights from the kernel's parameters when host_w (their values on the host) is given and
+// they fit, else from global memory (w, or box_weight when w is NULL).  Returns a cudaError_t
+// (0 on the host).
+template <typename T>
+static int
+fp_cu_point_impl(const T *in, T *out, const T *w, const T *host_w, const fp_cu_geom &g, bool host,
+                 cudaStream_t s, int64_t *reads)
+{
+    int64_t nw = 1;
+    for (int d = 0; d < g.ndim; d++)
+        nw *= g.wshape[d];
+    const bool in_params = w != NULL && host_w != NULL && nw * (int64_t)sizeof(T) <= FP_CU_CW_BYTES;
+    if (!host) {
+        if (in_params) {
+            fp_cu_cweights<T> cw;
+            memcpy(cw.w, host_w, (size_t)nw * sizeof(T));
+            fp_cu_correlate_const_kernel<T><<<fp_cu_blocks(g.size), 256, 0, s>>>(in, out, g, cw);
+        } else {
+            fp_cu_correlate_kernel<T><<<fp_cu_blocks(g.size), 256, 0, s>>>(in, out, w, g);
+        }
+        return (int)cudaGetLastError();
+    }
+    if (in_params) {
+        fp_cu_cweights<T> cw;
+        memcpy(cw.w, host_w, (size_t)nw * sizeof(T));
+        const fp_cu_wconst<T> wget = {cw};
+        for (int64_t i = 0; i < g.size; i++)
+            out[i] = fp_cu_point<T>(in, wget, g, i, reads);
+    } else {
+        const fp_cu_wglobal<T> wget = {w, (T)g.box_weight};
+        for (int64_t i = 0; i < g.size; i++)
+            out[i] = fp_cu_point<T>(in, wget, g, i, reads);
+    }
+    return 0;
 }
 
 // --- tiled 2-D / 3-D path ----------------------------------------------------------------------
@@ -189,10 +249,11 @@ fp_cu_tile_inside(const fp_cu_tile &t, int bx, int by, int bz)
 }
 
 // Phase 1 for thread tid of block (bx, by, bz): stages input window and weights.  KZ, KY, KX
-// (0: not known at compile time) fix the window's shape.  A block whose window lies inside the
+// (0: not known at compile time) fix the window's shape, MODE (-1: g.mode at run time) the
+// boundary mode.  A block whose window lies inside the
 // input reads it with 32-bit offsets from the window's corner and folds nothing; the others
 // fold each coordinate for the boundary mode.
-template <typename T, int TZ, int KZ, int KY, int KX>
+template <typename T, int TZ, int KZ, int KY, int KX, int MODE>
 __host__ __device__ static inline void
 fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
                 int bz, int tid, T *win, T *ws, int64_t *reads)
@@ -220,9 +281,9 @@ fp_cu_tile_load(const T *in, const T *w, const fp_cu_geom &g, const fp_cu_tile &
     } else {
         for (int i = tid; i < nwin; i += FP_TX * FP_TY) {
             const int sx = i % SX, sy = (i / SX) % SY, sz = i / (SX * SY);
-            const int64_t cx = fp_cu_fold(x0 + sx, t.nx, g.mode);
-            const int64_t cy = fp_cu_fold(y0 + sy, t.ny, g.mode);
-            const int64_t cz = fp_cu_fold(z0 + sz, t.nz, g.mode);
+            const int64_t cx = fp_cu_fold<MODE>(x0 + sx, t.nx, g.mode);
+            const int64_t cy = fp_cu_fold<MODE>(y0 + sy, t.ny, g.mode);
+            const int64_t cz = fp_cu_fold<MODE>(z0 + sz, t.nz, g.mode);
             win[i] =
                 (cx < 0 || cy < 0 || cz < 0) ? (T)g.cval : in[cz * t.sz + cy * t.sy + cx * t.sx];
             if (cx >= 0 && cy >= 0 && cz >= 0)
@@ -297,7 +358,7 @@ fp_cu_tile_compute(T *out, const fp_cu_tile &t, int bx, int by, int bz, int tx, 
     }
 }
 
-template <typename T, int TZ, int KZ, int KY, int KX>
+template <typename T, int TZ, int KZ, int KY, int KX, int MODE>
 __global__ static void
 __launch_bounds__(FP_TX *FP_TY)
     fp_cu_tiled_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,
@@ -307,8 +368,8 @@ __launch_bounds__(FP_TX *FP_TY)
     T *win = (T *)fp_smem;
     T *ws = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
-    fp_cu_tile_load<T, TZ, KZ, KY, KX>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win,
-                                       ws, NULL);
+    fp_cu_tile_load<T, TZ, KZ, KY, KX, MODE>(in, w, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid,
+                                             win, ws, NULL);
     __syncthreads();
     fp_cu_tile_compute<T, TZ, KZ, KY, KX>(out, t, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
                                           threadIdx.y, win, ws);
@@ -316,7 +377,7 @@ __launch_bounds__(FP_TX *FP_TY)
 
 // Runs one tiled correlation: launched on stream s, or (host) block by block, phase by phase
 // on the host.  Returns a cudaError_t, or -1 when the host run is out of memory.
-template <typename T, int TZ, int KZ, int KY, int KX>
+template <typename T, int TZ, int KZ, int KY, int KX, int MODE>
 static int
 fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
                  size_t smem, bool host, cudaStream_t s, int64_t *reads)
@@ -325,7 +386,7 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_tiled_kernel<T, TZ, KZ, KY, KX>
+        fp_cu_tiled_kernel<T, TZ, KZ, KY, KX, MODE>
             <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, w, g, t);
         return (int)cudaGetLastError();
     }
@@ -337,14 +398,34 @@ fp_cu_tiled_impl(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ, KZ, KY, KX>(in, w, g, t, bx, by, bz, tid, buf, ws,
-                                                       reads);
+                    fp_cu_tile_load<T, TZ, KZ, KY, KX, MODE>(in, w, g, t, bx, by, bz, tid, buf, ws,
+                                                             reads);
                 for (int ty = 0; ty < FP_TY; ty++)
                     for (int tx = 0; tx < FP_TX; tx++)
                         fp_cu_tile_compute<T, TZ, KZ, KY, KX>(out, t, bx, by, bz, tx, ty, buf, ws);
             }
     free(buf);
     return 0;
+}
+
+// Returns f(std::integral_constant<int, MODE>()) with MODE the boundary mode m fixed at compile
+// time: the kernels of the common sizes fold coordinates for one mode only.
+template <typename F>
+static int
+fp_cu_with_mode(int m, const F &f)
+{
+    switch (m) {
+    case FP_CU_CONSTANT:
+        return f(std::integral_constant<int, FP_CU_CONSTANT>());
+    case FP_CU_NEAREST:
+        return f(std::integral_constant<int, FP_CU_NEAREST>());
+    case FP_CU_MIRROR:
+        return f(std::integral_constant<int, FP_CU_MIRROR>());
+    case FP_CU_WRAP:
+        return f(std::integral_constant<int, FP_CU_WRAP>());
+    default:
+        return f(std::integral_constant<int, FP_CU_REFLECT>());
+    }
 }
 
 // --- box path: sums along x, then y, then z in shared memory ---------------------------------
@@ -451,7 +532,7 @@ fp_cu_box_zsum(T *out, const fp_cu_geom &g, const fp_cu_tile &t, int bx, int by,
     }
 }
 
-template <typename T, int TZ, int K>
+template <typename T, int TZ, int K, int MODE>
 __global__ static void
 __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__restrict__ out,
                                                  const fp_cu_geom g, const fp_cu_tile t)
@@ -461,8 +542,8 @@ __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__
     T *s1 = win + t.SZ * t.SY * t.SX;
     const int tid = threadIdx.y * FP_TX + threadIdx.x;
     constexpr int KZ = TZ > 1 ? K : (K > 0 ? 1 : 0);
-    fp_cu_tile_load<T, TZ, KZ, K, K>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid, win,
-                                     NULL, NULL);
+    fp_cu_tile_load<T, TZ, KZ, K, K, MODE>(in, NULL, g, t, blockIdx.x, blockIdx.y, blockIdx.z, tid,
+                                           win, NULL, NULL);
     __syncthreads();
     fp_cu_box_xsum<T, TZ, K>(t, tid, win, s1);
     __syncthreads();
@@ -472,9 +553,10 @@ __launch_bounds__(FP_TX *FP_TY) fp_cu_box_kernel(const T *__restrict__ in, T *__
                              threadIdx.y, win);
 }
 
-// Runs the box path on stream s or, with host, phase by phase on the host.  Returns a
-// cudaError_t, or -1 when the host run is out of memory.
-template <typename T, int TZ, int K>
+// Runs the box path on stream s or, with host, phase by phase on the host (MODE: the boundary
+// mode fixed at compile time, -1 for g.mode at run time).  Returns a cudaError_t, or -1 when
+// the host run is out of memory.
+template <typename T, int TZ, int K, int MODE>
 static int
 fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
                bool host, cudaStream_t s, int64_t *reads)
@@ -484,7 +566,7 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
              gy = (unsigned)((t.ny + FP_TY - 1) / FP_TY);
     unsigned gz = (unsigned)((t.nz + TZ - 1) / TZ);
     if (!host) {
-        fp_cu_box_kernel<T, TZ, K>
+        fp_cu_box_kernel<T, TZ, K, MODE>
             <<<dim3(gx, gy, gz), dim3(FP_TX, FP_TY, 1), smem, s>>>(in, out, g, t);
         return (int)cudaGetLastError();
     }
@@ -496,8 +578,8 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
         for (unsigned by = 0; by < gy; by++)
             for (unsigned bx = 0; bx < gx; bx++) {
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
-                    fp_cu_tile_load<T, TZ, KZ, K, K>(in, NULL, g, t, bx, by, bz, tid, win, NULL,
-                                                     reads);
+                    fp_cu_tile_load<T, TZ, KZ, K, K, MODE>(in, NULL, g, t, bx, by, bz, tid, win,
+                                                           NULL, reads);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
                     fp_cu_box_xsum<T, TZ, K>(t, tid, win, s1);
                 for (int tid = 0; tid < FP_TX * FP_TY; tid++)
@@ -511,7 +593,8 @@ fp_cu_box_impl(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
 }
 
 // Runs the box path with the box's extent fixed at compile time when it is k x k x k (k x k in
-// 2-D) with k = 3, 5, 7, 9, else the general one.  Returns what fp_cu_box_impl returns.
+// 2-D) with k = 3, 5, 7, 9 (and the boundary mode too for k = 3, 5), else the general one.
+// Returns what fp_cu_box_impl returns.
 template <typename T, int TZ>
 static int
 fp_cu_box_pick(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, size_t smem,
@@ -522,18 +605,24 @@ fp_cu_box_pick(const T *in, T *out, const fp_cu_geom &g, const fp_cu_tile &t, si
     if (t.ky == k && t.kz == (TZ > 1 ? k : 1)) {
         switch (k) {
         case 3:
-            return fp_cu_box_impl<T, TZ, 3>(in, out, g, t, smem, host, s, reads);
+            return fp_cu_with_mode(g.mode, [&](auto m) {
+                return fp_cu_box_impl<T, TZ, 3, decltype(m)::value>(in, out, g, t, smem, host, s,
+                                                                    reads);
+            });
         case 5:
-            return fp_cu_box_impl<T, TZ, 5>(in, out, g, t, smem, host, s, reads);
+            return fp_cu_with_mode(g.mode, [&](auto m) {
+                return fp_cu_box_impl<T, TZ, 5, decltype(m)::value>(in, out, g, t, smem, host, s,
+                                                                    reads);
+            });
         case 7:
-            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 7)>(in, out, g, t, smem, host, s, reads);
+            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 7), -1>(in, out, g, t, smem, host, s, reads);
         case 9:
-            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 9)>(in, out, g, t, smem, host, s, reads);
+            return fp_cu_box_impl<T, TZ, (TZ > 1 ? 0 : 9), -1>(in, out, g, t, smem, host, s, reads);
         default:
             break;
         }
     }
-    return fp_cu_box_impl<T, TZ, 0>(in, out, g, t, smem, host, s, reads);
+    return fp_cu_box_impl<T, TZ, 0, -1>(in, out, g, t, smem, host, s, reads);
 }
 
 // Runs the box path when g is a 2-D/3-D box that fits; returns -2 when it does not apply,
@@ -558,9 +647,9 @@ fp_cu_box_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host, c
 // and 1 x k x 1 (the passes of separable filters).
 enum { FP_CU_FORM_CUBE, FP_CU_FORM_X, FP_CU_FORM_Y };
 
-// Runs fp_cu_tiled_impl instantiated for weights of shape form with extent K.  Returns what it
-// returns.
-template <typename T, int TZ, int FORM, int K>
+// Runs fp_cu_tiled_impl instantiated for weights of shape form with extent K and boundary mode
+// MODE (-1: at run time).  Returns what it returns.
+template <typename T, int TZ, int FORM, int K, int MODE>
 static int
 fp_cu_tiled_form(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_cu_tile &t,
                  size_t smem, bool host, cudaStream_t s, int64_t *reads)
@@ -572,12 +661,13 @@ fp_cu_tiled_form(const T *in, T *out, const T *w, const fp_cu_geom &g, const fp_
     constexpr bool fits =
         sizeof(T) * ((TZ + kz - 1) * (FP_TY + ky - 1) * (FP_TX + kx - 1) + kz * ky * kx) <=
         FP_SMEM_MAX;
-    return fp_cu_tiled_impl < T, TZ, fits ? kz : 0, fits ? ky : 0,
-           fits ? kx : 0 > (in, out, w, g, t, smem, host, s, reads);
+    return fp_cu_tiled_impl < T, TZ, fits ? kz : 0, fits ? ky : 0, fits ? kx : 0,
+           MODE > (in, out, w, g, t, smem, host, s, reads);
 }
 
-// Runs the instantiation for weights of shape form with extent k (3, 5, 7 or 9).  Returns what
-// fp_cu_tiled_impl returns.
+// Runs the instantiation for weights of shape form with extent k (3, 5, 7 or 9), the boundary
+// mode fixed at compile time too for the common sizes (k x k x k with k = 3, 5; k x k in 2-D).
+// Returns what fp_cu_tiled_impl returns.
 template <typename T, int TZ>
 static int
 fp_cu_tiled_fixed(int form, int k, const T *in, T *out, const T *w, const fp_cu_geom &g,
@@ -586,16 +676,34 @@ fp_cu_tiled_fixed(int form, int k, const T *in, T *out, const T *w, const fp_cu_
 #define FP_CU_FORM_CASES(F)                                                                        \
     switch (k) {                                                                                   \
     case 3:                                                                                        \
-        return fp_cu_tiled_form<T, TZ, F, 3>(in, out, w, g, t, smem, host, s, reads);              \
+        return fp_cu_tiled_form<T, TZ, F, 3, -1>(in, out, w, g, t, smem, host, s, reads);          \
     case 5:                                                                                        \
-        return fp_cu_tiled_form<T, TZ, F, 5>(in, out, w, g, t, smem, host, s, reads);              \
+        return fp_cu_tiled_form<T, TZ, F, 5, -1>(in, out, w, g, t, smem, host, s, reads);          \
     case 7:                                                                                        \
-        return fp_cu_tiled_form<T, TZ, F, 7>(in, out, w, g, t, smem, host, s, reads);              \
+        return fp_cu_tiled_form<T, TZ, F, 7, -1>(in, out, w, g, t, smem, host, s, reads);          \
     default:                                                                                       \
-        return fp_cu_tiled_form<T, TZ, F, 9>(in, out, w, g, t, smem, host, s, reads);              \
+        return fp_cu_tiled_form<T, TZ, F, 9, -1>(in, out, w, g, t, smem, host, s, reads);          \
     }
-    if (form == FP_CU_FORM_CUBE)
-        FP_CU_FORM_CASES(FP_CU_FORM_CUBE)
+    if (form == FP_CU_FORM_CUBE) {
+        switch (k) {
+        case 3:
+            return fp_cu_with_mode(g.mode, [&](auto m) {
+                return fp_cu_tiled_form<T, TZ, FP_CU_FORM_CUBE, 3, decltype(m)::value>(
+                    in, out, w, g, t, smem, host, s, reads);
+            });
+        case 5:
+            return fp_cu_with_mode(g.mode, [&](auto m) {
+                return fp_cu_tiled_form<T, TZ, FP_CU_FORM_CUBE, 5, decltype(m)::value>(
+                    in, out, w, g, t, smem, host, s, reads);
+            });
+        case 7:
+            return fp_cu_tiled_form<T, TZ, FP_CU_FORM_CUBE, 7, -1>(in, out, w, g, t, smem, host, s,
+                                                                   reads);
+        default:
+            return fp_cu_tiled_form<T, TZ, FP_CU_FORM_CUBE, 9, -1>(in, out, w, g, t, smem, host, s,
+                                                                   reads);
+        }
+    }
     if (form == FP_CU_FORM_X)
         FP_CU_FORM_CASES(FP_CU_FORM_X)
     FP_CU_FORM_CASES(FP_CU_FORM_Y)
@@ -631,18 +739,18 @@ fp_cu_tiled_run(const T *in, T *out, const T *w, const fp_cu_geom *g, bool host,
         return fp_cu_tiled_fixed<T, 8>(form, k, in, out, w, *g, t, smem, host, s, reads);
     }
     if (tz == 1)
-        return fp_cu_tiled_impl<T, 1, 1, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 1, 1, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     switch (t.kz) {
     case 1:
-        return fp_cu_tiled_impl<T, 8, 1, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 1, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     case 3:
-        return fp_cu_tiled_impl<T, 8, 3, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 3, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     case 5:
-        return fp_cu_tiled_impl<T, 8, 5, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 5, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     case 7:
-        return fp_cu_tiled_impl<T, 8, 7, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 7, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     default:
-        return fp_cu_tiled_impl<T, 8, 0, 0, 0>(in, out, w, *g, t, smem, host, s, reads);
+        return fp_cu_tiled_impl<T, 8, 0, 0, 0, -1>(in, out, w, *g, t, smem, host, s, reads);
     }
 }
 
@@ -872,8 +980,8 @@ fp_cu_tiled_ok(int dtype, const fp_cu_geom *g)
 // output), on stream s or, with host, on the host (direct forces the per-output path).
 // Returns a cudaError_t, or -1 when the host run is out of memory.
 static int
-fp_cu_dispatch(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
-               bool host, bool direct, cudaStream_t s, int64_t *reads)
+fp_cu_dispatch(int dtype, const void *in, void *out, const void *weights, const void *host_w,
+               const fp_cu_geom *g, bool host, bool direct, cudaStream_t s, int64_t *reads)
 {
     fp_cu_run r;
     if (g->size == 0)
@@ -890,38 +998,28 @@ fp_cu_dispatch(int dtype, const void *in, void *out, const void *weights, const 
         return fp_cu_tiled_run<double>((const double *)in, (double *)out, (const double *)weights,
                                        g, host, s, reads);
     }
-    if (!host) {
-        if (dtype == FP_CU_F32)
-            fp_cu_correlate_kernel<float><<<fp_cu_blocks(g->size), 256, 0, s>>>(
-                (const float *)in, (float *)out, (const float *)weights, *g);
-        else
-            fp_cu_correlate_kernel<double><<<fp_cu_blocks(g->size), 256, 0, s>>>(
-                (const double *)in, (double *)out, (const double *)weights, *g);
-        return (int)cudaGetLastError();
-    }
-    for (int64_t i = 0; i < g->size; i++) {
-        if (dtype == FP_CU_F32)
-            ((float *)out)[i] =
-                fp_cu_point<float>((const float *)in, (const float *)weights, *g, i, reads);
-        else
-            ((double *)out)[i] =
-                fp_cu_point<double>((const double *)in, (const double *)weights, *g, i, reads);
-    }
-    return 0;
+    if (dtype == FP_CU_F32)
+        return fp_cu_point_impl<float>((const float *)in, (float *)out, (const float *)weights,
+                                       (const float *)host_w, *g, host, s, reads);
+    return fp_cu_point_impl<double>((const double *)in, (double *)out, (const double *)weights,
+                                    (const double *)host_w, *g, host, s, reads);
 }
 
 extern "C" int
-fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
-                void *stream)
+fp_cu_correlate(int dtype, const void *in, void *out, const void *weights, const void *host_weights,
+                const fp_cu_geom *g, void *stream)
 {
-    return fp_cu_dispatch(dtype, in, out, weights, g, false, false, (cudaStream_t)stream, NULL);
+    return fp_cu_dispatch(dtype, in, out, weights, host_weights, g, false, false,
+                          (cudaStream_t)stream, NULL);
 }
 
 extern "C" int
 fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights, const fp_cu_geom *g,
                      int path, int64_t *reads)
 {
-    return fp_cu_dispatch(dtype, in, out, weights, g, true, path == 1, NULL, reads);
+    // the weights are host memory here: the per-element path reads them as the device
+    // would, from the kernel's parameters where they fit
+    return fp_cu_dispatch(dtype, in, out, weights, weights, g, true, path == 1, NULL, reads);
 }
 
 __global__ static void

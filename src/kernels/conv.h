@@ -9,16 +9,9 @@
 
 #include <stddef.h>
 
-#define FP_MAXDIM 32
+#include "kernels/fold.h" /* the extension modes (FP_MODE_*) and fp_fold, shared with CUDA */
 
-/* Extension modes, numbered as Python passes them. */
-enum {
-    FP_MODE_REFLECT = 0,
-    FP_MODE_CONSTANT = 1,
-    FP_MODE_NEAREST = 2,
-    FP_MODE_MIRROR = 3,
-    FP_MODE_WRAP = 4
-};
+#define FP_MAXDIM 32
 
 typedef struct fp_conv {
     int ndim;
@@ -44,7 +37,8 @@ typedef struct fp_conv {
 } fp_conv;
 
 /* Input index read for extended index j (any integer) on an axis of length n >= 1 in mode.
- * Returns the index in [0, n), or -1 for constant mode outside. */
+ * Returns the index in [0, n), or -1 for constant mode outside: what fp_fold (kernels/fold.h,
+ * which the CUDA kernels use) returns. */
 ptrdiff_t fp_conv_extend(ptrdiff_t j, ptrdiff_t n, int mode);
 
 /* Fills c->map for every axis, with shift[d] = ntaps[d] / 2 + origin[d].  Returns 0, or -1 when

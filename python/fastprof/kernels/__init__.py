@@ -9,9 +9,9 @@
 
 Each takes ``device=None``: ``"cuda"`` (or ``"gpu"``, ``"cuda:N"``) or a device array as
 input runs the CUDA version (:mod:`fastprof.kernels.gpu`) with the same arguments.  This
-module is the one front end: :mod:`fastprof.kernels.args` checks the arguments before either
-device runs, so a bad argument gets the same error on both; :mod:`fastprof.kernels.cpu` runs
-on what the checks normalise, the GPU side is handed the arguments as given.  The expression
+module is the one front end: :mod:`fastprof.kernels.args` checks the arguments once, before
+either device runs, so a bad argument gets the same error on both; :mod:`fastprof.kernels.cpu`
+and :mod:`fastprof.kernels.gpu` both run on what the checks normalise.  The expression
 language of :func:`evaluate` is :mod:`fastprof.kernels.expr`, read by both devices.
 """
 
@@ -22,11 +22,11 @@ from typing import Any, Callable, Dict, Optional
 
 from . import cpu as _cpu
 from .args import (
-    _check_convolve_args,
-    _check_evaluate_args,
-    _check_matmul_args,
-    _check_uniform_args,
-    _wants_gpu,
+    check_convolve_args,
+    check_evaluate_args,
+    check_matmul_args,
+    check_uniform_args,
+    wants_gpu,
 )
 from .cpu import get_num_threads, set_num_threads
 from .expr import _shown
@@ -71,11 +71,9 @@ def correlate(
 ) -> Any:
     """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
     1.11+: weights and origins over those axes only)."""
-    args = _check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
-    if _wants_gpu(device, input, output):
-        return _gpu("correlate")(
-            input, weights, output, mode, cval, origin, axes=axes, device=device
-        )
+    args = check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
+    if wants_gpu(device, input, output):
+        return _gpu("correlate_args")(args, device=device)
     return _cpu.correlate(args)
 
 
@@ -92,13 +90,11 @@ def convolve(
 ) -> Any:
     """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
     1.11+)."""
-    args = _check_convolve_args(
+    args = check_convolve_args(
         input, weights, output, mode, cval, origin, convolution=True, axes=axes
     )
-    if _wants_gpu(device, input, output):
-        return _gpu("convolve")(
-            input, weights, output, mode, cval, origin, axes=axes, device=device
-        )
+    if wants_gpu(device, input, output):
+        return _gpu("correlate_args")(args, device=device)  # the weights come flipped
     return _cpu.correlate(args)
 
 
@@ -119,20 +115,17 @@ def uniform_filter(
 
     Float results are computed in one fused pass in double precision; integer outputs are
     scipy's exactly (its running sums, stored into the output dtype after each axis)."""
-    a = _check_uniform_args(input, size, output, mode, cval, origin, axes)
-    if _wants_gpu(device, input, output):
-        return _gpu("uniform_filter")(
-            input, size, output, mode, cval, origin, axes=axes, device=device
-        )
+    a = check_uniform_args(input, size, output, mode, cval, origin, axes)
+    if wants_gpu(device, input, output):
+        return _gpu("uniform_filter_args")(a, device=device)
     return _cpu.uniform_filter(a)
 
 
 def matmul(a: Any, b: Any, *, device: Any = None) -> Any:
     """The matrix product ``a @ b`` (NumPy's on the CPU) after checking the operands."""
-    if _wants_gpu(device, a, b):
-        _check_matmul_args(a, b)
-        return _gpu("matmul")(a, b, device=device)
-    a, b = _check_matmul_args(a, b)
+    a, b = check_matmul_args(a, b)
+    if wants_gpu(device, a, b):
+        return _gpu("matmul_args")(a, b, device=device)
     return a @ b
 
 
@@ -153,9 +146,9 @@ def evaluate(
         frame_names.update(frame.f_locals)
         del frame
     try:
-        args = _check_evaluate_args(expr, local_dict, out, frame_names)
-        if _wants_gpu(device, out, *args.values.values()):
-            return _gpu("evaluate")(expr, args.values, out, device=device)
+        args = check_evaluate_args(expr, local_dict, out, frame_names)
+        if wants_gpu(device, out, *args.values.values()):
+            return _gpu("evaluate_args")(args, device=device)
         return _cpu.evaluate(args)
     except RecursionError:  # the tree is within MAX_DEPTH, but the caller was deep already
         raise ValueError(

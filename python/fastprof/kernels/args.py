@@ -1,7 +1,9 @@
-"""The kernels' argument checks, shared by the CPU and GPU front ends: each public kernel
-checks and normalises its arguments here before either device runs, so a bad argument gets the
-same error on both.  Also the device choice (``device=`` or a device array as input), the
-boundary mode codes and the rank-1 factorisation of weights."""
+"""The kernels' argument checks, shared by the CPU and GPU sides: each public kernel checks
+and normalises its arguments here once, before either device runs, so a bad argument gets the
+same error on both (``check_convolve_args``, ``check_uniform_args``, ``check_evaluate_args``,
+``check_matmul_args``, whose results fastprof.kernels.cpu and fastprof.kernels.gpu run on).
+Also the device choice (``wants_gpu``: ``device=`` or a device array as input), the boundary
+mode codes and the rank-1 factorisation of weights (``rank1_factors``)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,18 @@ MODE_CODES: Dict[str, int] = {
 }
 
 
-_FLOAT_TYPES = (np.float32, np.float64)
+FLOAT_TYPES = (np.float32, np.float64)
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _is_device_array(x: Any) -> bool:
-    """True for arrays that live on a CUDA device (CUDA array interface or DLPack device 2)."""
-    if hasattr(x, "__cuda_array_interface__"):
+def is_device_array(x: Any) -> bool:
+    """True for arrays that live on a CUDA device (CUDA array interface or DLPack device 2).
+    The interface is looked for on the type first: a property there (fastprof's DeviceArray,
+    CuPy's) is not computed."""
+    t = type(x)
+    if t is np.ndarray:
+        return False
+    if hasattr(t, "__cuda_array_interface__") or hasattr(x, "__cuda_array_interface__"):
         return True
     if hasattr(x, "__dlpack_device__") and not isinstance(x, np.ndarray):
         try:
@@ -40,16 +47,16 @@ def _is_device_array(x: Any) -> bool:
     return False
 
 
-def _wants_gpu(device: Any, *arrays: Any) -> bool:
+def wants_gpu(device: Any, *arrays: Any) -> bool:
     """Whether a call goes to the GPU: device names it, or an input lives there."""
     if device is None:
-        return any(_is_device_array(a) for a in arrays)
+        return any(is_device_array(a) for a in arrays)
     if isinstance(device, str):
         d = device.strip().lower()
         if d in ("cuda", "gpu") or (d.startswith("cuda:") and d[5:].isdigit()):
             return True
         if d == "cpu":
-            if any(_is_device_array(a) for a in arrays):
+            if any(is_device_array(a) for a in arrays):
                 raise ValueError("device='cpu' but an input is a CUDA device array")
             return False
     raise ValueError(f"device must be None, 'cpu', 'cuda', 'gpu' or 'cuda:N', got {device!r}")
@@ -59,11 +66,54 @@ def _dtype_of(x: Any) -> np.dtype:
     return np.dtype(x.dtype)
 
 
+class _CaiArray:
+    """A device array that has a ``__cuda_array_interface__`` but no ``shape``/``dtype`` of
+    its own, described by its interface (which it passes on, keeping the array alive)."""
+
+    __slots__ = ("obj", "shape", "dtype", "ndim")
+
+    def __init__(self, obj: Any, cai: Dict[str, Any]) -> None:
+        self.obj = obj
+        self.shape = tuple(int(n) for n in cai["shape"])
+        self.dtype = np.dtype(cai["typestr"])
+        self.ndim = len(self.shape)
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        return self.obj.__cuda_array_interface__
+
+
+_described_types: set = set()  # device array types with shape, dtype and ndim of their own
+
+
+def _described(x: Any) -> Any:
+    """x, or for a device array with no shape or dtype attribute of its own, a _CaiArray
+    describing it by its CUDA array interface (TypeError for a malformed one)."""
+    t = type(x)
+    if t in _described_types:
+        return x
+    if hasattr(t, "dtype") and hasattr(t, "shape") and hasattr(t, "ndim"):
+        _described_types.add(t)  # declared by the type (slots, properties): every instance
+        return x
+    if hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim"):
+        return x
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if not isinstance(cai, dict) or "shape" not in cai or "typestr" not in cai:
+        return x
+    try:
+        return _CaiArray(x, cai)
+    except (TypeError, ValueError):
+        raise TypeError("__cuda_array_interface__ must give a shape and a typestr") from None
+
+
 def _check_array(x: Any, name: str, allow_bool: bool = False) -> Any:
-    """x as an ndarray (device arrays are returned as they are) with a numeric real dtype
-    (or bool with allow_bool, as scipy.ndimage's filters take it); TypeError otherwise."""
-    if not _is_device_array(x):
+    """x as an ndarray (device arrays are returned as they are, described by their CUDA array
+    interface when they have no shape or dtype of their own) with a numeric real dtype (or
+    bool with allow_bool, as scipy.ndimage's filters take it); TypeError otherwise."""
+    if not is_device_array(x):
         x = np.asarray(x)
+    elif type(x) is not np.ndarray:
+        x = _described(x)
     dt = _dtype_of(x)
     if dt.kind not in ("biuf" if allow_bool else "iuf") or dt.itemsize > 8 or dt == np.float16:
         kinds = "a bool, integer" if allow_bool else "an integer"
@@ -118,8 +168,12 @@ def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False) -
 
 
 def _check_cval(cval: Any) -> float:
+    """cval as a float; TypeError for what is not a real number (a str float() would read
+    included)."""
     if isinstance(cval, (complex, np.complexfloating)):
         raise TypeError("cval must be a real number")
+    if isinstance(cval, (str, bytes, bytearray)):
+        raise TypeError(f"cval must be a real number, got {cval!r}")
     try:
         return float(cval)
     except (TypeError, ValueError):
@@ -162,7 +216,7 @@ def _check_output(output: Any, input: Any) -> Tuple[Any, np.dtype]:
     array of input's shape."""
     if output is None:
         return None, _dtype_of(input).newbyteorder("=")  # scipy allocates native order
-    if isinstance(output, np.ndarray) or _is_device_array(output):
+    if isinstance(output, np.ndarray) or is_device_array(output):
         if tuple(output.shape) != tuple(input.shape):
             raise ValueError(
                 f"output has shape {tuple(output.shape)}, expected the input's"
@@ -195,7 +249,7 @@ class ConvArgs(NamedTuple):
     origins: Tuple[int, ...]
 
 
-def _check_convolve_args(
+def check_convolve_args(
     input: Any,
     weights: Any,
     output: Any = None,
@@ -209,7 +263,7 @@ def _check_convolve_args(
     input (weights of size 1 and origin 0 on the axes that axes leaves out)."""
     input = _check_array(input, "input", allow_bool=True)
     w = weights
-    if _is_device_array(w):
+    if is_device_array(w):
         raise TypeError("weights must be a host array (numpy or a sequence)")
     w = np.asarray(w)
     if w.dtype.kind not in "biuf" or w.dtype.itemsize > 8:
@@ -218,8 +272,8 @@ def _check_convolve_args(
     ax = _check_axes(axes, input.ndim)
     if w.ndim != len(ax):
         raise ValueError(
-            f"weights has rank {w.ndim} but {len(ax)} axes are filtered"
-            f" (input rank {input.ndim}, axes={axes!r})"
+            f"weights must have one dimension per filtered axis ({len(ax)}), got {w.ndim}"
+            f" (the input has rank {input.ndim}, axes={axes!r})"
         )
     if w.size == 0:
         raise ValueError(f"weights must not be empty, got shape {w.shape}")
@@ -256,7 +310,7 @@ class UniformArgs(NamedTuple):
     axes: Tuple[int, ...]  # the filtered axes in the order scipy filters them
 
 
-def _check_uniform_args(
+def check_uniform_args(
     input: Any,
     size: Any = 3,
     output: Any = None,
@@ -304,7 +358,7 @@ def _check_uniform_args(
     )
 
 
-def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
+def rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
     """1-D factors whose outer product is w (same zero pattern, equal to rounding), or None."""
     if w.ndim == 1:
         return [np.ascontiguousarray(w)]
@@ -328,14 +382,14 @@ def _rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
     return [np.ascontiguousarray(f) for f in factors]
 
 
-def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
+def check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
     """Both operands as arrays of a numeric real dtype with matching inner dimensions."""
     a = _check_array(a, "a")
     b = _check_array(b, "b")
-    if a.ndim == 0 or b.ndim == 0:
+    if not a.shape or not b.shape:
         raise ValueError("matmul: operands must have at least one dimension")
     ka = a.shape[-1]
-    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    kb = b.shape[0] if len(b.shape) == 1 else b.shape[-2]
     if ka != kb:
         raise ValueError(
             f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align ({ka} != {kb})"
@@ -343,10 +397,27 @@ def _check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
     return a, b
 
 
+_PARSED_MAX = 512
+_parsed: Dict[str, Tuple[_expr.Node, Tuple[str, ...]]] = {}
+
+
+def _parsed_names(expr: Any) -> Tuple[_expr.Node, Tuple[str, ...]]:
+    """(tree, the names it reads in order of first appearance) of expr, found once per
+    expression string through fastprof.kernels.expr's parse cache (which the GPU path reads
+    too); raises as parse_cached does."""
+    hit = _parsed.get(expr) if type(expr) is str else None
+    if hit is None:
+        tree = _expr.parse_cached(expr)
+        hit = (tree, tuple(_expr.names(tree)))
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.pop(next(iter(_parsed)))
+        _parsed[expr] = hit
+    return hit
+
+
 def _tree_of(expr: str) -> _expr.Node:
-    """The parsed tree of expr, compiled once per string (fastprof.kernels.expr's cache, which the
-    GPU path reads too)."""
-    return _expr.parse_cached(expr)
+    """The parsed tree of expr (fastprof.kernels.expr's cache, which the GPU path reads too)."""
+    return _parsed_names(expr)[0]
 
 
 class EvalArgs(NamedTuple):
@@ -358,7 +429,7 @@ class EvalArgs(NamedTuple):
     out: Any
 
 
-def _check_evaluate_args(
+def check_evaluate_args(
     expr: str,
     local_dict: Optional[Dict[str, Any]],
     out: Any,
@@ -366,26 +437,29 @@ def _check_evaluate_args(
 ) -> EvalArgs:
     """Parses expr and looks its names up in local_dict (else frame_names); every value must be
     a bool/int/float scalar or array."""
-    tree = _tree_of(expr)
+    tree, tree_names = _parsed_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
     source = local_dict if local_dict is not None else (frame_names or {})
     values: Dict[str, Any] = {}
-    for name in _expr.names(tree):
+    for name in tree_names:
         if name not in source:
             raise ValueError(f"expr {expr!r}: unknown name {name!r}")
         v = source[name]
+        t = type(v)
+        if t is bool or t is int or t is float or (t is np.ndarray and v.dtype.kind in "biuf"):
+            values[name] = v  # the common cases, checked by their type alone
+            continue
         if isinstance(v, (bool, int, float)):
             values[name] = v
             continue
-        if not _is_device_array(v):
-            v = np.asarray(v)
+        v = _described(v) if is_device_array(v) else np.asarray(v)
         dt = _dtype_of(v)
         if dt.kind not in "biuf":
             raise TypeError(
                 f"expr {expr!r}: {name!r} has dtype {dt}; expected bool, integer or float"
             )
         values[name] = v
-    if out is not None and not (isinstance(out, np.ndarray) or _is_device_array(out)):
+    if out is not None and not (isinstance(out, np.ndarray) or is_device_array(out)):
         raise TypeError(f"out must be an array, got {type(out).__name__}")
     return EvalArgs(expr, tree, values, out)

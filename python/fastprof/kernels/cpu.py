@@ -14,7 +14,7 @@ import numpy as np
 from .. import _fastprof
 from . import expr as _expr
 from . import ndimage_exact as _ndimage_exact
-from .args import _FLOAT_TYPES, ConvArgs, EvalArgs, UniformArgs, _rank1_factors
+from .args import FLOAT_TYPES, ConvArgs, EvalArgs, UniformArgs, rank1_factors
 
 
 def set_num_threads(n: int) -> None:
@@ -49,13 +49,13 @@ def _run_correlate(
 
 def _native_float(a: np.ndarray) -> bool:
     """True for an aligned, native-byte-order float32/float64 array (what the C code reads)."""
-    return a.dtype.type in _FLOAT_TYPES and a.dtype.isnative and a.flags.aligned
+    return a.dtype.type in FLOAT_TYPES and a.dtype.isnative and a.flags.aligned
 
 
 def _float_input(x: np.ndarray) -> np.ndarray:
     if _native_float(x):
         return x
-    return x.astype(x.dtype.newbyteorder("=") if x.dtype.type in _FLOAT_TYPES else np.float64)
+    return x.astype(x.dtype.newbyteorder("=") if x.dtype.type in FLOAT_TYPES else np.float64)
 
 
 def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
@@ -85,10 +85,10 @@ def correlate(a: ConvArgs) -> np.ndarray:
     else:
         target = np.empty(
             x.shape,
-            dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in _FLOAT_TYPES else np.float64,
+            dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in FLOAT_TYPES else np.float64,
         )
     if x.size:
-        factors = _rank1_factors(a.weights)
+        factors = rank1_factors(a.weights)
         _run_correlate(x, target, factors, a.weights, a.modes, a.cval, a.origins)
     return _finish(target, output, a.out_dtype)
 
@@ -111,7 +111,7 @@ def uniform_filter(a: UniformArgs) -> np.ndarray:
                     cur, a.sizes[d], d, a.origins[d], a.modes[d], a.cval, a.out_dtype
                 )
         return _finish(cur, output, a.out_dtype)
-    if a.out_dtype.type in _FLOAT_TYPES and all(b is None for b in boxes):
+    if a.out_dtype.type in FLOAT_TYPES and all(b is None for b in boxes):
         x = _float_input(x)
         if output is not None and _native_float(output):
             target = output
@@ -128,7 +128,7 @@ def uniform_filter(a: UniformArgs) -> np.ndarray:
         if s == 1:
             continue
         cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])
-        if a.out_dtype.type not in _FLOAT_TYPES:
+        if a.out_dtype.type not in FLOAT_TYPES:
             cur = cur.astype(a.out_dtype)
     return _finish(np.asarray(cur), output, a.out_dtype)
 

@@ -1,7 +1,12 @@
 """GPU versions of fastprof.kernels: convolve, correlate, uniform_filter, evaluate, matmul.
 
 Same signatures as the CPU kernels plus ``device=`` ("cuda", "gpu", "cuda:N") and ``stream=``.
-fastprof.kernels dispatches here for ``device="cuda"`` or device-array input.
+fastprof.kernels checks the arguments once (fastprof.kernels.args) and hands what the checks
+normalised to :func:`correlate_args`, :func:`uniform_filter_args`, :func:`evaluate_args` and
+:func:`matmul_args` for ``device="cuda"`` or device-array input; :func:`correlate`,
+:func:`convolve`, :func:`uniform_filter`, :func:`evaluate` and :func:`matmul` called directly
+take the arguments as given and check them through the same module, so both devices give a
+bad argument the same error.
 
 - NumPy input is copied in and out; the result is a NumPy array (:class:`TimedArray`) whose
   ``.timings`` gives the host-to-device, kernel and device-to-host times separately (CUDA
@@ -20,6 +25,7 @@ Every argument is checked before any CUDA call; then availability is checked and
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Any, Optional
@@ -32,6 +38,16 @@ from ..cuda.libs import library_candidates
 from . import expr as _expr
 from . import expr_cuda as _expr_cuda
 from . import ndimage_exact as _ndimage_exact
+from .args import (
+    ConvArgs,
+    EvalArgs,
+    UniformArgs,
+    check_convolve_args,
+    check_evaluate_args,
+    check_matmul_args,
+    check_uniform_args,
+    rank1_factors,
+)
 
 __all__ = [
     "convolve",
@@ -39,6 +55,10 @@ __all__ = [
     "uniform_filter",
     "evaluate",
     "matmul",
+    "correlate_args",
+    "uniform_filter_args",
+    "evaluate_args",
+    "matmul_args",
     "last_timings",
     "TimedArray",
     "generate_source",
@@ -46,111 +66,9 @@ __all__ = [
 
 _MAXDIM = 8
 _F32, _F64 = 0, 1
+_DeviceArray = _cuda.DeviceArray
 
-# --- argument checks (kept apart so they can later call fastprof.kernels' shared checks) ------
-
-_MODES = {
-    "reflect": 0,
-    "grid-mirror": 0,
-    "constant": 1,
-    "grid-constant": 1,
-    "nearest": 2,
-    "mirror": 3,
-    "wrap": 4,
-    "grid-wrap": 4,
-}
-
-
-def _check_mode(mode: Any, what: str = "mode") -> int:
-    if not isinstance(mode, str) or mode not in _MODES:
-        raise ValueError(f"{what} must be one of {sorted(_MODES)}, got {mode!r}")
-    return _MODES[mode]
-
-
-def _check_modes(mode: Any, ndim: int) -> list[int]:
-    if isinstance(mode, str):
-        return [_check_mode(mode)] * ndim
-    modes = list(mode) if isinstance(mode, (list, tuple)) else None
-    if modes is None or len(modes) != ndim:
-        raise ValueError(f"mode must be a str or a sequence of {ndim} str, got {mode!r}")
-    return [_check_mode(m, "mode[%d]" % i) for i, m in enumerate(modes)]
-
-
-def _check_cval(cval: Any) -> float:
-    if isinstance(cval, bool) or not isinstance(cval, (int, float, np.integer, np.floating)):
-        raise TypeError(f"cval must be a real number, got {type(cval).__name__}")
-    return float(cval)
-
-
-def _check_origins(origin: Any, ndim: int) -> list[int]:
-    if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
-        return [int(origin)] * ndim
-    if (
-        isinstance(origin, (list, tuple))
-        and len(origin) == ndim
-        and all(isinstance(o, (int, np.integer)) and not isinstance(o, bool) for o in origin)
-    ):
-        return [int(o) for o in origin]
-    raise ValueError(f"origin must be an int or a sequence of {ndim} ints, got {origin!r}")
-
-
-def _check_origin_range(size: int, origin: int, axis: int) -> None:
-    if not 0 <= size // 2 + origin < size:
-        raise ValueError(
-            f"invalid origin {origin} for a filter of size {size} along axis {axis}: "
-            f"expected {-(size // 2)} <= origin <= {(size - 1) // 2}"
-        )
-
-
-def _check_real_dtype(dtype: np.dtype, what: str) -> None:
-    if dtype.kind not in "biuf" or dtype.itemsize > 8:
-        raise TypeError(
-            f"{what} must have a real numeric dtype (bool, int, float up to 64 bit), got {dtype}"
-        )
-
-
-class _Operand:
-    """An input checked without CUDA: host array, or device array to be viewed later."""
-
-    __slots__ = ("host", "device", "obj", "shape", "dtype")
-
-    def __init__(self, obj: Any, what: str) -> None:
-        self.obj = obj
-        self.device: Optional[_cuda.DeviceArray] = None
-        self.host: Optional[np.ndarray] = None
-        if _cuda.is_device_array(obj):
-            self.shape: Optional[tuple[int, ...]] = None
-            self.dtype: Optional[np.dtype] = None
-            cai = (
-                getattr(obj, "__cuda_array_interface__", None)
-                if not isinstance(obj, _cuda.DeviceArray)
-                else None
-            )
-            if isinstance(obj, _cuda.DeviceArray):
-                self.shape, self.dtype = obj.shape, obj.dtype
-            elif isinstance(cai, dict) and "shape" in cai and "typestr" in cai:
-                self.shape, self.dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
-        else:
-            try:
-                self.host = np.asarray(obj)
-            except Exception as exc:
-                raise TypeError(
-                    f"{what} must be an array (NumPy or device), got {type(obj).__name__}"
-                ) from exc
-            if self.host.dtype.hasobject:
-                raise TypeError(f"{what} must be a numeric array, got dtype object")
-            self.shape, self.dtype = self.host.shape, self.host.dtype
-
-    @property
-    def on_device(self) -> bool:
-        return self.host is None
-
-    def view(self, stream: Any) -> _cuda.DeviceArray:
-        """The device view (CUDA must be available)."""
-        if self.device is None:
-            self.device = _cuda.as_device_array(self.obj, stream)
-            self.shape, self.dtype = self.device.shape, self.device.dtype
-        return self.device
+# --- what only the GPU adds to the shared checks ------------------------------------------------
 
 
 def _check_ndim(shape: tuple[int, ...], what: str) -> None:
@@ -160,6 +78,34 @@ def _check_ndim(shape: tuple[int, ...], what: str) -> None:
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+
+
+def _check_gpu_dtype(dtype: np.dtype, what: str) -> None:
+    """TypeError for a dtype the shared checks take but the GPU cannot load (above 64 bits)."""
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise TypeError(
+            f"{what} must have a real numeric dtype (bool, int, float up to 64 bit), got {dtype}"
+        )
+
+
+def _check_filter_io(input: Any, output: Any, out_dtype: np.dtype) -> bool:
+    """Whether a filter's (checked) input lives on the device; raises for what the GPU adds to
+    the shared checks: rank 1 to 8, float32/float64 device input read as it is, output= (an
+    array) for NumPy input only."""
+    on_device = not isinstance(input, np.ndarray)
+    _check_ndim(tuple(input.shape), "input")
+    if output is not None and (on_device or not isinstance(output, np.ndarray)):
+        raise ValueError(
+            "output= is only supported for NumPy input on the GPU (a NumPy array or a dtype);"
+            " device input returns a new DeviceArray"
+        )
+    if on_device:
+        dt = np.dtype(input.dtype)
+        if dt not in (np.float32, np.float64):
+            raise TypeError(f"device input must be float32 or float64, got {dt}")
+        if out_dtype != dt:
+            raise TypeError(f"output dtype {out_dtype} differs from the device input's {dt}")
+    return on_device
 
 
 # --- timings ------------------------------------------------------------------------------------
@@ -243,6 +189,7 @@ def _check_host_output(
 # expression) finds its plan here: the checks passed, the passes chosen, the kernel compiled;
 # what is left per call is the allocations and launches.  Keys hold everything a plan depends
 # on; the device is in the key of what is per device (compiled kernels, uploaded weights).
+# A direct call with the arguments as given is keyed by them too (a hit skips the checks).
 
 _PLANS_MAX = 256
 _plans: dict[tuple, Any] = {}
@@ -254,11 +201,12 @@ def _plan_get(key: Optional[tuple]) -> Any:
     return None if key is None else _plans.get(key)
 
 
-def _plan_put(key: Optional[tuple], plan: Any) -> Any:
+def _plan_put(key: Optional[tuple], plan: Any, built: bool = True) -> Any:
     """Caches plan under key (when key is not None; the oldest plan goes when full) and
-    returns it."""
+    returns it; built=False for a plan found under another key (not counted as built)."""
     global _plan_builds
-    _plan_builds += 1
+    if built:
+        _plan_builds += 1
     if key is not None:
         if len(_plans) >= _PLANS_MAX:
             _plans.pop(next(iter(_plans)))
@@ -279,67 +227,64 @@ def _hashable(v: Any) -> Any:
 
 def _input_key(obj: Any) -> Optional[tuple]:
     """What a plan depends on of a filter's input: shape, dtype and (device) strides; None for
-    inputs the plans do not cover (other libraries' device arrays, sequences)."""
+    inputs the plans do not cover (other libraries' device arrays, sequences, integer NumPy
+    input: its results are computed as scipy's on the host where needed)."""
     if type(obj) is np.ndarray:
-        return ("host", obj.shape, obj.dtype)
-    if type(obj) is _cuda.DeviceArray:
+        return None if obj.dtype.kind not in "f" else ("host", obj.shape, obj.dtype)
+    if type(obj) is _DeviceArray:
         return ("device", obj.shape, obj.dtype, obj.strides)
     return None
 
 
-def _filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[tuple]:
-    """The plan key of a filter call, or None when it cannot be cached (integer results: they
-    are computed as scipy's on the host where needed)."""
+def _raw_filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[tuple]:
+    """The plan key of a direct call with the arguments as given, or None when it cannot be
+    cached (integer results, arguments without a hashable stand-in)."""
     ik = _input_key(input)
-    if ik is None or (ik[0] == "host" and ik[2].kind in "biu") or ik[2].kind not in "biuf":
+    if ik is None:
         return None
     try:
-        if isinstance(output, np.ndarray):
+        if output is None:
+            ok: Any = None
+        elif isinstance(output, np.ndarray):
             if output.dtype.kind not in "f":
                 return None
-            ok: Any = ("array", output.shape, output.dtype)
+            ok = ("array", output.shape, output.dtype)
         else:
             ok = _hashable(output)
-            if output is not None and np.dtype(output).kind not in "f":
+            if np.dtype(output).kind not in "f":
                 return None
-        return (name, ik, ok) + tuple(_hashable(a) for a in args)
+        key: list[Any] = [name, ik, ok]
+        for a in args:
+            t = type(a)
+            key.append((t, a) if t is int or t is float or t is str or a is None else _hashable(a))
+        return tuple(key)
     except TypeError:
         return None
+
+
+class _FilterPlan:
+    """A filter's passes for one input shape and compute dtype (each: weights or None for a
+    box, weights shape, shift, mode, box weight), its boundary value and result dtype."""
+
+    __slots__ = ("passes", "cval", "out_dtype")
+
+    def __init__(self, passes: list, cval: float, out_dtype: np.dtype) -> None:
+        self.passes, self.cval, self.out_dtype = passes, cval, out_dtype
 
 
 # --- filters ------------------------------------------------------------------------------------
 
 
-def _separable(w: np.ndarray) -> Optional[list[np.ndarray]]:
-    """1-D factors whose outer product is w (exactly up to rounding), or None."""
-    if w.ndim < 2 or sum(n > 1 for n in w.shape) < 2:
-        return None
-    p = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
-    pivot = w[p]
-    if pivot == 0:
-        return None
-    factors = []
-    for d in range(w.ndim):
-        idx: list[Any] = list(p)
-        idx[d] = slice(None)
-        factors.append(np.array(w[tuple(idx)], dtype=np.float64))
-    factors[0] = factors[0] / pivot ** (w.ndim - 1)
-    rebuilt = factors[0]
-    for f in factors[1:]:
-        rebuilt = np.multiply.outer(rebuilt, f)
-    scale = float(np.abs(w).max())
-    if not np.allclose(rebuilt, w, rtol=1e-12, atol=1e-14 * scale):
-        return None
-    return factors
-
-
-_weights_cache: dict[tuple, _cuda.DeviceArray] = {}
+_weights_cache: dict[tuple, tuple[_cuda.DeviceArray, np.ndarray]] = {}
 _WEIGHTS_CACHE_MAX = 32
 
 
-def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceArray:
-    """The weights on the current device, uploaded once per content, dtype and device (a small
-    cache: re-uploading would make every call wait for the stream)."""
+def _device_weights(
+    w: np.ndarray, cdt: np.dtype, stream: int
+) -> tuple[_cuda.DeviceArray, np.ndarray]:
+    """The weights on the current device, and the same values on the host (which the
+    per-element kernel takes in its parameters where they fit), uploaded once per content,
+    dtype and device (a small cache: re-uploading would make every call wait for the stream)."""
     host = np.ascontiguousarray(w, dtype=cdt)
     key = (host.tobytes(), host.shape, cdt.str, _C._cuda_get_device())
     hit = _weights_cache.get(key)
@@ -347,7 +292,7 @@ def _device_weights(w: np.ndarray, cdt: np.dtype, stream: int) -> _cuda.DeviceAr
         if len(_weights_cache) >= _WEIGHTS_CACHE_MAX:
             _C._cuda_synchronize()  # the evicted block may still be read on another stream
             _weights_cache.pop(next(iter(_weights_cache)))
-        hit = _weights_cache[key] = _cuda.DeviceArray.from_numpy(host, stream=stream)
+        hit = _weights_cache[key] = (_cuda.DeviceArray.from_numpy(host, stream=stream), host)
     return hit
 
 
@@ -364,8 +309,13 @@ def _run_passes(
     src to out, through contiguous temporaries."""
     code = _F32 if cdt == np.float32 else _F64
     shape = src.shape
-    cur_ptr, cur_strides = src.ptr, tuple(s // cdt.itemsize for s in src.strides)
-    tmp: Optional[_cuda.DeviceArray] = None
+    item = cdt.itemsize
+    contiguous = _cuda._c_strides(shape, 1)  # element strides of the C-contiguous temporaries
+    cur_ptr = src.ptr
+    if src.strides == _cuda._c_strides(shape, item):
+        cur_strides = contiguous
+    else:
+        cur_strides = tuple(s // item for s in src.strides)
     for i, (w, wshape, shift, mode, boxw) in enumerate(passes):
         last = i == len(passes) - 1
         if last:
@@ -373,9 +323,9 @@ def _run_passes(
         else:
             dst = _cuda._empty_here(shape, cdt, out.device, stream)
             keep.append(dst)
-        wptr = 0
+        wptr, host_w = 0, None
         if w is not None:
-            wd = _device_weights(w, cdt, stream)
+            wd, host_w = _device_weights(w, cdt, stream)
             keep.append(wd)
             wptr = wd.ptr
         _C._cuda_correlate(
@@ -391,9 +341,9 @@ def _run_passes(
             cval,
             boxw,
             stream,
+            host_w,
         )
-        tmp = dst
-        cur_ptr, cur_strides = tmp.ptr, tuple(s // cdt.itemsize for s in tmp.strides)
+        cur_ptr, cur_strides = dst.ptr, contiguous
 
 
 def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) -> bool:
@@ -401,32 +351,6 @@ def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) ->
     if not _C._cuda_built() or len(shape) not in (2, 3):
         return False
     return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
-
-
-class _Passes:
-    """The passes of a filter for one input shape and compute dtype, as a plan: called as
-    ``passes_for(shape, cdt)``, it gives the passes it holds (built once)."""
-
-    __slots__ = ("shape", "cdt", "passes", "cval")
-
-    def __init__(self, shape: tuple[int, ...], cdt: np.dtype, passes: list, cval: float) -> None:
-        self.shape, self.cdt, self.passes, self.cval = shape, cdt, passes, cval
-
-    def __call__(self, shape: tuple[int, ...], cdt: np.dtype) -> list:
-        assert shape == self.shape and cdt == self.cdt  # the key holds shape and dtype
-        return self.passes
-
-    @staticmethod
-    def caching(key: Optional[tuple], build: Any, cval: float) -> Any:
-        """passes_for that builds the passes with build(shape, cdt) and caches them under key
-        (nothing is cached for key None)."""
-
-        def passes_for(shape: tuple[int, ...], cdt: np.dtype) -> list:
-            passes = build(shape, cdt)
-            _plan_put(key, _Passes(tuple(shape), np.dtype(cdt), passes, cval))
-            return passes
-
-        return passes_for
 
 
 def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
@@ -446,101 +370,104 @@ def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> n
     return cur
 
 
-def _filter(
-    inp: _Operand,
-    output: Any,
-    passes_for: Any,
-    cval: float,
+def _run_filter(
+    input: Any,
+    output: Optional[np.ndarray],
+    plan: _FilterPlan,
     device: Any,
     stream: Any,
-    emulate: Any = False,
+    emulate: Any,
 ) -> Any:
-    """Shared driver: availability, device, upload, passes, download, timings."""
+    """Shared driver of checked arguments: availability, device, upload, passes, download,
+    timings.  output: a NumPy array of input's shape, or None."""
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
-    out_dtype = None
-    if output is not None and not isinstance(output, np.ndarray):
-        try:  # scipy also takes a dtype for output
-            out_dtype = np.dtype(output)
-        except TypeError:
-            raise ValueError(
-                f"output must be a NumPy array or a dtype, got {type(output).__name__}"
-            ) from None
-        _check_real_dtype(out_dtype, "output")
-        output = None
-    if output is not None and inp.on_device:
-        raise ValueError(
-            "output= is only supported for NumPy input on the GPU; device input "
-            "returns a new DeviceArray"
-        )
-    host_out = None
-    if output is not None:
-        assert inp.shape is not None  # NumPy input: device input with output= raised above
-        host_out = _check_host_output(output, inp.shape, False)
+    passes, cval, out_dtype = plan.passes, plan.cval, plan.out_dtype
+    if output is not None and not output.flags.writeable:
+        raise ValueError("output must be writeable")
     if emulate:
-        if inp.on_device:
+        if not isinstance(input, np.ndarray):
             raise TypeError("host emulation takes NumPy input")
         if not _C._cuda_built():
             raise _cuda.CudaUnavailableError(_cuda.status())
-        host = inp.host
-        assert host is not None  # NumPy input (checked above)
-        cdt = _compute_dtype(host.dtype)
+        cdt = _compute_dtype(input.dtype)
         res = (
-            _emulate_passes(
-                host, passes_for(host.shape, cdt), cval, 1 if emulate == "direct" else 0
-            )
-            if host.size
-            else np.empty(host.shape, _compute_dtype(host.dtype))
+            _emulate_passes(input, passes, cval, 1 if emulate == "direct" else 0)
+            if input.size
+            else np.empty(input.shape, cdt)
         )
-        res = res.astype(out_dtype or host.dtype, copy=False)
-        if host_out is not None:
-            host_out[...] = res
-            return host_out
+        res = res.astype(out_dtype, copy=False)
+        if output is not None:
+            output[...] = res
+            return output
         return res
     _cuda._require()
-    if inp.on_device and index is None:
-        index = inp.view(stream).device  # run where the data lives
+    if not isinstance(input, np.ndarray):
+        src = _cuda.as_device_array(input, stream)
+        item = src.dtype.itemsize
+        if src.strides != _cuda._c_strides(src.shape, item) and any(
+            st % item for st in src.strides
+        ):
+            raise ValueError("device input strides must be multiples of the item size")
+        if stream is None:
+            handle = src.stream
+        if index is None:
+            index = src.device  # run where the data lives
+        if index == _C._cuda_get_device():
+            return _filter_device(src, plan, handle)
+        with _cuda._on_device(index):
+            return _filter_device(src, plan, handle)
     with _cuda._on_device(index):
-        keep: list = []
-        if inp.on_device:
-            src = inp.view(stream)
-            _check_ndim(src.shape, "input")
-            if src.dtype not in (np.float32, np.float64):
-                raise TypeError(f"device input must be float32 or float64, got {src.dtype}")
-            if any(st % src.itemsize for st in src.strides):
-                raise ValueError("device input strides must be multiples of the item size")
-            if out_dtype is not None and out_dtype != src.dtype:
-                raise TypeError(
-                    f"output dtype {out_dtype} differs from the device input's {src.dtype}"
-                )
-            if stream is None:
-                handle = src.stream
-            _cuda._wait_for_operands((src,), handle)
-            out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
-            _cuda._kernel_start()
-            if src.size:
-                _run_passes(
-                    src, out, src.dtype, passes_for(src.shape, src.dtype), cval, handle, keep
-                )
-            _cuda._fence_after([out, *keep], handle)
-            return out
-        host = inp.host
-        assert host is not None
+        host = input
         cdt = _compute_dtype(host.dtype)
+        dev = _C._cuda_get_device()
         timing = _Timing(handle)
         _cuda._kernel_start()
         timing.mark(0)
-        src = _cuda.DeviceArray.from_numpy(host.astype(cdt, copy=False), stream=handle)
-        out = _cuda._empty_here(host.shape, cdt, src.device, handle)
+        src = _upload(host.astype(cdt, copy=False), dev, handle)
+        out = _cuda._empty_here(host.shape, cdt, dev, handle)
         timing.mark(1)
+        keep: list = []
         if host.size:
-            _run_passes(src, out, cdt, passes_for(host.shape, cdt), cval, handle, keep)
+            _run_passes(src, out, cdt, passes, cval, handle, keep)
         timing.mark(2)
-        result = out.to_numpy(stream=handle)
+        result = _download(out, handle)
         timing.mark(3)
-        if result.dtype != (out_dtype or host.dtype):
-            result = result.astype(out_dtype or host.dtype)
-        return _finish_host(result, timing, host_out)
+        if result.dtype != out_dtype:
+            result = result.astype(out_dtype)
+        return _finish_host(result, timing, output)
+
+
+def _filter_device(src: _cuda.DeviceArray, plan: _FilterPlan, handle: int) -> _cuda.DeviceArray:
+    """The filter of device array src on its device (current), queued on handle."""
+    keep: list = []
+    if src.stream != handle:
+        _cuda._wait_for_operands((src,), handle)
+    out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
+    _cuda._kernel_start()
+    if math.prod(src.shape):
+        _run_passes(src, out, src.dtype, plan.passes, plan.cval, handle, keep)
+    if handle:
+        _cuda._fence_after([out, *keep], handle)
+    return out
+
+
+def _upload(host: np.ndarray, dev: int, handle: int) -> _cuda.DeviceArray:
+    """A C-contiguous device copy of host on device dev (current), queued on handle."""
+    if not host.flags.c_contiguous:
+        host = np.ascontiguousarray(host)
+    out = _cuda._empty_here(host.shape, host.dtype, dev, handle)
+    if host.nbytes:
+        _C._cuda_memcpy_htod(out.ptr, host.data.cast("B"), handle)
+    return out
+
+
+def _download(arr: _cuda.DeviceArray, handle: int) -> np.ndarray:
+    """A NumPy copy of arr (C-contiguous, on the current device), queued on handle."""
+    out = np.empty(arr.shape, dtype=arr.dtype)
+    if out.nbytes:
+        _C._cuda_memcpy_dtoh(out.data.cast("B"), arr.ptr, handle)
+    return out
 
 
 # --- integer outputs ------------------------------------------------------------------------
@@ -551,48 +478,24 @@ def _filter(
 # run scipy's own order on the host (fastprof.kernels.ndimage_exact).
 
 _EXACT_LIMIT = float(2**53)
+_F64_DT = np.dtype(np.float64)
 
 
-def _int_out_dtype(inp: "_Operand", output: Any) -> Optional[np.dtype]:
-    """The integer dtype of the result of a filter of host input, or None (float results,
-    device input, or an output argument the shared checks will reject)."""
-    if inp.host is None:
-        return None
-    if isinstance(output, np.ndarray):
-        dt = output.dtype
-    elif output is None:
-        dt = inp.host.dtype
-    else:
-        try:
-            dt = np.dtype(output)
-        except TypeError:
-            return None
-    return dt if dt.kind in "biu" and dt.itemsize <= 8 else None
-
-
-def _uniform_int(
-    host: np.ndarray,
-    size: Any,
-    mode: Any,
-    cval: float,
-    origin: Any,
-    axes: Any,
-    dtype: np.dtype,
-    device: Any,
-    stream: Any,
-    emulate: Any,
-    parts: list,
+def _sums_on_device(
+    host: np.ndarray, passes: list, cval: float, device: Any, stream: Any, emulate: Any
 ) -> np.ndarray:
-    """uniform_filter of host into the integer dtype, exactly as scipy: per filtered axis (in
-    the order of axes) the box mean stored into dtype before the next axis reads it.  Appends
-    the timings of each device call to parts."""
-    ax = _check_axes(axes, host.ndim)
-    n = len(ax)
-    sizes = [int(size)] * n if isinstance(size, (int, np.integer)) else [int(v) for v in size]
-    origins = _check_origins(origin, n)
-    modes = _check_modes(mode, n)
+    """The float64 result of passes over host (device or host emulation)."""
+    return _run_filter(host, None, _FilterPlan(passes, cval, _F64_DT), device, stream, emulate)
+
+
+def _uniform_int(a: UniformArgs, device: Any, stream: Any, emulate: Any, parts: list) -> np.ndarray:
+    """uniform_filter of a.input (NumPy) into the integer a.out_dtype, exactly as scipy: per
+    filtered axis (in the order of a.axes) the box mean stored into the dtype before the next
+    axis reads it.  Appends the timings of each device call to parts."""
+    host, dtype, cval = a.input, a.out_dtype, a.cval
     cur = host
-    for a, sz, o, md in zip(ax, sizes, origins, modes):
+    for ax in a.axes:
+        sz, o, md = a.sizes[ax], a.origins[ax], a.modes[ax]
         if sz == 1:
             continue
         exact = (  # a running sum holds one value more than the box for a moment
@@ -601,34 +504,26 @@ def _uniform_int(
             and (_max_abs(cur) + abs(cval)) * (sz + 1) < _EXACT_LIMIT
         )
         if not exact:
-            cur = _ndimage_exact.uniform_filter1d(cur, sz, a, o, md, cval, dtype)
+            cur = _ndimage_exact.uniform_filter1d(cur, sz, ax, o, md, cval, dtype)
             continue
-        wshape = tuple(sz if k == a else 1 for k in range(host.ndim))
-        sh = tuple(sz // 2 + o if k == a else 0 for k in range(host.ndim))
-        one_pass = [(None, wshape, sh, md, 1.0)]
-        sums = _filter(
-            _Operand(cur, "input"),
-            np.float64,
-            lambda shape, cdt, p=one_pass: p,
-            cval,
-            device,
-            stream,
-            emulate,
-        )
+        wshape = tuple(sz if k == ax else 1 for k in range(host.ndim))
+        sh = tuple(sz // 2 + o if k == ax else 0 for k in range(host.ndim))
+        sums = _sums_on_device(cur, [(None, wshape, sh, md, 1.0)], cval, device, stream, emulate)
         parts.append(getattr(sums, "timings", None))
         cur = _ndimage_exact.c_cast(np.asarray(sums, dtype=np.float64) / float(sz), dtype, False)
     return cur if cur is not host else host.astype(dtype)
 
 
 def _store_int(result: np.ndarray, output: Any, parts: Optional[list]) -> np.ndarray:
-    """result into output when it is an array (after the shared shape checks), else result as
+    """result into output when it is an array (checked by the shared checks), else result as
     a TimedArray.  parts: the timings of the device calls that made it, summed (all zero when
     the host computed it), or None for host emulation (no timings)."""
     if parts is not None:
         keys = ("h2d_ms", "kernel_ms", "d2h_ms", "total_ms")
         _local.timings = {k: float(sum(t[k] for t in parts if t)) for k in keys}
     if isinstance(output, np.ndarray):
-        _check_host_output(output, result.shape, False)
+        if not output.flags.writeable:
+            raise ValueError("output must be writeable")
         output[...] = result
         return output
     if parts is None:
@@ -640,23 +535,6 @@ def _store_int(result: np.ndarray, output: Any, parts: Optional[list]) -> np.nda
 
 def _max_abs(host: np.ndarray) -> float:
     return float(np.max(np.abs(host.astype(np.float64)))) if host.size else 0.0
-
-
-def _check_axes(axes: Any, ndim: int) -> tuple[int, ...]:
-    """Axes as scipy.ndimage takes them: None (all), an int, or distinct ints (negative ok)."""
-    if axes is None:
-        return tuple(range(ndim))
-    raw = [axes] if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool) else axes
-    try:
-        raw = list(raw)
-    except TypeError:
-        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}") from None
-    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in raw):
-        raise ValueError(f"axes must be an int, a sequence of ints or None, got {axes!r}")
-    out = tuple(int(a) + ndim if a < 0 else int(a) for a in raw)
-    if any(not 0 <= a < ndim for a in out) or len(set(out)) != len(out):
-        raise ValueError(f"axes must be distinct axes of a {ndim}-d input, got {axes!r}")
-    return out
 
 
 def _as_zero_d(result: Any, output: Any) -> Any:
@@ -671,17 +549,114 @@ def _as_zero_d(result: Any, output: Any) -> Any:
     return out
 
 
-def _zero_d_output(output: Any) -> Any:
-    """output for the (1,)-shaped run of a 0-d input: a 0-d array as a (1,) view; ValueError for
-    an array of another shape."""
-    if isinstance(output, np.ndarray):
-        if output.shape != ():
-            raise ValueError(f"output must be a NumPy array of shape (), got {output.shape}")
-        return output.reshape(1)
-    return output
+def _one_d(output: Any) -> Any:
+    """output (None or a 0-d NumPy array) for the (1,)-shaped run of a 0-d input."""
+    return output.reshape(1) if isinstance(output, np.ndarray) else output
 
 
-def _correlate_or_convolve(
+# --- correlate and convolve -------------------------------------------------------------------
+
+
+def _conv_passes(a: ConvArgs, shape: tuple[int, ...], cdt: np.dtype) -> list:
+    """The passes of a checked correlation over input of shape in compute dtype cdt: one pass
+    through shared memory where the tiled kernel takes it, else the rank-1 factors as 1-D
+    passes (boxes where a factor is constant), else one direct pass."""
+    w = a.weights
+    mode = a.modes[0] if a.modes else 0  # one mode on every axis (mode is a str)
+    shift = tuple(n // 2 + o for n, o in zip(w.shape, a.origins))
+    direct = [(w, w.shape, shift, mode, 0.0)]
+    if _tiled_ok(cdt, shape, w.shape):  # one pass through shared memory beats 1-D passes
+        return direct
+    if sum(n > 1 for n in w.shape) < 2 or not w.any() or (mode == 1 and a.cval != 0.0):
+        return direct
+    factors = rank1_factors(w)
+    if factors is None:
+        return direct
+    out: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]] = []
+    for d, f in enumerate(factors):
+        if f.size == 1 and f[0] == 1.0:
+            continue
+        wshape = tuple(f.size if k == d else 1 for k in range(w.ndim))
+        sh = tuple(shift[d] if k == d else 0 for k in range(w.ndim))
+        if np.all(f == f[0]):
+            out.append((None, wshape, sh, mode, float(f[0])))
+        else:
+            out.append((f.reshape(wshape), wshape, sh, mode, 0.0))
+    return out or direct  # a single weight of 1 everywhere: the direct pass
+
+
+def _correlate_int(a: ConvArgs, device: Any, stream: Any, emulate: Any) -> np.ndarray:
+    """A correlation of NumPy input into an integer dtype, as scipy's: on the device where its
+    doubles are exact whatever the order, else in scipy's order on the host."""
+    host, taps, cval, int_dt = a.input, a.weights, a.cval, a.out_dtype
+    mode = a.modes[0] if a.modes else 0
+    parts: list = []
+    bound = (_max_abs(host) + abs(cval)) * float(np.abs(taps).sum())
+    if host.size == 0:
+        res = np.empty(host.shape, int_dt)
+    elif (
+        host.dtype.kind in "iu"
+        and np.all(taps == np.round(taps))
+        and float(cval).is_integer()
+        and bound < _EXACT_LIMIT
+    ):
+        # integer products and sums: exact in any order, one direct pass on the device
+        shift = tuple(n // 2 + o for n, o in zip(taps.shape, a.origins))
+        raw = _sums_on_device(
+            host, [(taps, taps.shape, shift, mode, 0.0)], cval, device, stream, emulate
+        )
+        parts.append(getattr(raw, "timings", None))
+        res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
+    else:
+        res = _ndimage_exact.correlate(host, taps, mode, cval, a.origins, int_dt)
+    return _store_int(res, a.output, None if emulate else parts)
+
+
+def correlate_args(
+    a: ConvArgs,
+    *,
+    device: Any = "cuda",
+    stream: Any = None,
+    _emulate: Any = False,
+    _key: Optional[tuple] = None,
+) -> Any:
+    """The correlation of arguments checked by fastprof.kernels.args.check_convolve_args
+    (convolve's come flipped into correlation form) on the GPU.  _key: the plan key of the
+    arguments as given, which the plan is filed under too."""
+    inp = a.input
+    if isinstance(inp, np.ndarray) and inp.ndim == 0:
+        # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
+        one = a._replace(
+            input=inp.reshape(1),
+            weights=a.weights.reshape(1),
+            output=_one_d(a.output),
+            modes=(0,),
+            origins=(0,),
+        )
+        return _as_zero_d(
+            correlate_args(one, device=device, stream=stream, _emulate=_emulate), a.output
+        )
+    on_device = _check_filter_io(inp, a.output, a.out_dtype)
+    if not on_device and a.out_dtype.kind in "biu":
+        return _correlate_int(a, device, stream, _emulate)
+    cdt = np.dtype(inp.dtype) if on_device else _compute_dtype(inp.dtype)
+    ik = _input_key(inp)
+    key = None
+    if ik is not None:
+        w = a.weights
+        key = ("conv", ik, a.out_dtype, a.modes, a.cval, a.origins, w.shape, w.tobytes())
+    plan = _plan_get(key)
+    if plan is None:
+        plan = _plan_put(
+            key, _FilterPlan(_conv_passes(a, tuple(inp.shape), cdt), a.cval, a.out_dtype)
+        )
+    if _key is not None:
+        _plan_put(_key, plan, built=False)
+    return _run_filter(inp, a.output, plan, device, stream, _emulate)
+
+
+def _conv_raw(
+    convolution: bool,
     input: Any,
     weights: Any,
     output: Any,
@@ -691,130 +666,23 @@ def _correlate_or_convolve(
     axes: Any,
     device: Any,
     stream: Any,
-    flip: bool,
     emulate: Any,
 ) -> Any:
+    """correlate/convolve with the arguments as given: a repeat call finds its plan by them,
+    the first is checked through fastprof.kernels.args."""
     key = None
     if type(weights) is np.ndarray and weights.dtype.kind in "biuf":
-        wk = (weights.shape, weights.dtype, weights.tobytes())
-        key = _filter_key(
-            "convolve" if flip else "correlate", input, output, mode, cval, origin, axes
+        key = _raw_filter_key(
+            "convolve" if convolution else "correlate", input, output, mode, cval, origin, axes
         )
-        key = None if key is None else key + (wk,)
-    cached = _plan_get(key)
-    if cached is not None:
-        return _filter(
-            _Operand(input, "input"), output, cached, cached.cval, device, stream, emulate
-        )
-    inp = _Operand(input, "input")
-    if inp.host is not None and inp.host.ndim == 0:
-        # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
-        _check_real_dtype(inp.host.dtype, "input")
-        w = np.asarray(weights) if not _cuda.is_device_array(weights) else None
-        if w is None or w.ndim != 0:
-            raise ValueError(
-                "weights must have one dimension per filtered axis (0), got "
-                f"{'a device array' if w is None else w.ndim}"
-            )
-        if axes not in (None, (), []):
-            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
-        _check_origins(origin, 0)
-        res = _correlate_or_convolve(
-            inp.host.reshape(1),
-            w.reshape(1),
-            _zero_d_output(output),
-            mode,
-            cval,
-            0,
-            None,
-            device,
-            stream,
-            flip,
-            emulate,
-        )
-        return _as_zero_d(res, output)
-    modecode = _check_mode(mode)
-    cval = _check_cval(cval)
-    if _cuda.is_device_array(weights):
-        raise TypeError("weights must be a host array (NumPy or sequence) on the GPU path")
-    w0 = np.asarray(weights)
-    _check_real_dtype(w0.dtype, "weights")
-    w0 = w0.astype(np.float64)
-    if w0.size == 0:
-        raise ValueError("weights must not be empty")
-
-    def prepare(ndim: int) -> tuple[np.ndarray, tuple[int, ...]]:
-        """Weights over all ndim axes and their shifts, checked as scipy checks them."""
-        ax = _check_axes(axes, ndim)
-        if w0.ndim != len(ax):
-            raise ValueError(
-                f"weights must have one dimension per filtered axis ({len(ax)}), got {w0.ndim}"
-            )
-        w = w0
-        if len(ax) < ndim:  # unfiltered axes get weights of size 1 and origin 0
-            w = np.expand_dims(w0, tuple(a for a in range(ndim) if a not in ax))
-        given = _check_origins(origin, len(ax))
-        origins = [0] * ndim
-        for o, a in zip(given, ax):
-            origins[a] = o
-        if flip:
-            w = w[(slice(None, None, -1),) * w.ndim]
-            origins = [-o - (1 if n % 2 == 0 else 0) for o, n in zip(origins, w.shape)]
-        for d, (n, o) in enumerate(zip(w.shape, origins)):
-            _check_origin_range(n, o, d)
-        return np.ascontiguousarray(w), tuple(n // 2 + o for n, o in zip(w.shape, origins))
-
-    if inp.shape is not None and inp.dtype is not None:  # set together
-        _check_ndim(inp.shape, "input")
-        _check_real_dtype(inp.dtype, "input")
-        prepare(len(inp.shape))  # bad weights, axes or origin raise here, before any CUDA call
-    int_dt = _int_out_dtype(inp, output)
-    if int_dt is not None and inp.host is not None:
-        host = inp.host
-        parts: list = []
-        w, shift = prepare(host.ndim)
-        taps = np.where(np.abs(w) > np.finfo(np.float64).eps, w, 0.0)
-        bound = _max_abs(host) * float(np.abs(taps).sum()) + abs(cval) * float(np.abs(taps).sum())
-        if host.size == 0:
-            res = np.empty(host.shape, int_dt)
-        elif (
-            host.dtype.kind in "iu"
-            and np.all(taps == np.round(taps))
-            and float(cval).is_integer()
-            and bound < _EXACT_LIMIT
-        ):
-            # integer products and sums: exact in any order, one direct pass on the device
-            direct = [(taps, taps.shape, shift, modecode, 0.0)]
-            raw = _filter(inp, np.float64, lambda shape, cdt: direct, cval, device, stream, emulate)
-            parts.append(getattr(raw, "timings", None))
-            res = _ndimage_exact.c_cast(np.asarray(raw, dtype=np.float64), int_dt, True)
-        else:
-            origins = tuple(sh - n // 2 for sh, n in zip(shift, taps.shape))
-            res = _ndimage_exact.correlate(host, taps, modecode, cval, origins, int_dt)
-        return _store_int(res, output, None if emulate else parts)
-
-    def passes(shape: tuple[int, ...], cdt: np.dtype) -> list:
-        w, shift = prepare(len(shape))
-        if _tiled_ok(cdt, shape, w.shape):  # one pass through shared memory beats 1-D passes
-            return [(w, w.shape, shift, modecode, 0.0)]
-        factors = _separable(w) if (modecode != 1 or cval == 0.0) else None
-        if factors is None:
-            return [(w, w.shape, shift, modecode, 0.0)]
-        out: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]] = []
-        for d, f in enumerate(factors):
-            if f.size == 1 and f[0] == 1.0:
-                continue
-            wshape = tuple(f.size if k == d else 1 for k in range(w.ndim))
-            sh = tuple(shift[d] if k == d else 0 for k in range(w.ndim))
-            if np.all(f == f[0]):
-                out.append((None, wshape, sh, modecode, float(f[0])))
-            else:
-                out.append((f.reshape(wshape), wshape, sh, modecode, 0.0))
-        if not out:  # a single weight of 1 everywhere
-            out.append((w, w.shape, shift, modecode, 0.0))
-        return out
-
-    return _filter(inp, output, _Passes.caching(key, passes, cval), cval, device, stream, emulate)
+        if key is not None:
+            key += ((weights.shape, weights.dtype, weights.tobytes()),)
+    plan = _plan_get(key)
+    if plan is not None:
+        out = output if isinstance(output, np.ndarray) else None
+        return _run_filter(input, out, plan, device, stream, emulate)
+    a = check_convolve_args(input, weights, output, mode, cval, origin, convolution, axes)
+    return correlate_args(a, device=device, stream=stream, _emulate=emulate, _key=key)
 
 
 def correlate(
@@ -832,8 +700,8 @@ def correlate(
 ) -> Any:
     """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
     on the host instead (a test hook; CUDA builds only)."""
-    return _correlate_or_convolve(
-        input, weights, output, mode, cval, origin, axes, device, stream, False, _emulate
+    return _conv_raw(
+        False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate
     )
 
 
@@ -851,9 +719,78 @@ def convolve(
     _emulate: Any = False,
 ) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
-    return _correlate_or_convolve(
-        input, weights, output, mode, cval, origin, axes, device, stream, True, _emulate
+    return _conv_raw(
+        True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate
     )
+
+
+# --- uniform_filter -----------------------------------------------------------------------------
+
+
+def _uniform_passes(a: UniformArgs, shape: tuple[int, ...], cdt: np.dtype) -> list:
+    """The passes of a checked uniform_filter over input of shape in compute dtype cdt: one box
+    pass per filtered axis of size > 1, or one box over all of them where the tiled kernel
+    takes it."""
+    ndim = len(shape)
+    out = []
+    for ax in a.axes:
+        s = a.sizes[ax]
+        if s > 1:
+            wshape = tuple(s if k == ax else 1 for k in range(ndim))
+            sh = tuple(s // 2 + a.origins[ax] if k == ax else 0 for k in range(ndim))
+            out.append((None, wshape, sh, a.modes[ax], 1.0 / s))
+    if not out:  # nothing to filter: a copy through a 1x...x1 identity
+        return [(None, (1,) * ndim, (0,) * ndim, 0, 1.0)]
+    same_mode = len({p[3] for p in out}) == 1
+    if len(out) > 1 and same_mode and (out[0][3] != 1 or a.cval == 0.0):
+        # one box pass over all axes equals scipy's 1-D passes (the boundary extension
+        # is per axis), except for constant mode with cval != 0
+        wshape = tuple(math.prod(p[1][k] for p in out) for k in range(ndim))
+        shift = tuple(sum(p[2][k] for p in out) for k in range(ndim))
+        if _tiled_ok(cdt, shape, wshape):
+            return [(None, wshape, shift, out[0][3], math.prod(p[4] for p in out))]
+    return out
+
+
+def uniform_filter_args(
+    a: UniformArgs,
+    *,
+    device: Any = "cuda",
+    stream: Any = None,
+    _emulate: Any = False,
+    _key: Optional[tuple] = None,
+) -> Any:
+    """uniform_filter of arguments checked by fastprof.kernels.args.check_uniform_args on the
+    GPU.  _key: the plan key of the arguments as given, which the plan is filed under too."""
+    inp = a.input
+    if isinstance(inp, np.ndarray) and inp.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
+        one = a._replace(
+            input=inp.reshape(1),
+            sizes=(1,),
+            output=_one_d(a.output),
+            modes=(0,),
+            origins=(0,),
+            axes=(),
+        )
+        res = uniform_filter_args(one, device=device, stream=stream, _emulate=_emulate)
+        return _as_zero_d(res, a.output)
+    on_device = _check_filter_io(inp, a.output, a.out_dtype)
+    if not on_device and a.out_dtype.kind in "biu" and inp.size:
+        parts: list = []
+        res = _uniform_int(a, device, stream, _emulate, parts)
+        return _store_int(res, a.output, None if _emulate else parts)
+    cdt = np.dtype(inp.dtype) if on_device else _compute_dtype(inp.dtype)
+    ik = _input_key(inp)
+    key = None
+    if ik is not None and a.out_dtype.kind == "f":
+        key = ("uniform", ik, a.out_dtype, a.sizes, a.modes, a.cval, a.origins, a.axes)
+    plan = _plan_get(key)
+    if plan is None:
+        passes = _uniform_passes(a, tuple(inp.shape), cdt)
+        plan = _plan_put(key, _FilterPlan(passes, a.cval, a.out_dtype))
+    if _key is not None:
+        _plan_put(_key, plan, built=False)
+    return _run_filter(inp, a.output, plan, device, stream, _emulate)
 
 
 def uniform_filter(
@@ -869,84 +806,16 @@ def uniform_filter(
     stream: Any = None,
     _emulate: bool = False,
 ) -> Any:
-    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1."""
-    key = _filter_key("uniform", input, output, size, mode, cval, origin, axes)
-    cached = _plan_get(key)
-    if cached is not None:
-        return _filter(
-            _Operand(input, "input"), output, cached, cached.cval, device, stream, _emulate
-        )
-    inp = _Operand(input, "input")
-    if inp.host is not None and inp.host.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
-        _check_real_dtype(inp.host.dtype, "input")
-        if axes not in (None, (), []):
-            raise ValueError(f"axes must be empty for a 0-d input, got {axes!r}")
-        res = uniform_filter(
-            inp.host.reshape(1),
-            1,
-            _zero_d_output(output),
-            mode,
-            cval,
-            0,
-            device=device,
-            stream=stream,
-            _emulate=_emulate,
-        )
-        return _as_zero_d(res, output)
-    cval = _check_cval(cval)
-
-    def plan(shape: tuple[int, ...], cdt: np.dtype) -> list:
-        ndim = len(shape)
-        ax = list(_check_axes(axes, ndim))
-        n = len(ax)
-        if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-            sizes = [int(size)] * n
-        elif isinstance(size, (list, tuple)) and len(size) == n:
-            sizes = [int(s) for s in size]
-        else:
-            raise ValueError(f"size must be an int or a sequence of {n} ints, got {size!r}")
-        if any(s < 1 for s in sizes):
-            raise ValueError(f"size must be >= 1, got {size!r}")
-        origins = _check_origins(origin, n)
-        modes = _check_modes(mode, n)
-        out = []
-        for a, s, o, md in zip(ax, sizes, origins, modes):
-            if s > 1:
-                _check_origin_range(s, o, a)
-                wshape = tuple(s if k == a else 1 for k in range(ndim))
-                sh = tuple(s // 2 + o if k == a else 0 for k in range(ndim))
-                out.append((None, wshape, sh, md, 1.0 / s))
-        if not out:  # nothing to filter: a copy through a 1x...x1 identity
-            out.append((None, (1,) * ndim, (0,) * ndim, 0, 1.0))
-        same_mode = len({p[3] for p in out}) == 1
-        if len(out) > 1 and same_mode and (out[0][3] != 1 or cval == 0.0):
-            # one box pass over all axes equals scipy's 1-D passes (the boundary extension
-            # is per axis), except for constant mode with cval != 0
-            wshape = tuple(int(np.prod([p[1][k] for p in out])) for k in range(ndim))
-            shift = tuple(sum(p[2][k] for p in out) for k in range(ndim))
-            if _tiled_ok(cdt, shape, wshape):
-                return [(None, wshape, shift, out[0][3], float(np.prod([p[4] for p in out])))]
-        return out
-
-    if inp.shape is not None and inp.dtype is not None:  # set together
-        _check_ndim(inp.shape, "input")
-        _check_real_dtype(inp.dtype, "input")
-        plan(inp.shape, _compute_dtype(inp.dtype))  # bad size/origin/mode/axes raise here
-    int_dt = _int_out_dtype(inp, output)
-    if int_dt is not None and inp.host is not None and inp.host.size:
-        parts: list = []
-        res = _uniform_int(
-            inp.host, size, mode, cval, origin, axes, int_dt, device, stream, _emulate, parts
-        )
-        return _store_int(res, output, None if _emulate else parts)
-    elif isinstance(mode, str):
-        _check_mode(mode)
-    elif isinstance(mode, (list, tuple)):
-        for i, md in enumerate(mode):
-            _check_mode(md, "mode[%d]" % i)
-    else:
-        raise ValueError(f"mode must be a str or a sequence of str, got {mode!r}")
-    return _filter(inp, output, _Passes.caching(key, plan, cval), cval, device, stream, _emulate)
+    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1.  A repeat
+    call finds its plan by the arguments as given; the first is checked through
+    fastprof.kernels.args."""
+    key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes)
+    plan = _plan_get(key)
+    if plan is not None:
+        out = output if isinstance(output, np.ndarray) else None
+        return _run_filter(input, out, plan, device, stream, _emulate)
+    a = check_uniform_args(input, size, output, mode, cval, origin, axes)
+    return uniform_filter_args(a, device=device, stream=stream, _emulate=_emulate, _key=key)
 
 
 # --- evaluate -----------------------------------------------------------------------------------
@@ -1002,157 +871,223 @@ def evaluate(
     Arrays must share one shape (scalars broadcast); every operation computes in the dtypes
     NumPy's loop for it uses (fastprof.kernels.expr.typed); a sum/prod at the top reduces the whole
     array or one axis.  Names come from local_dict (and global_dict), else from the caller's
-    frame.
+    frame.  The arguments are checked through fastprof.kernels.args, as the front end's.
     """
-    names = _expr_names(expr)
-    if local_dict is not None and not isinstance(local_dict, dict):
-        raise TypeError(f"local_dict must be a dict or None, got {type(local_dict).__name__}")
-    if local_dict is None and global_dict is None:
-        frame = sys._getframe(_frame_depth)
-        scopes: tuple[dict, ...] = (frame.f_locals, frame.f_globals)
-    else:
-        scopes = (local_dict or {}, global_dict or {})
-    operands: dict[str, _Operand] = {}
-    scalars: dict[str, Any] = {}
-    sig: list[tuple] = []  # what the plan depends on: each name's kind, dtype and shape
-    for n in names:
-        for scope in scopes:
-            if n in scope:
-                v = scope[n]
-                break
+    frame_names = None
+    if local_dict is None or global_dict is not None:
+        if local_dict is not None and not isinstance(local_dict, dict):
+            raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
+        if global_dict is not None:
+            frame_names = dict(global_dict)
+            frame_names.update(local_dict or {})
         else:
-            raise KeyError(f"name {n!r} in expr is not defined")
-        if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_)):
-            scalars[n] = v
-            sig.append((n, _scalar_key(v)))
-            continue
-        op = _Operand(v, f"variable {n!r}")
-        if op.host is not None and op.host.ndim == 0:
-            _check_real_dtype(op.host.dtype, f"variable {n!r}")
-            scalars[n] = op.host[()]
-            sig.append((n, op.host.dtype))
-            continue
-        if op.dtype is not None:
-            _check_real_dtype(op.dtype, f"variable {n!r}")
-        operands[n] = op
-        sig.append((n, op.dtype, op.shape, op.on_device))
-    shapes = {op.shape for op in operands.values() if op.shape is not None}
+            frame = sys._getframe(_frame_depth)
+            frame_names = dict(frame.f_globals)
+            frame_names.update(frame.f_locals)
+            del frame
+        local_dict = None
+    a = check_evaluate_args(expr, local_dict, out, frame_names)
+    return evaluate_args(a, device=device, stream=stream)
+
+
+class _EvalPlan:
+    """What a repeat evaluate call with the same expression and operand layout runs: the
+    kernel source, the result's shape, the kernel's outputs (and per output the elements it
+    reduces, with their stride), the grid, the launch format and where each argument comes
+    from, and the compiled kernel per device."""
+
+    __slots__ = (
+        "src",
+        "size",
+        "res_shape",
+        "alloc_shape",
+        "nout",
+        "tail",
+        "blocks",
+        "fmt",
+        "recipe",
+        "kernels",
+    )
+
+    def __init__(self, src: _expr_cuda.Source, shape: tuple[int, ...], expr: str) -> None:
+        self.src = src
+        self.size = math.prod(shape)
+        res_shape, nout, nred, inner = _reduce_plan(src, shape, expr)
+        self.res_shape, self.nout = res_shape, nout
+        # the kernel writes nout values: the result itself (C order) unless it reduces
+        self.alloc_shape = res_shape if src.reduce is None else (nout,)
+        fmt = "".join(p.fmt for p in src.params)
+        self.tail: tuple[int, ...]
+        if src.reduce is None:
+            self.fmt, self.tail = fmt + "pq", (nout,)
+        else:
+            self.fmt, self.tail = fmt + "pqqqq", (nout, nred, inner, self.size)
+        self.blocks = int(min((nout + 255) // 256, 65535 * 8))
+        self.recipe = tuple((p.name, p.fmt) for p in src.params)
+        self.kernels: dict[int, int] = {}
+
+    def kernel(self, dev: int) -> int:
+        """The compiled kernel on device dev (current), compiled once per source and device."""
+        k = self.kernels.get(dev)
+        if k is None:
+            kkey = (self.src.source, dev)  # the generated source holds the expression and dtypes
+            hit = _kernel_cache.get(kkey)
+            if hit is None:
+                cc = _cuda._props(dev)["compute_capability"]
+                image = compile_source(self.src.source, f"sm_{cc[0]}{cc[1]}")
+                _lib, kern = _C._cuda_library_load(image, "fp_eval")
+                hit = _kernel_cache[kkey] = (kern, self.src)
+            k = self.kernels[dev] = hit[0]
+        return k
+
+
+def _eval_key(expr: str, values: dict[str, Any]) -> Optional[tuple]:
+    """The plan key of an evaluate call: the expression, and per name its layout (dtype, shape
+    and strides of an array, the kind of a scalar); None when an operand is another library's
+    device array (viewed first)."""
+    key: list[Any] = [expr]
+    for v in values.values():
+        t = type(v)
+        if t is np.ndarray or t is _DeviceArray:
+            key.append((t, v.dtype, v.shape, v.strides))
+        elif t is float or t is bool:
+            key.append(t)
+        elif t is int:
+            key.append(_scalar_key(v))
+        else:
+            return None
+    return tuple(key)
+
+
+def _build_eval_plan(expr: str, values: dict[str, Any]) -> _EvalPlan:
+    """The plan of an evaluate call once every operand is a NumPy array, a DeviceArray or a
+    scalar; raises for what the GPU cannot run (arrays of different shapes, no array, device
+    arrays not C-contiguous) or what is outside the language or the GPU's dtypes."""
+    kinds: dict[str, Any] = {}
+    shapes = set()
+    for n, v in values.items():
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            _check_gpu_dtype(v.dtype, f"variable {n!r}")
+            kinds[n] = v[()]
+        elif isinstance(v, (np.ndarray, _DeviceArray)):
+            _check_gpu_dtype(v.dtype, f"variable {n!r}")
+            if type(v) is _DeviceArray and not v.is_c_contiguous:
+                raise ValueError(f"device variable {n!r} must be C-contiguous")
+            kinds[n] = np.dtype(v.dtype)
+            shapes.add(v.shape)
+        else:
+            kinds[n] = v
+    if not shapes:
+        raise ValueError("expr must reference at least one array on the GPU")
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
-    on_device = any(op.on_device for op in operands.values())
-    if out is not None and (on_device or not isinstance(out, np.ndarray)):
-        raise TypeError("out must be a NumPy array, and only for NumPy input")
+    src = generate_source(expr, kinds)
+    return _EvalPlan(src, shapes.pop(), expr)
+
+
+def evaluate_args(a: EvalArgs, *, device: Any = "cuda", stream: Any = None) -> Any:
+    """evaluate of arguments checked by fastprof.kernels.args.check_evaluate_args on the GPU."""
+    expr, values, out = a.expr, a.values, a.out
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
-    if not operands:
-        raise ValueError("expr must reference at least one array on the GPU")
-    planned = None
-    if all(op.dtype is not None and op.shape is not None for op in operands.values()):
-        # checked before any CUDA call; a repeat call finds its plan in the cache
-        key = ("evaluate", expr, tuple(sig))
-        planned = _plan_get(key)
-        if planned is None:
-            planned = _plan_put(key, _evaluate_plan(expr, operands, scalars))
-        _check_out_shape(out, planned[3][0])
+    key = _eval_key(expr, values)
+    if key is None:  # another library's device arrays: viewed as DeviceArrays first
+        _cuda._require()
+        values = {
+            n: _cuda.as_device_array(v, stream)
+            if not isinstance(v, (np.ndarray, bool, int, float))
+            else v
+            for n, v in values.items()
+        }
+        key = _eval_key(expr, values)
+    plan = _plan_get(key)
+    if plan is None:
+        plan = _plan_put(key, _build_eval_plan(expr, values))
+    first_dev = None
+    for v in values.values():
+        if type(v) is _DeviceArray:
+            first_dev = v
+            break
+    if out is not None:
+        if first_dev is not None or type(out) is not np.ndarray:
+            raise TypeError("out must be a NumPy array, and only for NumPy input")
+        if out.shape != plan.res_shape:
+            raise ValueError(f"out must have shape {plan.res_shape}, got {out.shape}")
     _cuda._require()
-    if index is None:
-        for op in operands.values():
-            if op.on_device:
-                index = op.view(stream).device  # run where the data lives
-                break
+    if index is None and first_dev is not None:
+        index = first_dev.device  # run where the data lives
+    dev = _C._cuda_get_device()
+    if index is None or index == dev:
+        return _eval_run(plan, values, out, dev, handle, stream, first_dev is not None)
     with _cuda._on_device(index):
-        if planned is None:
-            for op in operands.values():
-                op.view(stream)
-            planned = _evaluate_plan(expr, operands, scalars)
-            _check_out_shape(out, planned[3][0])
-        src, shape, size, plan = planned
-        res_shape = plan[0]
-        dev = _C._cuda_get_device()
-        kkey = (src.source, dev)  # the generated source holds the expression and dtypes
-        hit = _kernel_cache.get(kkey)
-        if hit is None:
-            cc = _cuda._props(dev)["compute_capability"]
-            image = compile_source(src.source, f"sm_{cc[0]}{cc[1]}")
-            _lib, kernel = _C._cuda_library_load(image, "fp_eval")
-            hit = _kernel_cache[kkey] = (kernel, src)
-        kernel = hit[0]
-        keep: list = []
-        timing = None if on_device else _Timing(handle)
-        _cuda._kernel_start()
-        if timing:
-            timing.mark(0)
-        views: dict[str, _cuda.DeviceArray] = {}
-        for n, op in operands.items():
-            if op.on_device:
-                v = op.view(stream)
-                if not v.is_c_contiguous:
-                    raise ValueError(f"device variable {n!r} must be C-contiguous")
-                if stream is None and v.stream:
+        return _eval_run(plan, values, out, index, handle, stream, first_dev is not None)
+
+
+def _eval_run(
+    plan: _EvalPlan,
+    values: dict[str, Any],
+    out: Optional[np.ndarray],
+    dev: int,
+    handle: int,
+    stream: Any,
+    on_device: bool,
+) -> Any:
+    """Uploads the NumPy operands, launches the plan's kernel on device dev (current) and
+    returns the result (a DeviceArray for device operands, else a TimedArray or out)."""
+    src = plan.src
+    kernel = plan.kernel(dev)
+    keep: list = []
+    timing = None
+    if on_device:
+        if stream is None:  # the operands' stream (the last one not the default)
+            for v in values.values():
+                if type(v) is _DeviceArray and v.stream:
                     handle = v.stream
-            else:
-                assert op.host is not None  # not on the device
-                v = _cuda.DeviceArray.from_numpy(op.host, stream=handle)
+        devs = [v for v in values.values() if type(v) is _DeviceArray]
+        for v in devs:
+            if v.stream != handle:  # operands on other streams (CUDA Array Interface v3)
+                _cuda._wait_for_operands(devs, handle)
+                break
+        _cuda._kernel_start()
+    else:
+        timing = _Timing(handle)
+        _cuda._kernel_start()
+        timing.mark(0)
+    args: list[Any] = []
+    for name, fmt in plan.recipe:
+        v = values[name]
+        if fmt == "p":
+            if type(v) is not _DeviceArray:
+                v = _upload(v, dev, handle)
                 keep.append(v)
-            views[n] = v
-        if any(v.shape != shape for v in views.values()):
-            raise ValueError("arrays in expr must share one shape on the GPU")
-        if on_device:  # device operands may come on other streams (CUDA Array Interface v3)
-            _cuda._wait_for_operands(
-                [views[n] for n, op in operands.items() if op.on_device], handle
-            )
-        _res_shape, nout, nred, inner = plan
-        result = _cuda._empty_here((nout,), src.out_dtype, dev, handle)
-        if timing:
-            timing.mark(1)
-        fmt = ""
-        args: list[Any] = []
-        for p in src.params:
-            fmt += p.fmt
-            if p.fmt == "p":
-                args.append(views[p.name].ptr)
-            else:
-                value = scalars[p.name]
-                args.append(float(value) if p.fmt == "d" else _as_long_long(int(value)))
-        if src.reduce is None:
-            fmt += "pq"
-            args += [result.ptr, nout]
+            args.append(v.ptr)
+        elif fmt == "d":
+            args.append(float(v))
         else:
-            fmt += "pqqqq"
-            args += [result.ptr, nout, nred, inner, size]
-        if nout:
-            blocks = int(min((nout + 255) // 256, 65535 * 8))
-            _C._cuda_launch(kernel, blocks, 256, fmt, tuple(args), handle)
-        if on_device and src.reduce is None:
+            args.append(_as_long_long(int(v)))
+    result = _cuda._empty_here(plan.alloc_shape, src.out_dtype, dev, handle)
+    if timing:
+        timing.mark(1)
+    args.append(result.ptr)
+    args.extend(plan.tail)
+    if plan.nout:
+        _C._cuda_launch(kernel, plan.blocks, 256, plan.fmt, tuple(args), handle)
+    if on_device and src.reduce is None:
+        if handle:
             _cuda._fence_after([result, *keep], handle)
-            return _reshape_device(result, res_shape)
-        if timing:
-            timing.mark(2)
-        host = result.to_numpy(stream=handle)
-        if timing:
-            timing.mark(3)
-        if src.reduce is not None:
-            host = _finish_reduce(host, src, res_shape, res_shape == () and nout != 1)
-            if on_device:
-                return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
-        host = host.reshape(res_shape)
-        assert timing is not None  # host input
-        return _finish_host(host, timing, out)
-
-
-_names_seen: dict[str, tuple[str, ...]] = {}
-
-
-def _expr_names(expr: Any) -> tuple[str, ...]:
-    """The names expr reads, in order of first appearance (found once per expression string,
-    through fastprof.kernels.expr's parse cache; raises as parse_cached does)."""
-    hit = _names_seen.get(expr) if type(expr) is str else None
-    if hit is None:
-        hit = tuple(_expr.names(_expr.parse_cached(expr)))
-        if len(_names_seen) >= _PLANS_MAX:
-            _names_seen.pop(next(iter(_names_seen)))
-        _names_seen[expr] = hit
-    return hit
+        return result
+    if timing:
+        timing.mark(2)
+    host = _download(result, handle)
+    if timing:
+        timing.mark(3)
+    res_shape = plan.res_shape
+    if src.reduce is not None:
+        host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
+        if on_device:
+            return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
+    assert timing is not None  # host input
+    return _finish_host(host, timing, out)
 
 
 def _scalar_key(v: Any) -> Any:
@@ -1162,27 +1097,6 @@ def _scalar_key(v: Any) -> Any:
     if type(v) is int:
         return (int, v < 0, (v if v >= 0 else ~v).bit_length())
     return type(v)
-
-
-def _check_out_shape(out: Any, shape: tuple[int, ...]) -> None:
-    """Raises ValueError when out (a NumPy array or None) has not the result's shape."""
-    if out is not None and out.shape != shape:
-        raise ValueError(f"out must have shape {shape}, got {out.shape}")
-
-
-def _evaluate_plan(
-    expr: str, operands: dict[str, _Operand], scalars: dict[str, Any]
-) -> tuple[_expr_cuda.Source, tuple[int, ...], int, tuple[tuple[int, ...], int, int, int]]:
-    """(kernel source, operand shape, its size, reduction plan) once every dtype is known;
-    raises for what is outside the language or the GPU's dtypes."""
-    kinds: dict[str, Any] = {n: np.dtype(op.dtype) for n, op in operands.items()}
-    kinds.update(scalars)
-    src = generate_source(expr, kinds)
-    shape = next(iter(operands.values())).shape
-    assert shape is not None  # known for host arrays, set by view() for device ones
-    size = int(np.prod(shape, dtype=np.int64))
-    plan = _reduce_plan(src, shape, expr)
-    return src, shape, size, plan
 
 
 _CHUNK = 4096  # elements a thread reduces before the host adds the partials
@@ -1229,88 +1143,94 @@ def _as_long_long(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _reshape_device(result: _cuda.DeviceArray, shape: tuple[int, ...]) -> _cuda.DeviceArray:
-    """The flat device result viewed with shape (C order)."""
-    item = result.dtype.itemsize
-    strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * item for i in range(len(shape)))
-    return _cuda.DeviceArray(result.ptr, shape, result.dtype, strides, 0, result)
-
-
 # --- matmul -------------------------------------------------------------------------------------
 
 
 _CUBLAS_NAMES = ("libcublas.so", "libcublas.so.13", "libcublas.so.12")
+_F32_DT = np.dtype(np.float32)
 
 
 def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
-    """a @ b for 2-D float32/float64 arrays with cuBLAS (row-major handled)."""
-    pa, pb = _Operand(a, "a"), _Operand(b, "b")
-    for op, what in ((pa, "a"), (pb, "b")):
-        if op.shape is not None and len(op.shape) != 2:
+    """a @ b for 2-D float32/float64 arrays with cuBLAS (row-major handled); the operands are
+    checked through fastprof.kernels.args, as the front end's."""
+    a, b = check_matmul_args(a, b)
+    return matmul_args(a, b, device=device, stream=stream)
+
+
+def matmul_args(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
+    """a @ b on the GPU for operands checked by fastprof.kernels.args.check_matmul_args (NumPy
+    or device arrays); the GPU takes 2-D operands only."""
+    for op, what in ((a, "a"), (b, "b")):
+        if len(op.shape) != 2:
             raise ValueError(f"{what} must be 2-D, got {len(op.shape)}-d")
-        if op.dtype is not None:
-            _check_real_dtype(op.dtype, what)
-    if pa.shape is not None and pb.shape is not None and pa.shape[1] != pb.shape[0]:
-        raise ValueError(f"matmul shapes do not match: a {pa.shape} @ b {pb.shape}")
+        _check_gpu_dtype(np.dtype(op.dtype), what)
     index = _cuda.parse_device(device)
     handle = _cuda.stream_handle(stream)
     _cuda._require()
-    if index is None and (pa.on_device or pb.on_device):
-        index = (pa if pa.on_device else pb).view(stream).device  # run where the data lives
+    a_dev, b_dev = type(a) is not np.ndarray, type(b) is not np.ndarray
+    on_device = a_dev or b_dev
+    if on_device and index is None:  # run where the data lives
+        index = _cuda.as_device_array(a if a_dev else b, stream).device
+    dev = _C._cuda_get_device()
+    if index is None or index == dev:
+        return _matmul_run(a, b, on_device, dev, handle, stream)
     with _cuda._on_device(index):
-        on_device = pa.on_device or pb.on_device
-        if on_device:
-            va, vb = pa.view(stream), pb.view(stream)
-            if va.dtype != vb.dtype or va.dtype not in (np.float32, np.float64):
-                raise TypeError(
-                    f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}"
-                )
-            if not (va.is_c_contiguous and vb.is_c_contiguous):
-                raise ValueError("device a and b must be C-contiguous")
-            if va.ndim != 2 or vb.ndim != 2 or va.shape[1] != vb.shape[0]:
-                raise ValueError(f"matmul shapes do not match: a {va.shape} @ b {vb.shape}")
-            if stream is None and va.stream:
-                handle = va.stream
-            _cuda._wait_for_operands((va, vb), handle)
-            cdt = va.dtype
-            timing = None
-            _cuda._kernel_start()
-        else:
-            cdt = (
-                np.dtype(np.float32)
-                if (pa.dtype == np.float32 and pb.dtype == np.float32)
-                else np.dtype(np.float64)
+        return _matmul_run(a, b, on_device, index, handle, stream)
+
+
+def _c_contiguous(arr: _cuda.DeviceArray) -> bool:
+    """arr.is_c_contiguous, with NumPy's strides for its shape checked first."""
+    return arr.strides == _cuda._c_strides(arr.shape, arr.dtype.itemsize) or arr.is_c_contiguous
+
+
+def _matmul_run(a: Any, b: Any, on_device: bool, dev: int, handle: int, stream: Any) -> Any:
+    """a @ b on device dev (current): device operands read in place (result a DeviceArray),
+    NumPy ones uploaded (result a TimedArray)."""
+    if on_device:
+        va, vb = _cuda.as_device_array(a, stream), _cuda.as_device_array(b, stream)
+        if va.dtype != vb.dtype or va.dtype not in (np.float32, np.float64):
+            raise TypeError(
+                f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}"
             )
-            timing = _Timing(handle)
-            _cuda._kernel_start()
-            timing.mark(0)
-            assert pa.host is not None and pb.host is not None  # neither is on the device
-            va = _cuda.DeviceArray.from_numpy(pa.host.astype(cdt, copy=False), stream=handle)
-            vb = _cuda.DeviceArray.from_numpy(pb.host.astype(cdt, copy=False), stream=handle)
-        m, k = va.shape
-        n = vb.shape[1]
-        c = _cuda._empty_here((m, n), cdt, va.device, handle)
-        if timing:
-            timing.mark(1)
-        if m and n:
-            if k == 0:
-                _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
-            else:
-                _C._cuda_gemm(
-                    0 if cdt == np.float32 else 1,
-                    m,
-                    n,
-                    k,
-                    va.ptr,
-                    vb.ptr,
-                    c.ptr,
-                    handle,
-                    library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
-                )
-        if timing is None:
-            _cuda._fence_after([c, va, vb], handle)
-            return c
-        timing.mark(2)
-        host = c.to_numpy(stream=handle)
-        timing.mark(3)
-        return _finish_host(host, timing, None)
+        if not (_c_contiguous(va) and _c_contiguous(vb)):
+            raise ValueError("device a and b must be C-contiguous")
+        if stream is None and va.stream:
+            handle = va.stream
+        _cuda._wait_for_operands((va, vb), handle)
+        cdt = va.dtype
+        timing = None
+        _cuda._kernel_start()
+    else:
+        cdt = _F32_DT if (a.dtype == np.float32 and b.dtype == np.float32) else _F64_DT
+        timing = _Timing(handle)
+        _cuda._kernel_start()
+        timing.mark(0)
+        va = _upload(a.astype(cdt, copy=False), dev, handle)
+        vb = _upload(b.astype(cdt, copy=False), dev, handle)
+    m, k = va.shape
+    n = vb.shape[1]
+    c = _cuda._empty_here((m, n), cdt, dev, handle)
+    if timing:
+        timing.mark(1)
+    if m and n:
+        if k == 0:
+            _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
+        else:
+            _C._cuda_gemm(
+                0 if cdt == np.float32 else 1,
+                m,
+                n,
+                k,
+                va.ptr,
+                vb.ptr,
+                c.ptr,
+                handle,
+                library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
+            )
+    if timing is None:
+        _cuda._fence_after([c, va, vb], handle)
+        return c
+    timing.mark(2)
+    host = _download(c, handle)
+    timing.mark(3)
+    return _finish_host(host, timing, None)
