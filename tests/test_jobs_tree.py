@@ -43,7 +43,7 @@ SPT = 0.25  # seconds per tick: sums stay exact in binary
 
 def plain(keys: List[Any], nodes: List[Any], nthreads: int, ident: int = 7) -> Dict[str, Any]:
     tree = CallTree.from_raw(SPT, keys, nodes, list(range(100, 100 + nthreads)))
-    return CallTree({ident: tree.merged_threads()}).to_dict()
+    return CallTree({ident: tree.merged_threads()}, processes=True).to_dict()
 
 
 def fast(keys: List[Any], nodes: List[Any], nthreads: int, ident: int = 7) -> Dict[str, Any]:
@@ -88,7 +88,7 @@ def test_records_of_a_real_profile_with_threads() -> None:
     tspt, nodes, threads, merged = prof._raw_tree()
     keys = [label(f[0]) for f in prof._raw()[1]]
     tree = CallTree.from_raw(tspt, keys, nodes, threads, merged)
-    want = CallTree({1: tree.merged_threads()}).to_dict()
+    want = CallTree({1: tree.merged_threads()}, processes=True).to_dict()
     data = marshal.loads(marshal.dumps(_tree_records(prof)))  # as the child writes it
     one = _proc_tree.decode(data, check=True)
     got = CallTree.from_dict(json.loads(_proc_tree.tree_json([(1, one)]))).to_dict()
@@ -321,3 +321,38 @@ def test_no_worker_startup_needs_subprocesses(tmp_path: Any) -> None:
     script = write(tmp_path, "x.py", "pass\n")
     r = fastprof(["run", "--no-worker-startup", str(script)], tmp_path)
     assert r.returncode == 2 and "--no-worker-startup needs --subprocesses" in r.stderr
+
+
+def test_a_jobs_views_name_its_roots_processes_and_a_profiles_threads(tmp_path: Any) -> None:
+    from fastprof.report.collapsed import collapsed_lines
+    from fastprof.report.speedscope import to_speedscope
+    from fastprof.report.tree_text import format_tree_report
+
+    d = _job_dir(tmp_path, 0o700)
+    run = merge.read_run(str(d), trusted=True)
+    out = str(tmp_path / "m.prof")
+    merge.write_merged(run, out)
+    for tree in (run.tree, CallTree.load(out + ".tree.json")):  # built, and read back
+        assert tree.processes
+        text = format_tree_report(tree)
+        assert "(2 processes)" in text and "process 1 (pid 100)" in text, text
+        assert "process 2 (pid 101)" in text and "thread" not in text, text
+        merged = format_tree_report(tree, threads="merged")
+        assert "all processes, summed by path" in merged, merged
+        names = [p["name"] for p in to_speedscope(tree)["profiles"]]
+        assert names == ["process 1 (pid 100)", "process 2 (pid 101)"]
+        firsts = {line.split(";")[0] for line in collapsed_lines(tree, merge_threads=False)}
+        assert firsts == {"process 100", "process 101"}
+    # one process's own tree keeps its threads, in the file and in the view
+    one = CallTree.from_dict(json.loads(json.dumps(CallTree(dict(run.tree.threads)).to_dict())))
+    assert not one.processes and "roots" not in one.to_dict()
+    text = format_tree_report(one)
+    assert "(2 threads)" in text and "thread 1 (id 100)" in text, text
+
+
+def test_a_tree_file_with_unknown_roots_is_refused() -> None:
+    data = CallTree({}, processes=True).to_dict()
+    assert data["roots"] == "processes"
+    data["roots"] = "ranks"
+    with pytest.raises(ValueError, match="roots 'ranks'"):
+        CallTree.from_dict(data)

@@ -284,8 +284,8 @@ def _filled(trees: Sequence[Tuple[int, ProcTree]]) -> Tuple[List[List[Any]], Lis
 
 
 def tree_json(trees: Sequence[Tuple[int, ProcTree]]) -> str:
-    """The text ``CallTree.save`` writes for a tree with one root per (ident, tree): the
-    functions' keys shared, each root's nodes as flat records."""
+    """The text ``CallTree.save`` writes for a job's tree with one root per process (ident,
+    tree): the functions' keys shared, each root's nodes as flat records."""
     import json
 
     from .tree import _TREE_VERSION, TREE_FORMAT
@@ -295,7 +295,13 @@ def tree_json(trees: Sequence[Tuple[int, ProcTree]]) -> str:
         f'{{"ident":{int(ident)},"nodes":[{body}]}}' for (ident, _), body in zip(trees, bodies)
     )
     head = json.dumps(
-        {"format": TREE_FORMAT, "version": _TREE_VERSION, "merged": 0, "node_cap": None},
+        {
+            "format": TREE_FORMAT,
+            "version": _TREE_VERSION,
+            "merged": 0,
+            "node_cap": None,
+            "roots": "processes",
+        },
         separators=(",", ":"),
     )
     keys_text = json.dumps(keys, separators=(",", ":"))

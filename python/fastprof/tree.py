@@ -103,7 +103,9 @@ class CallTree:
     node of their own because the node cap was reached (their time is in the pstats view, and
     their parent node's total time).  ``names`` maps idents to thread names where they were
     known when the tree was read; ``wall`` is the wall time of the run in seconds when the
-    runner measured it (``fastprof run``), else None.
+    runner measured it (``fastprof run``), else None.  ``processes`` is True for the merged
+    tree of a job (``run --subprocesses``, ``merge``), whose roots are its processes, keyed
+    by pid, instead of threads.
     """
 
     def __init__(
@@ -113,12 +115,14 @@ class CallTree:
         node_cap: Optional[int] = None,
         names: Optional[Dict[int, str]] = None,
         wall: Optional[float] = None,
+        processes: bool = False,
     ) -> None:
         self.threads: Dict[int, Node] = dict(threads or {})
         self.merged = merged
         self.node_cap = node_cap
         self.names: Dict[int, str] = dict(names or {})
         self.wall = wall
+        self.processes = processes
 
     # -- building ---------------------------------------------------------------------------
 
@@ -268,6 +272,8 @@ class CallTree:
         }
         if self.wall is not None:
             out["wall"] = self.wall
+        if self.processes:
+            out["roots"] = "processes"
         return out
 
     @classmethod
@@ -285,6 +291,9 @@ class CallTree:
             merged = int(data.get("merged", 0))
             cap = data.get("node_cap")
             wall = data.get("wall")
+            roots = data.get("roots", "threads")
+            if roots not in ("threads", "processes"):
+                raise ValueError(f"roots {roots!r} is not 'threads' or 'processes'")
             if wall is not None and (type(wall) not in (int, float) or not 0 <= wall < 1e300):
                 raise ValueError(f"wall time {wall!r} is not a non-negative number of seconds")
             out: Dict[int, Node] = {}
@@ -306,7 +315,12 @@ class CallTree:
         except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise ValueError(f"malformed call tree: {type(e).__name__}: {e}") from None
         return cls(
-            out, merged, None if cap is None else int(cap), names, None if wall is None else wall
+            out,
+            merged,
+            None if cap is None else int(cap),
+            names,
+            None if wall is None else wall,
+            processes=roots == "processes",
         )
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:

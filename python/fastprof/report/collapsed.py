@@ -25,7 +25,8 @@ def collapsed_lines(tree: CallTree, *, merge_threads: bool = True) -> Iterator[s
     if merge_threads:
         roots = [("", tree.merged_threads())]
     else:
-        roots = [(f"thread {ident};", r) for ident, r in tree.threads.items()]
+        kind = "process" if tree.processes else "thread"
+        roots = [(f"{kind} {ident};", r) for ident, r in tree.threads.items()]
     names: Dict[FuncKey, str] = {}
     for prefix, root in roots:
         stack: List[Tuple[Node, str]] = [(c, prefix) for c in reversed(root.children)]

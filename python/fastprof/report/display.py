@@ -204,6 +204,17 @@ def is_runner_frame(key: FuncKey) -> bool:
     )
 
 
-def thread_label(ident: int, index: int) -> str:
-    """How the views name a thread: its first-seen order and its ident."""
+def roots_noun(n: int, processes: bool = False) -> str:
+    """``n`` roots of a call tree in words: "1 thread", "3 threads", or for a job's merged
+    tree "2 processes"."""
+    if processes:
+        return f"{n} process{'es' if n != 1 else ''}"
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
+def thread_label(ident: int, index: int, processes: bool = False) -> str:
+    """How the views name a root of the call tree: a thread by its first-seen order and its
+    ident, or (``processes``: a job's merged tree) a process by its order and its pid."""
+    if processes:
+        return f"process {index + 1} (pid {ident})"
     return f"thread {index + 1} (id {ident})"

@@ -101,7 +101,7 @@ def _tree_threads(
                 bcalls.append(b[2])
         t: Dict[str, Any] = {
             "ident": ident,
-            "label": thread_label(ident, ti),
+            "label": thread_label(ident, ti, tree.processes),
             "parent": parent,
             "key": key,
             "calls": calls,

@@ -12,6 +12,7 @@ import json
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
+from .display import thread_label
 
 __all__ = ["SCHEMA", "to_speedscope", "write_speedscope"]
 
@@ -72,7 +73,7 @@ def to_speedscope(
     profiles = []
     for i, (ident, root) in enumerate(tree.threads.items()):
         events, end = _events(root, frame_of, frames)
-        label = (thread_names or {}).get(ident, f"thread {i + 1} (id {ident})")
+        label = (thread_names or {}).get(ident) or thread_label(ident, i, tree.processes)
         profiles.append(
             {
                 "type": "evented",

@@ -14,7 +14,15 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
-from .display import Row, display_tree, is_runner_frame, key_label, short_paths, thread_label
+from .display import (
+    Row,
+    display_tree,
+    is_runner_frame,
+    key_label,
+    roots_noun,
+    short_paths,
+    thread_label,
+)
 from .escape import printable
 from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT
 
@@ -242,8 +250,8 @@ def format_tree_report(
     nthreads = len(roots)
     # the first words as cProfile's header says them
     head.append(
-        f"{calls} function calls in {total:.6f} seconds ({nthreads} "
-        f"thread{'s' if nthreads != 1 else ''}); the call tree of the paths above "
+        f"{calls} function calls in {total:.6f} seconds ({roots_noun(nthreads, tree.processes)}); "
+        f"the call tree of the paths above "
         f"{min_percent:g}% of the run"
         + ("" if expand_libs else ", library internals folded (--expand-libs shows them)")
     )
@@ -258,10 +266,11 @@ def format_tree_report(
     paths = short_paths(files)
     if threads == "merged" and nthreads > 1:
         merged = CallTree({ident: r for ident, _, r in roots}).merged_threads()
-        groups: Sequence[Tuple[str, Node]] = [("all threads, summed by path", merged)]
+        every = "all processes" if tree.processes else "all threads"
+        groups: Sequence[Tuple[str, Node]] = [(f"{every}, summed by path", merged)]
     else:
         order = sorted(roots, key=lambda t: -t[2].cumtime)
-        groups = [(thread_label(ident, i), r) for ident, i, r in order]
+        groups = [(thread_label(ident, i, tree.processes), r) for ident, i, r in order]
     for label, r in groups:
         if nthreads > 1:
             out.append(paint(f"{label}: {_pct(r.cumtime, total).strip()} of the run", _BOLD))
