@@ -133,11 +133,21 @@ fp_cupti_api_callback(FP_UNUSED void *userdata, CUpti_CallbackDomain domain, CUp
     }
 }
 
+/* Drops the code objects one noted launch holds.  Returns nothing. */
+static void
+fp_launch_release(void *item)
+{
+    fp_launch *l = item;
+    for (int j = 0; j < l->depth; j++)
+        Py_DECREF(l->code[j]);
+}
+
 /* One noted launch as (correlation, tid, domain, cbid, alias, ((code, line), ...)).
  * Returns a new tuple, or NULL with an exception. */
 static PyObject *
-fp_launch_tuple(const fp_launch *l)
+fp_launch_tuple(const void *item)
 {
+    const fp_launch *l = item;
     PyObject *stack = PyTuple_New(l->depth), *res = NULL;
     if (stack == NULL)
         goto error;
@@ -157,27 +167,6 @@ error:
 PyObject *
 fp_cupti_take_launches(size_t *dropped)
 {
-    void *items;
-    size_t n = fp_cupti_list_take(&fp_launches, &items, dropped);
-    fp_launch *ls = items;
-    PyObject *list = NULL, *res = NULL;
-    list = PyList_New((Py_ssize_t)n);
-    if (list == NULL)
-        goto error;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *t = fp_launch_tuple(&ls[i]);
-        if (t == NULL)
-            goto error;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-    }
-    res = list;
-    list = NULL;
-error:
-    Py_XDECREF(list);
-    for (size_t i = 0; i < n; i++)
-        for (int j = 0; j < ls[i].depth; j++)
-            Py_DECREF(ls[i].code[j]);
-    free(ls);
-    return res;
+    return fp_cupti_list_take_py(&fp_launches, dropped, fp_launch_tuple, fp_launch_release);
 }
 #endif

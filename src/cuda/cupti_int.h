@@ -88,6 +88,12 @@ int fp_cupti_list_push(fp_cupti_list *l, const void *item);
  * caller frees them; NULL when none) and *dropped the items lost since the last take.
  * Returns how many items *items holds.  Never fails. */
 size_t fp_cupti_list_take(fp_cupti_list *l, void **items, size_t *dropped);
+/* Takes every item of l (as fp_cupti_list_take) and returns them as a new list of
+ * to_py(item) (each a new reference, or NULL with an exception), releasing each item with
+ * release(item) whatever happens; *dropped as fp_cupti_list_take's.  Returns NULL with an
+ * exception when a conversion or the list fails.  Needs the GIL. */
+PyObject *fp_cupti_list_take_py(fp_cupti_list *l, size_t *dropped,
+                                PyObject *(*to_py)(const void *item), void (*release)(void *item));
 
 /* cupti_records.c */
 /* CUPTI's buffer callbacks: hand out 8-byte aligned buffers; copy completed records into the

@@ -41,4 +41,32 @@ fp_cupti_list_take(fp_cupti_list *l, void **items, size_t *dropped)
     pthread_mutex_unlock(&l->lock);
     return n;
 }
+
+/* See cupti_int.h. */
+PyObject *
+fp_cupti_list_take_py(fp_cupti_list *l, size_t *dropped, PyObject *(*to_py)(const void *item),
+                      void (*release)(void *item))
+{
+    void *items;
+    size_t n = fp_cupti_list_take(l, &items, dropped);
+    char *at = items;
+    PyObject *list = NULL, *res = NULL;
+    list = PyList_New((Py_ssize_t)n);
+    if (list == NULL)
+        goto error;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *t = to_py(at + i * l->size);
+        if (t == NULL)
+            goto error;
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    res = list;
+    list = NULL;
+error:
+    Py_XDECREF(list);
+    for (size_t i = 0; i < n; i++)
+        release(at + i * l->size);
+    free(items);
+    return res;
+}
 #endif

@@ -214,38 +214,32 @@ fp_api_name(const fp_cupti_rec *r)
     return name;
 }
 
+/* One record as (kind, name, start, end, device, context, stream, correlation, bytes, extra,
+ * tid, id).  Returns a new tuple, or NULL with an exception. */
+static PyObject *
+fp_rec_tuple(const void *item)
+{
+    const fp_cupti_rec *r = item;
+    const char *name = r->name;
+    if (r->kind == FP_REC_RUNTIME || r->kind == FP_REC_DRIVER)
+        name = fp_api_name(r);
+    return Py_BuildValue("(izKKIIIIKiII)", r->kind, name, (unsigned long long)r->start,
+                         (unsigned long long)r->end, r->device, r->context, r->stream,
+                         r->correlation, (unsigned long long)r->bytes, (int)r->extra, r->tid,
+                         r->id);
+}
+
+/* Frees the name one record holds.  Returns nothing. */
+static void
+fp_rec_release(void *item)
+{
+    free(((fp_cupti_rec *)item)->name);
+}
+
 /* See cupti_int.h. */
 PyObject *
 fp_cupti_take_records(size_t *dropped)
 {
-    void *items;
-    size_t n = fp_cupti_list_take(&fp_recs, &items, dropped);
-    fp_cupti_rec *recs = items;
-    PyObject *list = NULL, *res = NULL;
-    list = PyList_New((Py_ssize_t)n);
-    if (list == NULL)
-        goto error;
-    for (size_t i = 0; i < n; i++) {
-        const fp_cupti_rec *r = &recs[i];
-        const char *name = r->name;
-        PyObject *t;
-        if (r->kind == FP_REC_RUNTIME || r->kind == FP_REC_DRIVER)
-            name = fp_api_name(r);
-        t = Py_BuildValue("(izKKIIIIKiII)", r->kind, name, (unsigned long long)r->start,
-                          (unsigned long long)r->end, r->device, r->context, r->stream,
-                          r->correlation, (unsigned long long)r->bytes, (int)r->extra, r->tid,
-                          r->id);
-        if (t == NULL)
-            goto error;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-    }
-    res = list;
-    list = NULL;
-error:
-    Py_XDECREF(list);
-    for (size_t i = 0; i < n; i++)
-        free(recs[i].name);
-    free(recs);
-    return res;
+    return fp_cupti_list_take_py(&fp_recs, dropped, fp_rec_tuple, fp_rec_release);
 }
 #endif
