@@ -323,12 +323,8 @@ def write_now(s: Optional[_Session] = None) -> bool:
     if s is None or s.written or s.quiet or s.pid != os.getpid():
         return False
     s.written = True
-    alarm = _guard_write()
-    # the write allocates tens of thousands of short-lived objects and frees them: no cyclic
-    # collection can find anything among them (a child ends right after its write)
-    collecting = gc.isenabled()
-    gc.disable()
     try:
+        # first, so that the write's own calls (the alarm, the collector) stay out of the profile
         if getattr(s.prof, "_busy", False):
             # SIGTERM came while a hook of the profiler ran Python code (a builtin's name, a
             # user timer), where it cannot be disabled: the process ends right after this
@@ -338,6 +334,18 @@ def write_now(s: Optional[_Session] = None) -> bool:
             s.prof.disable()
         if s.lines is not None:
             s.lines.disable()
+    except Exception as e:
+        try:
+            sys.stderr.write(f"fastprof: could not stop the profile of process {s.pid}: {e!r}\n")
+        except Exception:
+            pass
+        return False
+    alarm = _guard_write()
+    # the write allocates tens of thousands of short-lived objects and frees them: no cyclic
+    # collection can find anything among them (a child ends right after its write)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
         import marshal
 
         stats = own_stats(s.prof)

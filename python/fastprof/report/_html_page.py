@@ -46,7 +46,7 @@ button { font-size: 12px; }
 <header><h1 id="title"></h1><div class="sub" id="summary"></div></header>
 <section id="flame-section">
   <div class="bar">
-    <label>thread <select id="thread"></select></label>
+    <label><span id="root-noun">thread</span> <select id="thread"></select></label>
     <input type="search" id="search" placeholder="search functions (name or file)">
     <span id="search-info" class="muted"></span>
     <button id="reset">reset zoom</button>
@@ -161,20 +161,23 @@ function mergeViews(views) {
     }
   }
   const n = parent.length;
-  return finish({label: "all threads", n, parent: Int32Array.from(parent),
+  return finish({label: "all " + ROOT[1], n, parent: Int32Array.from(parent),
     key: Int32Array.from(key), depth: new Int32Array(n), calls: Float64Array.from(calls),
     self: Float64Array.from(self), total: Float64Array.from(total),
     btotal: diff ? Float64Array.from(bt) : null, bself: diff ? Float64Array.from(bs) : null,
     bcalls: diff ? Float64Array.from(bc) : null, levels: Int32Array.from(levels)});
 }
 
+// a job's merged profile has one root per process, others one per thread
+const ROOT = D.roots === "processes" ? ["process", "processes"] : ["thread", "threads"];
+$("root-noun").textContent = ROOT[0];
 const views = D.threads.map(makeView);
 let runTotal = 0;
 for (const v of views) runTotal += v.total[0];
 const sel = $("thread");
 if (views.length > 1) {
   const o = document.createElement("option"); o.value = "all";
-  o.textContent = "all threads (summed by path)"; sel.appendChild(o);
+  o.textContent = "all " + ROOT[1] + " (summed by path)"; sel.appendChild(o);
 }
 views.forEach((v, i) => {
   const o = document.createElement("option"); o.value = String(i);
@@ -244,7 +247,7 @@ function layout() {
   $("flame-space").style.height = graphH + "px";
   wrap.style.height = Math.min(graphH + 2, Math.max(200, Math.floor(window.innerHeight * 0.7))) + "px";
   $("zoom-info").textContent = focus === 0 ? "click a frame to zoom" :
-    "zoomed on " + nameOf(focus) + " (" + pct(V.total[focus], V.total[0]) + " of the thread)";
+    "zoomed on " + nameOf(focus) + " (" + pct(V.total[focus], V.total[0]) + " of the " + ROOT[0] + ")";
   window.fastprofState = {focus: focus, drawn: list.length, depth: maxD};
 }
 function paint() {
@@ -328,7 +331,7 @@ function search(text) {
     under[i] = p > 0 && (under[p] || matches[p]) ? 1 : 0;
     if (hitKey[V.key[i]]) { matches[i] = 1; count++; if (!under[i]) time += V.total[i]; }
   }
-  $("search-info").textContent = count + " frames match, " + pct(time, V.total[0]) + " of the thread";
+  $("search-info").textContent = count + " frames match, " + pct(time, V.total[0]) + " of the " + ROOT[0];
   draw();
   return count;
 }
@@ -425,7 +428,7 @@ if (D.lines.length) {
 }
 
 let nodes = 0; for (const v of views) nodes += v.n - 1;
-$("summary").textContent = (views.length ? secs(runTotal) + " in " + views.length + " thread" + (views.length > 1 ? "s" : "") + ", " + nodes + " call paths, " : "") +
+$("summary").textContent = (views.length ? secs(runTotal) + " in " + views.length + " " + ROOT[views.length > 1 ? 1 : 0] + ", " + nodes + " call paths, " : "") +
   F.length + " functions" + (D.lines.length ? ", line timings of " + D.lines.length + " functions" : "") +
   (D.diff ? " \u2014 differential: red paths took longer than before, blue less" : "");
 draw();

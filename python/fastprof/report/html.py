@@ -159,6 +159,7 @@ def report_data(
     data: Dict[str, Any] = {
         "title": title,
         "threads": threads,
+        "roots": "processes" if tree is not None and tree.processes else "threads",
         "funcs": funcs,
         "edges": edges,
         "lines": _lines(line_stats) if line_stats is not None else [],
