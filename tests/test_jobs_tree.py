@@ -356,3 +356,31 @@ def test_a_tree_file_with_unknown_roots_is_refused() -> None:
     data["roots"] = "ranks"
     with pytest.raises(ValueError, match="roots 'ranks'"):
         CallTree.from_dict(data)
+
+
+def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -> None:
+    import pstats
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os\n"
+        "def work(n):\n"
+        "    return sum(range(n))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    work(10)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    out = tmp_path / "all.prof"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-m", "fastprof", "run", "--subprocesses", "-o", str(out)]
+    proc = subprocess.run(cmd + [str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    names = {k[2] for k in pstats.Stats(str(out)).stats}  # type: ignore[attr-defined]
+    assert "work" in names
+    for inside_the_write in ("_guard_write", "_write_meta", "_atomic_write", "own_stats"):
+        assert inside_the_write not in names, sorted(names)
+    assert not any("alarm" in n or "getsignal" in n for n in names), sorted(names)
