@@ -47,6 +47,8 @@ fp_module_exec(PyObject *m)
         return -1;
     if (fp_watchdog_exec(m) < 0)
         return -1;
+    if (fp_exit_gate_exec(m) < 0)
+        return -1;
     return 0;
 }
 

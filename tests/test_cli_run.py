@@ -386,3 +386,76 @@ def test_lines_of_a_missing_function_of_the_script(tmp_path: Any) -> None:
     r = run_cli(["run", "--lines-of", "__main__:nope", "lscript.py"], cwd=tmp_path)
     assert r.returncode == 2 and "top level ran" not in r.stdout
     assert "--lines-of __main__:nope" in r.stderr and "'nope'" in r.stderr
+
+
+# -- a script that ends through os._exit ------------------------------------------------------
+
+EXIT_SCRIPT = textwrap.dedent(
+    """\
+    import os
+    def work(n):
+        return sum(range(n))
+    def finish():
+        work(7)
+        print("script done", flush=False)
+        os._exit(4)
+    if os.fork() == 0:  # a fork child ends through os._exit too: it reports nothing
+        os._exit(0)
+    os.wait()
+    finish()
+    """
+)
+
+EXIT_KEY = ("~", 0, "<built-in method posix._exit>")
+
+
+def _own_names(stats: Dict[Any, Any]) -> List[str]:
+    """The functions of fastprof's own code, or its profiler's calls, in a profile."""
+    return [
+        k[2]
+        for k in stats
+        if "fastprof" in k[0] or "disable" in k[2] or "getpid" in k[2] or "flush" in k[2]
+    ]
+
+
+@pytest.mark.parametrize("job", [False, True], ids=["run", "subprocesses"])
+def test_a_script_ending_in_os_exit_is_reported(tmp_path: Any, job: bool) -> None:
+    """os._exit runs no finally block and no atexit callback: cProfile writes nothing. fastprof
+    ends the profile in the script's call of os._exit, writes -o, and keeps the status."""
+    (tmp_path / "ends.py").write_text(EXIT_SCRIPT)
+    out = tmp_path / "ends.prof"
+    r = run_cli(["run", *(["--subprocesses"] if job else []), "-o", str(out), "ends.py"], tmp_path)
+    assert r.returncode == 4, r.stderr
+    assert r.stdout.count("script done") == 1  # the script's own buffered output is not lost
+    stats = load(out)
+    assert stats[(str(tmp_path / "ends.py"), 2, "work")][:2] == (1, 1)
+    cc, nc, tt, ct, callers = stats[EXIT_KEY]
+    assert nc == (2 if job else 1)  # with --subprocesses, the fork child's own call too
+    assert (str(tmp_path / "ends.py"), 4, "finish") in callers
+    assert _own_names(stats) == []
+
+
+def test_a_script_ending_in_os_exit_prints_its_table(tmp_path: Any) -> None:
+    (tmp_path / "ends.py").write_text(EXIT_SCRIPT)
+    r = run_cli(["run", "-s", "calls", "ends.py"], tmp_path)
+    assert r.returncode == 4, r.stderr
+    assert r.stdout.count("sorted by calls") == 1  # the parent's table, not the fork child's
+    assert r.stdout.index("script done") < r.stdout.index("sorted by calls")
+    assert "{built-in method posix._exit}" in r.stdout and "ends.py:4(finish)" in r.stdout
+
+
+def test_os_exit_is_the_gate_only_while_the_script_runs(tmp_path: Any) -> None:
+    import builtins
+
+    from fastprof import cli
+
+    real = os._exit
+    (tmp_path / "plain.py").write_text("import os\nSEEN.append(os._exit)\n")
+    seen: List[Any] = []
+    builtins.SEEN = seen  # type: ignore[attr-defined]
+    try:
+        assert cli.main(["run", "-o", str(tmp_path / "p.prof"), str(tmp_path / "plain.py")]) == 0
+    finally:
+        del builtins.SEEN  # type: ignore[attr-defined]
+    assert seen[0] is not real and seen[0].__name__ == "_exit"  # the gate, named as os._exit
+    assert os._exit is real

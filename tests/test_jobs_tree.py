@@ -384,3 +384,43 @@ def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -
     for inside_the_write in ("_guard_write", "_write_meta", "_atomic_write", "own_stats"):
         assert inside_the_write not in names, sorted(names)
     assert not any("alarm" in n or "getsignal" in n for n in names), sorted(names)
+
+
+def test_a_childs_os_exit_shows_as_the_builtin_it_called(tmp_path: Any) -> None:
+    """The child's profile ends in its own call of os._exit, as cProfile would show it: no
+    wrapper, write function or ``disable`` call of fastprof's (they showed before the gate)."""
+    import pstats
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os\n"
+        "def work(n):\n"
+        "    return sum(range(n))\n"
+        "def leave():\n"
+        "    work(10)\n"
+        "    os._exit(0)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    leave()\n"
+        "os.waitpid(pid, 0)\n"
+        "print('status', os.waitpid(os.fork() or os._exit(3), 0)[1] >> 8)\n"
+    )
+    out = tmp_path / "all.prof"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-m", "fastprof", "run", "--subprocesses", "-o", str(out)]
+    proc = subprocess.run(cmd + [str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "status 3" in proc.stdout  # the status reaches the parent through the gate
+    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    names = {k[2] for k in stats}
+    for ours in ("_exit_wrapper", "_before_exit", "write_now"):
+        assert ours not in names, sorted(names)
+    assert not any("disable" in n or "getpid" in n for n in names), sorted(names)
+    exit_key = ("~", 0, "<built-in method posix._exit>")
+    cc, nc, tt, ct, callers = stats[exit_key]
+    assert nc == 2  # leave()'s, and the second child's at module level
+    # the second child's profile starts inside os.fork, below its module frame: a call from
+    # that frame has no recorded caller, as under a profile enabled there by cProfile
+    assert {k[2] for k in callers} == {"leave"}

@@ -16,7 +16,8 @@ Each process writes ``<run dir>/<pid>.prof`` (pstats), ``<pid>.tree.marshal`` (i
 tree summed over its threads, as flat records whose numbers are JSON text already: see
 ``fastprof._proc_tree``), ``<pid>.lprof``
 (line timings, when lines are on) and ``<pid>.json`` (command line, parent pid, wall time,
-rank) when it ends: at normal exit, at ``os._exit`` (wrapped), and on SIGTERM (a handler that
+rank) when it ends: at normal exit, at ``os._exit`` (a gate in C that stops the profile first: see
+``_set_exit_gate``), and on SIGTERM (a handler that
 writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  Every
 file is written to a temporary name and renamed, so a reader never sees half a file.
 ``<pid>.json`` is first written when the process starts, marked incomplete: a process killed
@@ -38,7 +39,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = [
     "ENV_DIR",
@@ -261,7 +262,6 @@ class _Session:
 
 
 _session: Optional[_Session] = None
-_real_exit: Optional[Callable[[int], Any]] = None
 _hooks_installed = False
 
 
@@ -380,14 +380,21 @@ def _on_exit() -> None:
         write_now(s)
 
 
-def _exit_wrapper(code: int) -> Any:
-    """os._exit that writes this process's profile first (multiprocessing's fork workers end
-    through it)."""
+def _before_exit() -> None:
+    """What os._exit does first (multiprocessing's fork workers end through it): writes a
+    child's profile."""
     s = _session
     if s is not None and not s.root:
         write_now(s)
-    assert _real_exit is not None
-    return _real_exit(code)
+
+
+def _set_exit_gate(s: Optional[_Session]) -> None:
+    """Makes os._exit the core's gate for this process's session s (see fastprof._exit_gate):
+    it stops a child's profile from C, then writes it (_before_exit)."""
+    from . import _exit_gate
+
+    prof = None if s is None or s.root else s.prof
+    _exit_gate.install(None if prof is None else prof.disable, _before_exit)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -480,6 +487,7 @@ def _after_fork_child() -> None:
             _session.lines = parent.lines
         _install_sigterm()
         _write_meta(_session, complete=False)
+        _set_exit_gate(_session)
         if _session.lines is not None:
             _session.lines.enable()
         prof.enable()
@@ -490,15 +498,13 @@ def _after_fork_child() -> None:
 
 def _install_hooks() -> None:
     """The fork and exit hooks (each registered once per process; they do nothing while no
-    session is on) and the os._exit wrapper."""
-    global _real_exit, _hooks_installed
+    session is on) and the os._exit gate of this process's session."""
+    global _hooks_installed
     if not _hooks_installed:
         _hooks_installed = True
         os.register_at_fork(after_in_child=_after_fork_child)
         atexit.register(_on_exit)
-    if os._exit is not _exit_wrapper:
-        _real_exit = os._exit
-        os._exit = _exit_wrapper  # type: ignore[assignment]
+    _set_exit_gate(_session)
 
 
 def _machinery() -> Optional[str]:
@@ -650,8 +656,9 @@ def stop_following(saved_env: Dict[str, Optional[str]]) -> None:
     global _session
     if _session is not None and _session.root:
         _session = None
-    if _real_exit is not None and os._exit is _exit_wrapper:
-        os._exit = _real_exit  # type: ignore[assignment]
+    from . import _exit_gate
+
+    _exit_gate.restore()
     for k, v in saved_env.items():
         if v is None:
             os.environ.pop(k, None)

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 import types
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._runstats import own_stats as _own_stats
 from .report.options import positive_int as _positive_int
@@ -421,22 +421,35 @@ def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
 
 
 def _execute(
-    prof: Any, code: types.CodeType, globs: Dict[str, Any], opts: Any, lines: Any = None
+    prof: Any,
+    code: types.CodeType,
+    globs: Dict[str, Any],
+    opts: Any,
+    lines: Any = None,
+    at_os_exit: Optional[Callable[[], None]] = None,
 ) -> None:
     """Runs code in globs with prof (and the line profiler lines, when given) on.  The
     profile holds what cProfile's run holds: ``exec`` and what it runs (the call of
-    ``disable`` is taken out in _own_stats).  Sets ``opts.wall``, the run's wall time in
-    seconds (read with _wall_clock)."""
-    start = _wall_clock()
+    ``disable`` is taken out in _own_stats).  While it runs, a call of os._exit stops prof,
+    then runs at_os_exit (when given) before the process ends (see fastprof._exit_gate).
+    Sets ``opts.started`` and ``opts.wall``, the run's start and wall time in seconds (read
+    with _wall_clock)."""
+    from . import _exit_gate
+
+    start = opts.started = _wall_clock()
     if lines is not None:
         lines.enable()
     try:
+        if at_os_exit is not None:
+            _exit_gate.install(prof.disable, at_os_exit)
         prof.enable()
         try:
             exec(code, globs)
         finally:
             prof.disable()
     finally:
+        if at_os_exit is not None:
+            _exit_gate.restore()
         if lines is not None:
             lines.disable()
         opts.wall = _wall_clock() - start
@@ -534,8 +547,9 @@ def _run(argv: Sequence[str]) -> int:
         opts.title = target.title
         if in_job:
             job = _Job(opts, prof, lp)
+        at_exit = _ReportAtOsExit(prof, opts, line_mode, out, job, timeline, lp if in_job else None)
         try:
-            _execute(prof, target.code, target.main.__dict__, opts, lp if in_job else None)
+            _execute(prof, target.code, target.main.__dict__, opts, lp if in_job else None, at_exit)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -572,6 +586,52 @@ def _run(argv: Sequence[str]) -> int:
         else:
             builtins.profile = saved_profile  # type: ignore[attr-defined]
     return status
+
+
+class _ReportAtOsExit:
+    """What ``fastprof run`` does when the script ends through os._exit (which runs no
+    finally block and no atexit callback): the report a normal end gives, then the standard
+    streams flushed, before the process ends with the script's status.  Nothing in a fork
+    child of the script (its own profile, if followed, is written by fastprof.children)."""
+
+    def __init__(
+        self,
+        prof: Any,
+        opts: argparse.Namespace,
+        line_mode: bool,
+        out: "_ReportOutput",
+        job: Optional["_Job"],
+        timeline: Any,
+        lines: Any,
+    ) -> None:
+        self.args = (prof, opts, line_mode, out, job)
+        self.timeline = timeline
+        self.lines = lines
+        self.pid = os.getpid()
+
+    def __call__(self) -> None:
+        if os.getpid() != self.pid:
+            return
+        prof, opts, line_mode, out, job = self.args
+        opts.wall = _wall_clock() - opts.started
+        try:
+            if self.lines is not None:
+                self.lines.disable()
+            if self.timeline is not None:
+                _write_timeline(self.timeline, opts)
+            _report(prof, opts, line_mode, out, job)
+        except Exception as e:
+            print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
+        finally:
+            if job is not None:
+                job.close()
+            out.close()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError):
+                    pass
 
 
 class _ReportOutput:

@@ -602,8 +602,8 @@ fp_leave(fp_profiler *p, fp_thread *t, const void *key, const void *ident, fp_ti
         fp_leave_search(p, t, ident, now);
 }
 
-/* Pops every open frame of every thread at the profiler's current time. */
-void fp_flush_all(fp_profiler *p);
+/* Pops every open frame of every thread at time now.  Returns nothing. */
+void fp_flush_all(fp_profiler *p, fp_tick now);
 
 /* ---- reading the tree (tree.c) ---------------------------------------------------------- */
 

@@ -490,9 +490,8 @@ fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
 
 /* See fp_profile.h. */
 void
-fp_flush_all(fp_profiler *p)
+fp_flush_all(fp_profiler *p, fp_tick now)
 {
-    fp_tick now = fp_now(p);
     for (fp_thread *t = p->threads_list; t != NULL; t = t->next)
         while (t->depth > 0)
             fp_leave_top_as(p, t, now, p->tl != NULL);
