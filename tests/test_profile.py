@@ -539,3 +539,34 @@ def test_enable_refused_by_an_audit_hook_leaves_no_hook_anywhere() -> None:
     p.disable()
     p.create_stats()
     assert p.stats[key(rec)][:2] == (1, 4)
+
+
+def test_functions_sharing_a_label_share_one_row_with_all_their_calls() -> None:
+    """Each dataclass compiles its own ``__init__`` from ``<string>`` line 2: one pstats key.
+    Their row sums every call (cProfile's keeps one code object's and drops the rest)."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class A:
+        x: int
+
+    @dataclass
+    class B:
+        y: int
+
+    assert A.__init__.__code__ is not B.__init__.__code__
+    key = (A.__init__.__code__.co_filename, 2, "__init__")
+    assert (B.__init__.__code__.co_filename, B.__init__.__code__.co_firstlineno) == key[:2]
+
+    def run() -> None:
+        for i in range(3):
+            A(i)
+        for i in range(5):
+            B(i)
+
+    p = fastprof.Profile()
+    p.runcall(run)
+    p.create_stats()
+    cc, nc, tt, ct, callers = p.stats[key]
+    assert (cc, nc) == (8, 8)
+    assert sum(c[1] for c in callers.values()) == 8
