@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import re
 import textwrap
 from typing import Any, Dict, List, Tuple
 
@@ -207,6 +208,20 @@ def test_run_prints_the_call_tree_when_there_is_one(
     assert cli.main(["run", "-s", "cumulative", prog]) == 0
     out = _out(capsys)
     assert "sorted by cumulative" in out and "ncalls" in out and "call tree" not in out
+
+
+def test_the_flat_table_of_s_has_the_flat_tables_rows(tmp_path: Any, capsys: Any) -> None:
+    """-s prints the flat table, whose default is 40 rows, not the 15 of the table under the
+    call tree (which -s replaces)."""
+    script = tmp_path / "many.py"
+    script.write_text("".join(f"def f{i}():\n    pass\nf{i}()\n" for i in range(60)))
+    assert cli.main(["run", "-s", "calls", str(script)]) == 0
+    out = _out(capsys)
+    shown = re.findall(r"many\.py:\d+\(f\d+\)", out)
+    assert len(shown) == 40 - 2  # exec and <module> take two of the 40 rows
+    assert re.search(r"\n40 of \d+ functions, sorted by calls", out)
+    assert cli.main(["run", "-s", "calls", "--top", "7", str(script)]) == 0
+    assert re.search(r"\n7 of \d+ functions", _out(capsys))
 
 
 def test_run_without_a_tree_prints_the_flat_table(prog: str, monkeypatch: Any, capsys: Any) -> None:

@@ -954,12 +954,14 @@ def _report(
 
 def _rows(opts: argparse.Namespace, tree: Any) -> Optional[int]:
     """How many rows a table shows: all with --all, else --top, else the default of the view
-    (the flat table's, or the shorter table under the call tree)."""
+    (the flat table's, or the shorter table under the call tree, which is shown when there
+    is one and neither -s nor --filter was given)."""
     if opts.all:
         return None
     if opts.top is not None:
         return int(opts.top)
-    if tree is not None and not getattr(opts, "threads", False):
+    tree_view = getattr(opts, "sort", None) is None and not getattr(opts, "filter", None)
+    if tree is not None and tree_view and not getattr(opts, "threads", False):
         from .report.tree_text import DEFAULT_TOP
 
         return DEFAULT_TOP
