@@ -224,6 +224,44 @@ def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
     assert len(child) == 1 and child[0]["argv"][-2] == str(script)
 
 
+def test_a_fork_to_exec_with_preexec_fn_is_not_a_missing_process(tmp_path: Any) -> None:
+    """subprocess with preexec_fn forks, runs the fork hooks and the function, then execs: the
+    child that execs a program writes no profile and was reported missing (killed?)."""
+    script = write(
+        tmp_path,
+        "job.py",
+        """\
+        import subprocess
+        import sys
+
+        def hi():
+            return 1
+
+        if __name__ == "__main__":
+            if sys.argv[1:] == ["child"]:
+                hi()
+                sys.exit(0)
+            subprocess.run(["true"], preexec_fn=lambda: None, check=True)
+            subprocess.run(["false"], preexec_fn=lambda: None)
+            subprocess.run([sys.executable, __file__, "child"], preexec_fn=lambda: None, check=True)
+            try:
+                subprocess.run(["/nonexistent/program"], preexec_fn=lambda: None)
+            except OSError:
+                pass
+        """,
+    )
+    run_dir = tmp_path / "run"
+    r = fastprof(["run", "--subprocesses", "--run-dir", str(run_dir), str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "missing" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "2 process(es)" in r.stdout  # the script, and the Python program it ran
+    recs = records(run_dir)
+    assert sorted(len(m["argv"]) > 0 and m["argv"][-1] == "child" for m in recs.values()) == [
+        False,
+        True,
+    ]
+
+
 def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
     script = write(
         tmp_path,

@@ -465,8 +465,24 @@ def _line_stats_bytes(lp: Any) -> bytes:
     return pickle.dumps(lp.get_stats(), protocol=4)
 
 
+def _forked_to_exec() -> bool:
+    """Whether this fork child is one that subprocess forks to exec a program (with a
+    ``preexec_fn``, CPython's _posixsubprocess runs the fork hooks in it): it runs no code of
+    the program's but that function, then becomes the program, which a Python one follows
+    itself, or ends at once, from C, when the exec fails."""
+    try:
+        code = sys._getframe(2).f_code  # the Python frame that called fork_exec
+    except ValueError:
+        return False
+    return code.co_name == "_execute_child" and os.path.basename(code.co_filename) == (
+        "subprocess.py"
+    )
+
+
 def _after_fork_child() -> None:
-    """In a fork child: the inherited profile stops, this process's own starts."""
+    """In a fork child: the inherited profile stops, this process's own starts (none in the
+    child that subprocess forks to exec a program: it writes no profile, and would be reported
+    missing)."""
     global _session
     parent = _session
     if parent is None:
@@ -476,6 +492,9 @@ def _after_fork_child() -> None:
             parent.prof.disable()
     except Exception:
         pass
+    if _forked_to_exec():
+        _session = None
+        return
     try:
         prof = _new_profile()
         ppid = parent.ppid if parent.quiet else parent.pid
