@@ -262,6 +262,53 @@ def test_a_fork_to_exec_with_preexec_fn_is_not_a_missing_process(tmp_path: Any) 
     ]
 
 
+def test_a_fork_while_another_thread_holds_threadings_lock_does_not_hang(tmp_path: Any) -> None:
+    """The child's profile starts in a fork hook and reads the threads' names, which takes
+    threading's lock of its thread list. A thread of the parent that held it at the fork
+    left it held in the child for good, unless threading's own hook remade it first: the
+    child hung (CPython's test_threading met this under run --subprocesses)."""
+    script = write(
+        tmp_path,
+        "job.py",
+        """\
+        import os
+        import threading
+        import time
+
+        held, release = threading.Event(), threading.Event()
+
+        def hold():
+            with threading._active_limbo_lock:
+                held.set()
+                release.wait(30)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        release.set()
+        t.join()
+        deadline = time.monotonic() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print("child", os.waitstatus_to_exitcode(status))
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print("child hung")
+                break
+            time.sleep(0.01)
+        """,
+    )
+    r = fastprof(["run", "--subprocesses", "-s", "calls", str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "child 7" in r.stdout and "2 process(es)" in r.stdout and "missing" not in r.stdout
+
+
 def test_child_counts_equal_profiling_it_alone(tmp_path: Any) -> None:
     script = write(
         tmp_path,

@@ -521,6 +521,11 @@ def _install_hooks() -> None:
     global _hooks_installed
     if not _hooks_installed:
         _hooks_installed = True
+        # threading's own fork hook first (hooks run in the order they were registered): it
+        # remakes the locks that a thread of the parent may have held at the fork, which the
+        # child's profile takes when it starts (Profile.enable reads the threads' names)
+        import threading  # noqa: F401
+
         os.register_at_fork(after_in_child=_after_fork_child)
         atexit.register(_on_exit)
     _set_exit_gate(_session)
