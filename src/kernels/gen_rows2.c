@@ -19,8 +19,10 @@
 
 /* Vectors a row of a pair keeps in registers: two rows of six are twelve accumulators, with the
  * two weights and the loaded source fifteen of the sixteen registers (six measured faster than
- * three, four or five).  Blocks of two vectors then one take the rest of a row: with one-vector
- * blocks alone a row of 32 ran slower in pairs than alone. */
+ * three, four or five).  Blocks of four, two, then one vector take the rest of a row: with
+ * one-vector blocks alone a row of 32 ran slower in pairs than alone, and four (eight
+ * accumulators) keep the multiply-adds of a shared source apart by their latency where two do
+ * not (a row of 256: ten blocks of six and one of four). */
 #define FP_PAIR_V 6
 
 /* Keeps a loaded vector in a register: without it the compiler folds the one load into both
@@ -104,6 +106,7 @@ fp_dot_rows2_avx2(const fp_pair_out *out, const double *base, const fp_pair_src 
 {
     ptrdiff_t x = 0;
     FP_PAIR_BLOCK(FP_PAIR_V)
+    FP_PAIR_BLOCK(4)
     FP_PAIR_BLOCK(2)
     FP_PAIR_BLOCK(1)
     if (x < n) {

@@ -33,6 +33,7 @@ fp_gen_free(fp_gen_scratch *s)
     free(s->blocks);
     free(s->tags);
     free(s->slotk);
+    free(s->fill);
     free(s->acc);
     free(s->acc2);
     free(s->crow);
@@ -56,13 +57,15 @@ fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
     s->blocks = (double *)blocks;
     s->tags = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
     s->slotk = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
+    s->fill = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
     s->acc = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->crow = (double *)malloc(sizeof(double) * (size_t)job->rowlen);
     s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->nnz + 1));
     s->acc2 = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->psrc = (fp_pair_src *)malloc(sizeof(fp_pair_src) * (size_t)(job->npair + 1));
-    if (s->blocks == NULL || s->tags == NULL || s->slotk == NULL || s->acc == NULL ||
-        s->crow == NULL || s->rowptr == NULL || s->acc2 == NULL || s->psrc == NULL) {
+    if (s->blocks == NULL || s->tags == NULL || s->slotk == NULL || s->fill == NULL ||
+        s->acc == NULL || s->crow == NULL || s->rowptr == NULL || s->acc2 == NULL ||
+        s->psrc == NULL) {
         fp_gen_free(s);
         return -1;
     }
@@ -119,6 +122,59 @@ fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
     }
 }
 
+/* See general.h. */
+ptrdiff_t
+fp_gen_place(const fp_conv *c, ptrdiff_t i0, ptrdiff_t *tags, ptrdiff_t *slotk, ptrdiff_t *fill)
+{
+    ptrdiff_t K0 = c->ntaps[0], nfill = 0;
+    for (ptrdiff_t k = 0; k < K0; k++) {
+        ptrdiff_t j = c->map[0][i0 + k], slot = -1;
+        for (ptrdiff_t t = 0; t < K0; t++)
+            if (tags[t] == j) {
+                slot = t;
+                break;
+            }
+        if (slot < 0) {
+            for (ptrdiff_t t = 0; t < K0 && slot < 0; t++) {
+                int used = 0;
+                for (ptrdiff_t q = 0; q < K0; q++)
+                    if (c->map[0][i0 + q] == tags[t]) {
+                        used = 1;
+                        break;
+                    }
+                if (!used)
+                    slot = t;
+            }
+            tags[slot] = j;
+            fill[nfill++] = slot;
+        }
+        slotk[k] = slot;
+    }
+    return nfill;
+}
+
+/* Asks the cache for the input rows that block rows [e0, e1) of slice j (tile from y0) will
+ * be filled from, 3-D and rows of stride at most a double only: the fill of the next slice then
+ * reads them from cache instead of waiting on memory (the input is read once and seldom
+ * cached).  Returns nothing. */
+static void
+fp_gen_prefetch(const fp_gen_job *job, ptrdiff_t j, ptrdiff_t y0, ptrdiff_t e0, ptrdiff_t e1)
+{
+    const fp_conv *c = job->c;
+    ptrdiff_t s = c->istride[2], len = (c->shape[2] - 1) * s;
+    if (c->ndim != 3 || j < 0 || s > (ptrdiff_t)sizeof(double) || s < -(ptrdiff_t)sizeof(double))
+        return;
+    for (ptrdiff_t e = e0; e < e1; e++) {
+        ptrdiff_t j1 = c->map[1][y0 + e];
+        const char *p;
+        if (j1 < 0)
+            continue;
+        p = c->idata + j * c->istride[0] + j1 * c->istride[1] + (len < 0 ? len : 0);
+        for (ptrdiff_t b = 0; b <= (len < 0 ? -len : len); b += 64)
+            __builtin_prefetch(p + b, 0, 2);
+    }
+}
+
 /* Pool callback: one (axis-0 chunk, axis-1 tile).  Returns 0, or -1 when out of memory. */
 static int
 fp_gen_item(void *ctx, ptrdiff_t item, int worker)
@@ -131,7 +187,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
     ptrdiff_t a = item / job->ntiles1, bt = item % job->ntiles1;
     ptrdiff_t lo = a * job->chunk0;
     ptrdiff_t hi = lo + job->chunk0 < c->shape[0] ? lo + job->chunk0 : c->shape[0];
-    ptrdiff_t y0 = 0, T = 1, nrows;
+    ptrdiff_t y0 = 0, T = 1, nrows, erows, per_pair;
     ptrdiff_t n = c->shape[R - 1];
     ptrdiff_t *slotk;
     if (!s->ready && fp_gen_alloc(job, s) < 0)
@@ -142,35 +198,17 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
         T = y0 + job->tile1 < c->shape[1] ? job->tile1 : c->shape[1] - y0;
     }
     nrows = R >= 3 ? T * job->inner : 1;
+    erows = T + (R >= 3 ? c->ntaps[1] - 1 : 0);
+    per_pair = (erows + (nrows + 1) / 2 - 1) / ((nrows + 1) / 2);
     for (ptrdiff_t k = 0; k < K0; k++)
         s->tags[k] = -2;
     for (ptrdiff_t i0 = lo; i0 < hi; i0++) {
         ptrdiff_t idx[FP_MAXDIM];
-        /* make sure every slice read by i0 is in a block (a block of cval, tagged -1, for
-         * constant mode outside the input); slotk[k0] = its block */
-        for (ptrdiff_t k = 0; k < K0; k++) {
-            ptrdiff_t j = c->map[0][i0 + k], slot = -1;
-            for (ptrdiff_t t = 0; t < K0; t++)
-                if (s->tags[t] == j) {
-                    slot = t;
-                    break;
-                }
-            if (slot < 0) {
-                for (ptrdiff_t t = 0; t < K0 && slot < 0; t++) {
-                    int used = 0;
-                    for (ptrdiff_t q = 0; q < K0; q++)
-                        if (c->map[0][i0 + q] == s->tags[t]) {
-                            used = 1;
-                            break;
-                        }
-                    if (!used)
-                        slot = t;
-                }
-                fp_gen_fill(job, s->blocks + slot * job->block_rows * job->rowstride, j, y0, T);
-                s->tags[slot] = j;
-            }
-            slotk[k] = slot;
-        }
+        /* every slice read by i0 in a block; slotk[k0] = its block */
+        ptrdiff_t nfill = fp_gen_place(c, i0, s->tags, slotk, s->fill);
+        for (ptrdiff_t f = 0; f < nfill; f++)
+            fp_gen_fill(job, s->blocks + s->fill[f] * job->block_rows * job->rowstride,
+                        s->tags[s->fill[f]], y0, T);
         /* the pair sources of this slice: where each reads, from the pair's first block row */
         for (ptrdiff_t q = 0; q < job->npair; q++) {
             const fp_gen_psrc *ps = &job->psrc[q];
@@ -182,6 +220,11 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
             idx[d] = 0;
         for (ptrdiff_t r = 0; r < nrows; r++) {
             ptrdiff_t ooff = i0 * c->ostride[0];
+            if (i0 + 1 < hi && r % 2 == 0 && R == 3) {
+                /* a share of the rows of the slice the next output slice adds */
+                ptrdiff_t e0 = (r / 2) * per_pair, e1 = e0 + per_pair;
+                fp_gen_prefetch(job, c->map[0][i0 + K0], y0, e0, e1 < erows ? e1 : erows);
+            }
             for (int d = 1; d + 1 < R; d++)
                 ooff += idx[d] * c->ostride[d];
             if (job->npair > 0 && r + 1 < nrows) {

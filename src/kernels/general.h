@@ -23,6 +23,7 @@ typedef struct {
     double *blocks; /* ntaps[0] blocks of block_rows rows of rowstride doubles, 64-byte aligned */
     ptrdiff_t *tags;
     ptrdiff_t *slotk;
+    ptrdiff_t *fill; /* slots to fill for the current output slice */
     double *acc;
     double *acc2; /* the second row of a pair */
     double *crow; /* a row of cval */
@@ -49,6 +50,14 @@ typedef struct {
     fp_gen_psrc *psrc;
     fp_pair_run *runs;
 } fp_gen_job;
+
+/* Places the ntaps[0] input slices that output slice i0 reads in as many blocks (slots), a
+ * slot keeping its slice while a later output slice still reads it: tags[t] is the slice in
+ * slot t (-1: cval, for constant mode outside the input; -2 before any), slotk[k] the slot of
+ * slice map[0][i0 + k].  The slots whose slice changed are written to fill.  Returns their
+ * number; sets no error. */
+ptrdiff_t fp_gen_place(const fp_conv *c, ptrdiff_t i0, ptrdiff_t *tags, ptrdiff_t *slotk,
+                       ptrdiff_t *fill);
 
 /* Makes job->psrc and job->runs, the sources of a pair of 3-D output rows, from job->taps,
  * off and w; leaves npair 0 when the two rows share no source.  Returns 0, or -1 when out of
