@@ -153,14 +153,10 @@ fp_gen_place(const fp_conv *c, ptrdiff_t i0, ptrdiff_t *tags, ptrdiff_t *slotk, 
     return nfill;
 }
 
-/* Asks the cache for the input rows that block rows [e0, e1) of slice j (tile from y0) will
- * be filled from, 3-D and rows of stride at most a double only: the fill of the next slice then
- * reads them from cache instead of waiting on memory (the input is read once and seldom
- * cached).  Returns nothing. */
-static void
-fp_gen_prefetch(const fp_gen_job *job, ptrdiff_t j, ptrdiff_t y0, ptrdiff_t e0, ptrdiff_t e1)
+/* See general.h. */
+void
+fp_gen_prefetch(const fp_conv *c, ptrdiff_t j, ptrdiff_t y0, ptrdiff_t e0, ptrdiff_t e1)
 {
-    const fp_conv *c = job->c;
     ptrdiff_t s = c->istride[2], len = (c->shape[2] - 1) * s;
     if (c->ndim != 3 || j < 0 || s > (ptrdiff_t)sizeof(double) || s < -(ptrdiff_t)sizeof(double))
         return;
@@ -223,7 +219,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
             if (i0 + 1 < hi && r % 2 == 0 && R == 3) {
                 /* a share of the rows of the slice the next output slice adds */
                 ptrdiff_t e0 = (r / 2) * per_pair, e1 = e0 + per_pair;
-                fp_gen_prefetch(job, c->map[0][i0 + K0], y0, e0, e1 < erows ? e1 : erows);
+                fp_gen_prefetch(c, c->map[0][i0 + K0], y0, e0, e1 < erows ? e1 : erows);
             }
             for (int d = 1; d + 1 < R; d++)
                 ooff += idx[d] * c->ostride[d];
@@ -289,6 +285,8 @@ fp_conv_general(fp_conv *c)
     fp_gen_job job;
     int R = c->ndim, result = -1;
     ptrdiff_t Klast = c->ntaps[R - 1], nouter = 1, nnz = 0;
+    if (fp_gen_quarters_fits(c))
+        return fp_gen_quarters(c);
     memset(&job, 0, sizeof(job));
     job.c = c;
     job.inner = 1;

@@ -59,6 +59,21 @@ typedef struct {
 ptrdiff_t fp_gen_place(const fp_conv *c, ptrdiff_t i0, ptrdiff_t *tags, ptrdiff_t *slotk,
                        ptrdiff_t *fill);
 
+/* Asks the cache for the input rows that block rows [e0, e1) of slice j (tile from y0) will
+ * be filled from, 3-D and rows of stride at most a double only: the fill of the next slice then
+ * reads them from cache instead of waiting on memory (the input is read once and seldom
+ * cached).  Returns nothing. */
+void fp_gen_prefetch(const fp_conv *c, ptrdiff_t j, ptrdiff_t y0, ptrdiff_t e0, ptrdiff_t e1);
+
+/* 1 when fp_gen_quarters takes the call: 3-D, 3 or 5 taps along the last axis, every weight
+ * nonzero, rows of at least 32 outputs, on a CPU with AVX2 and FMA.  Sets no error. */
+int fp_gen_quarters_fits(const fp_conv *c);
+
+/* The general 3-D correlation with the four quarters of a row in the lanes of a vector
+ * (gen_quarters.c), for a call fp_gen_quarters_fits accepts.  Same contract as
+ * fp_conv_general. */
+int fp_gen_quarters(fp_conv *c);
+
 /* Makes job->psrc and job->runs, the sources of a pair of 3-D output rows, from job->taps,
  * off and w; leaves npair 0 when the two rows share no source.  Returns 0, or -1 when out of
  * memory (no exception set; what was allocated is left in the job for the caller to free). */
