@@ -65,6 +65,7 @@ typedef struct {
         for (ptrdiff_t r = 0; r < nrows; r++) {                                                    \
             const double *p = src[r] + 4 * x;                                                      \
             __m256d wk[KK];                                                                        \
+            __asm__("" : "+r"(p)); /* loads at p + constant: no index register a vector */         \
             for (int k = 0; k < (KK); k++)                                                         \
                 wk[k] = _mm256_broadcast_sd(w + r * (KK) + k);                                     \
             for (int xp = 0; xp < (B) + (KK)-1; xp++) {                                            \
