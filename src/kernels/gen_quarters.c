@@ -104,7 +104,7 @@ FP_QUARTERS_BLOCK(1, 3)
  * byte offset ooff: lane l of vector x + j to output l q + x + j where that output exists, four
  * vectors at a time with transposes where the row is contiguous and all four land in it, else
  * one by one.  Returns nothing. */
-__attribute__((target("avx2,fma"))) static void
+__attribute__((target("avx2,fma"), always_inline)) static inline void
 fp_quarters_store(const fp_quarters_job *job, const __m256d *v, ptrdiff_t n, ptrdiff_t ooff,
                   ptrdiff_t x)
 {
