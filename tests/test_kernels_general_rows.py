@@ -249,3 +249,50 @@ def test_kernels_with_one_or_two_axis_1_taps(wshape):
         np.testing.assert_allclose(
             got, ndi.correlate(x, w, mode=mode, cval=0.25), rtol=1e-12, atol=1e-11
         )
+
+
+# --- the pair loop where the quarter-row loop does not run ------------------------------------
+# (4 or 6 taps along the last axis, or a zero weight): sources placed once per slice, runs that
+# feed one row interleaved with the next run that feeds the other, contiguous output rows
+# written by the loop itself (float32 or float64), other layouts through a row of doubles.
+
+
+@pytest.mark.parametrize("n", [37, 64, 101, 300])
+@pytest.mark.parametrize("kx", [4, 6])
+def test_pair_loop_long_rows_and_output_layouts(n, kx):
+    rng = np.random.default_rng(n + kx)
+    x = rng.standard_normal((4, 90, n)).astype(np.float32)
+    w = rng.standard_normal((3, 3, kx))
+    kw = dict(mode="reflect", origin=(0, 1, 0))
+    one = _as_4d(x, w, **kw)
+    got = kernels.correlate(x, w, **kw)
+    np.testing.assert_array_equal(got, one)
+    np.testing.assert_allclose(got, ndi.correlate(x, w, **kw), **_tol(np.float32))
+    for out_dtype in (np.float32, np.float64):
+        ref = np.empty(x.shape, dtype=out_dtype)
+        kernels.correlate(x, w, output=ref, **kw)
+        big = np.full(x.shape[:2] + (2 * n,), -7.0, dtype=out_dtype)
+        strided = big[:, :, ::2]
+        kernels.correlate(x, w, output=strided, **kw)
+        np.testing.assert_array_equal(strided, ref)
+        assert (big[:, :, 1::2] == -7.0).all()
+        np.testing.assert_allclose(
+            ref, ndi.correlate(x, w, output=out_dtype, **kw), **_tol(np.float32)
+        )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_runs_of_uneven_lengths(seed):
+    # zeros on the first and last axis-1 tap rows leave runs feeding one row of unequal
+    # lengths next to each other: interleaved as far as both go, the rest after
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((5, 11, 45))
+    w = rng.standard_normal((3, 4, 5))
+    w[:, 0, rng.integers(0, 5, size=2)] = 0.0
+    w[:, 3, rng.integers(0, 5, size=1 + seed % 3)] = 0.0
+    for mode in ("constant", "mirror"):
+        got = kernels.correlate(x, w, mode=mode, cval=1.5)
+        np.testing.assert_array_equal(got, _as_4d(x, w, mode=mode, cval=1.5), err_msg=mode)
+        np.testing.assert_allclose(
+            got, ndi.correlate(x, w, mode=mode, cval=1.5), rtol=1e-12, atol=1e-11, err_msg=mode
+        )

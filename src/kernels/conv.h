@@ -64,28 +64,40 @@ void fp_conv_combine(double *dst, const double *const *src, const double *w, int
 void fp_conv_dot_rows(double *dst, const double *const *src, const double *w, ptrdiff_t nk,
                       ptrdiff_t n);
 
-/* One source of a pair of output rows (fp_conv_dot_rows2): the source row, read from p, and its
- * weight for each output row (only those its run names are read). */
+/* One source of a pair of output rows (fp_conv_dot_rows2): the source row, read at base + rel
+ * (doubles) from the base pointer the call is given, and its weight for each output row (only
+ * those its run names are read). */
 typedef struct {
-    const double *p;
+    ptrdiff_t rel;
     double w0, w1;
 } fp_pair_src;
 
 /* A run of consecutive sources of one kind: FP_PAIR_BOTH sources feed both output rows (one
- * load, two multiply-adds), FP_PAIR_FIRST / FP_PAIR_SECOND feed one of them. */
-enum { FP_PAIR_BOTH = 0, FP_PAIR_FIRST = 1, FP_PAIR_SECOND = 2 };
+ * load, two multiply-adds), FP_PAIR_FIRST / FP_PAIR_SECOND feed one of them, and FP_PAIR_SPLIT
+ * holds an even count of sources that alternate: the first of each two feeds the first row
+ * (w0), the second the second row (w1), so that a loop step has a multiply-add for each row's
+ * accumulators (a run that feeds one row alone waits on the multiply-add latency). */
+enum { FP_PAIR_BOTH = 0, FP_PAIR_FIRST = 1, FP_PAIR_SECOND = 2, FP_PAIR_SPLIT = 3 };
 typedef struct {
     int kind;
     ptrdiff_t first, count; /* sources [first, first + count) */
 } fp_pair_run;
 
-/* Two output rows at once: dst0[x] = sum w0 * p[x] over the sources of the runs of kind BOTH or
- * FIRST, dst1[x] likewise with w1 over BOTH and SECOND, x in [0, n); each output summed from zero
- * with one (fused, where the CPU has FMA) multiply-add per source in source order, exactly as
- * fp_conv_dot_rows sums it.  A source row shared by the two outputs is loaded once for both.
- * Returns nothing. */
-void fp_conv_dot_rows2(double *dst0, double *dst1, const fp_pair_src *src, const fp_pair_run *runs,
-                       ptrdiff_t nruns, ptrdiff_t n);
+/* Where fp_conv_dot_rows2 writes its two rows of n outputs: contiguous float32 rows (single 1:
+ * each sum rounded once to float) or contiguous float64 rows (single 0). */
+typedef struct {
+    void *row0, *row1;
+    int single;
+} fp_pair_out;
+
+/* Two output rows at once: row0[x] = sum w0 * src[x] over the sources of the runs that feed the
+ * first row, row1[x] likewise with w1 over those that feed the second, x in [0, n), each source
+ * read at base + rel; each output summed from zero with one (fused, where the CPU has FMA)
+ * multiply-add per source in source order, exactly as fp_conv_dot_rows sums it, then stored
+ * (rounded to float32 where out->single).  A source row shared by the two outputs is loaded
+ * once for both.  Returns nothing. */
+void fp_conv_dot_rows2(const fp_pair_out *out, const double *base, const fp_pair_src *src,
+                       const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n);
 
 /* dst[x] = sum_j w[j] * row[x + off[j]] (+ dst[x] when accumulate), x in [0, n).  Returns
  * nothing. */

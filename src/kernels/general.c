@@ -8,57 +8,23 @@
  * scipy.ndimage, which drops zero weights); sums are in double.
  *
  * In 3-D, neighbouring output rows of a tile (axis-1 indices y and y + 1) read the same block
- * rows but one: they are summed as a pair (fp_conv_dot_rows2) from a list of sources made once
- * per job, the rows' taps merged by block row and offset, so that each shared source is loaded
- * once for both; each output keeps its own tap order, so a row gives the same bits alone or in
- * a pair. */
-#include "kernels/conv.h"
+ * rows but one: they are summed as a pair (fp_conv_dot_rows2, gen_rows2.c) from a list of
+ * sources made once per job (gen_pairs.c), the rows' taps merged by block row and offset, so
+ * that each shared source is loaded once for both; each output keeps its own tap order, so a
+ * row gives the same bits alone or in a pair.  Where each source reads (its block, row and
+ * offset, relative to the pair's first row) is worked out once per output slice, and the pair
+ * loop writes a contiguous output row itself. */
+#include "kernels/general.h"
 #include "kernels/pool.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define FP_GEN_CACHE_BYTES (512 * 1024)
-
-typedef struct {
-    ptrdiff_t nk;           /* nonzero taps along the last axis */
-    ptrdiff_t first;        /* index of its first entry in off/w */
-    ptrdiff_t k[FP_MAXDIM]; /* tap index on axes 0..ndim-2 */
-} fp_gen_tap;
-
-typedef struct {
-    int ready;
-    double *blocks; /* ntaps[0] blocks of block_rows * rowlen doubles */
-    ptrdiff_t *tags;
-    ptrdiff_t *slotk;
-    double *acc;
-    double *acc2; /* the second row of a pair */
-    double *crow; /* a row of cval */
-    const double **rowptr;
-    fp_pair_src *psrc; /* the pair sources, weights filled in at allocation */
-} fp_gen_scratch;
-
-typedef struct {
-    fp_conv *c;
-    ptrdiff_t chunk0, nchunks0, tile1, ntiles1;
-    ptrdiff_t inner;      /* rows of axes 2..ndim-2 (1 when ndim <= 3) */
-    ptrdiff_t block_rows; /* rows of one block: (tile1 + ntaps[1] - 1) * inner, or 1 */
-    ptrdiff_t rowlen;     /* extended row length */
-    ptrdiff_t ntap;       /* outer taps with a nonzero weight */
-    ptrdiff_t nnz;        /* nonzero weights in all */
-    fp_gen_tap *taps;
-    ptrdiff_t *off;
-    double *w;
-    fp_gen_scratch *scratch;
-    int nworkers;
-    /* 3-D pairs of rows: source q reads block row (pk0[q], first row + pe[q]) at offset poff[q]
-     * with weights pw0[q], pw1[q]; npair sources in nruns runs (npair 0: no pairs) */
-    ptrdiff_t npair, nruns;
-    ptrdiff_t *pk0, *pe, *poff;
-    double *pw0, *pw1;
-    fp_pair_run *runs;
-} fp_gen_job;
+/* What the ntaps[0] blocks of a tile may take: the blocks and the rows the pair loop is
+ * writing stay in the 512 KiB L2 with room to spare (tiles of 20 rows of 256 for the 5x5x5
+ * kernel; 46-row tiles, whose blocks filled L2, ran about 5% slower). */
+#define FP_GEN_CACHE_BYTES (256 * 1024)
 
 /* Frees one worker's scratch.  Returns nothing. */
 static void
@@ -67,6 +33,7 @@ fp_gen_free(fp_gen_scratch *s)
     free(s->blocks);
     free(s->tags);
     free(s->slotk);
+    free(s->fill);
     free(s->acc);
     free(s->acc2);
     free(s->crow);
@@ -81,23 +48,31 @@ fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
 {
     fp_conv *c = job->c;
     ptrdiff_t K0 = c->ntaps[0];
-    s->blocks = (double *)malloc(sizeof(double) * (size_t)(K0 * job->block_rows * job->rowlen));
+    void *blocks = NULL;
+    /* 64-byte aligned, rows of a multiple of four doubles: every row starts on a 32-byte
+     * boundary, so the loads of the tap offsets that are a multiple of four are aligned */
+    if (posix_memalign(&blocks, 64,
+                       sizeof(double) * (size_t)(K0 * job->block_rows * job->rowstride)) != 0)
+        blocks = NULL;
+    s->blocks = (double *)blocks;
     s->tags = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
     s->slotk = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
+    s->fill = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)K0);
     s->acc = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->crow = (double *)malloc(sizeof(double) * (size_t)job->rowlen);
     s->rowptr = (const double **)malloc(sizeof(double *) * (size_t)(job->nnz + 1));
     s->acc2 = (double *)malloc(sizeof(double) * (size_t)c->shape[c->ndim - 1]);
     s->psrc = (fp_pair_src *)malloc(sizeof(fp_pair_src) * (size_t)(job->npair + 1));
-    if (s->blocks == NULL || s->tags == NULL || s->slotk == NULL || s->acc == NULL ||
-        s->crow == NULL || s->rowptr == NULL || s->acc2 == NULL || s->psrc == NULL) {
+    if (s->blocks == NULL || s->tags == NULL || s->slotk == NULL || s->fill == NULL ||
+        s->acc == NULL || s->crow == NULL || s->rowptr == NULL || s->acc2 == NULL ||
+        s->psrc == NULL) {
         fp_gen_free(s);
         return -1;
     }
     for (ptrdiff_t q = 0; q < job->npair; q++) {
-        s->psrc[q].p = NULL;
-        s->psrc[q].w0 = job->pw0[q];
-        s->psrc[q].w1 = job->pw1[q];
+        s->psrc[q].rel = 0;
+        s->psrc[q].w0 = job->psrc[q].w0;
+        s->psrc[q].w1 = job->psrc[q].w1;
     }
     for (ptrdiff_t t = 0; t < job->rowlen; t++)
         s->crow[t] = c->cval;
@@ -105,14 +80,20 @@ fp_gen_alloc(fp_gen_job *job, fp_gen_scratch *s)
     return 0;
 }
 
-/* Fills block b with the rows of input slice j0 that tile [y0, y0 + T) reads.  Returns
- * nothing. */
+/* Fills block b with the rows of input slice j0 that tile [y0, y0 + T) reads, or with cval
+ * when j0 is -1 (constant mode outside the input).  Returns nothing. */
 static void
 fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
 {
     fp_conv *c = job->c;
     int R = c->ndim;
     ptrdiff_t idx[FP_MAXDIM];
+    if (j0 < 0) {
+        for (ptrdiff_t r = 0; r < job->block_rows; r++)
+            for (ptrdiff_t t = 0; t < job->rowlen; t++)
+                b[r * job->rowstride + t] = c->cval;
+        return;
+    }
     if (R == 2) {
         fp_conv_gather_row(c, j0 * c->istride[0], 0, job->rowlen, b);
         return;
@@ -122,7 +103,7 @@ fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
         for (int d = 2; d + 1 < R; d++)
             idx[d] = 0;
         for (ptrdiff_t r = 0; r < job->inner; r++) {
-            double *dst = b + (e * job->inner + r) * job->rowlen;
+            double *dst = b + (e * job->inner + r) * job->rowstride;
             if (j1 < 0) {
                 for (ptrdiff_t t = 0; t < job->rowlen; t++)
                     dst[t] = c->cval;
@@ -141,81 +122,53 @@ fp_gen_fill(fp_gen_job *job, double *b, ptrdiff_t j0, ptrdiff_t y0, ptrdiff_t T)
     }
 }
 
-/* Makes the sources of a pair of 3-D output rows (see fp_gen_job): for each block of the
- * axis-0 taps and each of its ntaps[1] + 1 rows, the taps of the first row (axis-1 tap e) and
- * of the second (tap e - 1) merged by offset, so that a source both read is one BOTH source;
- * then groups them into runs of one kind.  Leaves npair 0 when the rows share no source.
- * Returns 0, or -1 when out of memory. */
-static int
-fp_gen_pairs(fp_gen_job *job)
+/* See general.h. */
+ptrdiff_t
+fp_gen_place(const fp_conv *c, ptrdiff_t i0, ptrdiff_t *tags, ptrdiff_t *slotk, ptrdiff_t *fill)
 {
-    fp_conv *c = job->c;
-    ptrdiff_t K0 = c->ntaps[0], K1 = c->ntaps[1], q = 0;
-    ptrdiff_t *tap_of = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(K0 * K1));
-    size_t most = (size_t)(2 * job->nnz + 1);
-    int result = -1;
-    job->pk0 = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
-    job->pe = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
-    job->poff = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * most);
-    job->pw0 = (double *)malloc(sizeof(double) * most);
-    job->pw1 = (double *)malloc(sizeof(double) * most);
-    job->runs = (fp_pair_run *)malloc(sizeof(fp_pair_run) * most);
-    if (tap_of == NULL || job->pk0 == NULL || job->pe == NULL || job->poff == NULL ||
-        job->pw0 == NULL || job->pw1 == NULL || job->runs == NULL)
-        goto error;
-    for (ptrdiff_t t = 0; t < K0 * K1; t++)
-        tap_of[t] = -1;
-    for (ptrdiff_t t = 0; t < job->ntap; t++)
-        tap_of[job->taps[t].k[0] * K1 + job->taps[t].k[1]] = t;
-    job->nruns = 0;
-    for (ptrdiff_t k0 = 0; k0 < K0; k0++) {
-        for (ptrdiff_t e = 0; e <= K1; e++) {
-            const fp_gen_tap *ta =
-                e < K1 && tap_of[k0 * K1 + e] >= 0 ? &job->taps[tap_of[k0 * K1 + e]] : NULL;
-            const fp_gen_tap *tb =
-                e >= 1 && tap_of[k0 * K1 + e - 1] >= 0 ? &job->taps[tap_of[k0 * K1 + e - 1]] : NULL;
-            ptrdiff_t ia = 0, ib = 0, na = ta != NULL ? ta->nk : 0, nb = tb != NULL ? tb->nk : 0;
-            while (ia < na || ib < nb) {
-                ptrdiff_t oa = ia < na ? job->off[ta->first + ia] : PTRDIFF_MAX;
-                ptrdiff_t ob = ib < nb ? job->off[tb->first + ib] : PTRDIFF_MAX;
-                int kind;
-                job->pk0[q] = k0;
-                job->pe[q] = e;
-                job->pw0[q] = 0.0;
-                job->pw1[q] = 0.0;
-                if (oa == ob) {
-                    kind = FP_PAIR_BOTH;
-                    job->pw0[q] = job->w[ta->first + ia++];
-                    job->pw1[q] = job->w[tb->first + ib++];
-                } else if (oa < ob) {
-                    kind = FP_PAIR_FIRST;
-                    job->pw0[q] = job->w[ta->first + ia++];
-                } else {
-                    kind = FP_PAIR_SECOND;
-                    job->pw1[q] = job->w[tb->first + ib++];
-                }
-                job->poff[q] = oa < ob ? oa : ob;
-                if (job->nruns > 0 && job->runs[job->nruns - 1].kind == kind) {
-                    job->runs[job->nruns - 1].count++;
-                } else {
-                    job->runs[job->nruns].kind = kind;
-                    job->runs[job->nruns].first = q;
-                    job->runs[job->nruns].count = 1;
-                    job->nruns++;
-                }
-                q++;
+    ptrdiff_t K0 = c->ntaps[0], nfill = 0;
+    for (ptrdiff_t k = 0; k < K0; k++) {
+        ptrdiff_t j = c->map[0][i0 + k], slot = -1;
+        for (ptrdiff_t t = 0; t < K0; t++)
+            if (tags[t] == j) {
+                slot = t;
+                break;
             }
+        if (slot < 0) {
+            for (ptrdiff_t t = 0; t < K0 && slot < 0; t++) {
+                int used = 0;
+                for (ptrdiff_t q = 0; q < K0; q++)
+                    if (c->map[0][i0 + q] == tags[t]) {
+                        used = 1;
+                        break;
+                    }
+                if (!used)
+                    slot = t;
+            }
+            tags[slot] = j;
+            fill[nfill++] = slot;
         }
+        slotk[k] = slot;
     }
-    /* without a source the two rows share (one row of axis-1 taps), pairs save nothing */
-    job->npair = 0;
-    for (ptrdiff_t r = 0; r < job->nruns; r++)
-        if (job->runs[r].kind == FP_PAIR_BOTH)
-            job->npair = q;
-    result = 0;
-error:
-    free(tap_of);
-    return result;
+    return nfill;
+}
+
+/* See general.h. */
+void
+fp_gen_prefetch(const fp_conv *c, ptrdiff_t j, ptrdiff_t y0, ptrdiff_t e0, ptrdiff_t e1)
+{
+    ptrdiff_t s = c->istride[2], len = (c->shape[2] - 1) * s;
+    if (c->ndim != 3 || j < 0 || s > (ptrdiff_t)sizeof(double) || s < -(ptrdiff_t)sizeof(double))
+        return;
+    for (ptrdiff_t e = e0; e < e1; e++) {
+        ptrdiff_t j1 = c->map[1][y0 + e];
+        const char *p;
+        if (j1 < 0)
+            continue;
+        p = c->idata + j * c->istride[0] + j1 * c->istride[1] + (len < 0 ? len : 0);
+        for (ptrdiff_t b = 0; b <= (len < 0 ? -len : len); b += 64)
+            __builtin_prefetch(p + b, 0, 2);
+    }
 }
 
 /* Pool callback: one (axis-0 chunk, axis-1 tile).  Returns 0, or -1 when out of memory. */
@@ -230,7 +183,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
     ptrdiff_t a = item / job->ntiles1, bt = item % job->ntiles1;
     ptrdiff_t lo = a * job->chunk0;
     ptrdiff_t hi = lo + job->chunk0 < c->shape[0] ? lo + job->chunk0 : c->shape[0];
-    ptrdiff_t y0 = 0, T = 1, nrows;
+    ptrdiff_t y0 = 0, T = 1, nrows, erows, per_pair;
     ptrdiff_t n = c->shape[R - 1];
     ptrdiff_t *slotk;
     if (!s->ready && fp_gen_alloc(job, s) < 0)
@@ -241,37 +194,21 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
         T = y0 + job->tile1 < c->shape[1] ? job->tile1 : c->shape[1] - y0;
     }
     nrows = R >= 3 ? T * job->inner : 1;
+    erows = T + (R >= 3 ? c->ntaps[1] - 1 : 0);
+    per_pair = (erows + (nrows + 1) / 2 - 1) / ((nrows + 1) / 2);
     for (ptrdiff_t k = 0; k < K0; k++)
         s->tags[k] = -2;
     for (ptrdiff_t i0 = lo; i0 < hi; i0++) {
         ptrdiff_t idx[FP_MAXDIM];
-        /* make sure every slice read by i0 is in a block; slotk[k0] = its block or -1 */
-        for (ptrdiff_t k = 0; k < K0; k++) {
-            ptrdiff_t j = c->map[0][i0 + k], slot = -1;
-            if (j < 0) {
-                slotk[k] = -1;
-                continue;
-            }
-            for (ptrdiff_t t = 0; t < K0; t++)
-                if (s->tags[t] == j) {
-                    slot = t;
-                    break;
-                }
-            if (slot < 0) {
-                for (ptrdiff_t t = 0; t < K0 && slot < 0; t++) {
-                    int used = 0;
-                    for (ptrdiff_t q = 0; q < K0; q++)
-                        if (c->map[0][i0 + q] == s->tags[t]) {
-                            used = 1;
-                            break;
-                        }
-                    if (!used)
-                        slot = t;
-                }
-                fp_gen_fill(job, s->blocks + slot * job->block_rows * job->rowlen, j, y0, T);
-                s->tags[slot] = j;
-            }
-            slotk[k] = slot;
+        /* every slice read by i0 in a block; slotk[k0] = its block */
+        ptrdiff_t nfill = fp_gen_place(c, i0, s->tags, slotk, s->fill);
+        for (ptrdiff_t f = 0; f < nfill; f++)
+            fp_gen_fill(job, s->blocks + s->fill[f] * job->block_rows * job->rowstride,
+                        s->tags[s->fill[f]], y0, T);
+        /* the pair sources of this slice: where each reads, from the pair's first block row */
+        for (ptrdiff_t q = 0; q < job->npair; q++) {
+            const fp_gen_psrc *ps = &job->psrc[q];
+            s->psrc[q].rel = (slotk[ps->k0] * job->block_rows + ps->e) * job->rowstride + ps->off;
         }
         /* output rows: axis 1 over the tile, axes 2..ndim-2 in full */
         idx[1] = y0;
@@ -279,21 +216,28 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
             idx[d] = 0;
         for (ptrdiff_t r = 0; r < nrows; r++) {
             ptrdiff_t ooff = i0 * c->ostride[0];
+            if (i0 + 1 < hi && r % 2 == 0 && R == 3) {
+                /* a share of the rows of the slice the next output slice adds */
+                ptrdiff_t e0 = (r / 2) * per_pair, e1 = e0 + per_pair;
+                fp_gen_prefetch(c, c->map[0][i0 + K0], y0, e0, e1 < erows ? e1 : erows);
+            }
             for (int d = 1; d + 1 < R; d++)
                 ooff += idx[d] * c->ostride[d];
             if (job->npair > 0 && r + 1 < nrows) {
-                /* 3-D: output rows idx[1] and idx[1] + 1 as a pair */
-                const double *base = s->blocks + (idx[1] - y0) * job->rowlen;
-                for (ptrdiff_t q = 0; q < job->npair; q++) {
-                    ptrdiff_t slot = slotk[job->pk0[q]];
-                    const double *row =
-                        slot >= 0 ? base + (slot * job->block_rows + job->pe[q]) * job->rowlen
-                                  : s->crow;
-                    s->psrc[q].p = row + job->poff[q];
+                /* 3-D: output rows idx[1] and idx[1] + 1 as a pair, written straight to a
+                 * contiguous output row, else through rows of doubles */
+                const double *base = s->blocks + (idx[1] - y0) * job->rowstride;
+                fp_pair_out po;
+                ptrdiff_t esize = c->odouble ? (ptrdiff_t)sizeof(double) : (ptrdiff_t)sizeof(float);
+                int direct = c->ostride[R - 1] == esize;
+                po.single = direct && !c->odouble;
+                po.row0 = direct ? (void *)(c->odata + ooff) : (void *)s->acc;
+                po.row1 = direct ? (void *)(c->odata + ooff + c->ostride[1]) : (void *)s->acc2;
+                fp_conv_dot_rows2(&po, base, s->psrc, job->runs, job->nruns, n);
+                if (!direct) {
+                    fp_conv_store_row(c, ooff, n, s->acc);
+                    fp_conv_store_row(c, ooff + c->ostride[1], n, s->acc2);
                 }
-                fp_conv_dot_rows2(s->acc, s->acc2, s->psrc, job->runs, job->nruns, n);
-                fp_conv_store_row(c, ooff, n, s->acc);
-                fp_conv_store_row(c, ooff + c->ostride[1], n, s->acc2);
                 idx[1] += 2;
                 r++;
                 continue;
@@ -317,7 +261,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
                         }
                     }
                     if (rr >= 0)
-                        row = s->blocks + (slot * job->block_rows + rr) * job->rowlen;
+                        row = s->blocks + (slot * job->block_rows + rr) * job->rowstride;
                 }
                 for (ptrdiff_t q = 0; q < tp->nk; q++)
                     s->rowptr[tp->first + q] = row + job->off[tp->first + q];
@@ -341,12 +285,15 @@ fp_conv_general(fp_conv *c)
     fp_gen_job job;
     int R = c->ndim, result = -1;
     ptrdiff_t Klast = c->ntaps[R - 1], nouter = 1, nnz = 0;
+    if (fp_gen_quarters_fits(c))
+        return fp_gen_quarters(c);
     memset(&job, 0, sizeof(job));
     job.c = c;
     job.inner = 1;
     for (int d = 2; d + 1 < R; d++)
         job.inner *= c->shape[d];
     job.rowlen = c->shape[R - 1] + Klast - 1;
+    job.rowstride = (job.rowlen + 3) / 4 * 4;
     for (int d = 0; d + 1 < R; d++)
         nouter *= c->ntaps[d];
     job.taps = (fp_gen_tap *)malloc(sizeof(fp_gen_tap) * (size_t)nouter);
@@ -377,10 +324,12 @@ fp_conv_general(fp_conv *c)
     job.nnz = nnz;
     if (R >= 3) {
         /* tile axis 1 so that the ntaps[0] blocks of a tile fit the cache budget */
-        ptrdiff_t per = c->ntaps[0] * job.inner * job.rowlen * (ptrdiff_t)sizeof(double);
+        ptrdiff_t per = c->ntaps[0] * job.inner * job.rowstride * (ptrdiff_t)sizeof(double);
         ptrdiff_t t1 = FP_GEN_CACHE_BYTES / (per > 0 ? per : 1) - (c->ntaps[1] - 1);
         if (t1 < 2 * c->ntaps[1])
             t1 = 2 * c->ntaps[1];
+        if (t1 % 2 == 1)
+            t1--; /* an even tile: its rows go in pairs */
         if (t1 > c->shape[1])
             t1 = c->shape[1];
         job.tile1 = t1;
@@ -417,11 +366,7 @@ done:
     free(job.taps);
     free(job.off);
     free(job.w);
-    free(job.pk0);
-    free(job.pe);
-    free(job.poff);
-    free(job.pw0);
-    free(job.pw1);
+    free(job.psrc);
     free(job.runs);
     return result;
 }
