@@ -207,9 +207,11 @@ class _EventPool:
         self.owner[ev] = dev
         return ev
 
-    def get_many(self, n: int) -> list[int]:
-        """n events of the current device (one device query for all of them)."""
-        dev = _C._cuda_get_device()
+    def get_many(self, n: int, dev: Optional[int] = None) -> list[int]:
+        """n events of device dev (None: the current device, asked once for all of them),
+        which must be current."""
+        if dev is None:
+            dev = _C._cuda_get_device()
         free = self.free.setdefault(dev, [])
         out = [free.pop() for _ in range(min(n, len(free)))]
         for _ in range(n - len(out)):
@@ -420,15 +422,24 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.3f} s"
 
 
-_bench_start = threading.local()  # .pending: the start event of a running benchmark repeat
+class _BenchStart(threading.local):
+    """Per thread: ``pending``, the start event of a running benchmark repeat and its stream
+    (None outside one: a plain attribute read, which the kernels test before calling
+    :func:`_kernel_start`)."""
+
+    pending: Optional[tuple[int, int]] = None
+
+
+_bench_start = _BenchStart()
 
 
 def _kernel_start() -> None:
     """Called by fastprof's kernels once their arguments are prepared, right before their
-    first device work: the start event of a running :func:`benchmark` repeat is recorded
-    again here, so the host work before the launch is not counted as GPU time (an event
-    recorded twice keeps the later time).  Nothing outside a benchmark."""
-    pending = getattr(_bench_start, "pending", None)
+    first device work (where ``_bench_start.pending`` is set): the start event of a running
+    :func:`benchmark` repeat is recorded again here, so the host work before the launch is not
+    counted as GPU time (an event recorded twice keeps the later time).  Nothing outside a
+    benchmark."""
+    pending = _bench_start.pending
     if pending is not None:
         _bench_start.pending = None
         _C._cuda_event_record(pending[0], pending[1])
@@ -574,21 +585,73 @@ class _Allocation:
 
     def __del__(self) -> None:
         if self.ptr:
-            try:
-                current = _C._cuda_get_device()
-                if current != self.device:  # the null stream of the block's own device
-                    _C._cuda_set_device(self.device)
-                try:
-                    if self.fence is not None:
-                        _C._cuda_stream_wait_event(0, self.fence.event)
-                    _C._cuda_free(self.ptr, 0, self.ordered)
-                finally:
-                    if current != self.device:
-                        _C._cuda_set_device(current)
+            try:  # on the null stream of the block's own device, after the fence if any
+                fence = self.fence
+                _C._cuda_release(self.ptr, self.device, fence.event if fence else 0, self.ordered)
             except Exception:
                 pass
             self.ptr = 0
             self.fence = None
+
+
+# --- staging buffers of NumPy operands --------------------------------------------------------
+
+_STAGING_MAX_BYTES = 64 << 20  # per device, what the free list below keeps at most
+
+
+class _StagingPool:
+    """The device buffers that a kernel call on NumPy operands uploads them into and computes
+    its result in, kept for the next call that needs the same sizes: a free list of buffer sets
+    keyed by device and the tuple of sizes one call takes, so that a repeat call allocates and
+    frees nothing.  A set goes back (:meth:`give`) only after the call waited for its stream
+    (its download and timing events), so no pending work uses a set handed out again; a set
+    that does not go back (an error on the way) is freed like any block, after a fence.  At
+    most ``_STAGING_MAX_BYTES`` per device are kept; the rest is freed on return."""
+
+    __slots__ = ("free", "held")
+
+    def __init__(self) -> None:
+        self.free: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[int, ...], tuple]]] = {}
+        self.held: dict[int, int] = {}
+
+    def take(
+        self, dev: int, sizes: tuple[int, ...], total: int, stream: int
+    ) -> tuple[tuple[int, ...], tuple]:
+        """(device pointers, allocations) of one buffer per size on device dev (current): a
+        kept set, or fresh blocks ordered on stream.  total: sum(sizes)."""
+        sets = self.free.get((dev, sizes))
+        if sets:
+            try:
+                got = sets.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                self.held[dev] -= total
+                return got
+        try:
+            allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
+        except CudaError:
+            if not self.free:
+                raise
+            self.clear()  # the kept sets may be what fills the device: once more without them
+            allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
+        return tuple(a.ptr for a in allocs), allocs
+
+    def give(self, dev: int, sizes: tuple[int, ...], total: int, got: tuple) -> None:
+        """Keeps the set got (from take, with the same dev, sizes, total) for the next call,
+        once no work queued before now uses it, unless the device's share is full."""
+        held = self.held.get(dev, 0)
+        if held + total <= _STAGING_MAX_BYTES:
+            self.held[dev] = held + total
+            self.free.setdefault((dev, sizes), []).append(got)
+
+    def clear(self) -> None:
+        """Frees every kept set."""
+        self.free.clear()
+        self.held.clear()
+
+
+_staging = _StagingPool()
 
 
 def _fence_after(arrays: Sequence[Any], stream: int) -> None:
@@ -604,6 +667,15 @@ def _fence_after(arrays: Sequence[Any], stream: int) -> None:
             if fence is None:
                 fence = _Fence(stream)
             alloc.fence = fence
+
+
+def _fence_blocks(allocs: Sequence[_Allocation], stream: int) -> None:
+    """Makes the frees of allocs wait for the work queued on stream so far (nothing for the
+    null stream, where they go)."""
+    if stream and allocs:
+        fence = _Fence(stream)
+        for a in allocs:
+            a.fence = fence
 
 
 def _wait_for_operands(arrays: Sequence[Any], stream: int) -> None:

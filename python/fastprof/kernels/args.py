@@ -84,6 +84,9 @@ class _CaiArray:
 
 
 _described_types: set = set()  # device array types with shape, dtype and ndim of their own
+# device array types every instance of which lives on a device with a shape, dtype and ndim of
+# its own: fastprof's DeviceArray, added by fastprof.kernels.gpu (the checks take them as they are)
+_own_device_types: set = set()
 
 
 def _described(x: Any) -> Any:
@@ -447,7 +450,12 @@ def check_evaluate_args(
             raise ValueError(f"expr {expr!r}: unknown name {name!r}")
         v = source[name]
         t = type(v)
-        if t is bool or t is int or t is float or (t is np.ndarray and v.dtype.kind in "biuf"):
+        if (
+            t is bool
+            or t is int
+            or t is float
+            or ((t is np.ndarray or t in _own_device_types) and v.dtype.kind in "biuf")
+        ):
             values[name] = v  # the common cases, checked by their type alone
             continue
         if isinstance(v, (bool, int, float)):
