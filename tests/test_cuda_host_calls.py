@@ -122,24 +122,21 @@ def test_evaluate_out_is_filled_straight_or_cast(dev) -> None:
     np.testing.assert_array_equal(y, x * 2)
 
 
-def test_a_staging_set_goes_back_only_after_its_call_waited(dev, monkeypatch) -> None:
+def test_a_staging_set_is_kept_only_once_its_call_waited(dev, monkeypatch) -> None:
     x = np.ones((16, 16))
-    order: list[str] = []
+    kept_while_waiting: list[bool] = []
     times = dev._cuda_event_times
 
     def timed(events):
-        order.append("wait")
+        kept = [got for sets in cuda._staging.free.values() for got in sets]
+        kept_while_waiting.append(any(got[2] == events for got in kept))
         return times(events)
 
-    class Recording(cuda._StagingPool):
-        def give(self, *args) -> None:
-            order.append("give")
-            super().give(*args)
-
     monkeypatch.setattr(dev, "_cuda_event_times", timed)
-    monkeypatch.setattr(cuda, "_staging", Recording())
-    _gpu_kernels.uniform_filter(x, 3)
-    assert order == ["wait", "give"]
+    for _ in range(3):
+        _gpu_kernels.uniform_filter(x, 3)
+    assert kept_while_waiting == [False] * 3  # handed out to nobody while its work may run
+    assert [len(sets) for sets in cuda._staging.free.values()] == [1]  # then kept
 
 
 def test_a_failed_call_fences_its_staging_set_instead_of_keeping_it(dev, monkeypatch) -> None:

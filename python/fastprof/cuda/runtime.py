@@ -223,7 +223,7 @@ class _EventPool:
     def put(self, ev: int) -> None:
         self.free.setdefault(self.owner.get(ev, 0), []).append(ev)
 
-    def put_many(self, events: list[int]) -> None:
+    def put_many(self, events: Sequence[int]) -> None:
         """Gives back events (all of one device, as get_many gave them)."""
         if events:
             self.free.setdefault(self.owner.get(events[0], 0), []).extend(events)
@@ -599,26 +599,31 @@ class _Allocation:
 _STAGING_MAX_BYTES = 64 << 20  # per device, what the free list below keeps at most
 
 
+# one call's staging set: device pointers, their allocations, four timing events
+_Staged = tuple[tuple[int, ...], tuple[_Allocation, ...], tuple[int, ...]]
+
+
 class _StagingPool:
-    """The device buffers that a kernel call on NumPy operands uploads them into and computes
-    its result in, kept for the next call that needs the same sizes: a free list of buffer sets
-    keyed by device and the tuple of sizes one call takes, so that a repeat call allocates and
-    frees nothing.  A set goes back (:meth:`give`) only after the call waited for its stream
-    (its download and timing events), so no pending work uses a set handed out again; a set
-    that does not go back (an error on the way) is freed like any block, after a fence.  At
-    most ``_STAGING_MAX_BYTES`` per device are kept; the rest is freed on return."""
+    """What a kernel call on NumPy operands runs with: one device buffer per size it needs (the
+    uploaded operands, temporaries, the result) and four timing events, kept for the next call
+    that needs the same sizes, so that a repeat call allocates and frees nothing.  The sets are
+    kept in a free list keyed by device and the tuple of sizes.  A call takes a set with
+    :meth:`begin` and waits for its last work with :meth:`end`, which keeps the set: no work
+    queued before then uses it any more, so none will when it is handed out again.  A call
+    that fails on the way gives its set up with :meth:`abandon` (its blocks are freed after a
+    fence).  At most ``_STAGING_MAX_BYTES`` per device are kept; what does not fit is freed."""
 
     __slots__ = ("free", "held")
 
     def __init__(self) -> None:
-        self.free: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[int, ...], tuple]]] = {}
+        self.free: dict[tuple[int, tuple[int, ...]], list[_Staged]] = {}
         self.held: dict[int, int] = {}
 
-    def take(
-        self, dev: int, sizes: tuple[int, ...], total: int, stream: int
-    ) -> tuple[tuple[int, ...], tuple]:
-        """(device pointers, allocations) of one buffer per size on device dev (current): a
-        kept set, or fresh blocks ordered on stream.  total: sum(sizes)."""
+    def begin(self, dev: int, sizes: tuple[int, ...], total: int, stream: int) -> _Staged:
+        """A set of one buffer per size on device dev (current; total: sum(sizes)), kept or
+        made (ordered on stream), with its first event recorded on stream, after the start
+        event of a running :func:`benchmark` repeat (the call's host work is done)."""
+        got = None
         sets = self.free.get((dev, sizes))
         if sets:
             try:
@@ -627,7 +632,15 @@ class _StagingPool:
                 pass
             else:
                 self.held[dev] -= total
-                return got
+        if got is None:
+            got = self._fresh(dev, sizes, stream)
+        if _bench_start.pending is not None:
+            _kernel_start()
+        _C._cuda_event_record(got[2][0], stream)
+        return got
+
+    def _fresh(self, dev: int, sizes: tuple[int, ...], stream: int) -> _Staged:
+        """A new set: blocks of sizes on device dev ordered on stream, four events."""
         try:
             allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
         except CudaError:
@@ -635,18 +648,37 @@ class _StagingPool:
                 raise
             self.clear()  # the kept sets may be what fills the device: once more without them
             allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
-        return tuple(a.ptr for a in allocs), allocs
+        return tuple(a.ptr for a in allocs), allocs, tuple(_events.get_many(4, dev))
 
-    def give(self, dev: int, sizes: tuple[int, ...], total: int, got: tuple) -> None:
-        """Keeps the set got (from take, with the same dev, sizes, total) for the next call,
-        once no work queued before now uses it, unless the device's share is full."""
+    def end(
+        self, got: _Staged, dev: int, sizes: tuple[int, ...], total: int, stream: int
+    ) -> tuple[float, float, float]:
+        """The ms between the four events of got (all recorded on stream), waiting for them;
+        then keeps got for the next call of the same sizes unless the device's share is full."""
+        try:
+            times = _C._cuda_event_times(got[2])
+        except BaseException:
+            self.abandon(got, stream)
+            raise
         held = self.held.get(dev, 0)
         if held + total <= _STAGING_MAX_BYTES:
             self.held[dev] = held + total
             self.free.setdefault((dev, sizes), []).append(got)
+        else:
+            _events.put_many(got[2])
+        return times
+
+    def abandon(self, got: _Staged, stream: int) -> None:
+        """Gives up got after a failure: its blocks are freed once the work queued on stream
+        so far is done, its events go back to their pool."""
+        _fence_blocks(got[1], stream)
+        _events.put_many(got[2])
 
     def clear(self) -> None:
-        """Frees every kept set."""
+        """Frees every kept set (its events back to their pool)."""
+        for sets in self.free.values():
+            for got in sets:
+                _events.put_many(got[2])
         self.free.clear()
         self.held.clear()
 
@@ -931,6 +963,22 @@ def _empty_here(shape: tuple[int, ...], dtype: np.dtype, dev: int, stream: int) 
     alloc = _Allocation(math.prod(shape) * item, dev, stream)
     out = object.__new__(DeviceArray)
     out.ptr, out.shape, out.dtype, out.strides = alloc.ptr, shape, dtype, _c_strides(shape, item)
+    out.device, out.stream, out._owner = dev, stream, alloc
+    return out
+
+
+def _empty_laid_out(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    strides: tuple[int, ...],
+    nbytes: int,
+    dev: int,
+    stream: int,
+) -> DeviceArray:
+    """_empty_here for a shape whose C-contiguous strides and byte size a plan already holds."""
+    alloc = _Allocation(nbytes, dev, stream)
+    out = object.__new__(DeviceArray)
+    out.ptr, out.shape, out.dtype, out.strides = alloc.ptr, shape, dtype, strides
     out.device, out.stream, out._owner = dev, stream, alloc
     return out
 

@@ -440,7 +440,8 @@ def check_evaluate_args(
 ) -> EvalArgs:
     """Parses expr and looks its names up in local_dict (else frame_names); every value must be
     a bool/int/float scalar or array."""
-    tree, tree_names = _parsed_names(expr)
+    hit = _parsed.get(expr) if type(expr) is str else None
+    tree, tree_names = hit if hit is not None else _parsed_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
     source = local_dict if local_dict is not None else (frame_names or {})

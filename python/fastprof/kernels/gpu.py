@@ -131,59 +131,29 @@ def last_timings() -> Optional[dict[str, float]]:
 
 
 # --- calls on NumPy operands --------------------------------------------------------------------
-# Such a call takes four timing events and a set of staging buffers (the uploaded operands, the
-# result, temporaries) from fastprof.cuda.runtime's pools, records the first event, uploads the
-# operands in one call, runs, downloads the result straight into the NumPy array it returns, and
-# waits for its events: then nothing queued on its stream uses the set any more, which goes back
-# for the next call of the same sizes.  A call that fails on the way fences the set instead (its
-# frees wait for the work queued so far).
-
-_Staged = tuple[list[int], tuple[tuple[int, ...], tuple]]
+# Such a call takes a staging set from fastprof.cuda.runtime's pool (device buffers for the
+# uploaded operands, temporaries and the result, and four timing events) with the first event
+# recorded, uploads the operands in one call, runs, downloads the result straight into the NumPy
+# array it returns, records the last event and waits for the events: then nothing queued on its
+# stream uses the set any more, which the pool keeps for the next call of the same sizes.  A call
+# that fails on the way abandons its set (its frees wait for the work queued so far).
 
 
-def _host_begin(dev: int, sizes: tuple[int, ...], total: int, handle: int) -> _Staged:
-    """(events, (pointers, allocations)) of a call on NumPy operands on device dev (current),
-    queued on handle, with one staging buffer per size (total: their sum) and the first event
-    recorded."""
-    events = _cuda._events.get_many(4, dev)
-    got = _cuda._staging.take(dev, sizes, total, handle)
-    if _cuda._bench_start.pending is not None:
-        _cuda._kernel_start()
-    _C._cuda_event_record(events[0], handle)
-    return events, got
-
-
-def _host_end(
-    staged: _Staged, dev: int, sizes: tuple[int, ...], total: int, handle: int
-) -> dict[str, float]:
-    """The timings of a call begun by _host_begin (its four events recorded), waiting for
-    them; gives the events and the staging set back."""
-    events, got = staged
-    try:
-        h2d, kernel, d2h = _C._cuda_event_times(tuple(events))
-    except BaseException:
-        _host_abandon(staged, handle)
-        raise
-    _cuda._events.put_many(events)
-    _cuda._staging.give(dev, sizes, total, got)
+def _host_finish(
+    got: _cuda._Staged,
+    dev: int,
+    sizes: tuple[int, ...],
+    total: int,
+    handle: int,
+    result: np.ndarray,
+    output: Optional[np.ndarray],
+) -> np.ndarray:
+    """The result of a call on NumPy operands (its four events recorded): result as a
+    TimedArray with the call's timings (also this thread's last_timings()), or output filled
+    with it; waits for the events and gives the staging set back."""
+    h2d, kernel, d2h = _cuda._staging.end(got, dev, sizes, total, handle)
     t = {"h2d_ms": h2d, "kernel_ms": kernel, "d2h_ms": d2h, "total_ms": h2d + kernel + d2h}
     _local.timings = t
-    return t
-
-
-def _host_abandon(staged: _Staged, handle: int) -> None:
-    """A call begun by _host_begin failed: its staging blocks are freed once the work queued
-    on handle so far is done, its events go back."""
-    events, (_ptrs, allocs) = staged
-    _cuda._fence_blocks(allocs, handle)
-    _cuda._events.put_many(events)
-
-
-def _host_result(
-    result: np.ndarray, t: dict[str, float], output: Optional[np.ndarray]
-) -> np.ndarray:
-    """result (a TimedArray, or an ndarray viewed as one) with timings t, or output filled
-    with it."""
     if output is not None:
         if output is not result:
             output[...] = result
@@ -309,8 +279,9 @@ class _FilterPlan:
         self.layout: Optional[_Layout] = None
 
 
-# (element type code, input strides in elements, C-contiguous strides in elements, elements)
-_Layout = tuple[int, tuple[int, ...], tuple[int, ...], int]
+# (element type code, input strides in elements, C-contiguous strides in elements, elements,
+# C-contiguous strides in bytes)
+_Layout = tuple[int, tuple[int, ...], tuple[int, ...], int, tuple[int, ...]]
 
 
 def _layout(shape: tuple[int, ...], strides: Optional[tuple[int, ...]], cdt: np.dtype) -> _Layout:
@@ -319,13 +290,15 @@ def _layout(shape: tuple[int, ...], strides: Optional[tuple[int, ...]], cdt: np.
     size."""
     item = cdt.itemsize
     contiguous = _cuda._c_strides(shape, 1)
-    if strides is None or strides == _cuda._c_strides(shape, item):
+    c_bytes = _cuda._c_strides(shape, item)
+    if strides is None or strides == c_bytes:
         in_strides = contiguous
     elif any(st % item for st in strides):
         raise ValueError("device input strides must be multiples of the item size")
     else:
         in_strides = tuple(st // item for st in strides)
-    return (_F32 if cdt == np.float32 else _F64, in_strides, contiguous, math.prod(shape))
+    code = _F32 if cdt == np.float32 else _F64
+    return (code, in_strides, contiguous, math.prod(shape), c_bytes)
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -366,7 +339,7 @@ def _run_passes(
     """Runs correlation passes (weights or None for box, wshape, shift, mode, box weight) from
     the input at device pointer src (layout lay) into dsts, one C-contiguous block per pass (the
     last one the result).  The uploaded weights go to keep."""
-    code, cur_strides, contiguous, _n = lay
+    code, cur_strides, contiguous, _n, _c_bytes = lay
     cur_ptr = src
     for (w, wshape, shift, mode, boxw), dst in zip(passes, dsts):
         wptr, host_w = 0, None
@@ -484,25 +457,24 @@ def _filter_host(
     nbytes = lay[3] * cdt.itemsize
     sizes = (nbytes,) * (len(passes) + 1)  # the input, one block per pass
     total = nbytes * len(sizes)
-    staged = _host_begin(dev, sizes, total, handle)
-    ptrs = staged[1][0]
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
     try:
         _C._cuda_upload(ptrs[:1], (host,), handle)
-        _C._cuda_event_record(staged[0][1], handle)
+        _C._cuda_event_record(events[1], handle)
         if lay[3]:
             _run_passes(ptrs[0], ptrs[1:], host.shape, lay, cdt, passes, plan.cval, handle, [])
-        _C._cuda_event_record(staged[0][2], handle)
-        result = TimedArray(host.shape, cdt)
+        _C._cuda_event_record(events[2], handle)
+        result: np.ndarray = TimedArray(host.shape, cdt)
         if nbytes:
             _C._cuda_memcpy_dtoh(result, ptrs[-1], handle)
-        _C._cuda_event_record(staged[0][3], handle)
+        _C._cuda_event_record(events[3], handle)
+        if cdt != plan.out_dtype:
+            result = result.astype(plan.out_dtype)
     except BaseException:
-        _host_abandon(staged, handle)
+        _cuda._staging.abandon(got, handle)
         raise
-    t = _host_end(staged, dev, sizes, total, handle)
-    if cdt != plan.out_dtype:
-        return _host_result(result.astype(plan.out_dtype), t, output)
-    return _host_result(result, t, output)
+    return _host_finish(got, dev, sizes, total, handle, result, output)
 
 
 def _filter_device(
@@ -514,7 +486,7 @@ def _filter_device(
     if src.stream != handle:
         _cuda._wait_for_operands((src,), handle)
     dev, shape, cdt = src.device, src.shape, src.dtype
-    out = _cuda._empty_here(shape, cdt, dev, handle)
+    out = _cuda._empty_laid_out(shape, cdt, lay[4], lay[3] * cdt.itemsize, dev, handle)
     if _cuda._bench_start.pending is not None:
         _cuda._kernel_start()
     if lay[3]:
@@ -978,6 +950,7 @@ class _EvalPlan:
         "size",
         "res_shape",
         "alloc_shape",
+        "alloc_strides",
         "nout",
         "tail",
         "blocks",
@@ -999,6 +972,8 @@ class _EvalPlan:
         self.res_shape, self.nout = res_shape, nout
         # the kernel writes nout values: the result itself (C order) unless it reduces
         self.alloc_shape = res_shape if src.reduce is None else (nout,)
+        item = np.dtype(src.out_dtype).itemsize
+        self.alloc_strides = _cuda._c_strides(self.alloc_shape, item)
         fmt = "".join(p.fmt for p in src.params)
         self.tail: tuple[int, ...]
         if src.reduce is None:
@@ -1128,24 +1103,30 @@ def _eval_host(
     """evaluate on NumPy operands on device dev (current): the result as a TimedArray, or out
     filled."""
     src = plan.src
-    kernel = plan.kernel(dev)
+    kernel = plan.kernels.get(dev)
+    if kernel is None:
+        kernel = plan.kernel(dev)
     sizes, total = plan.sizes, plan.total
-    staged = _host_begin(dev, sizes, total, handle)
-    events, (ptrs, _allocs) = staged
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
     try:
         args: list[Any] = []
         hosts: list[np.ndarray] = []
+        i = 0
         for name, fmt in plan.recipe:
             v = values[name]
             if fmt == "p":
-                args.append(ptrs[len(hosts)])
-                hosts.append(v if plan.contiguous else np.ascontiguousarray(v))
+                args.append(ptrs[i])
+                hosts.append(v)
+                i += 1
             elif fmt == "d":
                 args.append(float(v))
             else:
                 args.append(_as_long_long(int(v)))
-        res_ptr = ptrs[len(hosts)]
-        _C._cuda_upload(ptrs[: len(hosts)], hosts, handle)
+        if not plan.contiguous:
+            hosts = [np.ascontiguousarray(h) for h in hosts]
+        res_ptr = ptrs[i]
+        _C._cuda_upload(ptrs[:i], hosts, handle)
         _C._cuda_event_record(events[1], handle)
         args.append(res_ptr)
         args.extend(plan.tail)
@@ -1154,23 +1135,20 @@ def _eval_host(
         _C._cuda_event_record(events[2], handle)
         if src.reduce is not None:
             host = np.empty(plan.alloc_shape, src.out_dtype)
-        elif (
-            out is not None and out.dtype == src.out_dtype and out.flags.c_contiguous
-        ):  # straight into out
-            host = out
+        elif out is not None and out.dtype == src.out_dtype and out.flags.c_contiguous:
+            host = out  # straight into out
         else:
             host = TimedArray(plan.alloc_shape, src.out_dtype)
         if sizes[-1]:
             _C._cuda_memcpy_dtoh(host, res_ptr, handle)
         _C._cuda_event_record(events[3], handle)
+        if src.reduce is not None:
+            res_shape = plan.res_shape
+            host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
     except BaseException:
-        _host_abandon(staged, handle)
+        _cuda._staging.abandon(got, handle)
         raise
-    t = _host_end(staged, dev, sizes, total, handle)
-    if src.reduce is not None:
-        res_shape = plan.res_shape
-        host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
-    return _host_result(host, t, out)
+    return _host_finish(got, dev, sizes, total, handle, host, out)
 
 
 def _eval_device(
@@ -1179,7 +1157,9 @@ def _eval_device(
     """evaluate with device operands on device dev (current): a DeviceArray; NumPy operands
     among them are uploaded into blocks of their own (freed after the kernel)."""
     src = plan.src
-    kernel = plan.kernel(dev)
+    kernel = plan.kernels.get(dev)
+    if kernel is None:
+        kernel = plan.kernel(dev)
     keep: list = []
     for n in plan.devs:
         if values[n].stream != handle:  # operands on other streams (CUDA Array Interface v3)
@@ -1199,7 +1179,8 @@ def _eval_device(
             args.append(float(v))
         else:
             args.append(_as_long_long(int(v)))
-    result = _cuda._empty_here(plan.alloc_shape, src.out_dtype, dev, handle)
+    shape, nbytes = plan.alloc_shape, plan.sizes[-1]
+    result = _cuda._empty_laid_out(shape, src.out_dtype, plan.alloc_strides, nbytes, dev, handle)
     args.append(result.ptr)
     args.extend(plan.tail)
     if plan.nout:
@@ -1299,7 +1280,20 @@ class _MatmulPlan:
     compute dtype, the sizes, and for NumPy operands whether they need a contiguous copy in
     that dtype and the staging buffers (a, b, the result)."""
 
-    __slots__ = ("on_device", "cdt", "code", "m", "n", "k", "copy_a", "copy_b", "sizes", "total")
+    __slots__ = (
+        "on_device",
+        "cdt",
+        "code",
+        "m",
+        "n",
+        "k",
+        "c_shape",
+        "c_strides",
+        "copy_a",
+        "copy_b",
+        "sizes",
+        "total",
+    )
 
     def __init__(self, a: Any, b: Any) -> None:
         self.on_device = type(a) is not np.ndarray
@@ -1316,6 +1310,8 @@ class _MatmulPlan:
         self.cdt, self.code = cdt, 0 if cdt == np.float32 else 1
         self.m, self.k = a.shape
         self.n = b.shape[1]
+        self.c_shape = (self.m, self.n)
+        self.c_strides = _cuda._c_strides(self.c_shape, cdt.itemsize)
         self.copy_a = not self.on_device and (a.dtype != cdt or not a.flags.c_contiguous)
         self.copy_b = not self.on_device and (b.dtype != cdt or not b.flags.c_contiguous)
         item = cdt.itemsize
@@ -1403,7 +1399,7 @@ def _matmul_device(
         _cuda._wait_for_operands((a, b), handle)
     if _cuda._bench_start.pending is not None:
         _cuda._kernel_start()
-    c = _cuda._empty_here((plan.m, plan.n), plan.cdt, dev, handle)
+    c = _cuda._empty_laid_out(plan.c_shape, plan.cdt, plan.c_strides, plan.sizes[2], dev, handle)
     _gemm(plan, a.ptr, b.ptr, c.ptr, handle)
     if handle:
         _cuda._fence_after([c, a, b], handle)
@@ -1418,18 +1414,18 @@ def _matmul_host(plan: _MatmulPlan, a: np.ndarray, b: np.ndarray, dev: int, hand
     if plan.copy_b:
         b = np.ascontiguousarray(b, dtype=cdt)
     sizes, total = plan.sizes, plan.total
-    staged = _host_begin(dev, sizes, total, handle)
-    events, (ptrs, _allocs) = staged
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
     try:
         _C._cuda_upload(ptrs[:2], (a, b), handle)
         _C._cuda_event_record(events[1], handle)
         _gemm(plan, ptrs[0], ptrs[1], ptrs[2], handle)
         _C._cuda_event_record(events[2], handle)
-        host = TimedArray((plan.m, plan.n), cdt)
+        host = TimedArray(plan.c_shape, cdt)
         if sizes[2]:
             _C._cuda_memcpy_dtoh(host, ptrs[2], handle)
         _C._cuda_event_record(events[3], handle)
     except BaseException:
-        _host_abandon(staged, handle)
+        _cuda._staging.abandon(got, handle)
         raise
-    return _host_result(host, _host_end(staged, dev, sizes, total, handle), None)
+    return _host_finish(got, dev, sizes, total, handle, host, None)
