@@ -126,12 +126,23 @@ class FakeDevice:
         self.check_range(dst, host.size)
         ctypes.memmove(dst, host.ctypes.data, host.size)
 
-    def _cuda_upload(self, ptrs, buffers, stream: int) -> None:
+    def _cuda_upload(self, ptrs, buffers, stream: int, event: int = 0) -> None:
         assert len(ptrs) == len(buffers)
         for dst, src in zip(ptrs, buffers):
             assert src.flags.c_contiguous
             if src.nbytes:
                 self._cuda_memcpy_htod(dst, src, stream)
+        if event:
+            self._cuda_event_record(event, stream)
+
+    def _cuda_download(self, dst, src: int, stream: int, before: int = 0, after: int = 0) -> None:
+        assert dst.flags.c_contiguous and dst.flags.writeable
+        if before:
+            self._cuda_event_record(before, stream)
+        if dst.nbytes:
+            self._cuda_memcpy_dtoh(dst, src, stream)
+        if after:
+            self._cuda_event_record(after, stream)
 
     def _cuda_memcpy_dtoh(self, dst, src: int, stream: int) -> None:
         host = np.frombuffer(dst, np.uint8)

@@ -342,6 +342,15 @@ def test_the_c_entry_points_check_their_arguments_before_any_cuda_call() -> None
             _fastprof._cuda_event_times(events)
     with pytest.raises(TypeError):
         _fastprof._cuda_event_times([1, 2])
+    with pytest.raises(TypeError):
+        _fastprof._cuda_upload((1,), (b"x",), 0, "event")
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    for dst in (ro, np.zeros((4, 4))[:, ::2], b"bytes"):  # read-only, strided
+        with pytest.raises((BufferError, ValueError, TypeError)):
+            _fastprof._cuda_download(dst, 1, 0)
+    with pytest.raises(TypeError):
+        _fastprof._cuda_download(np.zeros(4), 1, 0, 0, "event")
     assert _fastprof._cuda_release(0, 0, 0, True) is None  # a null block: nothing to free
     with pytest.raises(TypeError):
         _fastprof._cuda_release("p", 0, 0, True)

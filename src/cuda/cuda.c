@@ -138,6 +138,7 @@ static PyMethodDef fp_cuda_methods[] = {
     FP_CUDA_FN("_cuda_memcpy_dtoh", fp_cuda_memcpy_dtoh),
     FP_CUDA_FN("_cuda_memcpy_dtod", fp_cuda_memcpy_dtod),
     FP_CUDA_FN("_cuda_upload", fp_cuda_upload),
+    FP_CUDA_FN("_cuda_download", fp_cuda_download),
     FP_CUDA_FN("_cuda_scrub", fp_cuda_scrub),
     FP_CUDA_FN("_cuda_spin", fp_cuda_spin),
     FP_CUDA_FN("_cuda_correlate", fp_cuda_correlate),

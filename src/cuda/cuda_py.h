@@ -40,6 +40,7 @@ PyObject *fp_cuda_memcpy_htod(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtod(PyObject *m, PyObject *args);
 PyObject *fp_cuda_upload(PyObject *m, PyObject *args);
+PyObject *fp_cuda_download(PyObject *m, PyObject *args);
 PyObject *fp_cuda_scrub(PyObject *m, PyObject *args);
 PyObject *fp_cuda_spin(PyObject *m, PyObject *args);
 /* filters.c */

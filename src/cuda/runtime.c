@@ -479,21 +479,23 @@ fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _cuda_upload(ptrs, buffers, stream) -> None: copies each C-contiguous buffer of the sequence
- * buffers to the device pointer of the same index in ptrs (as many), queued on stream, and then
- * waits once for the stream (pageable memory): the uploads of one kernel call in one call.
- * Empty buffers are skipped.  Returns NULL with an exception (TypeError or ValueError for bad
- * arguments, BufferError for a buffer that is not C-contiguous, CudaError). */
+/* _cuda_upload(ptrs, buffers, stream, event=None) -> None: copies each C-contiguous buffer of
+ * the sequence buffers to the device pointer of the same index in ptrs (as many), queued on
+ * stream, records event (when given) on stream after them, and then waits once for the stream
+ * (pageable memory): the uploads of one kernel call in one call.  Empty buffers are skipped.
+ * Returns NULL with an exception (TypeError or ValueError for bad arguments, BufferError for a
+ * buffer that is not C-contiguous, CudaError). */
 PyObject *
 fp_cuda_upload(PyObject *m, PyObject *args)
 {
-    PyObject *optrs, *obufs, *os, *ptrs = NULL, *bufs = NULL, *res = NULL;
+    PyObject *optrs, *obufs, *os, *oev = Py_None, *ptrs = NULL, *bufs = NULL, *res = NULL;
     Py_buffer b;
-    void *d, *s;
+    void *d, *s, *ev;
     Py_ssize_t n;
     cudaError_t err = cudaSuccess;
-    if (!PyArg_ParseTuple(args, "OOO", &optrs, &obufs, &os) || fp_cuda_ptr(os, &s) < 0)
-        return NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O", &optrs, &obufs, &os, &oev) || fp_cuda_ptr(os, &s) < 0 ||
+        fp_cuda_ptr(oev, &ev) < 0)
+        goto error;
     ptrs = PySequence_Fast(optrs, "ptrs must be a sequence of device pointers");
     if (ptrs == NULL)
         goto error;
@@ -522,6 +524,10 @@ fp_cuda_upload(PyObject *m, PyObject *args)
             goto error;
         }
     }
+    if (ev != NULL && (err = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s)) != cudaSuccess) {
+        fp_cuda_raise(m, err, "cudaEventRecord");
+        goto error;
+    }
     Py_BEGIN_ALLOW_THREADS err = cudaStreamSynchronize((cudaStream_t)s);
     Py_END_ALLOW_THREADS if (err != cudaSuccess)
     {
@@ -533,6 +539,56 @@ error:
     Py_XDECREF(ptrs);
     Py_XDECREF(bufs);
     return res;
+}
+
+/* _cuda_download(buffer, src, stream, before=None, after=None) -> None: records event before
+ * (when given) on stream, copies the device memory at src into the writable C-contiguous
+ * buffer (nothing for an empty one), records event after (when given), and waits for the
+ * stream with the GIL released: the download of one kernel call's result, straight into the
+ * array the call returns, with the events around it.  Returns NULL with an exception
+ * (TypeError for bad arguments, BufferError for a buffer not writable or not C-contiguous,
+ * CudaError). */
+PyObject *
+fp_cuda_download(PyObject *m, PyObject *args)
+{
+    PyObject *obuf, *osrc, *os, *ob = Py_None, *oa = Py_None;
+    Py_buffer b;
+    void *src, *s, *before, *after;
+    int have = 0;
+    const char *what = "cudaEventRecord";
+    cudaError_t err = cudaSuccess;
+    if (!PyArg_ParseTuple(args, "OOO|OO", &obuf, &osrc, &os, &ob, &oa) ||
+        fp_cuda_ptr(osrc, &src) < 0 || fp_cuda_ptr(os, &s) < 0 || fp_cuda_ptr(ob, &before) < 0 ||
+        fp_cuda_ptr(oa, &after) < 0)
+        goto error;
+    if (PyObject_GetBuffer(obuf, &b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto error;
+    have = 1;
+    Py_BEGIN_ALLOW_THREADS if (before != NULL) err =
+        cudaEventRecord((cudaEvent_t)before, (cudaStream_t)s);
+    if (err == cudaSuccess && b.len > 0) {
+        what = "cudaMemcpy device to host";
+        err = cudaMemcpyAsync(b.buf, src, (size_t)b.len, cudaMemcpyDeviceToHost, (cudaStream_t)s);
+    }
+    if (err == cudaSuccess && after != NULL) {
+        what = "cudaEventRecord";
+        err = cudaEventRecord((cudaEvent_t)after, (cudaStream_t)s);
+    }
+    if (err == cudaSuccess) {
+        what = "cudaMemcpy device to host";
+        err = cudaStreamSynchronize((cudaStream_t)s);
+    }
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
+        fp_cuda_raise(m, err, what);
+        goto error;
+    }
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+error:
+    if (have)
+        PyBuffer_Release(&b);
+    return NULL;
 }
 
 /* _cuda_memcpy_dtod(dst, src, nbytes, stream) -> None, asynchronous on stream.

@@ -133,10 +133,11 @@ def last_timings() -> Optional[dict[str, float]]:
 # --- calls on NumPy operands --------------------------------------------------------------------
 # Such a call takes a staging set from fastprof.cuda.runtime's pool (device buffers for the
 # uploaded operands, temporaries and the result, and four timing events) with the first event
-# recorded, uploads the operands in one call, runs, downloads the result straight into the NumPy
-# array it returns, records the last event and waits for the events: then nothing queued on its
-# stream uses the set any more, which the pool keeps for the next call of the same sizes.  A call
-# that fails on the way abandons its set (its frees wait for the work queued so far).
+# recorded, uploads the operands and records the second event in one call, runs, records the
+# third event, downloads the result straight into the NumPy array it returns and records the
+# last one in one call, and waits for the events: then nothing queued on its stream uses the
+# set any more, which the pool keeps for the next call of the same sizes.  A call that fails on
+# the way abandons its set (its frees wait for the work queued so far).
 
 
 def _host_finish(
@@ -460,15 +461,11 @@ def _filter_host(
     got = _cuda._staging.begin(dev, sizes, total, handle)
     ptrs, events = got[0], got[2]
     try:
-        _C._cuda_upload(ptrs[:1], (host,), handle)
-        _C._cuda_event_record(events[1], handle)
+        _C._cuda_upload(ptrs[:1], (host,), handle, events[1])
         if lay[3]:
             _run_passes(ptrs[0], ptrs[1:], host.shape, lay, cdt, passes, plan.cval, handle, [])
-        _C._cuda_event_record(events[2], handle)
         result: np.ndarray = TimedArray(host.shape, cdt)
-        if nbytes:
-            _C._cuda_memcpy_dtoh(result, ptrs[-1], handle)
-        _C._cuda_event_record(events[3], handle)
+        _C._cuda_download(result, ptrs[-1], handle, events[2], events[3])
         if cdt != plan.out_dtype:
             result = result.astype(plan.out_dtype)
     except BaseException:
@@ -514,8 +511,7 @@ def _upload(host: np.ndarray, dev: int, handle: int) -> _cuda.DeviceArray:
 def _download(arr: _cuda.DeviceArray, handle: int) -> np.ndarray:
     """A NumPy copy of arr (C-contiguous, on the current device), queued on handle."""
     out = np.empty(arr.shape, dtype=arr.dtype)
-    if out.nbytes:
-        _C._cuda_memcpy_dtoh(out, arr.ptr, handle)
+    _C._cuda_download(out, arr.ptr, handle)
     return out
 
 
@@ -1126,22 +1122,18 @@ def _eval_host(
         if not plan.contiguous:
             hosts = [np.ascontiguousarray(h) for h in hosts]
         res_ptr = ptrs[i]
-        _C._cuda_upload(ptrs[:i], hosts, handle)
-        _C._cuda_event_record(events[1], handle)
+        _C._cuda_upload(ptrs[:i], hosts, handle, events[1])
         args.append(res_ptr)
         args.extend(plan.tail)
         if plan.nout:
             _C._cuda_launch(kernel, plan.blocks, 256, plan.fmt, tuple(args), handle)
-        _C._cuda_event_record(events[2], handle)
         if src.reduce is not None:
             host = np.empty(plan.alloc_shape, src.out_dtype)
         elif out is not None and out.dtype == src.out_dtype and out.flags.c_contiguous:
             host = out  # straight into out
         else:
             host = TimedArray(plan.alloc_shape, src.out_dtype)
-        if sizes[-1]:
-            _C._cuda_memcpy_dtoh(host, res_ptr, handle)
-        _C._cuda_event_record(events[3], handle)
+        _C._cuda_download(host, res_ptr, handle, events[2], events[3])
         if src.reduce is not None:
             res_shape = plan.res_shape
             host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
@@ -1417,14 +1409,10 @@ def _matmul_host(plan: _MatmulPlan, a: np.ndarray, b: np.ndarray, dev: int, hand
     got = _cuda._staging.begin(dev, sizes, total, handle)
     ptrs, events = got[0], got[2]
     try:
-        _C._cuda_upload(ptrs[:2], (a, b), handle)
-        _C._cuda_event_record(events[1], handle)
+        _C._cuda_upload(ptrs[:2], (a, b), handle, events[1])
         _gemm(plan, ptrs[0], ptrs[1], ptrs[2], handle)
-        _C._cuda_event_record(events[2], handle)
         host = TimedArray(plan.c_shape, cdt)
-        if sizes[2]:
-            _C._cuda_memcpy_dtoh(host, ptrs[2], handle)
-        _C._cuda_event_record(events[3], handle)
+        _C._cuda_download(host, ptrs[2], handle, events[2], events[3])
     except BaseException:
         _cuda._staging.abandon(got, handle)
         raise
