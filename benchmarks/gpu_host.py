@@ -72,10 +72,14 @@ class NoopDevice:
     def _cuda_event_elapsed(self, e0: int, e1: int) -> float:
         return 0.0
 
+    def _cuda_event_times(self, events: tuple) -> tuple:
+        return (0.0,) * (len(events) - 1)
+
     def _noop(self, *args: Any) -> None:
         return None
 
-    _cuda_free = _cuda_memcpy_htod = _cuda_memcpy_dtoh = _cuda_memcpy_dtod = _noop
+    _cuda_free = _cuda_release = _cuda_upload = _cuda_download = _noop
+    _cuda_memcpy_htod = _cuda_memcpy_dtoh = _cuda_memcpy_dtod = _noop
     _cuda_event_record = _cuda_event_destroy = _cuda_stream_wait_event = _noop
     _cuda_correlate = _cuda_launch = _cuda_gemm = _cuda_synchronize = _cuda_scrub = _noop
 

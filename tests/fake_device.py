@@ -109,6 +109,12 @@ class FakeDevice:
         self.log.append(("free", stream, ptr))
         del self.blocks[ptr]
 
+    def _cuda_release(self, ptr: int, device: int, fence: int, ordered: bool) -> None:
+        assert device == 0
+        if fence:
+            self.log.append(("wait", 0, fence))
+        self._cuda_free(ptr, 0, ordered)
+
     def check_range(self, ptr: int, n: int) -> None:
         for base, buf in self.blocks.items():
             if base <= ptr and ptr + n <= base + buf.size:
@@ -119,6 +125,24 @@ class FakeDevice:
         host = np.frombuffer(src, np.uint8)
         self.check_range(dst, host.size)
         ctypes.memmove(dst, host.ctypes.data, host.size)
+
+    def _cuda_upload(self, ptrs, buffers, stream: int, event: int = 0) -> None:
+        assert len(ptrs) == len(buffers)
+        for dst, src in zip(ptrs, buffers):
+            assert src.flags.c_contiguous
+            if src.nbytes:
+                self._cuda_memcpy_htod(dst, src, stream)
+        if event:
+            self._cuda_event_record(event, stream)
+
+    def _cuda_download(self, dst, src: int, stream: int, before: int = 0, after: int = 0) -> None:
+        assert dst.flags.c_contiguous and dst.flags.writeable
+        if before:
+            self._cuda_event_record(before, stream)
+        if dst.nbytes:
+            self._cuda_memcpy_dtoh(dst, src, stream)
+        if after:
+            self._cuda_event_record(after, stream)
 
     def _cuda_memcpy_dtoh(self, dst, src: int, stream: int) -> None:
         host = np.frombuffer(dst, np.uint8)
@@ -152,6 +176,9 @@ class FakeDevice:
 
     def _cuda_event_elapsed(self, e0: int, e1: int) -> float:
         return self.events[e1] - self.events[e0]
+
+    def _cuda_event_times(self, events: tuple) -> tuple:
+        return tuple(self.events[b] - self.events[a] for a, b in zip(events, events[1:]))
 
     def _cuda_event_destroy(self, ev: int) -> None:
         pass
@@ -232,6 +259,8 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeDevice, keep_kernels: boo
     monkeypatch.setattr(cuda, "_events", cuda._EventPool())
     monkeypatch.setattr(cuda, "_props_cache", {})
     monkeypatch.setattr(cuda, "_flush_buffers", {})
+    monkeypatch.setattr(cuda, "_staging", cuda._StagingPool())
+    monkeypatch.setattr(_gpu_kernels, "_cublas_loaded", None)
     if not keep_kernels:
         monkeypatch.setattr(_gpu_kernels, "_kernel_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})

@@ -280,6 +280,9 @@ class FakeRuntime:
     def _cuda_free(self, ptr: int, stream: int, ordered: bool) -> None:
         pass
 
+    def _cuda_release(self, ptr: int, device: int, fence: int, ordered: bool) -> None:
+        pass
+
     def work(self) -> None:
         """A 'kernel': advances the device clock by the next scripted duration."""
         self.clock += self.kernel_ms.pop(0)

@@ -30,13 +30,17 @@ PyObject *fp_cuda_event_destroy(PyObject *m, PyObject *args);
 PyObject *fp_cuda_event_record(PyObject *m, PyObject *args);
 PyObject *fp_cuda_event_elapsed(PyObject *m, PyObject *args);
 PyObject *fp_cuda_stream_wait_event(PyObject *m, PyObject *args);
+PyObject *fp_cuda_event_times(PyObject *m, PyObject *args);
 PyObject *fp_cuda_malloc(PyObject *m, PyObject *args);
 PyObject *fp_cuda_free(PyObject *m, PyObject *args);
+PyObject *fp_cuda_release(PyObject *m, PyObject *args);
 PyObject *fp_cuda_mem_info(PyObject *m, PyObject *args);
 PyObject *fp_cuda_pointer_device(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_htod(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args);
 PyObject *fp_cuda_memcpy_dtod(PyObject *m, PyObject *args);
+PyObject *fp_cuda_upload(PyObject *m, PyObject *args);
+PyObject *fp_cuda_download(PyObject *m, PyObject *args);
 PyObject *fp_cuda_scrub(PyObject *m, PyObject *args);
 PyObject *fp_cuda_spin(PyObject *m, PyObject *args);
 /* filters.c */

@@ -202,6 +202,53 @@ fp_cuda_event_elapsed(PyObject *m, PyObject *args)
     return PyFloat_FromDouble((double)ms);
 }
 
+#define FP_MAX_TIMED_EVENTS 16
+
+/* _cuda_event_times(events) -> tuple of the ms from each event of the tuple to the next
+ * (len(events) - 1 floats, 2 to 16 events), waiting for each event with the GIL released: the
+ * timings of one kernel call in one call.  Returns NULL with CudaError, or TypeError /
+ * ValueError for a bad argument. */
+PyObject *
+fp_cuda_event_times(PyObject *m, PyObject *args)
+{
+    PyObject *evs, *res = NULL, *f;
+    void *ev[FP_MAX_TIMED_EVENTS];
+    float ms[FP_MAX_TIMED_EVENTS];
+    Py_ssize_t n = 0;
+    cudaError_t err = cudaSuccess;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &evs))
+        goto error;
+    n = PyTuple_GET_SIZE(evs);
+    if (n < 2 || n > FP_MAX_TIMED_EVENTS) {
+        PyErr_Format(PyExc_ValueError, "events must hold 2 to %d events, got %zd",
+                     FP_MAX_TIMED_EVENTS, n);
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (fp_cuda_ptr(PyTuple_GET_ITEM(evs, i), &ev[i]) < 0)
+            goto error;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n && err == cudaSuccess; i++) err =
+        cudaEventSynchronize((cudaEvent_t)ev[i]);
+    for (Py_ssize_t i = 0; i + 1 < n && err == cudaSuccess; i++)
+        err = cudaEventElapsedTime(&ms[i], (cudaEvent_t)ev[i], (cudaEvent_t)ev[i + 1]);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
+        fp_cuda_raise(m, err, "cudaEventElapsedTime");
+        goto error;
+    }
+    if ((res = PyTuple_New(n - 1)) == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i + 1 < n; i++) {
+        if ((f = PyFloat_FromDouble((double)ms[i])) == NULL)
+            goto error;
+        PyTuple_SET_ITEM(res, i, f);
+    }
+    return res;
+error:
+    Py_XDECREF(res);
+    return NULL;
+}
+
 /* _cuda_stream_wait_event(stream, ev) -> None: work later queued on stream waits for ev.
  * Returns NULL with CudaError. */
 PyObject *
@@ -311,6 +358,41 @@ fp_cuda_free(FP_UNUSED PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _cuda_release(ptr, device, fence, stream_ordered) -> None: frees a block of fastprof's on
+ * the null stream of its device, which always exists: makes device current when it is not, makes
+ * the null stream wait for the event fence first (0: none), frees (cudaFreeAsync for
+ * stream-ordered blocks, else cudaFree) and makes the previous device current again.  One call
+ * for what a dropped array needs.  Errors of the CUDA calls (a context gone at exit) are
+ * ignored.  Returns NULL with an exception for bad arguments only. */
+PyObject *
+fp_cuda_release(FP_UNUSED PyObject *m, PyObject *args)
+{
+    PyObject *o, *of;
+    void *p = NULL, *fence = NULL;
+    int dev, async, current = -1;
+    if (!PyArg_ParseTuple(args, "OiOp", &o, &dev, &of, &async) || fp_cuda_ptr(o, &p) < 0 ||
+        fp_cuda_ptr(of, &fence) < 0)
+        goto error;
+    if (p != NULL) {
+        if (cudaGetDevice(&current) != cudaSuccess)
+            current = -1;
+        if (current != dev)
+            cudaSetDevice(dev);
+        if (fence != NULL)
+            cudaStreamWaitEvent((cudaStream_t)0, (cudaEvent_t)fence, 0);
+        if (async)
+            cudaFreeAsync(p, (cudaStream_t)0);
+        else
+            cudaFree(p);
+        if (current >= 0 && current != dev)
+            cudaSetDevice(current);
+        cudaGetLastError();
+    }
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
 /* _cuda_pointer_device(ptr) -> int: the device a device pointer belongs to (the current
  * device for host or unregistered memory).  Returns NULL with CudaError. */
 PyObject *
@@ -395,6 +477,118 @@ fp_cuda_memcpy_dtoh(PyObject *m, PyObject *args)
     if (err != cudaSuccess)
         return fp_cuda_raise(m, err, "cudaMemcpy device to host");
     Py_RETURN_NONE;
+}
+
+/* _cuda_upload(ptrs, buffers, stream, event=None) -> None: copies each C-contiguous buffer of
+ * the sequence buffers to the device pointer of the same index in ptrs (as many), queued on
+ * stream, records event (when given) on stream after them, and then waits once for the stream
+ * (pageable memory): the uploads of one kernel call in one call.  Empty buffers are skipped.
+ * Returns NULL with an exception (TypeError or ValueError for bad arguments, BufferError for a
+ * buffer that is not C-contiguous, CudaError). */
+PyObject *
+fp_cuda_upload(PyObject *m, PyObject *args)
+{
+    PyObject *optrs, *obufs, *os, *oev = Py_None, *ptrs = NULL, *bufs = NULL, *res = NULL;
+    Py_buffer b;
+    void *d, *s, *ev;
+    Py_ssize_t n;
+    cudaError_t err = cudaSuccess;
+    if (!PyArg_ParseTuple(args, "OOO|O", &optrs, &obufs, &os, &oev) || fp_cuda_ptr(os, &s) < 0 ||
+        fp_cuda_ptr(oev, &ev) < 0)
+        goto error;
+    ptrs = PySequence_Fast(optrs, "ptrs must be a sequence of device pointers");
+    if (ptrs == NULL)
+        goto error;
+    bufs = PySequence_Fast(obufs, "buffers must be a sequence of host buffers");
+    if (bufs == NULL)
+        goto error;
+    n = PySequence_Fast_GET_SIZE(bufs);
+    if (PySequence_Fast_GET_SIZE(ptrs) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd device pointers for %zd buffers",
+                     PySequence_Fast_GET_SIZE(ptrs), n);
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (fp_cuda_ptr(PySequence_Fast_GET_ITEM(ptrs, i), &d) < 0)
+            goto error;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bufs, i), &b, PyBUF_C_CONTIGUOUS) < 0)
+            goto error;
+        if (b.len > 0) {
+            Py_BEGIN_ALLOW_THREADS err =
+                cudaMemcpyAsync(d, b.buf, (size_t)b.len, cudaMemcpyHostToDevice, (cudaStream_t)s);
+            Py_END_ALLOW_THREADS
+        }
+        PyBuffer_Release(&b);
+        if (err != cudaSuccess) {
+            fp_cuda_raise(m, err, "cudaMemcpy host to device");
+            goto error;
+        }
+    }
+    if (ev != NULL && (err = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s)) != cudaSuccess) {
+        fp_cuda_raise(m, err, "cudaEventRecord");
+        goto error;
+    }
+    Py_BEGIN_ALLOW_THREADS err = cudaStreamSynchronize((cudaStream_t)s);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
+        fp_cuda_raise(m, err, "cudaMemcpy host to device");
+        goto error;
+    }
+    res = Py_NewRef(Py_None);
+error:
+    Py_XDECREF(ptrs);
+    Py_XDECREF(bufs);
+    return res;
+}
+
+/* _cuda_download(buffer, src, stream, before=None, after=None) -> None: records event before
+ * (when given) on stream, copies the device memory at src into the writable C-contiguous
+ * buffer (nothing for an empty one), records event after (when given), and waits for the
+ * stream with the GIL released: the download of one kernel call's result, straight into the
+ * array the call returns, with the events around it.  Returns NULL with an exception
+ * (TypeError for bad arguments, BufferError for a buffer not writable or not C-contiguous,
+ * CudaError). */
+PyObject *
+fp_cuda_download(PyObject *m, PyObject *args)
+{
+    PyObject *obuf, *osrc, *os, *ob = Py_None, *oa = Py_None;
+    Py_buffer b;
+    void *src, *s, *before, *after;
+    int have = 0;
+    const char *what = "cudaEventRecord";
+    cudaError_t err = cudaSuccess;
+    if (!PyArg_ParseTuple(args, "OOO|OO", &obuf, &osrc, &os, &ob, &oa) ||
+        fp_cuda_ptr(osrc, &src) < 0 || fp_cuda_ptr(os, &s) < 0 || fp_cuda_ptr(ob, &before) < 0 ||
+        fp_cuda_ptr(oa, &after) < 0)
+        goto error;
+    if (PyObject_GetBuffer(obuf, &b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto error;
+    have = 1;
+    Py_BEGIN_ALLOW_THREADS if (before != NULL) err =
+        cudaEventRecord((cudaEvent_t)before, (cudaStream_t)s);
+    if (err == cudaSuccess && b.len > 0) {
+        what = "cudaMemcpy device to host";
+        err = cudaMemcpyAsync(b.buf, src, (size_t)b.len, cudaMemcpyDeviceToHost, (cudaStream_t)s);
+    }
+    if (err == cudaSuccess && after != NULL) {
+        what = "cudaEventRecord";
+        err = cudaEventRecord((cudaEvent_t)after, (cudaStream_t)s);
+    }
+    if (err == cudaSuccess) {
+        what = "cudaMemcpy device to host";
+        err = cudaStreamSynchronize((cudaStream_t)s);
+    }
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
+        fp_cuda_raise(m, err, what);
+        goto error;
+    }
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+error:
+    if (have)
+        PyBuffer_Release(&b);
+    return NULL;
 }
 
 /* _cuda_memcpy_dtod(dst, src, nbytes, stream) -> None, asynchronous on stream.

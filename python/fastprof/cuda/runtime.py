@@ -207,9 +207,11 @@ class _EventPool:
         self.owner[ev] = dev
         return ev
 
-    def get_many(self, n: int) -> list[int]:
-        """n events of the current device (one device query for all of them)."""
-        dev = _C._cuda_get_device()
+    def get_many(self, n: int, dev: Optional[int] = None) -> list[int]:
+        """n events of device dev (None: the current device, asked once for all of them),
+        which must be current."""
+        if dev is None:
+            dev = _C._cuda_get_device()
         free = self.free.setdefault(dev, [])
         out = [free.pop() for _ in range(min(n, len(free)))]
         for _ in range(n - len(out)):
@@ -221,7 +223,7 @@ class _EventPool:
     def put(self, ev: int) -> None:
         self.free.setdefault(self.owner.get(ev, 0), []).append(ev)
 
-    def put_many(self, events: list[int]) -> None:
+    def put_many(self, events: Sequence[int]) -> None:
         """Gives back events (all of one device, as get_many gave them)."""
         if events:
             self.free.setdefault(self.owner.get(events[0], 0), []).extend(events)
@@ -420,15 +422,24 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.3f} s"
 
 
-_bench_start = threading.local()  # .pending: the start event of a running benchmark repeat
+class _BenchStart(threading.local):
+    """Per thread: ``pending``, the start event of a running benchmark repeat and its stream
+    (None outside one: a plain attribute read, which the kernels test before calling
+    :func:`_kernel_start`)."""
+
+    pending: Optional[tuple[int, int]] = None
+
+
+_bench_start = _BenchStart()
 
 
 def _kernel_start() -> None:
     """Called by fastprof's kernels once their arguments are prepared, right before their
-    first device work: the start event of a running :func:`benchmark` repeat is recorded
-    again here, so the host work before the launch is not counted as GPU time (an event
-    recorded twice keeps the later time).  Nothing outside a benchmark."""
-    pending = getattr(_bench_start, "pending", None)
+    first device work (where ``_bench_start.pending`` is set): the start event of a running
+    :func:`benchmark` repeat is recorded again here, so the host work before the launch is not
+    counted as GPU time (an event recorded twice keeps the later time).  Nothing outside a
+    benchmark."""
+    pending = _bench_start.pending
     if pending is not None:
         _bench_start.pending = None
         _C._cuda_event_record(pending[0], pending[1])
@@ -574,21 +585,105 @@ class _Allocation:
 
     def __del__(self) -> None:
         if self.ptr:
-            try:
-                current = _C._cuda_get_device()
-                if current != self.device:  # the null stream of the block's own device
-                    _C._cuda_set_device(self.device)
-                try:
-                    if self.fence is not None:
-                        _C._cuda_stream_wait_event(0, self.fence.event)
-                    _C._cuda_free(self.ptr, 0, self.ordered)
-                finally:
-                    if current != self.device:
-                        _C._cuda_set_device(current)
+            try:  # on the null stream of the block's own device, after the fence if any
+                fence = self.fence
+                _C._cuda_release(self.ptr, self.device, fence.event if fence else 0, self.ordered)
             except Exception:
                 pass
             self.ptr = 0
             self.fence = None
+
+
+# --- staging buffers of NumPy operands --------------------------------------------------------
+
+_STAGING_MAX_BYTES = 64 << 20  # per device, what the free list below keeps at most
+
+
+# one call's staging set: device pointers, their allocations, four timing events
+_Staged = tuple[tuple[int, ...], tuple[_Allocation, ...], tuple[int, ...]]
+
+
+class _StagingPool:
+    """What a kernel call on NumPy operands runs with: one device buffer per size it needs (the
+    uploaded operands, temporaries, the result) and four timing events, kept for the next call
+    that needs the same sizes, so that a repeat call allocates and frees nothing.  The sets are
+    kept in a free list keyed by device and the tuple of sizes.  A call takes a set with
+    :meth:`begin` and waits for its last work with :meth:`end`, which keeps the set: no work
+    queued before then uses it any more, so none will when it is handed out again.  A call
+    that fails on the way gives its set up with :meth:`abandon` (its blocks are freed after a
+    fence).  At most ``_STAGING_MAX_BYTES`` per device are kept; what does not fit is freed."""
+
+    __slots__ = ("free", "held")
+
+    def __init__(self) -> None:
+        self.free: dict[tuple[int, tuple[int, ...]], list[_Staged]] = {}
+        self.held: dict[int, int] = {}
+
+    def begin(self, dev: int, sizes: tuple[int, ...], total: int, stream: int) -> _Staged:
+        """A set of one buffer per size on device dev (current; total: sum(sizes)), kept or
+        made (ordered on stream), with its first event recorded on stream, after the start
+        event of a running :func:`benchmark` repeat (the call's host work is done)."""
+        got = None
+        sets = self.free.get((dev, sizes))
+        if sets:
+            try:
+                got = sets.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                self.held[dev] -= total
+        if got is None:
+            got = self._fresh(dev, sizes, stream)
+        if _bench_start.pending is not None:
+            _kernel_start()
+        _C._cuda_event_record(got[2][0], stream)
+        return got
+
+    def _fresh(self, dev: int, sizes: tuple[int, ...], stream: int) -> _Staged:
+        """A new set: blocks of sizes on device dev ordered on stream, four events."""
+        try:
+            allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
+        except CudaError:
+            if not self.free:
+                raise
+            self.clear()  # the kept sets may be what fills the device: once more without them
+            allocs = tuple(_Allocation(n, dev, stream) for n in sizes)
+        return tuple(a.ptr for a in allocs), allocs, tuple(_events.get_many(4, dev))
+
+    def end(
+        self, got: _Staged, dev: int, sizes: tuple[int, ...], total: int, stream: int
+    ) -> tuple[float, float, float]:
+        """The ms between the four events of got (all recorded on stream), waiting for them;
+        then keeps got for the next call of the same sizes unless the device's share is full."""
+        try:
+            times = _C._cuda_event_times(got[2])
+        except BaseException:
+            self.abandon(got, stream)
+            raise
+        held = self.held.get(dev, 0)
+        if held + total <= _STAGING_MAX_BYTES:
+            self.held[dev] = held + total
+            self.free.setdefault((dev, sizes), []).append(got)
+        else:
+            _events.put_many(got[2])
+        return times
+
+    def abandon(self, got: _Staged, stream: int) -> None:
+        """Gives up got after a failure: its blocks are freed once the work queued on stream
+        so far is done, its events go back to their pool."""
+        _fence_blocks(got[1], stream)
+        _events.put_many(got[2])
+
+    def clear(self) -> None:
+        """Frees every kept set (its events back to their pool)."""
+        for sets in self.free.values():
+            for got in sets:
+                _events.put_many(got[2])
+        self.free.clear()
+        self.held.clear()
+
+
+_staging = _StagingPool()
 
 
 def _fence_after(arrays: Sequence[Any], stream: int) -> None:
@@ -604,6 +699,15 @@ def _fence_after(arrays: Sequence[Any], stream: int) -> None:
             if fence is None:
                 fence = _Fence(stream)
             alloc.fence = fence
+
+
+def _fence_blocks(allocs: Sequence[_Allocation], stream: int) -> None:
+    """Makes the frees of allocs wait for the work queued on stream so far (nothing for the
+    null stream, where they go)."""
+    if stream and allocs:
+        fence = _Fence(stream)
+        for a in allocs:
+            a.fence = fence
 
 
 def _wait_for_operands(arrays: Sequence[Any], stream: int) -> None:
@@ -859,6 +963,22 @@ def _empty_here(shape: tuple[int, ...], dtype: np.dtype, dev: int, stream: int) 
     alloc = _Allocation(math.prod(shape) * item, dev, stream)
     out = object.__new__(DeviceArray)
     out.ptr, out.shape, out.dtype, out.strides = alloc.ptr, shape, dtype, _c_strides(shape, item)
+    out.device, out.stream, out._owner = dev, stream, alloc
+    return out
+
+
+def _empty_laid_out(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    strides: tuple[int, ...],
+    nbytes: int,
+    dev: int,
+    stream: int,
+) -> DeviceArray:
+    """_empty_here for a shape whose C-contiguous strides and byte size a plan already holds."""
+    alloc = _Allocation(nbytes, dev, stream)
+    out = object.__new__(DeviceArray)
+    out.ptr, out.shape, out.dtype, out.strides = alloc.ptr, shape, dtype, strides
     out.device, out.stream, out._owner = dev, stream, alloc
     return out
 

@@ -84,6 +84,9 @@ class _CaiArray:
 
 
 _described_types: set = set()  # device array types with shape, dtype and ndim of their own
+# device array types every instance of which lives on a device with a shape, dtype and ndim of
+# its own: fastprof's DeviceArray, added by fastprof.kernels.gpu (the checks take them as they are)
+_own_device_types: set = set()
 
 
 def _described(x: Any) -> Any:
@@ -437,7 +440,8 @@ def check_evaluate_args(
 ) -> EvalArgs:
     """Parses expr and looks its names up in local_dict (else frame_names); every value must be
     a bool/int/float scalar or array."""
-    tree, tree_names = _parsed_names(expr)
+    hit = _parsed.get(expr) if type(expr) is str else None
+    tree, tree_names = hit if hit is not None else _parsed_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
     source = local_dict if local_dict is not None else (frame_names or {})
@@ -447,7 +451,12 @@ def check_evaluate_args(
             raise ValueError(f"expr {expr!r}: unknown name {name!r}")
         v = source[name]
         t = type(v)
-        if t is bool or t is int or t is float or (t is np.ndarray and v.dtype.kind in "biuf"):
+        if (
+            t is bool
+            or t is int
+            or t is float
+            or ((t is np.ndarray or t in _own_device_types) and v.dtype.kind in "biuf")
+        ):
             values[name] = v  # the common cases, checked by their type alone
             continue
         if isinstance(v, (bool, int, float)):

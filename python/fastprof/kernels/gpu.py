@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from .args import (
     ConvArgs,
     EvalArgs,
     UniformArgs,
+    _own_device_types,
     check_convolve_args,
     check_evaluate_args,
     check_matmul_args,
@@ -66,7 +67,9 @@ __all__ = [
 
 _MAXDIM = 8
 _F32, _F64 = 0, 1
+_F32_DT, _F64_DT = np.dtype(np.float32), np.dtype(np.float64)
 _DeviceArray = _cuda.DeviceArray
+_own_device_types.add(_DeviceArray)  # the shared checks take it as it is
 
 # --- what only the GPU adds to the shared checks ------------------------------------------------
 
@@ -113,12 +116,10 @@ def _check_filter_io(input: Any, output: Any, out_dtype: np.dtype) -> bool:
 
 class TimedArray(np.ndarray):
     """A NumPy result of a GPU kernel on NumPy input; ``.timings`` holds h2d_ms, kernel_ms,
-    d2h_ms (and total_ms) of the call that made it (None on arrays derived from it)."""
+    d2h_ms (and total_ms) of the call that made it (None on arrays derived from it: they read
+    the class's)."""
 
-    timings: Optional[dict[str, float]]
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self.timings = None
+    timings: Optional[dict[str, float]] = None
 
 
 _local = threading.local()
@@ -129,37 +130,36 @@ def last_timings() -> Optional[dict[str, float]]:
     return getattr(_local, "timings", None)
 
 
-class _Timing:
-    """Four events on one stream: before upload, before the kernel, after it, after download."""
-
-    def __init__(self, stream: int) -> None:
-        self.stream = stream
-        self.events = _cuda._events.get_many(4)
-
-    def mark(self, i: int) -> None:
-        _C._cuda_event_record(self.events[i], self.stream)
-
-    def finish(self) -> dict[str, float]:
-        e = self.events
-        try:
-            t = {
-                "h2d_ms": _C._cuda_event_elapsed(e[0], e[1]),
-                "kernel_ms": _C._cuda_event_elapsed(e[1], e[2]),
-                "d2h_ms": _C._cuda_event_elapsed(e[2], e[3]),
-            }
-        finally:
-            _cuda._events.put_many(e)
-        t["total_ms"] = t["h2d_ms"] + t["kernel_ms"] + t["d2h_ms"]
-        _local.timings = t
-        return t
+# --- calls on NumPy operands --------------------------------------------------------------------
+# Such a call takes a staging set from fastprof.cuda.runtime's pool (device buffers for the
+# uploaded operands, temporaries and the result, and four timing events) with the first event
+# recorded, uploads the operands and records the second event in one call, runs, records the
+# third event, downloads the result straight into the NumPy array it returns and records the
+# last one in one call, and waits for the events: then nothing queued on its stream uses the
+# set any more, which the pool keeps for the next call of the same sizes.  A call that fails on
+# the way abandons its set (its frees wait for the work queued so far).
 
 
-def _finish_host(result: np.ndarray, timing: _Timing, output: Optional[np.ndarray]) -> np.ndarray:
-    t = timing.finish()
+def _host_finish(
+    got: _cuda._Staged,
+    dev: int,
+    sizes: tuple[int, ...],
+    total: int,
+    handle: int,
+    result: np.ndarray,
+    output: Optional[np.ndarray],
+) -> np.ndarray:
+    """The result of a call on NumPy operands (its four events recorded): result as a
+    TimedArray with the call's timings (also this thread's last_timings()), or output filled
+    with it; waits for the events and gives the staging set back."""
+    h2d, kernel, d2h = _cuda._staging.end(got, dev, sizes, total, handle)
+    t = {"h2d_ms": h2d, "kernel_ms": kernel, "d2h_ms": d2h, "total_ms": h2d + kernel + d2h}
+    _local.timings = t
     if output is not None:
-        output[...] = result
+        if output is not result:
+            output[...] = result
         return output
-    out = result.view(TimedArray)
+    out = result if type(result) is TimedArray else result.view(TimedArray)
     out.timings = t
     return out
 
@@ -239,8 +239,14 @@ def _input_key(obj: Any) -> Optional[tuple]:
 def _raw_filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[tuple]:
     """The plan key of a direct call with the arguments as given, or None when it cannot be
     cached (integer results, arguments without a hashable stand-in)."""
-    ik = _input_key(input)
-    if ik is None:
+    t = type(input)  # as _input_key
+    if t is np.ndarray:
+        if input.dtype.kind != "f":
+            return None
+        ik: tuple = ("host", input.shape, input.dtype)
+    elif t is _DeviceArray:
+        ik = ("device", input.shape, input.dtype, input.strides)
+    else:
         return None
     try:
         if output is None:
@@ -264,12 +270,36 @@ def _raw_filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[
 
 class _FilterPlan:
     """A filter's passes for one input shape and compute dtype (each: weights or None for a
-    box, weights shape, shift, mode, box weight), its boundary value and result dtype."""
+    box, weights shape, shift, mode, box weight), its boundary value and result dtype; and,
+    from its first run, the input's layout (:func:`_layout`; a plan is keyed by one)."""
 
-    __slots__ = ("passes", "cval", "out_dtype")
+    __slots__ = ("passes", "cval", "out_dtype", "layout")
 
     def __init__(self, passes: list, cval: float, out_dtype: np.dtype) -> None:
         self.passes, self.cval, self.out_dtype = passes, cval, out_dtype
+        self.layout: Optional[_Layout] = None
+
+
+# (element type code, input strides in elements, C-contiguous strides in elements, elements,
+# C-contiguous strides in bytes)
+_Layout = tuple[int, tuple[int, ...], tuple[int, ...], int, tuple[int, ...]]
+
+
+def _layout(shape: tuple[int, ...], strides: Optional[tuple[int, ...]], cdt: np.dtype) -> _Layout:
+    """What the passes need of an input of shape in compute dtype cdt with byte strides
+    (None: C-contiguous); raises ValueError for strides that are not multiples of the item
+    size."""
+    item = cdt.itemsize
+    contiguous = _cuda._c_strides(shape, 1)
+    c_bytes = _cuda._c_strides(shape, item)
+    if strides is None or strides == c_bytes:
+        in_strides = contiguous
+    elif any(st % item for st in strides):
+        raise ValueError("device input strides must be multiples of the item size")
+    else:
+        in_strides = tuple(st // item for st in strides)
+    code = _F32 if cdt == np.float32 else _F64
+    return (code, in_strides, contiguous, math.prod(shape), c_bytes)
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -297,8 +327,10 @@ def _device_weights(
 
 
 def _run_passes(
-    src: _cuda.DeviceArray,
-    out: _cuda.DeviceArray,
+    src: int,
+    dsts: Sequence[int],
+    shape: tuple[int, ...],
+    lay: _Layout,
     cdt: np.dtype,
     passes: list[tuple[Optional[np.ndarray], tuple[int, ...], tuple[int, ...], int, float]],
     cval: float,
@@ -306,23 +338,11 @@ def _run_passes(
     keep: list,
 ) -> None:
     """Runs correlation passes (weights or None for box, wshape, shift, mode, box weight) from
-    src to out, through contiguous temporaries."""
-    code = _F32 if cdt == np.float32 else _F64
-    shape = src.shape
-    item = cdt.itemsize
-    contiguous = _cuda._c_strides(shape, 1)  # element strides of the C-contiguous temporaries
-    cur_ptr = src.ptr
-    if src.strides == _cuda._c_strides(shape, item):
-        cur_strides = contiguous
-    else:
-        cur_strides = tuple(s // item for s in src.strides)
-    for i, (w, wshape, shift, mode, boxw) in enumerate(passes):
-        last = i == len(passes) - 1
-        if last:
-            dst = out
-        else:
-            dst = _cuda._empty_here(shape, cdt, out.device, stream)
-            keep.append(dst)
+    the input at device pointer src (layout lay) into dsts, one C-contiguous block per pass (the
+    last one the result).  The uploaded weights go to keep."""
+    code, cur_strides, contiguous, _n, _c_bytes = lay
+    cur_ptr = src
+    for (w, wshape, shift, mode, boxw), dst in zip(passes, dsts):
         wptr, host_w = 0, None
         if w is not None:
             wd, host_w = _device_weights(w, cdt, stream)
@@ -331,7 +351,7 @@ def _run_passes(
         _C._cuda_correlate(
             code,
             cur_ptr,
-            dst.ptr,
+            dst,
             wptr,
             shape,
             cur_strides,
@@ -343,7 +363,7 @@ def _run_passes(
             stream,
             host_w,
         )
-        cur_ptr, cur_strides = dst.ptr, contiguous
+        cur_ptr, cur_strides = dst, contiguous
 
 
 def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) -> bool:
@@ -380,8 +400,8 @@ def _run_filter(
 ) -> Any:
     """Shared driver of checked arguments: availability, device, upload, passes, download,
     timings.  output: a NumPy array of input's shape, or None."""
-    index = _cuda.parse_device(device)
-    handle = _cuda.stream_handle(stream)
+    index = None if device == "cuda" else _cuda.parse_device(device)
+    handle = 0 if stream is None else _cuda.stream_handle(stream)
     passes, cval, out_dtype = plan.passes, plan.cval, plan.out_dtype
     if output is not None and not output.flags.writeable:
         raise ValueError("output must be writeable")
@@ -403,50 +423,77 @@ def _run_filter(
         return res
     _cuda._require()
     if not isinstance(input, np.ndarray):
-        src = _cuda.as_device_array(input, stream)
-        item = src.dtype.itemsize
-        if src.strides != _cuda._c_strides(src.shape, item) and any(
-            st % item for st in src.strides
-        ):
-            raise ValueError("device input strides must be multiples of the item size")
+        src = input if type(input) is _DeviceArray else _cuda.as_device_array(input, stream)
+        lay = plan.layout
+        if lay is None:  # the plan is keyed by the input's shape, dtype and strides
+            lay = plan.layout = _layout(src.shape, src.strides, src.dtype)
+        if not src.ptr and lay[3]:
+            raise ValueError("input is a device array without memory (a null pointer): freed?")
         if stream is None:
             handle = src.stream
         if index is None:
             index = src.device  # run where the data lives
         if index == _C._cuda_get_device():
-            return _filter_device(src, plan, handle)
+            return _filter_device(src, lay, plan, handle)
         with _cuda._on_device(index):
-            return _filter_device(src, plan, handle)
+            return _filter_device(src, lay, plan, handle)
+    if index is None:
+        return _filter_host(input, output, plan, _C._cuda_get_device(), handle)
     with _cuda._on_device(index):
-        host = input
-        cdt = _compute_dtype(host.dtype)
-        dev = _C._cuda_get_device()
-        timing = _Timing(handle)
-        _cuda._kernel_start()
-        timing.mark(0)
-        src = _upload(host.astype(cdt, copy=False), dev, handle)
-        out = _cuda._empty_here(host.shape, cdt, dev, handle)
-        timing.mark(1)
-        keep: list = []
-        if host.size:
-            _run_passes(src, out, cdt, passes, cval, handle, keep)
-        timing.mark(2)
-        result = _download(out, handle)
-        timing.mark(3)
-        if result.dtype != out_dtype:
-            result = result.astype(out_dtype)
-        return _finish_host(result, timing, output)
+        return _filter_host(input, output, plan, _C._cuda_get_device(), handle)
 
 
-def _filter_device(src: _cuda.DeviceArray, plan: _FilterPlan, handle: int) -> _cuda.DeviceArray:
-    """The filter of device array src on its device (current), queued on handle."""
+def _filter_host(
+    host: np.ndarray, output: Optional[np.ndarray], plan: _FilterPlan, dev: int, handle: int
+) -> np.ndarray:
+    """The filter of NumPy input host on device dev (current), queued on handle: a TimedArray,
+    or output filled."""
+    cdt = _F32_DT if host.dtype == _F32_DT else _F64_DT
+    if host.dtype != cdt or not host.flags.c_contiguous:
+        host = np.ascontiguousarray(host, dtype=cdt)
+    lay = plan.layout
+    if lay is None:  # the plan is keyed by the input's shape and dtype
+        lay = plan.layout = _layout(host.shape, None, cdt)
+    passes = plan.passes
+    nbytes = lay[3] * cdt.itemsize
+    sizes = (nbytes,) * (len(passes) + 1)  # the input, one block per pass
+    total = nbytes * len(sizes)
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
+    try:
+        _C._cuda_upload(ptrs[:1], (host,), handle, events[1])
+        if lay[3]:
+            _run_passes(ptrs[0], ptrs[1:], host.shape, lay, cdt, passes, plan.cval, handle, [])
+        result: np.ndarray = TimedArray(host.shape, cdt)
+        _C._cuda_download(result, ptrs[-1], handle, events[2], events[3])
+        if cdt != plan.out_dtype:
+            result = result.astype(plan.out_dtype)
+    except BaseException:
+        _cuda._staging.abandon(got, handle)
+        raise
+    return _host_finish(got, dev, sizes, total, handle, result, output)
+
+
+def _filter_device(
+    src: _cuda.DeviceArray, lay: _Layout, plan: _FilterPlan, handle: int
+) -> _cuda.DeviceArray:
+    """The filter of device array src (layout lay) on its device (current), queued on
+    handle."""
     keep: list = []
     if src.stream != handle:
         _cuda._wait_for_operands((src,), handle)
-    out = _cuda._empty_here(src.shape, src.dtype, src.device, handle)
-    _cuda._kernel_start()
-    if math.prod(src.shape):
-        _run_passes(src, out, src.dtype, plan.passes, plan.cval, handle, keep)
+    dev, shape, cdt = src.device, src.shape, src.dtype
+    out = _cuda._empty_laid_out(shape, cdt, lay[4], lay[3] * cdt.itemsize, dev, handle)
+    if _cuda._bench_start.pending is not None:
+        _cuda._kernel_start()
+    if lay[3]:
+        passes = plan.passes
+        dsts = [out.ptr]
+        if len(passes) > 1:  # temporaries between the passes
+            for _ in passes[1:]:
+                keep.append(_cuda._empty_here(shape, cdt, dev, handle))
+            dsts = [t.ptr for t in keep] + dsts
+        _run_passes(src.ptr, dsts, shape, lay, cdt, passes, plan.cval, handle, keep)
     if handle:
         _cuda._fence_after([out, *keep], handle)
     return out
@@ -457,16 +504,14 @@ def _upload(host: np.ndarray, dev: int, handle: int) -> _cuda.DeviceArray:
     if not host.flags.c_contiguous:
         host = np.ascontiguousarray(host)
     out = _cuda._empty_here(host.shape, host.dtype, dev, handle)
-    if host.nbytes:
-        _C._cuda_memcpy_htod(out.ptr, host.data.cast("B"), handle)
+    _C._cuda_upload((out.ptr,), (host,), handle)
     return out
 
 
 def _download(arr: _cuda.DeviceArray, handle: int) -> np.ndarray:
     """A NumPy copy of arr (C-contiguous, on the current device), queued on handle."""
     out = np.empty(arr.shape, dtype=arr.dtype)
-    if out.nbytes:
-        _C._cuda_memcpy_dtoh(out.data.cast("B"), arr.ptr, handle)
+    _C._cuda_download(out, arr.ptr, handle)
     return out
 
 
@@ -478,7 +523,6 @@ def _download(arr: _cuda.DeviceArray, handle: int) -> np.ndarray:
 # run scipy's own order on the host (fastprof.kernels.ndimage_exact).
 
 _EXACT_LIMIT = float(2**53)
-_F64_DT = np.dtype(np.float64)
 
 
 def _sums_on_device(
@@ -810,7 +854,7 @@ def uniform_filter(
     call finds its plan by the arguments as given; the first is checked through
     fastprof.kernels.args."""
     key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes)
-    plan = _plan_get(key)
+    plan = _plans.get(key) if key is not None else None
     if plan is not None:
         out = output if isinstance(output, np.ndarray) else None
         return _run_filter(input, out, plan, device, stream, _emulate)
@@ -894,28 +938,38 @@ class _EvalPlan:
     """What a repeat evaluate call with the same expression and operand layout runs: the
     kernel source, the result's shape, the kernel's outputs (and per output the elements it
     reduces, with their stride), the grid, the launch format and where each argument comes
-    from, and the compiled kernel per device."""
+    from, the device operands' names, the staging buffers of a call on NumPy operands, and
+    the compiled kernel per device."""
 
     __slots__ = (
         "src",
         "size",
         "res_shape",
         "alloc_shape",
+        "alloc_strides",
         "nout",
         "tail",
         "blocks",
         "fmt",
         "recipe",
         "kernels",
+        "devs",
+        "contiguous",
+        "sizes",
+        "total",
     )
 
-    def __init__(self, src: _expr_cuda.Source, shape: tuple[int, ...], expr: str) -> None:
+    def __init__(
+        self, src: _expr_cuda.Source, shape: tuple[int, ...], expr: str, values: dict[str, Any]
+    ) -> None:
         self.src = src
         self.size = math.prod(shape)
         res_shape, nout, nred, inner = _reduce_plan(src, shape, expr)
         self.res_shape, self.nout = res_shape, nout
         # the kernel writes nout values: the result itself (C order) unless it reduces
         self.alloc_shape = res_shape if src.reduce is None else (nout,)
+        item = np.dtype(src.out_dtype).itemsize
+        self.alloc_strides = _cuda._c_strides(self.alloc_shape, item)
         fmt = "".join(p.fmt for p in src.params)
         self.tail: tuple[int, ...]
         if src.reduce is None:
@@ -925,6 +979,13 @@ class _EvalPlan:
         self.blocks = int(min((nout + 255) // 256, 65535 * 8))
         self.recipe = tuple((p.name, p.fmt) for p in src.params)
         self.kernels: dict[int, int] = {}
+        arrays = [values[p.name] for p in src.params if p.fmt == "p"]
+        self.devs = tuple(n for n, v in values.items() if type(v) is _DeviceArray)
+        # on NumPy operands alone: one staging buffer per array operand, and the result's
+        self.contiguous = all(a.flags.c_contiguous for a in arrays if type(a) is np.ndarray)
+        out_bytes = math.prod(self.alloc_shape) * np.dtype(src.out_dtype).itemsize
+        self.sizes = tuple(int(a.nbytes) for a in arrays) + (out_bytes,)
+        self.total = sum(self.sizes)
 
     def kernel(self, dev: int) -> int:
         """The compiled kernel on device dev (current), compiled once per source and device."""
@@ -953,7 +1014,7 @@ def _eval_key(expr: str, values: dict[str, Any]) -> Optional[tuple]:
         elif t is float or t is bool:
             key.append(t)
         elif t is int:
-            key.append(_scalar_key(v))
+            key.append((int, v < 0, (v if v >= 0 else ~v).bit_length()))  # as _scalar_key
         else:
             return None
     return tuple(key)
@@ -982,14 +1043,14 @@ def _build_eval_plan(expr: str, values: dict[str, Any]) -> _EvalPlan:
     if len(shapes) > 1:
         raise ValueError(f"arrays in expr must share one shape on the GPU, got {sorted(shapes)}")
     src = generate_source(expr, kinds)
-    return _EvalPlan(src, shapes.pop(), expr)
+    return _EvalPlan(src, shapes.pop(), expr, values)
 
 
 def evaluate_args(a: EvalArgs, *, device: Any = "cuda", stream: Any = None) -> Any:
     """evaluate of arguments checked by fastprof.kernels.args.check_evaluate_args on the GPU."""
     expr, values, out = a.expr, a.values, a.out
-    index = _cuda.parse_device(device)
-    handle = _cuda.stream_handle(stream)
+    index = None if device == "cuda" else _cuda.parse_device(device)
+    handle = 0 if stream is None else _cuda.stream_handle(stream)
     key = _eval_key(expr, values)
     if key is None:  # another library's device arrays: viewed as DeviceArrays first
         _cuda._require()
@@ -1000,59 +1061,104 @@ def evaluate_args(a: EvalArgs, *, device: Any = "cuda", stream: Any = None) -> A
             for n, v in values.items()
         }
         key = _eval_key(expr, values)
-    plan = _plan_get(key)
+    plan = _plans.get(key) if key is not None else None
     if plan is None:
         plan = _plan_put(key, _build_eval_plan(expr, values))
-    first_dev = None
-    for v in values.values():
-        if type(v) is _DeviceArray:
-            first_dev = v
-            break
+    devs = plan.devs
     if out is not None:
-        if first_dev is not None or type(out) is not np.ndarray:
+        if devs or type(out) is not np.ndarray:
             raise TypeError("out must be a NumPy array, and only for NumPy input")
         if out.shape != plan.res_shape:
             raise ValueError(f"out must have shape {plan.res_shape}, got {out.shape}")
+        if not out.flags.writeable:
+            raise ValueError("out must be writeable")
+    if devs:
+        for n in devs:
+            v = values[n]
+            if not v.ptr and plan.size:
+                raise ValueError(
+                    f"device variable {n!r} is a device array without memory (a null"
+                    " pointer): freed?"
+                )
+            if stream is None and v.stream:  # the operands' stream (the last not the default)
+                handle = v.stream
+        if index is None:
+            index = values[devs[0]].device  # run where the data lives
     _cuda._require()
-    if index is None and first_dev is not None:
-        index = first_dev.device  # run where the data lives
     dev = _C._cuda_get_device()
+    run = _eval_device if devs else _eval_host
     if index is None or index == dev:
-        return _eval_run(plan, values, out, dev, handle, stream, first_dev is not None)
+        return run(plan, values, out, dev, handle)
     with _cuda._on_device(index):
-        return _eval_run(plan, values, out, index, handle, stream, first_dev is not None)
+        return run(plan, values, out, index, handle)
 
 
-def _eval_run(
-    plan: _EvalPlan,
-    values: dict[str, Any],
-    out: Optional[np.ndarray],
-    dev: int,
-    handle: int,
-    stream: Any,
-    on_device: bool,
-) -> Any:
-    """Uploads the NumPy operands, launches the plan's kernel on device dev (current) and
-    returns the result (a DeviceArray for device operands, else a TimedArray or out)."""
+def _eval_host(
+    plan: _EvalPlan, values: dict[str, Any], out: Optional[np.ndarray], dev: int, handle: int
+) -> np.ndarray:
+    """evaluate on NumPy operands on device dev (current): the result as a TimedArray, or out
+    filled."""
     src = plan.src
-    kernel = plan.kernel(dev)
+    kernel = plan.kernels.get(dev)
+    if kernel is None:
+        kernel = plan.kernel(dev)
+    sizes, total = plan.sizes, plan.total
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
+    try:
+        args: list[Any] = []
+        hosts: list[np.ndarray] = []
+        i = 0
+        for name, fmt in plan.recipe:
+            v = values[name]
+            if fmt == "p":
+                args.append(ptrs[i])
+                hosts.append(v)
+                i += 1
+            elif fmt == "d":
+                args.append(float(v))
+            else:
+                args.append(_as_long_long(int(v)))
+        if not plan.contiguous:
+            hosts = [np.ascontiguousarray(h) for h in hosts]
+        res_ptr = ptrs[i]
+        _C._cuda_upload(ptrs[:i], hosts, handle, events[1])
+        args.append(res_ptr)
+        args.extend(plan.tail)
+        if plan.nout:
+            _C._cuda_launch(kernel, plan.blocks, 256, plan.fmt, tuple(args), handle)
+        if src.reduce is not None:
+            host = np.empty(plan.alloc_shape, src.out_dtype)
+        elif out is not None and out.dtype == src.out_dtype and out.flags.c_contiguous:
+            host = out  # straight into out
+        else:
+            host = TimedArray(plan.alloc_shape, src.out_dtype)
+        _C._cuda_download(host, res_ptr, handle, events[2], events[3])
+        if src.reduce is not None:
+            res_shape = plan.res_shape
+            host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
+    except BaseException:
+        _cuda._staging.abandon(got, handle)
+        raise
+    return _host_finish(got, dev, sizes, total, handle, host, out)
+
+
+def _eval_device(
+    plan: _EvalPlan, values: dict[str, Any], out: Optional[np.ndarray], dev: int, handle: int
+) -> Any:
+    """evaluate with device operands on device dev (current): a DeviceArray; NumPy operands
+    among them are uploaded into blocks of their own (freed after the kernel)."""
+    src = plan.src
+    kernel = plan.kernels.get(dev)
+    if kernel is None:
+        kernel = plan.kernel(dev)
     keep: list = []
-    timing = None
-    if on_device:
-        if stream is None:  # the operands' stream (the last one not the default)
-            for v in values.values():
-                if type(v) is _DeviceArray and v.stream:
-                    handle = v.stream
-        devs = [v for v in values.values() if type(v) is _DeviceArray]
-        for v in devs:
-            if v.stream != handle:  # operands on other streams (CUDA Array Interface v3)
-                _cuda._wait_for_operands(devs, handle)
-                break
+    for n in plan.devs:
+        if values[n].stream != handle:  # operands on other streams (CUDA Array Interface v3)
+            _cuda._wait_for_operands([values[n] for n in plan.devs], handle)
+            break
+    if _cuda._bench_start.pending is not None:
         _cuda._kernel_start()
-    else:
-        timing = _Timing(handle)
-        _cuda._kernel_start()
-        timing.mark(0)
     args: list[Any] = []
     for name, fmt in plan.recipe:
         v = values[name]
@@ -1065,29 +1171,20 @@ def _eval_run(
             args.append(float(v))
         else:
             args.append(_as_long_long(int(v)))
-    result = _cuda._empty_here(plan.alloc_shape, src.out_dtype, dev, handle)
-    if timing:
-        timing.mark(1)
+    shape, nbytes = plan.alloc_shape, plan.sizes[-1]
+    result = _cuda._empty_laid_out(shape, src.out_dtype, plan.alloc_strides, nbytes, dev, handle)
     args.append(result.ptr)
     args.extend(plan.tail)
     if plan.nout:
         _C._cuda_launch(kernel, plan.blocks, 256, plan.fmt, tuple(args), handle)
-    if on_device and src.reduce is None:
+    if src.reduce is None:
         if handle:
             _cuda._fence_after([result, *keep], handle)
         return result
-    if timing:
-        timing.mark(2)
     host = _download(result, handle)
-    if timing:
-        timing.mark(3)
     res_shape = plan.res_shape
-    if src.reduce is not None:
-        host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
-        if on_device:
-            return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
-    assert timing is not None  # host input
-    return _finish_host(host, timing, out)
+    host = _finish_reduce(host, src, res_shape, res_shape == () and plan.nout != 1)
+    return _cuda.DeviceArray.from_numpy(np.ascontiguousarray(host), stream=handle)
 
 
 def _scalar_key(v: Any) -> Any:
@@ -1147,35 +1244,96 @@ def _as_long_long(v: int) -> int:
 
 
 _CUBLAS_NAMES = ("libcublas.so", "libcublas.so.13", "libcublas.so.12")
-_F32_DT = np.dtype(np.float32)
 
 
 def matmul(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
     """a @ b for 2-D float32/float64 arrays with cuBLAS (row-major handled); the operands are
-    checked through fastprof.kernels.args, as the front end's."""
-    a, b = check_matmul_args(a, b)
-    return matmul_args(a, b, device=device, stream=stream)
+    checked through fastprof.kernels.args, as the front end's.  A repeat call finds its plan by
+    the operands as given (which their checks depend on alone)."""
+    key = _matmul_key(a, b)
+    plan = _plans.get(key) if key is not None else None
+    if plan is None:
+        a, b = check_matmul_args(a, b)
+        return matmul_args(a, b, device=device, stream=stream, _key=key)
+    return _matmul_start(plan, a, b, device, stream)
 
 
-def matmul_args(a: Any, b: Any, *, device: Any = "cuda", stream: Any = None) -> Any:
+def _matmul_key(a: Any, b: Any) -> Optional[tuple]:
+    """The plan key of matmul's operands: both NumPy arrays or both DeviceArrays, by dtype,
+    shape and strides; None for anything else."""
+    ta = type(a)
+    if ta is type(b) and (ta is np.ndarray or ta is _DeviceArray):
+        return ("matmul", ta, a.dtype, a.shape, a.strides, b.dtype, b.shape, b.strides)
+    return None
+
+
+class _MatmulPlan:
+    """What a repeat matmul with the same operand layout runs: where the operands are, the
+    compute dtype, the sizes, and for NumPy operands whether they need a contiguous copy in
+    that dtype and the staging buffers (a, b, the result)."""
+
+    __slots__ = (
+        "on_device",
+        "cdt",
+        "code",
+        "m",
+        "n",
+        "k",
+        "c_shape",
+        "c_strides",
+        "copy_a",
+        "copy_b",
+        "sizes",
+        "total",
+    )
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.on_device = type(a) is not np.ndarray
+        if self.on_device:
+            if a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
+                raise TypeError(
+                    f"device a and b must both be float32 or float64, got {a.dtype}, {b.dtype}"
+                )
+            if not (_c_contiguous(a) and _c_contiguous(b)):
+                raise ValueError("device a and b must be C-contiguous")
+            cdt = np.dtype(a.dtype)
+        else:
+            cdt = _F32_DT if (a.dtype == np.float32 and b.dtype == np.float32) else _F64_DT
+        self.cdt, self.code = cdt, 0 if cdt == np.float32 else 1
+        self.m, self.k = a.shape
+        self.n = b.shape[1]
+        self.c_shape = (self.m, self.n)
+        self.c_strides = _cuda._c_strides(self.c_shape, cdt.itemsize)
+        self.copy_a = not self.on_device and (a.dtype != cdt or not a.flags.c_contiguous)
+        self.copy_b = not self.on_device and (b.dtype != cdt or not b.flags.c_contiguous)
+        item = cdt.itemsize
+        self.sizes = (self.m * self.k * item, self.k * self.n * item, self.m * self.n * item)
+        self.total = sum(self.sizes)
+
+
+def matmul_args(
+    a: Any, b: Any, *, device: Any = "cuda", stream: Any = None, _key: Optional[tuple] = None
+) -> Any:
     """a @ b on the GPU for operands checked by fastprof.kernels.args.check_matmul_args (NumPy
-    or device arrays); the GPU takes 2-D operands only."""
+    or device arrays); the GPU takes 2-D operands only.  _key: the plan key of the operands as
+    given, which the plan is filed under too."""
     for op, what in ((a, "a"), (b, "b")):
         if len(op.shape) != 2:
             raise ValueError(f"{what} must be 2-D, got {len(op.shape)}-d")
         _check_gpu_dtype(np.dtype(op.dtype), what)
-    index = _cuda.parse_device(device)
-    handle = _cuda.stream_handle(stream)
-    _cuda._require()
-    a_dev, b_dev = type(a) is not np.ndarray, type(b) is not np.ndarray
-    on_device = a_dev or b_dev
-    if on_device and index is None:  # run where the data lives
-        index = _cuda.as_device_array(a if a_dev else b, stream).device
-    dev = _C._cuda_get_device()
-    if index is None or index == dev:
-        return _matmul_run(a, b, on_device, dev, handle, stream)
-    with _cuda._on_device(index):
-        return _matmul_run(a, b, on_device, index, handle, stream)
+    key = _matmul_key(a, b)
+    if key is None:  # other libraries' device arrays (or NumPy beside a device array)
+        _cuda.parse_device(device)
+        _cuda.stream_handle(stream)
+        _cuda._require()
+        a, b = _cuda.as_device_array(a, stream), _cuda.as_device_array(b, stream)
+        plan = _MatmulPlan(a, b)
+    else:
+        hit = _plans.get(key)
+        plan = hit if hit is not None else _plan_put(key, _MatmulPlan(a, b))
+    if _key is not None and _key != key:
+        _plan_put(_key, plan, built=False)
+    return _matmul_start(plan, a, b, device, stream)
 
 
 def _c_contiguous(arr: _cuda.DeviceArray) -> bool:
@@ -1183,54 +1341,79 @@ def _c_contiguous(arr: _cuda.DeviceArray) -> bool:
     return arr.strides == _cuda._c_strides(arr.shape, arr.dtype.itemsize) or arr.is_c_contiguous
 
 
-def _matmul_run(a: Any, b: Any, on_device: bool, dev: int, handle: int, stream: Any) -> Any:
-    """a @ b on device dev (current): device operands read in place (result a DeviceArray),
-    NumPy ones uploaded (result a TimedArray)."""
-    if on_device:
-        va, vb = _cuda.as_device_array(a, stream), _cuda.as_device_array(b, stream)
-        if va.dtype != vb.dtype or va.dtype not in (np.float32, np.float64):
-            raise TypeError(
-                f"device a and b must both be float32 or float64, got {va.dtype}, {vb.dtype}"
-            )
-        if not (_c_contiguous(va) and _c_contiguous(vb)):
-            raise ValueError("device a and b must be C-contiguous")
-        if stream is None and va.stream:
-            handle = va.stream
-        _cuda._wait_for_operands((va, vb), handle)
-        cdt = va.dtype
-        timing = None
+_cublas_loaded: Optional[tuple[str, ...]] = None  # the candidates cuBLAS was loaded from
+
+
+def _matmul_start(plan: _MatmulPlan, a: Any, b: Any, device: Any, stream: Any) -> Any:
+    """a @ b by plan: the device chosen (where device arrays live unless device says), then
+    run there."""
+    index = None if device == "cuda" else _cuda.parse_device(device)
+    handle = 0 if stream is None else _cuda.stream_handle(stream)
+    if plan.on_device:
+        if (not a.ptr and plan.m * plan.k) or (not b.ptr and plan.k * plan.n):
+            raise ValueError("a or b is a device array without memory (a null pointer): freed?")
+        if stream is None and a.stream:
+            handle = a.stream
+        if index is None:
+            index = a.device  # run where the data lives
+    _cuda._require()
+    dev = _C._cuda_get_device()
+    run = _matmul_device if plan.on_device else _matmul_host
+    if index is None or index == dev:
+        return run(plan, a, b, dev, handle)
+    with _cuda._on_device(index):
+        return run(plan, a, b, index, handle)
+
+
+def _gemm(plan: _MatmulPlan, a: int, b: int, c: int, handle: int) -> None:
+    """C = A @ B on the device pointers of plan's operands, queued on handle: cuBLAS (the
+    library search only until it loaded: then the loaded library serves every call), or the
+    zeros of an empty inner dimension."""
+    global _cublas_loaded
+    m, n, k = plan.m, plan.n, plan.k
+    if not (m and n):
+        return
+    if k == 0:
+        _C._cuda_upload((c,), (np.zeros((m, n), plan.cdt),), handle)
+        return
+    paths = _cublas_loaded
+    if paths is None:
+        paths = library_candidates("cublas", _CUBLAS_NAMES, "cublas")
+    _C._cuda_gemm(plan.code, m, n, k, a, b, c, handle, paths)
+    _cublas_loaded = paths
+
+
+def _matmul_device(
+    plan: _MatmulPlan, a: _cuda.DeviceArray, b: _cuda.DeviceArray, dev: int, handle: int
+) -> _cuda.DeviceArray:
+    """a @ b of device arrays on device dev (current), read in place: a DeviceArray."""
+    if a.stream != handle or b.stream != handle:
+        _cuda._wait_for_operands((a, b), handle)
+    if _cuda._bench_start.pending is not None:
         _cuda._kernel_start()
-    else:
-        cdt = _F32_DT if (a.dtype == np.float32 and b.dtype == np.float32) else _F64_DT
-        timing = _Timing(handle)
-        _cuda._kernel_start()
-        timing.mark(0)
-        va = _upload(a.astype(cdt, copy=False), dev, handle)
-        vb = _upload(b.astype(cdt, copy=False), dev, handle)
-    m, k = va.shape
-    n = vb.shape[1]
-    c = _cuda._empty_here((m, n), cdt, dev, handle)
-    if timing:
-        timing.mark(1)
-    if m and n:
-        if k == 0:
-            _C._cuda_memcpy_htod(c.ptr, np.zeros((m, n), cdt).data.cast("B"), handle)
-        else:
-            _C._cuda_gemm(
-                0 if cdt == np.float32 else 1,
-                m,
-                n,
-                k,
-                va.ptr,
-                vb.ptr,
-                c.ptr,
-                handle,
-                library_candidates("cublas", _CUBLAS_NAMES, "cublas"),
-            )
-    if timing is None:
-        _cuda._fence_after([c, va, vb], handle)
-        return c
-    timing.mark(2)
-    host = _download(c, handle)
-    timing.mark(3)
-    return _finish_host(host, timing, None)
+    c = _cuda._empty_laid_out(plan.c_shape, plan.cdt, plan.c_strides, plan.sizes[2], dev, handle)
+    _gemm(plan, a.ptr, b.ptr, c.ptr, handle)
+    if handle:
+        _cuda._fence_after([c, a, b], handle)
+    return c
+
+
+def _matmul_host(plan: _MatmulPlan, a: np.ndarray, b: np.ndarray, dev: int, handle: int) -> Any:
+    """a @ b of NumPy arrays on device dev (current), copied in and out: a TimedArray."""
+    cdt = plan.cdt
+    if plan.copy_a:
+        a = np.ascontiguousarray(a, dtype=cdt)
+    if plan.copy_b:
+        b = np.ascontiguousarray(b, dtype=cdt)
+    sizes, total = plan.sizes, plan.total
+    got = _cuda._staging.begin(dev, sizes, total, handle)
+    ptrs, events = got[0], got[2]
+    try:
+        _C._cuda_upload(ptrs[:2], (a, b), handle, events[1])
+        _gemm(plan, ptrs[0], ptrs[1], ptrs[2], handle)
+        host = TimedArray(plan.c_shape, cdt)
+        _C._cuda_download(host, ptrs[2], handle, events[2], events[3])
+    except BaseException:
+        _cuda._staging.abandon(got, handle)
+        raise
+    return _host_finish(got, dev, sizes, total, handle, host, None)
