@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -266,3 +267,12 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeDevice, keep_kernels: boo
     monkeypatch.setattr(_gpu_kernels, "_weights_cache", {})
     monkeypatch.setattr(_gpu_kernels, "_plans", {})
     monkeypatch.setattr(_kernel_args, "_parsed", {})
+
+
+@pytest.fixture
+def dev(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[FakeDevice]:
+    """A FakeDevice installed for one test (the test files import this fixture)."""
+    fake = FakeDevice(tmp_path)
+    install(monkeypatch, fake)
+    yield fake
+    _gpu_kernels._weights_cache.clear()

@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 import pytest
 
-from fake_device import CXX, FakeDevice, install
+import fake_device
+from fake_device import CXX
 from fastprof import _fastprof, kernels
 from fastprof.cuda import libs as _cuda_libs
 from fastprof.cuda import runtime as cuda
@@ -26,14 +27,7 @@ from test_expr_language import GPU_CASES, _gpu_names, _ulps
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
-
-
-@pytest.fixture
-def dev(monkeypatch, tmp_path) -> FakeDevice:
-    fake = FakeDevice(tmp_path)
-    install(monkeypatch, fake)
-    yield fake
-    _gpu_kernels._weights_cache.clear()
+dev = fake_device.dev  # the fixture: a FakeDevice installed for one test
 
 
 def test_device_array_copies_and_views(dev) -> None:

@@ -11,6 +11,7 @@ import gc
 import numpy as np
 import pytest
 
+import fake_device
 from fake_device import CXX, FakeDevice, install
 from fastprof import _fastprof
 from fastprof.cuda import runtime as cuda
@@ -18,15 +19,8 @@ from fastprof.kernels import gpu as _gpu_kernels
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
+dev = fake_device.dev  # the fixture: a FakeDevice installed for one test
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler for the generated kernels")
-
-
-@pytest.fixture
-def dev(monkeypatch, tmp_path) -> FakeDevice:
-    fake = FakeDevice(tmp_path)
-    install(monkeypatch, fake)
-    yield fake
-    _gpu_kernels._weights_cache.clear()
 
 
 class Tally:

@@ -10,27 +10,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fake_device import FakeDevice, install
+import fake_device
 from fastprof import _fastprof
 from fastprof.kernels import gpu as _gpu_kernels
 from kernel_helpers import close
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
+dev = fake_device.dev  # the fixture: a FakeDevice installed for one test
 
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 # 3-D tiles are 32 x 8 x 8 outputs: a 9-wide window of block (1, 1, 1) ends at x = 68, y and
 # z = 20, so these shapes have interior blocks for every k, and edge blocks all round.
 SHAPE_3D = (21, 22, 71)
 SHAPE_2D = (23, 75)
-
-
-@pytest.fixture
-def dev(monkeypatch, tmp_path) -> FakeDevice:
-    fake = FakeDevice(tmp_path)
-    install(monkeypatch, fake)
-    yield fake
-    _gpu_kernels._weights_cache.clear()
 
 
 def forms(k: int, ndim: int) -> list[tuple[int, ...]]:
