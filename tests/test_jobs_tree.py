@@ -358,11 +358,22 @@ def test_a_tree_file_with_unknown_roots_is_refused() -> None:
         CallTree.from_dict(data)
 
 
-def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -> None:
+def _run_job(script: Any) -> Tuple[Any, Dict[Any, Any]]:
+    """Runs ``fastprof run --subprocesses -o all.prof script`` beside it; returns the finished
+    process and the merged pstats dictionary."""
     import pstats
     import subprocess
     import sys
 
+    out = script.parent / "all.prof"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-m", "fastprof", "run", "--subprocesses", "-o", str(out)]
+    proc = subprocess.run(cmd + [str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc, pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+
+
+def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -> None:
     script = tmp_path / "job.py"
     script.write_text(
         "import os\n"
@@ -374,12 +385,8 @@ def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
     )
-    out = tmp_path / "all.prof"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-m", "fastprof", "run", "--subprocesses", "-o", str(out)]
-    proc = subprocess.run(cmd + [str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    names = {k[2] for k in pstats.Stats(str(out)).stats}  # type: ignore[attr-defined]
+    proc, stats = _run_job(script)
+    names = {k[2] for k in stats}
     assert "work" in names
     for inside_the_write in ("_guard_write", "_write_meta", "_atomic_write", "own_stats"):
         assert inside_the_write not in names, sorted(names)
@@ -389,10 +396,6 @@ def test_a_childs_write_leaves_its_own_calls_out_of_the_profile(tmp_path: Any) -
 def test_a_childs_os_exit_shows_as_the_builtin_it_called(tmp_path: Any) -> None:
     """The child's profile ends in its own call of os._exit, as cProfile would show it: no
     wrapper, write function or ``disable`` call of fastprof's (they showed before the gate)."""
-    import pstats
-    import subprocess
-    import sys
-
     script = tmp_path / "job.py"
     script.write_text(
         "import os\n"
@@ -407,13 +410,8 @@ def test_a_childs_os_exit_shows_as_the_builtin_it_called(tmp_path: Any) -> None:
         "os.waitpid(pid, 0)\n"
         "print('status', os.waitpid(os.fork() or os._exit(3), 0)[1] >> 8)\n"
     )
-    out = tmp_path / "all.prof"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-m", "fastprof", "run", "--subprocesses", "-o", str(out)]
-    proc = subprocess.run(cmd + [str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc, stats = _run_job(script)
     assert "status 3" in proc.stdout  # the status reaches the parent through the gate
-    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
     names = {k[2] for k in stats}
     for ours in ("_exit_wrapper", "_before_exit", "write_now"):
         assert ours not in names, sorted(names)
