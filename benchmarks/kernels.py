@@ -86,6 +86,7 @@ def cases(quick: bool) -> List[Case]:
     box: Dict[str, Callable[[], object]] = {
         "fastprof": lambda: kernels.uniform_filter(vol, 5, output=out),
         "fastprof, no output=": lambda: kernels.uniform_filter(vol, 5),
+        "fastprof, exact=True": lambda: kernels.uniform_filter(vol, 5, output=out, exact=True),
         "copy (np.copyto)": lambda: np.copyto(out, vol),
     }
     if ndi is not None:

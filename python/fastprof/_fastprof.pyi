@@ -118,6 +118,9 @@ class LineTracer:
 def _uniform_filter1d(
     input: Any, output: Any, size: int, axis: int, mode: int, cval: float, origin: int
 ) -> None: ...
+def _uniform_filter_exact(
+    input: Any, output: Any, sizes: Any, modes: Any, origins: Any, cval: float, order: Any
+) -> None: ...
 def _correlate_separable(
     input: Any, output: Any, factors: Any, modes: Any, cval: float, origins: Any
 ) -> None: ...

@@ -328,6 +328,8 @@ static PyMethodDef fp_kernels_methods[] = {
      "_correlate_general(input, output, weights, modes, cval, origins)"},
     {"_uniform_filter1d", fp_uniform_filter1d, METH_VARARGS,
      "_uniform_filter1d(input, output, size, axis, mode, cval, origin)"},
+    {"_uniform_filter_exact", fp_uniform_filter_exact, METH_VARARGS,
+     "_uniform_filter_exact(input, output, sizes, modes, origins, cval, order)"},
     {"_evaluate_program", fp_evaluate_program, METH_VARARGS,
      "_evaluate_program(steps, inputs, consts, nregs, result, out)"},
     {"_expr_opcodes", fp_expr_opcodes, METH_NOARGS, "_expr_opcodes() -> {name: opcode}"},

@@ -17,4 +17,8 @@ PyObject *fp_expr_opcodes(PyObject *self, PyObject *unused);
  * None, or NULL with an exception set. */
 PyObject *fp_uniform_filter1d(PyObject *self, PyObject *args);
 
+/* box_fused.c: _uniform_filter_exact(input, output, sizes, modes, origins, cval, order), scipy's
+ * uniform_filter on float data bit for bit.  Returns None, or NULL with an exception set. */
+PyObject *fp_uniform_filter_exact(PyObject *self, PyObject *args);
+
 #endif

@@ -27,6 +27,7 @@ typedef struct {
     int shutdown;
     /* the current job */
     fp_pool_fn fn;
+    fp_pool_gang_fn gang; /* non-NULL: a gang job, fn(ctx, worker, nwanted) once per worker */
     void *ctx;
     ptrdiff_t nitems;
     ptrdiff_t next; /* atomic */
@@ -42,10 +43,16 @@ static fp_pool fp_the_pool = {
 static int fp_pool_threads = 0; /* 0: not chosen yet (usable cores) */
 static pthread_once_t fp_pool_once = PTHREAD_ONCE_INIT;
 
-/* Takes items of the current job until none is left.  Returns nothing. */
+/* Takes items of the current job until none is left (a gang job: runs this worker's share).
+ * Returns nothing. */
 static void
 fp_pool_drain(fp_pool *p, int worker)
 {
+    if (p->gang != NULL) {
+        if (p->gang(p->ctx, worker, p->nwanted) < 0)
+            __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
     for (;;) {
         ptrdiff_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
         if (i >= p->nitems)
@@ -140,24 +147,14 @@ fp_pool_set_threads(int n)
     __atomic_store_n(&fp_pool_threads, n, __ATOMIC_RELAXED);
 }
 
-/* See pool.h. */
-int
-fp_pool_run(ptrdiff_t nitems, int nthreads, fp_pool_fn fn, void *ctx)
+/* Starts a job on up to nthreads threads (the caller included) and takes part in it: items of
+ * fn through the shared counter, or, with gang, one share per thread.  Returns 0, or -1 when
+ * any call failed. */
+static int
+fp_pool_start(ptrdiff_t nitems, int nthreads, fp_pool_fn fn, fp_pool_gang_fn gang, void *ctx)
 {
     fp_pool *p = &fp_the_pool;
     int result = 0;
-    if (nitems <= 0)
-        return 0;
-    if (nthreads > FP_POOL_MAX)
-        nthreads = FP_POOL_MAX;
-    if (nthreads > nitems)
-        nthreads = (int)nitems;
-    if (nthreads <= 1) {
-        for (ptrdiff_t i = 0; i < nitems; i++)
-            if (fn(ctx, i, 0) < 0)
-                result = -1;
-        return result;
-    }
     pthread_once(&fp_pool_once, fp_pool_init_once);
     pthread_mutex_lock(&p->run_lock);
     pthread_mutex_lock(&p->lock);
@@ -171,6 +168,7 @@ fp_pool_run(ptrdiff_t nitems, int nthreads, fp_pool_fn fn, void *ctx)
     if (nthreads - 1 > p->nstarted)
         nthreads = p->nstarted + 1; /* run with the threads we could start */
     p->fn = fn;
+    p->gang = gang;
     p->ctx = ctx;
     p->nitems = nitems;
     p->next = 0;
@@ -187,7 +185,64 @@ fp_pool_run(ptrdiff_t nitems, int nthreads, fp_pool_fn fn, void *ctx)
     while (p->nbusy > 0)
         pthread_cond_wait(&p->done, &p->lock);
     result = __atomic_load_n(&p->failed, __ATOMIC_RELAXED) ? -1 : 0;
+    p->gang = NULL;
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&p->run_lock);
     return result;
+}
+
+/* See pool.h. */
+int
+fp_pool_run(ptrdiff_t nitems, int nthreads, fp_pool_fn fn, void *ctx)
+{
+    int result = 0;
+    if (nitems <= 0)
+        return 0;
+    if (nthreads > FP_POOL_MAX)
+        nthreads = FP_POOL_MAX;
+    if (nthreads > nitems)
+        nthreads = (int)nitems;
+    if (nthreads <= 1) {
+        for (ptrdiff_t i = 0; i < nitems; i++)
+            if (fn(ctx, i, 0) < 0)
+                result = -1;
+        return result;
+    }
+    return fp_pool_start(nitems, nthreads, fn, NULL, ctx);
+}
+
+/* See pool.h. */
+int
+fp_pool_gang(int nthreads, fp_pool_gang_fn fn, void *ctx)
+{
+    if (nthreads > FP_POOL_MAX)
+        nthreads = FP_POOL_MAX;
+    if (nthreads <= 1)
+        return fn(ctx, 0, 1);
+    return fp_pool_start(0, nthreads, NULL, fn, ctx);
+}
+
+/* See pool.h: the last to arrive opens the round; the others spin, then yield the core (a
+ * worker may be waiting for a core on a busy machine). */
+void
+fp_pool_barrier_wait(fp_pool_barrier *b, int n)
+{
+    unsigned gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
+    int spins = 0;
+    if (n <= 1)
+        return;
+    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == n) {
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->gen, gen + 1, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
+        if (++spins < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
 }

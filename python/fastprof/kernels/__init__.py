@@ -107,18 +107,28 @@ def uniform_filter(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = None,
 ) -> Any:
     """Mean over a box of ``size`` (int or one per filtered axis), as
     ``scipy.ndimage.uniform_filter`` (``axes=`` as scipy 1.11+; sequences of sizes, modes and
     origins pair with axes).
 
-    Float results are computed in one fused pass in double precision; integer outputs are
-    scipy's exactly (its running sums, stored into the output dtype after each axis)."""
+    Integer outputs are scipy's exactly (its running sums, stored into the output dtype after
+    each axis).  Float outputs come from the fast fused passes and equal scipy's to a few units
+    of rounding; with ``exact=True`` (CPU only) they are scipy's bit for bit: its running sums
+    in double, streamed through memory once."""
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
+    if not isinstance(exact, bool):
+        raise TypeError(f"exact must be True or False, got {exact!r}")
     if wants_gpu(device, input, output):
+        if exact:
+            raise ValueError(
+                "exact=True: scipy's float results bit for bit are computed on the CPU only; "
+                "pass NumPy arrays without device="
+            )
         return _gpu("uniform_filter_args")(a, device=device)
-    return _cpu.uniform_filter(a)
+    return _cpu.uniform_filter(a, exact=exact)
 
 
 def matmul(a: Any, b: Any, *, device: Any = None) -> Any:

@@ -93,8 +93,9 @@ def correlate(a: ConvArgs) -> np.ndarray:
     return _finish(target, output, a.out_dtype)
 
 
-def uniform_filter(a: UniformArgs) -> np.ndarray:
-    """The box mean of the checked arguments ``a`` (see :func:`fastprof.kernels.uniform_filter`)."""
+def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
+    """The box mean of the checked arguments ``a`` (see :func:`fastprof.kernels.uniform_filter`);
+    with exact, float outputs are scipy's bit for bit too."""
     x = a.input
     output = a.output
     if x.ndim == 0 or x.size == 0 or all(s == 1 for s in a.sizes):
@@ -103,7 +104,10 @@ def uniform_filter(a: UniformArgs) -> np.ndarray:
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
-    if a.out_dtype.kind in "biu" and all(b is None for b in boxes):
+    exact_float = exact and a.out_dtype.type in FLOAT_TYPES
+    if exact_float and all(b is None for b in boxes):
+        return _uniform_exact(x, a, output)
+    if (a.out_dtype.kind in "biu" and all(b is None for b in boxes)) or exact_float:
         cur = x
         for d in a.axes:  # scipy's uniform_filter1d chain, in the order of axes
             if a.sizes[d] > 1:
@@ -168,6 +172,20 @@ def _long_box(n: int, size: int, origin: int, mode: int) -> Optional[_LongBox]:
     short = period + size % period  # a window of this size shifted by whole periods
     c = center % period
     return _LongBox(size, short, c - short // 2, (size - short) // period, 0, 0)
+
+
+def _uniform_exact(x: np.ndarray, a: UniformArgs, output: Optional[np.ndarray]) -> np.ndarray:
+    """scipy's uniform_filter of x into a float output, bit for bit, by the fused streaming
+    kernel (kernels/box_fused.c): scipy's per-axis running sums in double, each axis' result
+    rounded to the output dtype before the next reads it."""
+    xin = _float_input(_ndimage_exact.bool_bytes(x))
+    if output is not None and _native_float(output):
+        target = output
+    else:
+        target = np.empty(x.shape, dtype=a.out_dtype.newbyteorder("="))
+    order = [d for d in a.axes if a.sizes[d] > 1]
+    _fastprof._uniform_filter_exact(xin, target, a.sizes, a.modes, a.origins, a.cval, order)
+    return _finish(target, output, a.out_dtype)
 
 
 def _box_along(

@@ -30,7 +30,7 @@ _PAD_MODES = {0: "symmetric", 2: "edge", 3: "reflect", 4: "wrap"}
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _bytes_of_bool(x: np.ndarray) -> np.ndarray:
+def bool_bytes(x: np.ndarray) -> np.ndarray:
     """x, a bool array read as scipy reads one (its bytes as unsigned chars: a bool that scipy
     stored may hold 2..255), else x."""
     return x.view(np.uint8) if x.dtype == np.bool_ else x
@@ -39,7 +39,7 @@ def _bytes_of_bool(x: np.ndarray) -> np.ndarray:
 def _extend(x: np.ndarray, pads: Any, mode: int, cval: float) -> np.ndarray:
     """x as float64 extended by pads ((before, after) per axis) as the boundary mode extends
     it; returns a new array."""
-    x64 = np.asarray(_bytes_of_bool(x), dtype=np.float64)
+    x64 = np.asarray(bool_bytes(x), dtype=np.float64)
     if mode == 1:
         return np.pad(x64, pads, mode="constant", constant_values=cval)
     return np.pad(x64, pads, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
@@ -77,7 +77,7 @@ def uniform_filter1d(
         return x.astype(dtype)
     # the lines contiguous (one copy, as float64): a line walked across rows would touch one
     # element per cache line, and with a power-of-two row the same cache sets every time
-    x64 = np.moveaxis(_bytes_of_bool(x), axis, -1).astype(np.float64, order="C")
+    x64 = np.moveaxis(bool_bytes(x), axis, -1).astype(np.float64, order="C")
     means = np.empty(x64.shape, dtype=np.float64)
     _fastprof._uniform_filter1d(x64, means, size, x.ndim - 1, mode, cval, origin)
     return np.ascontiguousarray(np.moveaxis(c_cast(means, dtype, False), -1, axis))
@@ -135,7 +135,7 @@ def correlate(
     """scipy.ndimage.correlate of x with weights (float64, x's rank >= 1, correlation form) in
     scipy's tap order, stored into dtype with its cast: a new array.  Runs in blocks of rows
     of the first axis, each extended on its own, so the temporaries stay small."""
-    x = _bytes_of_bool(x)
+    x = bool_bytes(x)
     out = np.empty(x.shape, dtype=dtype)
     pads = []
     for n, o in zip(weights.shape, origins):

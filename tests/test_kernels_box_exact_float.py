@@ -1,0 +1,213 @@
+"""uniform_filter(..., exact=True): float results equal scipy.ndimage's bit for bit.
+
+The fused streaming kernel (kernels/box_fused.c) must give scipy's own doubles on every rank,
+dtype pair, layout, mode, origin, axis order and thread count; NaN and inf run along the line
+as in scipy.  Every case is compared with scipy itself on random data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+scipy_ndimage = pytest.importorskip("scipy.ndimage")
+
+from fastprof import _fastprof, kernels  # noqa: E402
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+FLOATS = [np.float32, np.float64]
+
+
+def _same(ref: np.ndarray, got: np.ndarray) -> None:
+    """ref and got hold the same values bit for bit (a NaN matches any NaN: its sign and payload
+    follow the order a compiler gives the operands of an add, in scipy as here)."""
+    assert ref.dtype == got.dtype and ref.shape == got.shape
+    nan_r, nan_g = np.isnan(ref), np.isnan(got)
+    np.testing.assert_array_equal(nan_r, nan_g)
+    r = np.where(nan_r, 0, ref)
+    g = np.where(nan_g, 0, got)
+    bits = {4: np.uint32, 8: np.uint64}[ref.dtype.itemsize]
+    diff = np.flatnonzero(r.view(bits) != g.view(bits))
+    assert diff.size == 0, (
+        f"{diff.size} of {r.size} differ, e.g. {r.flat[diff[:3]]} vs {g.flat[diff[:3]]}"
+    )
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"threads{n}")
+def threads(request):
+    before = kernels.get_num_threads()
+    kernels.set_num_threads(request.param)
+    yield request.param
+    kernels.set_num_threads(before)
+
+
+def _random_case(rng: np.random.Generator, ndim: int, big: bool):
+    hi = {1: 300000 if big else 60, 2: 400 if big else 30, 3: 48 if big else 9, 4: 20 if big else 6}
+    lo = hi[ndim] // 2 if big else 1  # big: enough elements for every thread to take part
+    shape = tuple(int(rng.integers(lo, hi[ndim] + 1)) for _ in range(ndim))
+    sizes = [int(rng.integers(1, 8)) for _ in range(ndim)]
+    modes = [MODES[int(rng.integers(len(MODES)))] for _ in range(ndim)]
+    origins = [int(rng.integers(-(s // 2), (s - 1) // 2 + 1)) for s in sizes]
+    return shape, sizes, modes, origins
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+@pytest.mark.parametrize("big", [False, True], ids=["small", "threaded"])
+def test_random_cases_equal_scipy_bit_for_bit(ndim, big, threads):
+    rng = np.random.default_rng(1000 * ndim + big + 7 * threads)
+    for _ in range(6 if big else 25):
+        shape, sizes, modes, origins = _random_case(rng, ndim, big)
+        in_dt, out_dt = FLOATS[int(rng.integers(2))], FLOATS[int(rng.integers(2))]
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4)).astype(in_dt)
+        cval = float(rng.standard_normal())
+        ref = scipy_ndimage.uniform_filter(
+            x, sizes, output=out_dt, mode=modes, cval=cval, origin=origins
+        )
+        got = kernels.uniform_filter(
+            x, sizes, output=out_dt, mode=modes, cval=cval, origin=origins, exact=True
+        )
+        _same(ref, got)
+
+
+def test_the_fast_path_differs_where_exact_does_not():
+    """The reason for exact=True: the fast float32 path rounds differently from scipy."""
+    x = np.random.default_rng(3).random((64, 64, 64), dtype=np.float32)
+    ref = scipy_ndimage.uniform_filter(x, 5)
+    fast = kernels.uniform_filter(x, 5)
+    assert not np.array_equal(ref, fast)
+    np.testing.assert_allclose(fast, ref, rtol=1e-6)
+    _same(ref, kernels.uniform_filter(x, 5, exact=True))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: np.asfortranarray(a),
+        lambda a: a[::-1, 2:, ::2],
+        lambda a: a.transpose(2, 0, 1),
+        lambda a: a[:, ::-3, :],
+    ],
+    ids=["fortran", "slices", "transposed", "negative-stride"],
+)
+@pytest.mark.parametrize("dt", FLOATS)
+def test_any_layout_of_input_and_output(view, dt, threads):
+    rng = np.random.default_rng(5)
+    x = view(rng.standard_normal((40, 50, 36)).astype(dt))
+    sizes, modes, origins = [5, 3, 4], ["wrap", "constant", "mirror"], [1, 0, -2]
+    ref = scipy_ndimage.uniform_filter(x, sizes, mode=modes, origin=origins, cval=0.25)
+    out = np.zeros(x.shape[::-1], dtype=dt).T  # a Fortran-order output
+    got = kernels.uniform_filter(
+        x, sizes, output=out, mode=modes, origin=origins, cval=0.25, exact=True
+    )
+    assert got is out
+    _same(ref, got)
+
+
+@pytest.mark.parametrize(
+    "axes,sizes",
+    [
+        ((0,), 5),
+        ((2,), 4),
+        ((1, 2), [3, 5]),
+        ((2, 0), [5, 3]),
+        ((1, 2, 0), [4, 3, 5]),
+        ((-1, 1), 3),
+    ],
+)
+def test_axes_in_scipys_order(axes, sizes, threads):
+    x = np.random.default_rng(6).standard_normal((30, 44, 52)).astype(np.float32)
+    ref = scipy_ndimage.uniform_filter(x, sizes, axes=axes, mode="nearest")
+    _same(ref, kernels.uniform_filter(x, sizes, axes=axes, mode="nearest", exact=True))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int16, np.int64, np.bool_])
+@pytest.mark.parametrize("out_dt", FLOATS)
+def test_integer_and_bool_input_with_float_output(dt, out_dt):
+    rng = np.random.default_rng(8)
+    if dt is np.bool_:
+        x = rng.random((33, 47)) < 0.5
+    else:
+        info = np.iinfo(dt)
+        x = rng.integers(info.min, info.max, size=(33, 47), dtype=dt, endpoint=True)
+    ref = scipy_ndimage.uniform_filter(x, 5, output=out_dt)
+    _same(ref, kernels.uniform_filter(x, 5, output=out_dt, exact=True))
+
+
+def test_nan_and_inf_run_along_the_line_as_in_scipy(threads):
+    x = np.random.default_rng(9).standard_normal((40, 41, 42)).astype(np.float32)
+    x[10, 20, 30] = np.nan
+    x[30, 2, 5] = np.inf
+    x[5, 40, 0] = -np.inf
+    ref = scipy_ndimage.uniform_filter(x, 5)
+    got = kernels.uniform_filter(x, 5, exact=True)
+    assert np.isnan(ref).sum() > 125  # scipy's running sums carry a NaN on along the line
+    _same(ref, got)
+
+
+def test_signed_zero_and_big_values():
+    x = np.full((20, 30), -0.0)
+    x[3, 4] = 1e300
+    x[10, 10] = -1e300
+    ref = scipy_ndimage.uniform_filter(x, 3)
+    _same(ref, kernels.uniform_filter(x, 3, exact=True))
+
+
+def test_long_box_runs_scipys_chain():
+    x = np.random.default_rng(10).standard_normal((9, 40))
+    ref = scipy_ndimage.uniform_filter(x, [3, 301], mode="wrap")
+    _same(ref, kernels.uniform_filter(x, [3, 301], mode="wrap", exact=True))
+
+
+def test_one_element_axes_and_empty_arrays():
+    x = np.random.default_rng(11).standard_normal((1, 17, 1))
+    _same(scipy_ndimage.uniform_filter(x, 3), kernels.uniform_filter(x, 3, exact=True))
+    e = np.zeros((0, 5), dtype=np.float32)
+    assert kernels.uniform_filter(e, 3, exact=True).shape == (0, 5)
+
+
+def test_output_overlapping_input():
+    x = np.random.default_rng(12).standard_normal((30, 30))
+    ref = scipy_ndimage.uniform_filter(x, 5)
+    got = kernels.uniform_filter(x, 5, output=x, exact=True)
+    assert got is x
+    _same(ref, x)
+
+
+def test_exact_must_be_a_bool():
+    with pytest.raises(TypeError, match="exact must be True or False"):
+        kernels.uniform_filter(np.zeros((4, 4)), 3, exact=1)
+
+
+def test_exact_is_refused_on_the_gpu_path_before_any_device_work():
+    with pytest.raises(ValueError, match="exact=True"):
+        kernels.uniform_filter(np.zeros((4, 4)), 3, exact=True, device="cuda")
+
+
+@pytest.mark.parametrize(
+    "args,exc,match",
+    [
+        ((np.zeros(4, np.int32), np.zeros(4), [3], [0], [0], 0.0, [0]), TypeError, "input"),
+        ((np.zeros(4), np.zeros(4, np.int32), [3], [0], [0], 0.0, [0]), TypeError, "output"),
+        ((np.zeros(4), np.zeros(5), [3], [0], [0], 0.0, [0]), ValueError, "shape"),
+        ((np.zeros(4), np.zeros(4), [3], [0], [0], 0.0, []), ValueError, "at least one"),
+        (
+            (np.zeros((4, 4)), np.zeros((4, 4)), [3, 3], [0, 0], [0, 0], 0.0, [1, 1]),
+            ValueError,
+            "twice",
+        ),
+        ((np.zeros(4), np.zeros(4), [1], [0], [0], 0.0, [0]), ValueError, "axis 0"),
+        ((np.zeros(4), np.zeros(4), [3], [9], [0], 0.0, [0]), ValueError, "axis 0"),
+        ((np.zeros(4), np.zeros(4), [3], [0], [5], 0.0, [0]), ValueError, "axis 0"),
+        ((np.zeros(4), np.zeros(4), [3, 3], [0], [0], 0.0, [0]), ValueError, "sizes"),
+        ((np.zeros(4), np.zeros(4).copy()[::1], [3], [0], [0], 0.0, [3]), ValueError, "axis 3"),
+    ],
+)
+def test_compiled_entry_checks_its_arguments(args, exc, match):
+    with pytest.raises(exc, match=match):
+        _fastprof._uniform_filter_exact(*args)
+
+
+def test_compiled_entry_refuses_a_read_only_output():
+    out = np.zeros(8)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _fastprof._uniform_filter_exact(np.zeros(8), out, [3], [0], [0], 0.0, [0])
