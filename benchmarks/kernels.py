@@ -98,6 +98,7 @@ def cases(quick: bool) -> List[Case]:
     gen: Dict[str, Callable[[], object]] = {
         "fastprof": lambda: kernels.correlate(vol, w_general, output=out),
         "fastprof, no output=": lambda: kernels.correlate(vol, w_general),
+        "fastprof, exact=True": lambda: kernels.correlate(vol, w_general, output=out, exact=True),
     }
     if ndi is not None:
         gen["scipy.ndimage"] = lambda: ndi.correlate(vol, w_general, output=out)

@@ -1,8 +1,9 @@
-"""Shared fixtures: ``fake_lines`` stands in for the line profiler."""
+"""Shared fixtures: ``fake_lines`` stands in for the line profiler; ``kernel_threads`` runs a
+kernel test with 1, 2 and 3 kernel threads."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -64,3 +65,14 @@ def fake_lines(monkeypatch: Any) -> list:
     monkeypatch.setattr(lines, "kernprof_builtin", kernprof_builtin, raising=False)
     monkeypatch.setattr(lines, "resolve_function", resolve_function, raising=False)
     return made
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"threads{n}")
+def kernel_threads(request: Any) -> Iterator[int]:
+    """Runs the test with the kernels set to 1, 2 and 3 threads; restores the count after."""
+    from fastprof import kernels
+
+    before = kernels.get_num_threads()
+    kernels.set_num_threads(request.param)
+    yield request.param
+    kernels.set_num_threads(before)

@@ -1,12 +1,15 @@
-"""``close``: how near a GPU kernel's result must come to the CPU reference, shared by the
-fake-device tests here and the device tests in tests/gpu.  (A module of its own: tests/gpu
-has a conftest.py too, so ``from conftest import`` would be ambiguous.)"""
+"""Helpers of the kernel tests: ``close``, how near a GPU kernel's result must come to the CPU
+reference (the fake-device tests here and the device tests in tests/gpu); ``same_bits``, the
+comparison of the ``exact=True`` tests with scipy; ``needs_scipy_axes``, their skip mark
+where scipy has no axes= to compare with.  (A module of its own: tests/gpu has a conftest.py too,
+so ``from conftest import`` would be ambiguous.)"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pytest
 
 
 def close(got: Any, ref: np.ndarray) -> None:
@@ -19,3 +22,29 @@ def close(got: Any, ref: np.ndarray) -> None:
         return
     tol = 2e-5 if ref.dtype == np.float32 else 1e-11
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * float(np.abs(ref).max(initial=1.0)))
+
+
+def same_bits(ref: np.ndarray, got: np.ndarray) -> None:
+    """Asserts got holds ref's values bit for bit, with ref's shape and dtype.  A NaN matches
+    any NaN: its sign and payload follow the order a compiler gives the operands of an add, in
+    scipy as here."""
+    assert ref.dtype == got.dtype and ref.shape == got.shape
+    nan_r, nan_g = np.isnan(ref), np.isnan(got)
+    np.testing.assert_array_equal(nan_r, nan_g)
+    r, g = np.where(nan_r, 0, ref), np.where(nan_g, 0, got)
+    bits = {4: np.uint32, 8: np.uint64}[ref.dtype.itemsize]
+    diff = np.flatnonzero(r.view(bits) != g.view(bits))
+    assert diff.size == 0, (
+        f"{diff.size} of {r.size} differ, e.g. {r.flat[diff[:3]]} vs {g.flat[diff[:3]]}"
+    )
+
+
+def needs_scipy_axes(func: Any) -> Any:
+    """A skip mark for tests that compare with ``func(..., axes=)``, where this scipy's func
+    has no axes= (scipy before 1.11 for uniform_filter, 1.15 for correlate)."""
+    import inspect
+
+    return pytest.mark.skipif(
+        "axes" not in inspect.signature(func).parameters,
+        reason=f"this scipy.ndimage.{func.__name__} has no axes= to compare with",
+    )

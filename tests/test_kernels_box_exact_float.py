@@ -12,32 +12,10 @@ import pytest
 scipy_ndimage = pytest.importorskip("scipy.ndimage")
 
 from fastprof import _fastprof, kernels  # noqa: E402
+from kernel_helpers import needs_scipy_axes, same_bits  # noqa: E402
 
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 FLOATS = [np.float32, np.float64]
-
-
-def _same(ref: np.ndarray, got: np.ndarray) -> None:
-    """ref and got hold the same values bit for bit (a NaN matches any NaN: its sign and payload
-    follow the order a compiler gives the operands of an add, in scipy as here)."""
-    assert ref.dtype == got.dtype and ref.shape == got.shape
-    nan_r, nan_g = np.isnan(ref), np.isnan(got)
-    np.testing.assert_array_equal(nan_r, nan_g)
-    r = np.where(nan_r, 0, ref)
-    g = np.where(nan_g, 0, got)
-    bits = {4: np.uint32, 8: np.uint64}[ref.dtype.itemsize]
-    diff = np.flatnonzero(r.view(bits) != g.view(bits))
-    assert diff.size == 0, (
-        f"{diff.size} of {r.size} differ, e.g. {r.flat[diff[:3]]} vs {g.flat[diff[:3]]}"
-    )
-
-
-@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"threads{n}")
-def threads(request):
-    before = kernels.get_num_threads()
-    kernels.set_num_threads(request.param)
-    yield request.param
-    kernels.set_num_threads(before)
 
 
 def _random_case(rng: np.random.Generator, ndim: int, big: bool):
@@ -52,8 +30,8 @@ def _random_case(rng: np.random.Generator, ndim: int, big: bool):
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
 @pytest.mark.parametrize("big", [False, True], ids=["small", "threaded"])
-def test_random_cases_equal_scipy_bit_for_bit(ndim, big, threads):
-    rng = np.random.default_rng(1000 * ndim + big + 7 * threads)
+def test_random_cases_equal_scipy_bit_for_bit(ndim, big, kernel_threads):
+    rng = np.random.default_rng(1000 * ndim + big + 7 * kernel_threads)
     for _ in range(6 if big else 25):
         shape, sizes, modes, origins = _random_case(rng, ndim, big)
         in_dt, out_dt = FLOATS[int(rng.integers(2))], FLOATS[int(rng.integers(2))]
@@ -65,7 +43,7 @@ def test_random_cases_equal_scipy_bit_for_bit(ndim, big, threads):
         got = kernels.uniform_filter(
             x, sizes, output=out_dt, mode=modes, cval=cval, origin=origins, exact=True
         )
-        _same(ref, got)
+        same_bits(ref, got)
 
 
 def test_the_fast_path_differs_where_exact_does_not():
@@ -75,7 +53,7 @@ def test_the_fast_path_differs_where_exact_does_not():
     fast = kernels.uniform_filter(x, 5)
     assert not np.array_equal(ref, fast)
     np.testing.assert_allclose(fast, ref, rtol=1e-6)
-    _same(ref, kernels.uniform_filter(x, 5, exact=True))
+    same_bits(ref, kernels.uniform_filter(x, 5, exact=True))
 
 
 @pytest.mark.parametrize(
@@ -89,7 +67,7 @@ def test_the_fast_path_differs_where_exact_does_not():
     ids=["fortran", "slices", "transposed", "negative-stride"],
 )
 @pytest.mark.parametrize("dt", FLOATS)
-def test_any_layout_of_input_and_output(view, dt, threads):
+def test_any_layout_of_input_and_output(view, dt, kernel_threads):
     rng = np.random.default_rng(5)
     x = view(rng.standard_normal((40, 50, 36)).astype(dt))
     sizes, modes, origins = [5, 3, 4], ["wrap", "constant", "mirror"], [1, 0, -2]
@@ -99,9 +77,10 @@ def test_any_layout_of_input_and_output(view, dt, threads):
         x, sizes, output=out, mode=modes, origin=origins, cval=0.25, exact=True
     )
     assert got is out
-    _same(ref, got)
+    same_bits(ref, got)
 
 
+@needs_scipy_axes(scipy_ndimage.uniform_filter)
 @pytest.mark.parametrize(
     "axes,sizes",
     [
@@ -113,10 +92,10 @@ def test_any_layout_of_input_and_output(view, dt, threads):
         ((-1, 1), 3),
     ],
 )
-def test_axes_in_scipys_order(axes, sizes, threads):
+def test_axes_in_scipys_order(axes, sizes, kernel_threads):
     x = np.random.default_rng(6).standard_normal((30, 44, 52)).astype(np.float32)
     ref = scipy_ndimage.uniform_filter(x, sizes, axes=axes, mode="nearest")
-    _same(ref, kernels.uniform_filter(x, sizes, axes=axes, mode="nearest", exact=True))
+    same_bits(ref, kernels.uniform_filter(x, sizes, axes=axes, mode="nearest", exact=True))
 
 
 @pytest.mark.parametrize("dt", [np.uint8, np.int16, np.int64, np.bool_])
@@ -129,10 +108,10 @@ def test_integer_and_bool_input_with_float_output(dt, out_dt):
         info = np.iinfo(dt)
         x = rng.integers(info.min, info.max, size=(33, 47), dtype=dt, endpoint=True)
     ref = scipy_ndimage.uniform_filter(x, 5, output=out_dt)
-    _same(ref, kernels.uniform_filter(x, 5, output=out_dt, exact=True))
+    same_bits(ref, kernels.uniform_filter(x, 5, output=out_dt, exact=True))
 
 
-def test_nan_and_inf_run_along_the_line_as_in_scipy(threads):
+def test_nan_and_inf_run_along_the_line_as_in_scipy(kernel_threads):
     x = np.random.default_rng(9).standard_normal((40, 41, 42)).astype(np.float32)
     x[10, 20, 30] = np.nan
     x[30, 2, 5] = np.inf
@@ -140,7 +119,7 @@ def test_nan_and_inf_run_along_the_line_as_in_scipy(threads):
     ref = scipy_ndimage.uniform_filter(x, 5)
     got = kernels.uniform_filter(x, 5, exact=True)
     assert np.isnan(ref).sum() > 125  # scipy's running sums carry a NaN on along the line
-    _same(ref, got)
+    same_bits(ref, got)
 
 
 def test_signed_zero_and_big_values():
@@ -148,18 +127,18 @@ def test_signed_zero_and_big_values():
     x[3, 4] = 1e300
     x[10, 10] = -1e300
     ref = scipy_ndimage.uniform_filter(x, 3)
-    _same(ref, kernels.uniform_filter(x, 3, exact=True))
+    same_bits(ref, kernels.uniform_filter(x, 3, exact=True))
 
 
 def test_long_box_runs_scipys_chain():
     x = np.random.default_rng(10).standard_normal((9, 40))
     ref = scipy_ndimage.uniform_filter(x, [3, 301], mode="wrap")
-    _same(ref, kernels.uniform_filter(x, [3, 301], mode="wrap", exact=True))
+    same_bits(ref, kernels.uniform_filter(x, [3, 301], mode="wrap", exact=True))
 
 
 def test_one_element_axes_and_empty_arrays():
     x = np.random.default_rng(11).standard_normal((1, 17, 1))
-    _same(scipy_ndimage.uniform_filter(x, 3), kernels.uniform_filter(x, 3, exact=True))
+    same_bits(scipy_ndimage.uniform_filter(x, 3), kernels.uniform_filter(x, 3, exact=True))
     e = np.zeros((0, 5), dtype=np.float32)
     assert kernels.uniform_filter(e, 3, exact=True).shape == (0, 5)
 
@@ -169,7 +148,7 @@ def test_output_overlapping_input():
     ref = scipy_ndimage.uniform_filter(x, 5)
     got = kernels.uniform_filter(x, 5, output=x, exact=True)
     assert got is x
-    _same(ref, x)
+    same_bits(ref, x)
 
 
 def test_exact_must_be_a_bool():

@@ -125,7 +125,13 @@ def _correlate_separable(
     input: Any, output: Any, factors: Any, modes: Any, cval: float, origins: Any
 ) -> None: ...
 def _correlate_general(
-    input: Any, output: Any, weights: Any, modes: Any, cval: float, origins: Any
+    input: Any,
+    output: Any,
+    weights: Any,
+    modes: Any,
+    cval: float,
+    origins: Any,
+    exact: bool = False,
 ) -> None: ...
 def _expr_opcodes() -> dict[str, int]: ...
 def _evaluate_program(

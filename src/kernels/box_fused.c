@@ -26,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the helpers below take and return vectors by value; they are always inlined, so no call
+ * crosses an ABI with them */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #define FP_LANES 8
 /* elements a slab holds at least (its doubles stay in L2/L3 while the other axes run) */
 #define FP_SLAB_ELEMS 65536
@@ -53,7 +57,8 @@ typedef struct fp_boxjob {
     int nd;
     ptrdiff_t shape[FP_MAXDIM]; /* permuted: axis 0 is the slab axis */
     ptrdiff_t size[FP_MAXDIM];
-    ptrdiff_t *map[FP_MAXDIM]; /* extended index -> index on the axis, or -1 for cval */
+    ptrdiff_t *map[FP_MAXDIM];   /* extended index -> index on the axis, or -1 for cval */
+    ptrdiff_t before[FP_MAXDIM]; /* map[d][e] == e - before[d] for e in [before, before + n) */
     ptrdiff_t istride[FP_MAXDIM], ostride[FP_MAXDIM], sstride[FP_MAXDIM];
     char *idata, *odata;
     int idbl, odbl;
@@ -162,6 +167,50 @@ fp_box_store(char *p, ptrdiff_t stride, int dbl, int n, fp_v8 v)
         FP_PUT(7, v.hi[3]);
 #undef FP_PUT
     }
+}
+
+/* Four neighbouring elements at p (float64 or float32) as doubles.  Returns them. */
+FP_BODY fp_v4d
+fp_box_load4(const char *p, int dbl)
+{
+    fp_v4d v;
+    if (dbl) {
+        memcpy(&v, p, sizeof v);
+    } else {
+        fp_v4f f;
+        memcpy(&f, p, sizeof f);
+        v = __builtin_convertvector(f, fp_v4d);
+    }
+    return v;
+}
+
+/* Stores four doubles as neighbouring float64 or float32 elements at p.  Returns nothing. */
+FP_BODY void
+fp_box_store4(char *p, int dbl, fp_v4d v)
+{
+    if (dbl) {
+        memcpy(p, &v, sizeof v);
+    } else {
+        fp_v4f f = __builtin_convertvector(v, fp_v4f);
+        memcpy(p, &f, sizeof f);
+    }
+}
+
+typedef long long fp_v4i __attribute__((vector_size(4 * sizeof(long long))));
+
+/* Transposes the 4x4 block of doubles r[0..3] in place (r[i][k] <-> r[k][i]).  Returns
+ * nothing. */
+FP_BODY void
+fp_box_transpose4(fp_v4d *r)
+{
+    fp_v4d a = __builtin_shuffle(r[0], r[1], (fp_v4i){0, 4, 2, 6});
+    fp_v4d b = __builtin_shuffle(r[0], r[1], (fp_v4i){1, 5, 3, 7});
+    fp_v4d c = __builtin_shuffle(r[2], r[3], (fp_v4i){0, 4, 2, 6});
+    fp_v4d d = __builtin_shuffle(r[2], r[3], (fp_v4i){1, 5, 3, 7});
+    r[0] = __builtin_shuffle(a, c, (fp_v4i){0, 1, 4, 5});
+    r[1] = __builtin_shuffle(b, d, (fp_v4i){0, 1, 4, 5});
+    r[2] = __builtin_shuffle(a, c, (fp_v4i){2, 3, 6, 7});
+    r[3] = __builtin_shuffle(b, d, (fp_v4i){2, 3, 6, 7});
 }
 
 /* v rounded to the output's dtype and back: what the next pass reads from scipy's output
@@ -319,9 +368,31 @@ fp_box_post_body(fp_boxjob *j, ptrdiff_t t, int phase, int w, int nw)
             }
         } else { /* lane by lane: each lane's line is read in its own order */
             double *ld = (double *)line;
+            ptrdiff_t in0 = 0, in1 = 0; /* the interior [in0, in1): 4x4 blocks, transposed */
+            if (nl == FP_LANES &&
+                src.stride[a] == (ptrdiff_t)(src.dbl ? sizeof(double) : sizeof(float))) {
+                in0 = j->before[a];
+                in1 = in0 + len / 4 * 4;
+                for (ptrdiff_t e = in0; e < in1; e += 4) {
+                    const char *sp = src.data + soff + (e - in0) * src.stride[a];
+                    fp_v4d r[FP_LANES];
+                    for (int l = 0; l < FP_LANES; l++)
+                        r[l] = fp_box_load4(sp + l * src.stride[c], src.dbl);
+                    fp_box_transpose4(r);
+                    fp_box_transpose4(r + 4);
+                    for (int i = 0; i < 4; i++) {
+                        line[e + i].lo = r[i];
+                        line[e + i].hi = r[4 + i];
+                    }
+                }
+            }
             for (ptrdiff_t l = 0; l < FP_LANES; l++) {
                 const char *sp = src.data + soff + l * src.stride[c];
                 for (ptrdiff_t e = 0; e < len + s - 1; e++) {
+                    if (e == in0 && in1 > in0)
+                        e = in1;
+                    if (e >= len + s - 1)
+                        break;
                     ptrdiff_t m = j->map[a][e];
                     ld[e * FP_LANES + l] = l >= nl ? 0.0
                                            : m < 0 ? j->cval
@@ -352,13 +423,30 @@ fp_box_post_body(fp_boxjob *j, ptrdiff_t t, int phase, int w, int nw)
         }
         if (!vdst) { /* lane by lane, each lane's line written in its own order */
             const double *rd = (const double *)res;
+            ptrdiff_t k1 = 0; /* outputs [0, k1) go out as transposed 4x4 blocks */
+            if (G == 1 && nl == FP_LANES &&
+                dst.stride[a] == (ptrdiff_t)(dst.dbl ? sizeof(double) : sizeof(float))) {
+                k1 = len / 4 * 4;
+                for (ptrdiff_t k = 0; k < k1; k += 4) {
+                    fp_v4d r[FP_LANES];
+                    for (int i = 0; i < 4; i++) {
+                        r[i] = res[k + i].lo;
+                        r[4 + i] = res[k + i].hi;
+                    }
+                    fp_box_transpose4(r);
+                    fp_box_transpose4(r + 4);
+                    for (int l = 0; l < FP_LANES; l++)
+                        fp_box_store4(dst.data + doff + l * dst.stride[c] + k * dst.stride[a],
+                                      dst.dbl, r[l]);
+                }
+            }
             for (ptrdiff_t l = 0; l < nl; l++) {
                 char *dp = dst.data + doff + l * dst.stride[c];
                 if (dst.dbl)
-                    for (ptrdiff_t k = 0; k < len; k++)
+                    for (ptrdiff_t k = k1; k < len; k++)
                         *(double *)(dp + k * dst.stride[a]) = rd[k * width + l];
                 else
-                    for (ptrdiff_t k = 0; k < len; k++)
+                    for (ptrdiff_t k = k1; k < len; k++)
                         *(float *)(dp + k * dst.stride[a]) = (float)rd[k * width + l];
             }
         }
@@ -547,6 +635,7 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
         ptrdiff_t before = size_in[order[i]] / 2 + origin_in[order[i]];
         ptrdiff_t ext = j.shape[d] + size_in[order[i]] - 1;
         j.size[d] = size_in[order[i]];
+        j.before[d] = before;
         if (ext > j.linelen)
             j.linelen = ext;
         if ((j.map[d] = malloc((size_t)ext * sizeof(ptrdiff_t))) == NULL)

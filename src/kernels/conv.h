@@ -34,6 +34,7 @@ typedef struct fp_conv {
     const double *weights;
     int nthreads;
     int single; /* separable path: accumulate in float (float32 data, short kernels) */
+    int exact;  /* general path: scipy's arithmetic, a product and a sum per tap (no FMA) */
 } fp_conv;
 
 /* Input index read for extended index j (any integer) on an axis of length n >= 1 in mode.
@@ -60,9 +61,10 @@ void fp_conv_combine(double *dst, const double *const *src, const double *w, int
 
 /* dst[x] = sum_k w[k] * src[k][x], x in [0, n): each output summed from zero with one
  * (fused, where the CPU has FMA) multiply-add per source in source order, whatever its place in
- * the row.  The general path's inner loop.  Returns nothing. */
+ * the row; with exact, a product then a sum (scipy's arithmetic).  The general path's inner
+ * loop.  Returns nothing. */
 void fp_conv_dot_rows(double *dst, const double *const *src, const double *w, ptrdiff_t nk,
-                      ptrdiff_t n);
+                      ptrdiff_t n, int exact);
 
 /* One source of a pair of output rows (fp_conv_dot_rows2): the source row, read at base + rel
  * (doubles) from the base pointer the call is given, and its weight for each output row (only
@@ -95,9 +97,10 @@ typedef struct {
  * read at base + rel; each output summed from zero with one (fused, where the CPU has FMA)
  * multiply-add per source in source order, exactly as fp_conv_dot_rows sums it, then stored
  * (rounded to float32 where out->single).  A source row shared by the two outputs is loaded
- * once for both.  Returns nothing. */
+ * once for both.  With exact, each multiply-add is a product then a sum, rounded twice, as
+ * scipy's C loop computes it (no FMA).  Returns nothing. */
 void fp_conv_dot_rows2(const fp_pair_out *out, const double *base, const fp_pair_src *src,
-                       const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n);
+                       const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n, int exact);
 
 /* dst[x] = sum_j w[j] * row[x + off[j]] (+ dst[x] when accumulate), x in [0, n).  Returns
  * nothing. */

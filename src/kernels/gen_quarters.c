@@ -293,7 +293,7 @@ fp_gen_quarters_fits(const fp_conv *c)
 #if FP_HAVE_AVX2_DISPATCH
     ptrdiff_t n = 1;
     if (c->ndim != 3 || (c->ntaps[2] != 5 && c->ntaps[2] != 3) ||
-        c->shape[2] < FP_QUARTERS_MIN_ROW || fp_simd_level() <= 0)
+        c->shape[2] < FP_QUARTERS_MIN_ROW || fp_simd_level() <= 0 || c->exact)
         return 0;
     for (int d = 0; d < 3; d++)
         n *= c->ntaps[d];

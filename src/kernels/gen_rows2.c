@@ -66,8 +66,8 @@
                     for (int v = 0; v < (V); v++) {                                                \
                         __m256d l = _mm256_loadu_pd(p + 4 * v);                                    \
                         FP_IN_REGISTER(l);                                                         \
-                        a[v] = _mm256_fmadd_pd(w0, l, a[v]);                                       \
-                        b[v] = _mm256_fmadd_pd(w1, l, b[v]);                                       \
+                        a[v] = FP_MADD(w0, l, a[v]);                                               \
+                        b[v] = FP_MADD(w1, l, b[v]);                                               \
                     }                                                                              \
                 }                                                                                  \
             } else if (runs[r].kind == FP_PAIR_SPLIT) {                                            \
@@ -76,8 +76,8 @@
                     __m256d w0 = _mm256_broadcast_sd(&s[0].w0);                                    \
                     __m256d w1 = _mm256_broadcast_sd(&s[1].w1);                                    \
                     for (int v = 0; v < (V); v++) {                                                \
-                        a[v] = _mm256_fmadd_pd(w0, _mm256_loadu_pd(p + 4 * v), a[v]);              \
-                        b[v] = _mm256_fmadd_pd(w1, _mm256_loadu_pd(q + 4 * v), b[v]);              \
+                        a[v] = FP_MADD(w0, _mm256_loadu_pd(p + 4 * v), a[v]);                      \
+                        b[v] = FP_MADD(w1, _mm256_loadu_pd(q + 4 * v), b[v]);                      \
                     }                                                                              \
                 }                                                                                  \
             } else if (runs[r].kind == FP_PAIR_FIRST) {                                            \
@@ -85,57 +85,71 @@
                     const double *p = bx + s->rel;                                                 \
                     __m256d w0 = _mm256_broadcast_sd(&s->w0);                                      \
                     for (int v = 0; v < (V); v++)                                                  \
-                        a[v] = _mm256_fmadd_pd(w0, _mm256_loadu_pd(p + 4 * v), a[v]);              \
+                        a[v] = FP_MADD(w0, _mm256_loadu_pd(p + 4 * v), a[v]);                      \
                 }                                                                                  \
             } else {                                                                               \
                 for (; s < e; s++) {                                                               \
                     const double *p = bx + s->rel;                                                 \
                     __m256d w1 = _mm256_broadcast_sd(&s->w1);                                      \
                     for (int v = 0; v < (V); v++)                                                  \
-                        b[v] = _mm256_fmadd_pd(w1, _mm256_loadu_pd(p + 4 * v), b[v]);              \
+                        b[v] = FP_MADD(w1, _mm256_loadu_pd(p + 4 * v), b[v]);                      \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
         FP_PAIR_STORE(V);                                                                          \
     }
 
-/* The AVX2/FMA build of fp_conv_dot_rows2.  Returns nothing. */
-__attribute__((target("avx2,fma"))) static void
-fp_dot_rows2_avx2(const fp_pair_out *out, const double *base, const fp_pair_src *src,
-                  const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n)
-{
-    ptrdiff_t x = 0;
-    FP_PAIR_BLOCK(FP_PAIR_V)
-    FP_PAIR_BLOCK(4)
-    FP_PAIR_BLOCK(2)
-    FP_PAIR_BLOCK(1)
-    if (x < n) {
-        /* the last 1..3 outputs: the same sums in the low lanes of masked vectors */
-        __m256i mask = _mm256_setr_epi64x(-1, n - x > 1 ? -1 : 0, n - x > 2 ? -1 : 0, 0);
-        __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
-        for (ptrdiff_t r = 0; r < nruns; r++) {
-            int kind = runs[r].kind;
-            for (ptrdiff_t i = 0; i < runs[r].count; i++) {
-                const fp_pair_src *s = &src[runs[r].first + i];
-                __m256d l = _mm256_maskload_pd(base + x + s->rel, mask);
-                int row = kind == FP_PAIR_SPLIT ? (i & 1 ? FP_PAIR_SECOND : FP_PAIR_FIRST) : kind;
-                if (row != FP_PAIR_SECOND)
-                    a = _mm256_fmadd_pd(_mm256_broadcast_sd(&s->w0), l, a);
-                if (row != FP_PAIR_FIRST)
-                    b = _mm256_fmadd_pd(_mm256_broadcast_sd(&s->w1), l, b);
-            }
-        }
-        if (out->single) {
-            __m128i m4 = _mm_setr_epi32(-1, n - x > 1 ? -1 : 0, n - x > 2 ? -1 : 0, 0);
-            _mm_maskstore_ps((float *)out->row0 + x, m4, _mm256_cvtpd_ps(a));
-            _mm_maskstore_ps((float *)out->row1 + x, m4, _mm256_cvtpd_ps(b));
-        } else {
-            _mm256_maskstore_pd((double *)out->row0 + x, mask, a);
-            _mm256_maskstore_pd((double *)out->row1 + x, mask, b);
-        }
+/* An AVX2 build of fp_conv_dot_rows2 named NAME for TARGET, with FP_MADD(w, l, acc) as its
+ * multiply-add.  Returns nothing. */
+#define FP_DOT_ROWS2_FN(NAME, TARGET)                                                              \
+    __attribute__((target(TARGET))) static void NAME(                                              \
+        const fp_pair_out *out, const double *base, const fp_pair_src *src,                        \
+        const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n)                                     \
+    {                                                                                              \
+        ptrdiff_t x = 0;                                                                           \
+        FP_PAIR_BLOCK(FP_PAIR_V)                                                                   \
+        FP_PAIR_BLOCK(4)                                                                           \
+        FP_PAIR_BLOCK(2)                                                                           \
+        FP_PAIR_BLOCK(1)                                                                           \
+        if (x < n) {                                                                               \
+            /* the last 1..3 outputs: the same sums in the low lanes of masked vectors */          \
+            __m256i mask = _mm256_setr_epi64x(-1, n - x > 1 ? -1 : 0, n - x > 2 ? -1 : 0, 0);      \
+            __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();                              \
+            for (ptrdiff_t r = 0; r < nruns; r++) {                                                \
+                int kind = runs[r].kind;                                                           \
+                for (ptrdiff_t i = 0; i < runs[r].count; i++) {                                    \
+                    const fp_pair_src *s = &src[runs[r].first + i];                                \
+                    __m256d l = _mm256_maskload_pd(base + x + s->rel, mask);                       \
+                    int row =                                                                      \
+                        kind == FP_PAIR_SPLIT ? (i & 1 ? FP_PAIR_SECOND : FP_PAIR_FIRST) : kind;   \
+                    if (row != FP_PAIR_SECOND)                                                     \
+                        a = FP_MADD(_mm256_broadcast_sd(&s->w0), l, a);                            \
+                    if (row != FP_PAIR_FIRST)                                                      \
+                        b = FP_MADD(_mm256_broadcast_sd(&s->w1), l, b);                            \
+                }                                                                                  \
+            }                                                                                      \
+            if (out->single) {                                                                     \
+                __m128i m4 = _mm_setr_epi32(-1, n - x > 1 ? -1 : 0, n - x > 2 ? -1 : 0, 0);        \
+                _mm_maskstore_ps((float *)out->row0 + x, m4, _mm256_cvtpd_ps(a));                  \
+                _mm_maskstore_ps((float *)out->row1 + x, m4, _mm256_cvtpd_ps(b));                  \
+            } else {                                                                               \
+                _mm256_maskstore_pd((double *)out->row0 + x, mask, a);                             \
+                _mm256_maskstore_pd((double *)out->row1 + x, mask, b);                             \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
 #endif
+
+/* The AVX2/FMA build: one fused multiply-add per source.  Returns nothing. */
+#define FP_MADD(w, l, acc) _mm256_fmadd_pd(w, l, acc)
+FP_DOT_ROWS2_FN(fp_dot_rows2_avx2, "avx2,fma")
+#undef FP_MADD
+
+/* The AVX2 build without FMA: acc + l * w rounded twice, scipy's own arithmetic (exact=True).
+ * Returns nothing. */
+#define FP_MADD(w, l, acc) _mm256_add_pd(acc, _mm256_mul_pd(l, w))
+FP_DOT_ROWS2_FN(fp_dot_rows2_plain, "avx2")
+#undef FP_MADD
 
 /* The baseline build of fp_conv_dot_rows2: the same sums, output by output.  Returns
  * nothing. */
@@ -170,11 +184,14 @@ fp_dot_rows2_base(const fp_pair_out *out, const double *base, const fp_pair_src 
 /* See conv.h. */
 void
 fp_conv_dot_rows2(const fp_pair_out *out, const double *base, const fp_pair_src *src,
-                  const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n)
+                  const fp_pair_run *runs, ptrdiff_t nruns, ptrdiff_t n, int exact)
 {
 #if FP_HAVE_AVX2_DISPATCH
     if (fp_simd_level() > 0) {
-        fp_dot_rows2_avx2(out, base, src, runs, nruns, n);
+        if (exact)
+            fp_dot_rows2_plain(out, base, src, runs, nruns, n);
+        else
+            fp_dot_rows2_avx2(out, base, src, runs, nruns, n);
         return;
     }
 #endif

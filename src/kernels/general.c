@@ -233,7 +233,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
                 po.single = direct && !c->odouble;
                 po.row0 = direct ? (void *)(c->odata + ooff) : (void *)s->acc;
                 po.row1 = direct ? (void *)(c->odata + ooff + c->ostride[1]) : (void *)s->acc2;
-                fp_conv_dot_rows2(&po, base, s->psrc, job->runs, job->nruns, n);
+                fp_conv_dot_rows2(&po, base, s->psrc, job->runs, job->nruns, n, c->exact);
                 if (!direct) {
                     fp_conv_store_row(c, ooff, n, s->acc);
                     fp_conv_store_row(c, ooff + c->ostride[1], n, s->acc2);
@@ -266,7 +266,7 @@ fp_gen_item(void *ctx, ptrdiff_t item, int worker)
                 for (ptrdiff_t q = 0; q < tp->nk; q++)
                     s->rowptr[tp->first + q] = row + job->off[tp->first + q];
             }
-            fp_conv_dot_rows(s->acc, s->rowptr, job->w, job->nnz, n);
+            fp_conv_dot_rows(s->acc, s->rowptr, job->w, job->nnz, n, c->exact);
             fp_conv_store_row(c, ooff, n, s->acc);
             for (int d = R - 2; d >= 1; d--) {
                 if (++idx[d] < (d == 1 ? y0 + T : c->shape[d]))

@@ -130,6 +130,7 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
         perm[j] = p;
     }
     c->ndim = nd;
+    c->exact = 0;
     c->idata = PyArray_BYTES(a);
     c->odata = PyArray_BYTES(o);
     c->cval = cval;
@@ -232,12 +233,12 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     double cval;
     fp_conv c;
     ptrdiff_t ntaps[FP_MAXDIM];
-    int perm[FP_MAXDIM], rc, nd;
+    int perm[FP_MAXDIM], rc, nd, exact = 0;
     c.ndim = 0;
     c.single = 0;
     c.map[0] = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOdO:_correlate_general", &in, &out, &wobj, &modes, &cval,
-                          &origins))
+    if (!PyArg_ParseTuple(args, "OOOOdO|p:_correlate_general", &in, &out, &wobj, &modes, &cval,
+                          &origins, &exact))
         return NULL;
     if (fp_numpy_ready() < 0)
         return NULL;
@@ -275,6 +276,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
         if (wt == NULL)
             goto done;
         c.weights = (const double *)PyArray_DATA(wt);
+        c.exact = exact;
         Py_BEGIN_ALLOW_THREADS rc = fp_conv_general(&c);
         Py_END_ALLOW_THREADS if (rc < 0)
         {
@@ -325,7 +327,7 @@ static PyMethodDef fp_kernels_methods[] = {
     {"_correlate_separable", fp_correlate_separable, METH_VARARGS,
      "_correlate_separable(input, output, factors, modes, cval, origins)"},
     {"_correlate_general", fp_correlate_general, METH_VARARGS,
-     "_correlate_general(input, output, weights, modes, cval, origins)"},
+     "_correlate_general(input, output, weights, modes, cval, origins, exact=False)"},
     {"_uniform_filter1d", fp_uniform_filter1d, METH_VARARGS,
      "_uniform_filter1d(input, output, size, axis, mode, cval, origin)"},
     {"_uniform_filter_exact", fp_uniform_filter_exact, METH_VARARGS,

@@ -58,6 +58,19 @@ def _gpu(name: str) -> Callable[..., Any]:
     return getattr(gpu, name)
 
 
+def _exact_flag(exact: Any, gpu: bool) -> bool:
+    """The ``exact=`` argument, checked: a bool, and not True for a call that runs on the GPU
+    (scipy's float bits are computed on the CPU only).  Returns it."""
+    if not isinstance(exact, bool):
+        raise TypeError(f"exact must be True or False, got {exact!r}")
+    if exact and gpu:
+        raise ValueError(
+            "exact=True: scipy's float results bit for bit are computed on the CPU only; "
+            "pass NumPy arrays without device="
+        )
+    return exact
+
+
 def correlate(
     input: Any,
     weights: Any,
@@ -67,14 +80,19 @@ def correlate(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = None,
 ) -> Any:
     """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
-    1.11+: weights and origins over those axes only)."""
+    1.11+: weights and origins over those axes only).  With ``exact=True`` (CPU only) float
+    results are scipy's bit for bit: every tap summed in scipy's order, without FMA and
+    without separating the kernel."""
     args = check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
-    if wants_gpu(device, input, output):
+    gpu = wants_gpu(device, input, output)
+    exact = _exact_flag(exact, gpu)
+    if gpu:
         return _gpu("correlate_args")(args, device=device)
-    return _cpu.correlate(args)
+    return _cpu.correlate(args, exact=exact)
 
 
 def convolve(
@@ -86,16 +104,19 @@ def convolve(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = None,
 ) -> Any:
     """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
-    1.11+)."""
+    1.11+); ``exact=True`` as for :func:`correlate`."""
     args = check_convolve_args(
         input, weights, output, mode, cval, origin, convolution=True, axes=axes
     )
-    if wants_gpu(device, input, output):
+    gpu = wants_gpu(device, input, output)
+    exact = _exact_flag(exact, gpu)
+    if gpu:
         return _gpu("correlate_args")(args, device=device)  # the weights come flipped
-    return _cpu.correlate(args)
+    return _cpu.correlate(args, exact=exact)
 
 
 def uniform_filter(
@@ -119,14 +140,9 @@ def uniform_filter(
     of rounding; with ``exact=True`` (CPU only) they are scipy's bit for bit: its running sums
     in double, streamed through memory once."""
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
-    if not isinstance(exact, bool):
-        raise TypeError(f"exact must be True or False, got {exact!r}")
-    if wants_gpu(device, input, output):
-        if exact:
-            raise ValueError(
-                "exact=True: scipy's float results bit for bit are computed on the CPU only; "
-                "pass NumPy arrays without device="
-            )
+    gpu = wants_gpu(device, input, output)
+    exact = _exact_flag(exact, gpu)
+    if gpu:
         return _gpu("uniform_filter_args")(a, device=device)
     return _cpu.uniform_filter(a, exact=exact)
 

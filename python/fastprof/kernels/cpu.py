@@ -67,7 +67,9 @@ def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtyp
     return output
 
 
-def correlate(a: ConvArgs) -> np.ndarray:
+def correlate(a: ConvArgs, exact: bool = False) -> np.ndarray:
+    """The correlation of the checked arguments ``a`` (convolve's come with flipped weights);
+    with exact, float outputs are scipy's bit for bit too."""
     x = a.input
     output = a.output
     if x.ndim == 0:  # 0-d input, 0-d weights (ascontiguousarray made them (1,)): 0-d output
@@ -87,10 +89,27 @@ def correlate(a: ConvArgs) -> np.ndarray:
             x.shape,
             dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in FLOAT_TYPES else np.float64,
         )
-    if x.size:
+    if x.size and exact:
+        _correlate_exact(x, target, a)
+    elif x.size:
         factors = rank1_factors(a.weights)
         _run_correlate(x, target, factors, a.weights, a.modes, a.cval, a.origins)
     return _finish(target, output, a.out_dtype)
+
+
+def _correlate_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
+    """scipy's correlation of float x into float target, bit for bit: every tap of the whole
+    kernel (never its factors) summed from 0.0 in C order of the taps, a product then a sum
+    each (no FMA).  The general kernel keeps that order when the input's axes are in C order,
+    so x is read C-contiguous; a 1-D line takes scipy's own per-tap passes."""
+    if x.ndim == 1:
+        target[...] = _ndimage_exact.correlate(
+            x, a.weights, a.modes[0], a.cval, a.origins, target.dtype
+        )
+        return
+    _fastprof._correlate_general(
+        np.ascontiguousarray(x), target, a.weights, a.modes, a.cval, a.origins, True
+    )
 
 
 def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:

@@ -1,0 +1,119 @@
+"""correlate/convolve(..., exact=True): float results equal scipy.ndimage's bit for bit.
+
+scipy sums every tap of the whole kernel from 0.0 in C order of the taps, a product then a sum
+each.  The exact path must give those bits whatever the fast paths would do instead (separate
+a rank-1 kernel, fuse multiply-adds, hold quarter rows in vector lanes, permute the axes of a
+Fortran-order input).  Every case is compared with scipy itself on random data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+scipy_ndimage = pytest.importorskip("scipy.ndimage")
+
+from fastprof import kernels  # noqa: E402
+from kernel_helpers import needs_scipy_axes, same_bits  # noqa: E402
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+FLOATS = [np.float32, np.float64]
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+@pytest.mark.parametrize("func", ["correlate", "convolve"])
+def test_random_cases_equal_scipy_bit_for_bit(ndim, func, kernel_threads):
+    rng = np.random.default_rng(100 * ndim + kernel_threads + (func == "convolve"))
+    hi = {1: 400, 2: 60, 3: 24, 4: 9}[ndim]
+    for _ in range(10):
+        shape = tuple(int(rng.integers(1, hi + 1)) for _ in range(ndim))
+        wshape = tuple(int(rng.integers(1, 6)) for _ in range(ndim))
+        weights = rng.standard_normal(wshape)
+        origins = [int(rng.integers(-(k // 2), (k - 1) // 2 + 1)) for k in wshape]
+        in_dt, out_dt = FLOATS[int(rng.integers(2))], FLOATS[int(rng.integers(2))]
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4)).astype(in_dt)
+        mode = MODES[int(rng.integers(len(MODES)))]
+        cval = float(rng.standard_normal())
+        ref = getattr(scipy_ndimage, func)(
+            x, weights, output=out_dt, mode=mode, cval=cval, origin=origins
+        )
+        got = getattr(kernels, func)(
+            x, weights, output=out_dt, mode=mode, cval=cval, origin=origins, exact=True
+        )
+        same_bits(ref, got)
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_the_volume_the_fast_paths_take_apart(dt, kernel_threads):
+    """A 3-D kernel of 5 taps along rows of 32 or more (the quarter-row loop's case), a rank-1
+    kernel (the separable path's) and a box, where the fast paths differ from scipy."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((20, 24, 70)).astype(dt)
+    for w in (
+        rng.random((5, 5, 5)),
+        np.multiply.outer(np.multiply.outer(rng.random(3), rng.random(5)), rng.random(5)),
+        np.full((5, 5, 5), 1 / 125),
+    ):
+        same_bits(scipy_ndimage.correlate(x, w), kernels.correlate(x, w, exact=True))
+
+
+def test_fast_path_differs_on_float64_where_exact_does_not():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, 20, 64))
+    w = rng.random((5, 5, 5))
+    ref = scipy_ndimage.correlate(x, w)
+    assert not np.array_equal(ref, kernels.correlate(x, w))
+    same_bits(ref, kernels.correlate(x, w, exact=True))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [np.asfortranarray, lambda a: a[::-1, 1:, ::2], lambda a: a.transpose(2, 0, 1)],
+    ids=["fortran", "slices", "transposed"],
+)
+def test_any_input_and_output_layout(view):
+    rng = np.random.default_rng(6)
+    x = view(rng.standard_normal((18, 22, 30)))
+    w = rng.standard_normal((3, 4, 5))
+    out = np.zeros(x.shape[::-1]).T
+    ref = scipy_ndimage.convolve(x, w, mode="wrap", origin=[0, 1, -1])
+    got = kernels.convolve(x, w, output=out, mode="wrap", origin=[0, 1, -1], exact=True)
+    assert got is out
+    same_bits(ref, got)
+
+
+def test_tiny_and_zero_weights_are_dropped_as_scipy_drops_them():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((30, 40))
+    x[10, 10] = np.nan
+    x[20, 5] = np.inf
+    w = rng.standard_normal((3, 5))
+    w[1, 2] = 0.0
+    w[0, 0] = 1e-17  # |w| <= DBL_EPSILON: scipy leaves it out of the sum
+    ref = scipy_ndimage.correlate(x, w)
+    same_bits(ref, kernels.correlate(x, w, exact=True))
+
+
+@needs_scipy_axes(scipy_ndimage.correlate)
+@pytest.mark.parametrize("axes", [(0, 2), (2,), (-1, 0)])
+def test_axes(axes):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((14, 15, 40)).astype(np.float32)
+    w = rng.standard_normal((3,) * len(axes))
+    ref = scipy_ndimage.correlate(x, w, axes=axes, mode="nearest")
+    same_bits(ref, kernels.correlate(x, w, axes=axes, mode="nearest", exact=True))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int32, np.bool_])
+def test_integer_input_with_float_output(dt):
+    rng = np.random.default_rng(9)
+    x = rng.random((25, 31)) < 0.5 if dt is np.bool_ else rng.integers(0, 100, (25, 31)).astype(dt)
+    w = rng.standard_normal((3, 3))
+    ref = scipy_ndimage.correlate(x, w, output=np.float64)
+    same_bits(ref, kernels.correlate(x, w, output=np.float64, exact=True))
+
+
+def test_exact_checks():
+    with pytest.raises(TypeError, match="exact must be True or False"):
+        kernels.correlate(np.zeros((4, 4)), np.ones((3, 3)), exact="yes")
+    with pytest.raises(ValueError, match="exact=True"):
+        kernels.convolve(np.zeros((4, 4)), np.ones((3, 3)), exact=True, device="cuda")
