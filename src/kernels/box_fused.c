@@ -477,47 +477,6 @@ fp_box_worker(void *ctx, int w, int nw)
     return 0;
 }
 
-/* Reads a sequence of n ints named what into out.  Returns 0, or -1 with an exception set. */
-static int
-fp_box_ints(PyObject *seq, int n, const char *what, long *out)
-{
-    PyObject *fast = PySequence_Fast(seq, what);
-    int result = -1;
-    if (fast == NULL)
-        return -1;
-    if (n >= 0 && PySequence_Fast_GET_SIZE(fast) != n) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %d values, got %zd", what, n,
-                     PySequence_Fast_GET_SIZE(fast));
-        goto done;
-    }
-    for (Py_ssize_t d = 0; d < PySequence_Fast_GET_SIZE(fast); d++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, d));
-        if (v == -1 && PyErr_Occurred())
-            goto done;
-        out[d] = v;
-    }
-    result = (int)PySequence_Fast_GET_SIZE(fast);
-done:
-    Py_DECREF(fast);
-    return result;
-}
-
-/* Whether o is an aligned native float32/float64 ndarray.  Returns 1 (float64), 0 (float32),
- * or -1 with a TypeError naming what. */
-static int
-fp_box_kind(PyObject *o, const char *what)
-{
-    int t;
-    if (PyArray_Check(o)) {
-        t = PyArray_TYPE((PyArrayObject *)o);
-        if ((t == NPY_DOUBLE || t == NPY_FLOAT) && PyArray_ISNOTSWAPPED((PyArrayObject *)o) &&
-            PyArray_ISALIGNED((PyArrayObject *)o))
-            return t == NPY_DOUBLE;
-    }
-    PyErr_Format(PyExc_TypeError, "%s must be an aligned native float32 or float64 array", what);
-    return -1;
-}
-
 /* The axis order the job runs in: perm[0] the slab axis (the axis with the largest input
  * stride when it is not filtered or filtered first, else the first filtered axis), then the
  * others by decreasing input stride, so the vectors run along the most contiguous axis.
@@ -567,7 +526,8 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
         goto error;
     if (fp_numpy_ready() < 0)
         goto error;
-    if ((j.idbl = fp_box_kind(in, "input")) < 0 || (j.odbl = fp_box_kind(out, "output")) < 0)
+    if ((j.idbl = fp_kernels_float_kind(in, "input")) < 0 ||
+        (j.odbl = fp_kernels_float_kind(out, "output")) < 0)
         goto error;
     a = (PyArrayObject *)in;
     o = (PyArrayObject *)out;
@@ -582,15 +542,11 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "output must be writeable");
         goto error;
     }
-    if (fp_box_ints(sizes, nd, "sizes", size_in) < 0 ||
-        fp_box_ints(modes, nd, "modes", mode_in) < 0 ||
-        fp_box_ints(origins, nd, "origins", origin_in) < 0)
+    if (fp_kernels_ints(sizes, nd, 1, "sizes", size_in) < 0 ||
+        fp_kernels_ints(modes, nd, 1, "modes", mode_in) < 0 ||
+        fp_kernels_ints(origins, nd, 1, "origins", origin_in) < 0)
         goto error;
-    if (PySequence_Check(orderseq) && PySequence_Size(orderseq) > nd) {
-        PyErr_SetString(PyExc_ValueError, "order: more axes than the input has");
-        goto error;
-    }
-    if ((norder = fp_box_ints(orderseq, -1, "order", order)) < 0)
+    if ((norder = fp_kernels_ints(orderseq, nd, 0, "order", order)) < 0)
         goto error;
     if (norder == 0) {
         PyErr_SetString(PyExc_ValueError, "order: at least one axis to filter");

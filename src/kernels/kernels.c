@@ -19,35 +19,36 @@
  * taps per pass, the same rounding as scipy's float32 passes); longer kernels in double. */
 #define FP_SINGLE_MAX_TAPS 16
 
-/* Reads a tuple of ndim ints named `what` into out.  Returns 0, or -1 with an exception. */
-static int
-fp_read_ints(PyObject *seq, int ndim, const char *what, long *out)
+/* See kernels_py.h. */
+int
+fp_kernels_ints(PyObject *seq, int n, int exact, const char *what, long *out)
 {
     PyObject *fast = PySequence_Fast(seq, what);
+    Py_ssize_t len;
     int result = -1;
     if (fast == NULL)
         return -1;
-    if (PySequence_Fast_GET_SIZE(fast) != ndim) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %d values, got %zd", what, ndim,
-                     PySequence_Fast_GET_SIZE(fast));
+    len = PySequence_Fast_GET_SIZE(fast);
+    if (exact ? len != n : len > n) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %s%d values, got %zd", what,
+                     exact ? "" : "at most ", n, len);
         goto done;
     }
-    for (int d = 0; d < ndim; d++) {
+    for (Py_ssize_t d = 0; d < len; d++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, d));
         if (v == -1 && PyErr_Occurred())
             goto done;
         out[d] = v;
     }
-    result = 0;
+    result = (int)len;
 done:
     Py_DECREF(fast);
     return result;
 }
 
-/* Checks that o is an aligned native float32/float64 ndarray; `what` names it.  Returns its "is
- * float64" flag (0 or 1), or -1 with a TypeError set. */
-static int
-fp_float_kind(PyObject *o, const char *what)
+/* See kernels_py.h. */
+int
+fp_kernels_float_kind(PyObject *o, const char *what)
 {
     int t, result = -1;
     if (!PyArray_Check(o)) {
@@ -79,9 +80,9 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
     int mode[FP_MAXDIM];
     ptrdiff_t shift[FP_MAXDIM];
     int result = -1;
-    if ((c->idouble = fp_float_kind(in, "input")) < 0)
+    if ((c->idouble = fp_kernels_float_kind(in, "input")) < 0)
         goto done;
-    if ((c->odouble = fp_float_kind(out, "output")) < 0)
+    if ((c->odouble = fp_kernels_float_kind(out, "output")) < 0)
         goto done;
     nd = PyArray_NDIM(a);
     if (nd < 1 || nd > FP_MAXDIM) {
@@ -96,8 +97,8 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
         PyErr_SetString(PyExc_ValueError, "output must be writeable");
         goto done;
     }
-    if (fp_read_ints(modes, nd, "modes", mode_in) < 0 ||
-        fp_read_ints(origins, nd, "origins", origin_in) < 0)
+    if (fp_kernels_ints(modes, nd, 1, "modes", mode_in) < 0 ||
+        fp_kernels_ints(origins, nd, 1, "origins", origin_in) < 0)
         goto done;
     for (int d = 0; d < nd; d++) {
         if (mode_in[d] < FP_MODE_REFLECT || mode_in[d] > FP_MODE_WRAP) {

@@ -5,6 +5,14 @@
 
 #include "common.h"
 
+/* kernels.c: reads the ints of sequence seq (named `what` in errors) into out: exactly n of
+ * them with exact, else at most n.  Returns their count, or -1 with an exception set. */
+int fp_kernels_ints(PyObject *seq, int n, int exact, const char *what, long *out);
+
+/* kernels.c: checks that o is an aligned native float32/float64 ndarray; `what` names it.
+ * Returns its "is float64" flag (0 or 1), or -1 with a TypeError set. */
+int fp_kernels_float_kind(PyObject *o, const char *what);
+
 /* expr_vm.c: _evaluate_program(steps, inputs, consts, nregs, result, out), the expression
  * VM.  Returns None, or NULL with an exception set. */
 PyObject *fp_evaluate_program(PyObject *self, PyObject *args);
