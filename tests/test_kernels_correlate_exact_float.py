@@ -56,6 +56,29 @@ def test_the_volume_the_fast_paths_take_apart(dt, kernel_threads):
         same_bits(scipy_ndimage.correlate(x, w), kernels.correlate(x, w, exact=True))
 
 
+@pytest.mark.parametrize("last", [3, 5])
+@pytest.mark.parametrize("n", [32, 50, 70, 257])
+def test_quarter_rows_without_fma(n, last, kernel_threads):
+    """The quarter-row loop's cases (3-D, 3 or 5 taps along rows of 32 or more, no zero weight):
+    with exact=True it sums each output a product then a sum per tap, in blocks of eight, four
+    and one vectors of a quarter row (n = 50: 8 + 4 + 1), and gives scipy's bits in every mode;
+    the fast path, with its fused multiply-adds, does not on float64."""
+    rng = np.random.default_rng(n * 10 + last + kernel_threads)
+    x = rng.standard_normal((7, 9, n))
+    w = rng.random((int(rng.integers(1, 5)), int(rng.integers(1, 5)), last)) + 0.1
+    fast_differs = False
+    for mode in MODES:
+        for in_dt, out_dt in ((np.float64, np.float64), (np.float32, np.float32)):
+            xi = x.astype(in_dt)
+            ref = scipy_ndimage.correlate(xi, w, output=out_dt, mode=mode, cval=0.5)
+            got = kernels.correlate(xi, w, output=out_dt, mode=mode, cval=0.5, exact=True)
+            same_bits(ref, got)
+            if out_dt is np.float64:
+                fast = kernels.correlate(xi, w, output=out_dt, mode=mode, cval=0.5)
+                fast_differs |= not np.array_equal(fast, ref)
+    assert fast_differs
+
+
 def test_fast_path_differs_on_float64_where_exact_does_not():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((16, 20, 64))

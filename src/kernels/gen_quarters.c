@@ -1,6 +1,6 @@
 /* kernels/gen_quarters.c - the general 3-D correlation with the four quarters of a row in the
- * four lanes of a vector (AVX2/FMA builds; 3 or 5 taps along the last axis; every weight
- * nonzero).
+ * four lanes of a vector (AVX2 builds, with and without FMA; 3 or 5 taps along the last axis;
+ * every weight nonzero).
  *
  * A row of n outputs is cut into four quarters of q = ceil(n / 4); vector t of a block row holds
  * extended inputs t, q + t, 2q + t and 3q + t, so vector x of an output row holds outputs x,
@@ -15,7 +15,8 @@
  * quarters with 4x4 transposes, and the sums go back to the output row the same way.
  *
  * Each output is summed from zero, one fused multiply-add per tap, taps in C order (axis 0, 1,
- * then the last): the bits of the one-row loop (gen_rows.c). */
+ * then the last): the bits of the one-row loop (gen_rows.c).  With exact, each multiply-add is a
+ * product then a sum, rounded twice, as scipy computes them. */
 #include "kernels/general.h"
 #include "kernels/pool.h"
 #include "kernels/simd.h"
@@ -55,9 +56,9 @@ typedef struct {
 /* One block of B output vectors of KK taps along the last axis: out[j] = sum over the tap rows
  * r, then the taps k, of w[r * KK + k] * vector x + j + k of src[r], from zero.  Returns
  * nothing. */
-#define FP_QUARTERS_BLOCK(B, KK)                                                                   \
-    __attribute__((target("avx2,fma"))) static inline void fp_quarters_block_##B##_##KK(           \
-        __m256d *out, const double *const *src, ptrdiff_t nrows, const double *w, ptrdiff_t x)     \
+#define FP_QUARTERS_BLOCK(NAME, B, KK, ATTR)                                                       \
+    ATTR void NAME##_##B##_##KK(__m256d *out, const double *const *src, ptrdiff_t nrows,           \
+                                const double *w, ptrdiff_t x)                                      \
     {                                                                                              \
         __m256d acc[B];                                                                            \
         for (int j = 0; j < (B); j++)                                                              \
@@ -68,25 +69,88 @@ typedef struct {
             __asm__("" : "+r"(p)); /* loads at p + constant: no index register a vector */         \
             for (int k = 0; k < (KK); k++)                                                         \
                 wk[k] = _mm256_broadcast_sd(w + r * (KK) + k);                                     \
-            for (int xp = 0; xp < (B) + (KK)-1; xp++) {                                            \
-                __m256d v = _mm256_load_pd(p + 4 * xp);                                            \
-                for (int k = 0; k < (KK); k++) {                                                   \
-                    int j = xp - k;                                                                \
-                    if (j >= 0 && j < (B))                                                         \
-                        acc[j] = _mm256_fmadd_pd(wk[k], v, acc[j]);                                \
-                }                                                                                  \
-            }                                                                                      \
+            FP_QUARTERS_TAPS(B, KK);                                                               \
         }                                                                                          \
         for (int j = 0; j < (B); j++)                                                              \
             out[j] = acc[j];                                                                       \
     }
 
-FP_QUARTERS_BLOCK(8, 5)
-FP_QUARTERS_BLOCK(4, 5)
-FP_QUARTERS_BLOCK(1, 5)
-FP_QUARTERS_BLOCK(8, 3)
-FP_QUARTERS_BLOCK(4, 3)
-FP_QUARTERS_BLOCK(1, 3)
+/* The blocks of one build, NAME_B_KK for B in 4, 1 and KK in 5, 3. */
+#define FP_QUARTERS_SMALL_BLOCKS(NAME, ATTR)                                                       \
+    FP_QUARTERS_BLOCK(NAME, 4, 5, ATTR)                                                            \
+    FP_QUARTERS_BLOCK(NAME, 1, 5, ATTR)                                                            \
+    FP_QUARTERS_BLOCK(NAME, 4, 3, ATTR)                                                            \
+    FP_QUARTERS_BLOCK(NAME, 1, 3, ATTR)
+
+/* The FMA build: one fused multiply-add per tap, each source vector loaded once into a register
+ * and fed to the KK outputs that read it. */
+#define FP_QUARTERS_TAPS(B, KK)                                                                    \
+    for (int xp = 0; xp < (B) + (KK)-1; xp++) {                                                    \
+        __m256d v = _mm256_load_pd(p + 4 * xp);                                                    \
+        for (int k = 0; k < (KK); k++) {                                                           \
+            int j = xp - k;                                                                        \
+            if (j >= 0 && j < (B))                                                                 \
+                acc[j] = FP_MADD(wk[k], v, acc[j]);                                                \
+        }                                                                                          \
+    }
+#define FP_MADD(w, l, acc) _mm256_fmadd_pd(w, l, acc)
+FP_QUARTERS_BLOCK(fp_quarters_block, 8, 5, __attribute__((target("avx2,fma"))) static inline)
+FP_QUARTERS_BLOCK(fp_quarters_block, 8, 3, __attribute__((target("avx2,fma"))) static inline)
+FP_QUARTERS_SMALL_BLOCKS(fp_quarters_block, __attribute__((target("avx2,fma"))) static inline)
+#undef FP_MADD
+
+/* The build without FMA (exact=True): acc + l * w rounded twice, scipy's own arithmetic.  Built
+ * for AVX2 alone and never inlined into the FMA code around it, so that no compiler contracts
+ * the product and the sum into one FMA. */
+#define FP_MADD(w, l, acc) _mm256_add_pd(acc, _mm256_mul_pd(l, w))
+FP_QUARTERS_SMALL_BLOCKS(fp_quarters_plain, __attribute__((target("avx2"), noinline)) static)
+#undef FP_MADD
+#undef FP_QUARTERS_TAPS
+
+/* One tap of the exact block of eight: output vector j gains wb times source vector j of p. */
+#define FP_PLAIN_TAP(j) a##j = _mm256_add_pd(a##j, _mm256_mul_pd(_mm256_load_pd(p + 4 * (j)), wb))
+
+/* The exact block of eight output vectors, summed as FP_QUARTERS_BLOCK sums them: tap by tap
+ * over the eight, each product reading its source from memory, in eight named sums that pass
+ * through one empty asm after each tap.  The asm keeps them in registers and the taps in this
+ * order: the block above, with its sums in an array, spilled them to the stack, and ran each
+ * output's taps as one chain of dependent sums, at 1.6 times the FMA build's time.  Returns
+ * nothing. */
+#define FP_QUARTERS_PLAIN_8(KK)                                                                    \
+    __attribute__((target("avx2"), noinline)) static void fp_quarters_plain_8_##KK(                \
+        __m256d *out, const double *const *src, ptrdiff_t nrows, const double *w, ptrdiff_t x)     \
+    {                                                                                              \
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,    \
+                a7 = a0;                                                                           \
+        for (ptrdiff_t r = 0; r < nrows; r++) {                                                    \
+            const double *p = src[r] + 4 * x;                                                      \
+            for (int k = 0; k < (KK); k++, p += 4) {                                               \
+                __m256d wb = _mm256_broadcast_sd(w + r * (KK) + k);                                \
+                FP_PLAIN_TAP(0);                                                                   \
+                FP_PLAIN_TAP(1);                                                                   \
+                FP_PLAIN_TAP(2);                                                                   \
+                FP_PLAIN_TAP(3);                                                                   \
+                FP_PLAIN_TAP(4);                                                                   \
+                FP_PLAIN_TAP(5);                                                                   \
+                FP_PLAIN_TAP(6);                                                                   \
+                FP_PLAIN_TAP(7);                                                                   \
+                __asm__(""                                                                         \
+                        : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6),    \
+                          "+x"(a7));                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        out[0] = a0;                                                                               \
+        out[1] = a1;                                                                               \
+        out[2] = a2;                                                                               \
+        out[3] = a3;                                                                               \
+        out[4] = a4;                                                                               \
+        out[5] = a5;                                                                               \
+        out[6] = a6;                                                                               \
+        out[7] = a7;                                                                               \
+    }
+FP_QUARTERS_PLAIN_8(5)
+FP_QUARTERS_PLAIN_8(3)
+#undef FP_PLAIN_TAP
 
 /* The 4x4 transpose of doubles: row l of the result is lane l of a, b, c, d.  Returns
  * nothing. */
@@ -224,18 +288,18 @@ fp_quarters_alloc(const fp_quarters_job *job, fp_quarters_scratch *s)
 
 /* The output vectors [x, x + B) of one output row, for each block size B in turn, summed and
  * stored.  Leaves x at the first vector not done. */
-#define FP_QUARTERS_ROW(KK)                                                                        \
+#define FP_QUARTERS_ROW(NAME, KK)                                                                  \
     do {                                                                                           \
         for (; x + 8 <= job->q; x += 8) {                                                          \
-            fp_quarters_block_8_##KK(v, s->src, nrows, job->w, x);                                 \
+            NAME##_8_##KK(v, s->src, nrows, job->w, x);                                            \
             fp_quarters_store(job, v, 8, ooff, x);                                                 \
         }                                                                                          \
         for (; x + 4 <= job->q; x += 4) {                                                          \
-            fp_quarters_block_4_##KK(v, s->src, nrows, job->w, x);                                 \
+            NAME##_4_##KK(v, s->src, nrows, job->w, x);                                            \
             fp_quarters_store(job, v, 4, ooff, x);                                                 \
         }                                                                                          \
         for (; x < job->q; x++) {                                                                  \
-            fp_quarters_block_1_##KK(v, s->src, nrows, job->w, x);                                 \
+            NAME##_1_##KK(v, s->src, nrows, job->w, x);                                            \
             fp_quarters_store(job, v, 1, ooff, x);                                                 \
         }                                                                                          \
     } while (0)
@@ -276,10 +340,14 @@ fp_quarters_item(void *ctx, ptrdiff_t item, int worker)
                 for (ptrdiff_t ky = 0; ky < K1; ky++)
                     s->src[kz * K1 + ky] =
                         s->blocks + s->slotk[kz] * slot_size + (y - y0 + ky) * job->rowvec * 4;
-            if (job->K == 5)
-                FP_QUARTERS_ROW(5);
+            if (c->exact && job->K == 5)
+                FP_QUARTERS_ROW(fp_quarters_plain, 5);
+            else if (c->exact)
+                FP_QUARTERS_ROW(fp_quarters_plain, 3);
+            else if (job->K == 5)
+                FP_QUARTERS_ROW(fp_quarters_block, 5);
             else
-                FP_QUARTERS_ROW(3);
+                FP_QUARTERS_ROW(fp_quarters_block, 3);
         }
     }
     return 0;
@@ -293,7 +361,7 @@ fp_gen_quarters_fits(const fp_conv *c)
 #if FP_HAVE_AVX2_DISPATCH
     ptrdiff_t n = 1;
     if (c->ndim != 3 || (c->ntaps[2] != 5 && c->ntaps[2] != 3) ||
-        c->shape[2] < FP_QUARTERS_MIN_ROW || fp_simd_level() <= 0 || c->exact)
+        c->shape[2] < FP_QUARTERS_MIN_ROW || fp_simd_level() <= 0)
         return 0;
     for (int d = 0; d < 3; d++)
         n *= c->ntaps[d];
