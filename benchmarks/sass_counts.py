@@ -1,4 +1,5 @@
-"""SASS instruction counts of the ndimage kernels (src/cuda/ndimage.cu), per output.
+"""SASS instruction counts of the ndimage kernels (src/cuda/ndimage.cu, and with --source
+src/cuda/ndimage_exact.cu scipy's arithmetic), per output.
 
 Usage (no GPU needed; nvcc on PATH, cuobjdump from the ``nvidia-cuda-cuobjdump`` wheel or the
 toolkit)::
@@ -73,6 +74,10 @@ MODEL: list[tuple[str, list[float | None]]] = [
     (r"fp_cu_box_kernel<\w+, 8, 5(, -?\d)?>", [None, BOX_X, BOX_Y, BOX_Z_RUNNING]),
     (r"fp_cu_box_kernel<\w+, 8(, 0)?(, -1)?>", [None, BOX_X, BOX_Y, BOX_Z_DIRECT]),
     (r"fp_cu_run_kernel<\w+>", [2.0]),
+    # scipy's arithmetic (src/cuda/ndimage_exact.cu): a product and a sum per tap, in double;
+    # a line's running sum, one sum and one difference per output (and its division)
+    (r"fp_cx_point_kernel<\w+>", [2 * K**3]),
+    (r"fp_cx_line_kernel<\w+>", [2.0]),
 ]
 
 

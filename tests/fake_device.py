@@ -52,6 +52,7 @@ class FakeDevice:
         self.kernels: dict[int, ctypes._CFuncPtr] = {}
         self.launches = 0
         self.correlations: list[tuple] = []
+        self.exact_calls: list[int] = []  # the exact= of each correlation launch
         self.reads = 0  # input elements the device code loaded (its host emulation counts them)
         self.compiles = 0
         self.log: list[tuple] = []  # stream-ordered calls: (what, stream, ...)
@@ -190,25 +191,54 @@ class FakeDevice:
         return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
 
     def _cuda_correlate(
-        self, code, inp, out, w, shape, strides, wshape, shift, mode, cval, boxw, stream, host_w
+        self,
+        code,
+        inp,
+        out,
+        w,
+        shape,
+        strides,
+        wshape,
+        shift,
+        mode,
+        cval,
+        boxw,
+        stream,
+        host_w,
+        exact=0,
     ) -> None:
         self.log.append(("kernel", stream))
         item = 4 if code == 0 else 8
+        witem = 8 if exact else item  # scipy's arithmetic reads float64 weights
         lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
         hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
         size = int(np.prod(shape))
         in_buf = self.view(inp + lo * item, (hi - lo + 1) * item)
         out_buf = self.view(out, size * item)
         nw = int(np.prod(wshape))
-        w_buf = self.view(w, nw * item) if w else None
+        w_buf = self.view(w, nw * witem) if w else None
         # the weights' values on the host, which the per-element kernel takes in its
         # parameters, are the device weights' (none for a box)
         assert (host_w is None) == (w == 0)
         if w:
             assert bytes(memoryview(host_w).cast("B")) == bytes(w_buf)
         self.correlations.append((tuple(wshape), w == 0))
+        self.exact_calls.append(exact)
         self.reads += self.real._cuda_correlate_host(
-            code, in_buf, -lo, out_buf, w_buf, shape, strides, wshape, shift, mode, cval, boxw, 0
+            code,
+            in_buf,
+            -lo,
+            out_buf,
+            w_buf,
+            shape,
+            strides,
+            wshape,
+            shift,
+            mode,
+            cval,
+            boxw,
+            0,
+            exact,
         )
 
     def _cuda_nvrtc_compile(self, source, name, options, cubin, paths) -> bytes:

@@ -156,9 +156,11 @@ def test_exact_must_be_a_bool():
         kernels.uniform_filter(np.zeros((4, 4)), 3, exact=1)
 
 
-def test_exact_is_refused_on_the_gpu_path_before_any_device_work():
-    with pytest.raises(ValueError, match="exact=True"):
-        kernels.uniform_filter(np.zeros((4, 4)), 3, exact=True, device="cuda")
+def test_exact_is_checked_before_any_device_work():
+    """On the GPU path too (tests/test_cuda_exact_float.py runs it): a bad exact= is a
+    TypeError, not a missing device."""
+    with pytest.raises(TypeError, match="exact must be True or False"):
+        kernels.uniform_filter(np.zeros((4, 4)), 3, exact="yes", device="cuda")
 
 
 @pytest.mark.parametrize(

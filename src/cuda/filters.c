@@ -69,14 +69,15 @@ fp_cuda_geom(fp_cu_geom *g, int dtype, PyObject *shape, PyObject *strides, PyObj
 }
 
 /* _cuda_correlate(dtype, in, out, weights, shape, in_strides, wshape, shift, mode, cval,
- * box_weight, stream[, host_weights]) -> None: queues the correlation on stream (device
- * pointers; weights 0 for the box path).  host_weights (a buffer of the same weights on the
- * host, or None) lets the per-element kernel take them in its parameters.  Returns NULL with an
- * exception. */
+ * box_weight, stream[, host_weights[, exact]]) -> None: queues the correlation on stream
+ * (device pointers; weights 0 for the box path).  host_weights (a buffer of the same weights on
+ * the host, or None) lets the per-element kernel take them in its parameters.  exact 1 or 2
+ * runs scipy's arithmetic instead (fp_cu_correlate_exact; the weights are float64 then).
+ * Returns NULL with an exception. */
 PyObject *
 fp_cuda_correlate(PyObject *m, PyObject *args)
 {
-    int dtype, mode, err;
+    int dtype, mode, err, exact = 0;
     PyObject *oin, *oout, *ow, *shape, *strides, *wshape, *shift, *os, *ohw = Py_None;
     PyObject *res = NULL;
     Py_buffer bhw = {0};
@@ -84,14 +85,28 @@ fp_cuda_correlate(PyObject *m, PyObject *args)
     void *in, *out, *w, *s;
     int64_t nw = 1;
     fp_cu_geom g;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO|O", &dtype, &oin, &oout, &ow, &shape, &strides,
-                          &wshape, &shift, &mode, &cval, &boxw, &os, &ohw))
+    if (!PyArg_ParseTuple(args, "iOOOOOOOiddO|Oi", &dtype, &oin, &oout, &ow, &shape, &strides,
+                          &wshape, &shift, &mode, &cval, &boxw, &os, &ohw, &exact))
         return NULL;
+    if (exact < 0 || exact > 2) {
+        PyErr_SetString(PyExc_ValueError, "exact must be 0, 1 or 2");
+        return NULL;
+    }
     if (fp_cuda_ptr(oin, &in) < 0 || fp_cuda_ptr(oout, &out) < 0 || fp_cuda_ptr(ow, &w) < 0 ||
         fp_cuda_ptr(os, &s) < 0)
         goto error;
     if (fp_cuda_geom(&g, dtype, shape, strides, wshape, shift, mode, cval, boxw) < 0)
         goto error;
+    g.exact = exact;
+    if (exact) {
+        err = fp_cu_correlate_exact(dtype, in, out, (const double *)w, &g, 0, s);
+        if (err != 0) {
+            fp_cuda_raise(m, err, "correlate kernel launch");
+            goto error;
+        }
+        res = Py_NewRef(Py_None);
+        goto error;
+    }
     if (ohw != Py_None) {
         if (PyObject_GetBuffer(ohw, &bhw, PyBUF_SIMPLE) < 0)
             goto error;
@@ -138,14 +153,15 @@ error:
 }
 
 /* _cuda_correlate_host(dtype, in_buffer, in_offset, out_buffer, weights_buffer_or_None, shape,
- * in_strides, wshape, shift, mode, cval, box_weight, path) -> int: runs the device code on the
- * host (test hook; path 0 as the device would, 1 the direct per-element path) and returns the
- * number of input elements it loaded (the device's memory reads).  Every read is bounds-checked
- * against the buffers first.  Returns NULL with an exception. */
+ * in_strides, wshape, shift, mode, cval, box_weight, path[, exact]) -> int: runs the device
+ * code on the host (test hook; path 0 as the device would, 1 the direct per-element path;
+ * exact 1 or 2 scipy's arithmetic, float64 weights) and returns the number of input elements
+ * it loaded (the device's memory reads; 0 for exact).  Every read is bounds-checked against the
+ * buffers first.  Returns NULL with an exception. */
 PyObject *
 fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
 {
-    int dtype, mode, path;
+    int dtype, mode, path, exact = 0;
     Py_ssize_t in_off;
     PyObject *ow, *shape, *strides, *wshape, *shift;
     Py_buffer bin = {0}, bout = {0}, bw = {0};
@@ -154,9 +170,13 @@ fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
     int64_t lo, hi, nw = 1, reads = 0;
     size_t item;
     PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "iy*nw*OOOOOiddi", &dtype, &bin, &in_off, &bout, &ow, &shape,
-                          &strides, &wshape, &shift, &mode, &cval, &boxw, &path))
+    if (!PyArg_ParseTuple(args, "iy*nw*OOOOOiddi|i", &dtype, &bin, &in_off, &bout, &ow, &shape,
+                          &strides, &wshape, &shift, &mode, &cval, &boxw, &path, &exact))
         return NULL;
+    if (exact < 0 || exact > 2) {
+        PyErr_SetString(PyExc_ValueError, "exact must be 0, 1 or 2");
+        goto error;
+    }
     if (ow != Py_None && PyObject_GetBuffer(ow, &bw, PyBUF_SIMPLE) < 0)
         goto error;
     if (fp_cuda_geom(&g, dtype, shape, strides, wshape, shift, mode, cval, boxw) < 0)
@@ -176,12 +196,17 @@ fp_cuda_correlate_host(FP_UNUSED PyObject *m, PyObject *args)
         goto error;
     }
     if ((int64_t)bout.len < g.size * (int64_t)item ||
-        (ow != Py_None && (int64_t)bw.len < nw * (int64_t)item)) {
+        (ow != Py_None && (int64_t)bw.len < nw * (int64_t)(exact ? sizeof(double) : item))) {
         PyErr_SetString(PyExc_ValueError, "output or weights buffer too small");
         goto error;
     }
-    if (fp_cu_correlate_host(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item, bout.buf,
-                             ow != Py_None ? bw.buf : NULL, &g, path, &reads) < 0) {
+    g.exact = exact;
+    if (exact) {
+        fp_cu_correlate_exact(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item, bout.buf,
+                              ow != Py_None ? (const double *)bw.buf : NULL, &g, 1, NULL);
+    } else if (fp_cu_correlate_host(dtype, (const char *)bin.buf + in_off * (Py_ssize_t)item,
+                                    bout.buf, ow != Py_None ? bw.buf : NULL, &g, path,
+                                    &reads) < 0) {
         PyErr_NoMemory();
         goto error;
     }

@@ -45,6 +45,8 @@ typedef struct fp_cu_geom {
     int64_t in_strides[FP_CU_MAXDIM];
     int64_t wshape[FP_CU_MAXDIM];
     int64_t shift[FP_CU_MAXDIM];
+    int exact; /* 0: the fast kernels; 1: scipy's arithmetic (fp_cu_correlate_exact); 2: that,
+                  each result rounded to float32 (kept in a double) */
 } fp_cu_geom;
 
 /* Launches the correlation of in into out on stream (a cudaStream_t): running sums for a box
@@ -63,6 +65,14 @@ int fp_cu_correlate(int dtype, const void *in, void *out, const void *weights,
  * (reads may be NULL).  Returns 0, or -1 when out of memory. */
 int fp_cu_correlate_host(int dtype, const void *in, void *out, const void *weights,
                          const fp_cu_geom *g, int path, int64_t *reads);
+
+/* Runs scipy.ndimage's arithmetic (g->exact 1 or 2) on stream, or with host on the host: with
+ * weights (doubles, C order) one thread per output sums every nonzero tap from 0.0 in C order,
+ * a product then a sum each; without, a box of g->wshape along its one long axis as scipy's
+ * running sum, one thread per line.  Returns a cudaError_t (0 on success, and on the host);
+ * sets no Python exception. */
+int fp_cu_correlate_exact(int dtype, const void *in, void *out, const double *weights,
+                          const fp_cu_geom *g, int host, void *stream);
 
 /* Returns 1 when fp_cu_correlate takes the shared-memory tiled path for g (2-D or 3-D, window
  * and weights fit in 48 KiB of shared memory), else 0. */

@@ -58,16 +58,10 @@ def _gpu(name: str) -> Callable[..., Any]:
     return getattr(gpu, name)
 
 
-def _exact_flag(exact: Any, gpu: bool) -> bool:
-    """The ``exact=`` argument, checked: a bool, and not True for a call that runs on the GPU
-    (scipy's float bits are computed on the CPU only).  Returns it."""
+def _exact_flag(exact: Any) -> bool:
+    """The ``exact=`` argument, checked: a bool.  Returns it."""
     if not isinstance(exact, bool):
         raise TypeError(f"exact must be True or False, got {exact!r}")
-    if exact and gpu:
-        raise ValueError(
-            "exact=True: scipy's float results bit for bit are computed on the CPU only; "
-            "pass NumPy arrays without device="
-        )
     return exact
 
 
@@ -84,14 +78,13 @@ def correlate(
     device: Any = None,
 ) -> Any:
     """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
-    1.11+: weights and origins over those axes only).  With ``exact=True`` (CPU only) float
-    results are scipy's bit for bit: every tap summed in scipy's order, without FMA and
-    without separating the kernel."""
+    1.11+: weights and origins over those axes only).  With ``exact=True`` float results are
+    scipy's bit for bit, on either device: every tap summed in scipy's order, in double,
+    without FMA and without separating the kernel."""
+    exact = _exact_flag(exact)
     args = check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
-    gpu = wants_gpu(device, input, output)
-    exact = _exact_flag(exact, gpu)
-    if gpu:
-        return _gpu("correlate_args")(args, device=device)
+    if wants_gpu(device, input, output):
+        return _gpu("correlate_args")(args, device=device, exact=exact)
     return _cpu.correlate(args, exact=exact)
 
 
@@ -112,10 +105,9 @@ def convolve(
     args = check_convolve_args(
         input, weights, output, mode, cval, origin, convolution=True, axes=axes
     )
-    gpu = wants_gpu(device, input, output)
-    exact = _exact_flag(exact, gpu)
-    if gpu:
-        return _gpu("correlate_args")(args, device=device)  # the weights come flipped
+    exact = _exact_flag(exact)
+    if wants_gpu(device, input, output):  # the weights come flipped
+        return _gpu("correlate_args")(args, device=device, exact=exact)
     return _cpu.correlate(args, exact=exact)
 
 
@@ -137,13 +129,12 @@ def uniform_filter(
 
     Integer outputs are scipy's exactly (its running sums, stored into the output dtype after
     each axis).  Float outputs come from the fast fused passes and equal scipy's to a few units
-    of rounding; with ``exact=True`` (CPU only) they are scipy's bit for bit: its running sums
-    in double, streamed through memory once."""
+    of rounding; with ``exact=True`` they are scipy's bit for bit, on either device: its
+    running sums in double (on the CPU streamed through memory once)."""
+    exact = _exact_flag(exact)
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
-    gpu = wants_gpu(device, input, output)
-    exact = _exact_flag(exact, gpu)
-    if gpu:
-        return _gpu("uniform_filter_args")(a, device=device)
+    if wants_gpu(device, input, output):
+        return _gpu("uniform_filter_args")(a, device=device, exact=exact)
     return _cpu.uniform_filter(a, exact=exact)
 
 

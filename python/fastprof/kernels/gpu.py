@@ -83,6 +83,18 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
 
 
+def _exact_dtypes(input: Any, out_dtype: np.dtype, on_device: bool) -> tuple[int, np.dtype]:
+    """The exact code (1, or 2 where results are rounded to float32 in float64 arrays) and the
+    compute dtype of scipy's arithmetic on the device for a float out_dtype: float32 only where
+    input and output both are (scipy reads every input into doubles, so float32 input for a
+    float64 output is read as float64)."""
+    if on_device:
+        return 1, np.dtype(input.dtype)
+    if np.dtype(input.dtype) == _F32_DT and out_dtype == _F32_DT:
+        return 1, _F32_DT
+    return (2 if out_dtype == _F32_DT else 1), _F64_DT
+
+
 def _check_gpu_dtype(dtype: np.dtype, what: str) -> None:
     """TypeError for a dtype the shared checks take but the GPU cannot load (above 64 bits)."""
     if dtype.kind not in "biuf" or dtype.itemsize > 8:
@@ -271,12 +283,23 @@ def _raw_filter_key(name: str, input: Any, output: Any, *args: Any) -> Optional[
 class _FilterPlan:
     """A filter's passes for one input shape and compute dtype (each: weights or None for a
     box, weights shape, shift, mode, box weight), its boundary value and result dtype; and,
-    from its first run, the input's layout (:func:`_layout`; a plan is keyed by one)."""
+    from its first run, the input's layout (:func:`_layout`; a plan is keyed by one).  exact:
+    0 for the fast kernels, 1 for scipy's arithmetic, 2 for that with every pass's results
+    rounded to float32 (the float32 arrays scipy stores between passes, kept in float64);
+    cdt: the compute dtype NumPy input is converted to (None: float32 input stays float32)."""
 
-    __slots__ = ("passes", "cval", "out_dtype", "layout")
+    __slots__ = ("passes", "cval", "out_dtype", "layout", "exact", "cdt")
 
-    def __init__(self, passes: list, cval: float, out_dtype: np.dtype) -> None:
+    def __init__(
+        self,
+        passes: list,
+        cval: float,
+        out_dtype: np.dtype,
+        exact: int = 0,
+        cdt: Optional[np.dtype] = None,
+    ) -> None:
         self.passes, self.cval, self.out_dtype = passes, cval, out_dtype
+        self.exact, self.cdt = exact, cdt
         self.layout: Optional[_Layout] = None
 
 
@@ -336,16 +359,18 @@ def _run_passes(
     cval: float,
     stream: int,
     keep: list,
+    exact: int = 0,
 ) -> None:
     """Runs correlation passes (weights or None for box, wshape, shift, mode, box weight) from
     the input at device pointer src (layout lay) into dsts, one C-contiguous block per pass (the
-    last one the result).  The uploaded weights go to keep."""
+    last one the result), with scipy's arithmetic where exact (float64 weights).  The uploaded
+    weights go to keep."""
     code, cur_strides, contiguous, _n, _c_bytes = lay
     cur_ptr = src
     for (w, wshape, shift, mode, boxw), dst in zip(passes, dsts):
         wptr, host_w = 0, None
         if w is not None:
-            wd, host_w = _device_weights(w, cdt, stream)
+            wd, host_w = _device_weights(w, _F64_DT if exact else cdt, stream)
             keep.append(wd)
             wptr = wd.ptr
         _C._cuda_correlate(
@@ -362,6 +387,7 @@ def _run_passes(
             boxw,
             stream,
             host_w,
+            exact,
         )
         cur_ptr, cur_strides = dst, contiguous
 
@@ -373,18 +399,32 @@ def _tiled_ok(cdt: np.dtype, shape: tuple[int, ...], wshape: tuple[int, ...]) ->
     return bool(_C._cuda_tiled_ok(_F32 if cdt == np.float32 else _F64, tuple(shape), tuple(wshape)))
 
 
-def _emulate_passes(host: np.ndarray, passes: list, cval: float, path: int) -> np.ndarray:
-    """Runs the passes on the host with the device's own code (test hook): path 0 as the
+def _emulate_passes(host: np.ndarray, plan: _FilterPlan, path: int) -> np.ndarray:
+    """Runs the plan's passes on the host with the device's own code (test hook): path 0 as the
     device would (tiled where it fits), 1 the direct per-element kernel."""
-    cdt = _compute_dtype(host.dtype)
+    cdt = plan.cdt or _compute_dtype(host.dtype)
     code = _F32 if cdt == np.float32 else _F64
     cur = np.ascontiguousarray(host, dtype=cdt)
-    for w, wshape, shift, mode, boxw in passes:
+    for w, wshape, shift, mode, boxw in plan.passes:
         dst = np.empty(host.shape, dtype=cdt)
-        wbuf = None if w is None else np.ascontiguousarray(w, dtype=cdt)
+        wdt = _F64_DT if plan.exact else cdt
+        wbuf = None if w is None else np.ascontiguousarray(w, dtype=wdt)
         strides = tuple(st // cdt.itemsize for st in cur.strides)
         _C._cuda_correlate_host(
-            code, cur, 0, dst, wbuf, host.shape, strides, wshape, shift, mode, cval, boxw, path
+            code,
+            cur,
+            0,
+            dst,
+            wbuf,
+            host.shape,
+            strides,
+            wshape,
+            shift,
+            mode,
+            plan.cval,
+            boxw,
+            path,
+            plan.exact,
         )
         cur = dst
     return cur
@@ -402,7 +442,7 @@ def _run_filter(
     timings.  output: a NumPy array of input's shape, or None."""
     index = None if device == "cuda" else _cuda.parse_device(device)
     handle = 0 if stream is None else _cuda.stream_handle(stream)
-    passes, cval, out_dtype = plan.passes, plan.cval, plan.out_dtype
+    out_dtype = plan.out_dtype
     if output is not None and not output.flags.writeable:
         raise ValueError("output must be writeable")
     if emulate:
@@ -410,9 +450,9 @@ def _run_filter(
             raise TypeError("host emulation takes NumPy input")
         if not _C._cuda_built():
             raise _cuda.CudaUnavailableError(_cuda.status())
-        cdt = _compute_dtype(input.dtype)
+        cdt = plan.cdt or _compute_dtype(input.dtype)
         res = (
-            _emulate_passes(input, passes, cval, 1 if emulate == "direct" else 0)
+            _emulate_passes(input, plan, 1 if emulate == "direct" else 0)
             if input.size
             else np.empty(input.shape, cdt)
         )
@@ -448,7 +488,7 @@ def _filter_host(
 ) -> np.ndarray:
     """The filter of NumPy input host on device dev (current), queued on handle: a TimedArray,
     or output filled."""
-    cdt = _F32_DT if host.dtype == _F32_DT else _F64_DT
+    cdt = plan.cdt or (_F32_DT if host.dtype == _F32_DT else _F64_DT)
     if host.dtype != cdt or not host.flags.c_contiguous:
         host = np.ascontiguousarray(host, dtype=cdt)
     lay = plan.layout
@@ -463,7 +503,9 @@ def _filter_host(
     try:
         _C._cuda_upload(ptrs[:1], (host,), handle, events[1])
         if lay[3]:
-            _run_passes(ptrs[0], ptrs[1:], host.shape, lay, cdt, passes, plan.cval, handle, [])
+            _run_passes(
+                ptrs[0], ptrs[1:], host.shape, lay, cdt, passes, plan.cval, handle, [], plan.exact
+            )
         result: np.ndarray = TimedArray(host.shape, cdt)
         _C._cuda_download(result, ptrs[-1], handle, events[2], events[3])
         if cdt != plan.out_dtype:
@@ -493,7 +535,7 @@ def _filter_device(
             for _ in passes[1:]:
                 keep.append(_cuda._empty_here(shape, cdt, dev, handle))
             dsts = [t.ptr for t in keep] + dsts
-        _run_passes(src.ptr, dsts, shape, lay, cdt, passes, plan.cval, handle, keep)
+        _run_passes(src.ptr, dsts, shape, lay, cdt, passes, plan.cval, handle, keep, plan.exact)
     if handle:
         _cuda._fence_after([out, *keep], handle)
     return out
@@ -663,10 +705,12 @@ def correlate_args(
     stream: Any = None,
     _emulate: Any = False,
     _key: Optional[tuple] = None,
+    exact: bool = False,
 ) -> Any:
     """The correlation of arguments checked by fastprof.kernels.args.check_convolve_args
-    (convolve's come flipped into correlation form) on the GPU.  _key: the plan key of the
-    arguments as given, which the plan is filed under too."""
+    (convolve's come flipped into correlation form) on the GPU; with exact, float results are
+    scipy's bit for bit (every nonzero tap in C order, a product then a sum each, in double).
+    _key: the plan key of the arguments as given, which the plan is filed under too."""
     inp = a.input
     if isinstance(inp, np.ndarray) and inp.ndim == 0:
         # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
@@ -678,7 +722,8 @@ def correlate_args(
             origins=(0,),
         )
         return _as_zero_d(
-            correlate_args(one, device=device, stream=stream, _emulate=_emulate), a.output
+            correlate_args(one, device=device, stream=stream, _emulate=_emulate, exact=exact),
+            a.output,
         )
     on_device = _check_filter_io(inp, a.output, a.out_dtype)
     if not on_device and a.out_dtype.kind in "biu":
@@ -688,9 +733,15 @@ def correlate_args(
     key = None
     if ik is not None:
         w = a.weights
-        key = ("conv", ik, a.out_dtype, a.modes, a.cval, a.origins, w.shape, w.tobytes())
+        key = ("conv", ik, a.out_dtype, a.modes, a.cval, a.origins, w.shape, w.tobytes(), exact)
     plan = _plan_get(key)
-    if plan is None:
+    if plan is None and exact:
+        code, xdt = _exact_dtypes(inp, a.out_dtype, on_device)
+        w = a.weights
+        shift = tuple(n // 2 + o for n, o in zip(w.shape, a.origins))
+        passes = [(w, w.shape, shift, a.modes[0] if a.modes else 0, 0.0)]
+        plan = _plan_put(key, _FilterPlan(passes, a.cval, a.out_dtype, code, xdt))
+    elif plan is None:
         plan = _plan_put(
             key, _FilterPlan(_conv_passes(a, tuple(inp.shape), cdt), a.cval, a.out_dtype)
         )
@@ -711,6 +762,7 @@ def _conv_raw(
     device: Any,
     stream: Any,
     emulate: Any,
+    exact: bool = False,
 ) -> Any:
     """correlate/convolve with the arguments as given: a repeat call finds its plan by them,
     the first is checked through fastprof.kernels.args."""
@@ -720,13 +772,13 @@ def _conv_raw(
             "convolve" if convolution else "correlate", input, output, mode, cval, origin, axes
         )
         if key is not None:
-            key += ((weights.shape, weights.dtype, weights.tobytes()),)
+            key += ((weights.shape, weights.dtype, weights.tobytes()), exact)
     plan = _plan_get(key)
     if plan is not None:
         out = output if isinstance(output, np.ndarray) else None
         return _run_filter(input, out, plan, device, stream, emulate)
     a = check_convolve_args(input, weights, output, mode, cval, origin, convolution, axes)
-    return correlate_args(a, device=device, stream=stream, _emulate=emulate, _key=key)
+    return correlate_args(a, device=device, stream=stream, _emulate=emulate, _key=key, exact=exact)
 
 
 def correlate(
@@ -738,6 +790,7 @@ def correlate(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: Any = False,
@@ -745,7 +798,7 @@ def correlate(
     """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
     on the host instead (a test hook; CUDA builds only)."""
     return _conv_raw(
-        False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate
+        False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
 
 
@@ -758,23 +811,26 @@ def convolve(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: Any = False,
 ) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
     return _conv_raw(
-        True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate
+        True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
 
 
 # --- uniform_filter -----------------------------------------------------------------------------
 
 
-def _uniform_passes(a: UniformArgs, shape: tuple[int, ...], cdt: np.dtype) -> list:
+def _uniform_passes(
+    a: UniformArgs, shape: tuple[int, ...], cdt: np.dtype, exact: bool = False
+) -> list:
     """The passes of a checked uniform_filter over input of shape in compute dtype cdt: one box
-    pass per filtered axis of size > 1, or one box over all of them where the tiled kernel
-    takes it."""
+    pass per filtered axis of size > 1 (scipy's own passes, all that exact takes), or one box
+    over all of them where the tiled kernel takes it."""
     ndim = len(shape)
     out = []
     for ax in a.axes:
@@ -786,7 +842,7 @@ def _uniform_passes(a: UniformArgs, shape: tuple[int, ...], cdt: np.dtype) -> li
     if not out:  # nothing to filter: a copy through a 1x...x1 identity
         return [(None, (1,) * ndim, (0,) * ndim, 0, 1.0)]
     same_mode = len({p[3] for p in out}) == 1
-    if len(out) > 1 and same_mode and (out[0][3] != 1 or a.cval == 0.0):
+    if len(out) > 1 and same_mode and not exact and (out[0][3] != 1 or a.cval == 0.0):
         # one box pass over all axes equals scipy's 1-D passes (the boundary extension
         # is per axis), except for constant mode with cval != 0
         wshape = tuple(math.prod(p[1][k] for p in out) for k in range(ndim))
@@ -803,9 +859,12 @@ def uniform_filter_args(
     stream: Any = None,
     _emulate: Any = False,
     _key: Optional[tuple] = None,
+    exact: bool = False,
 ) -> Any:
     """uniform_filter of arguments checked by fastprof.kernels.args.check_uniform_args on the
-    GPU.  _key: the plan key of the arguments as given, which the plan is filed under too."""
+    GPU; with exact, float results are scipy's bit for bit (its running sums in double, one
+    pass per axis, each stored in the output dtype).  _key: the plan key of the arguments as
+    given, which the plan is filed under too."""
     inp = a.input
     if isinstance(inp, np.ndarray) and inp.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
         one = a._replace(
@@ -816,7 +875,7 @@ def uniform_filter_args(
             origins=(0,),
             axes=(),
         )
-        res = uniform_filter_args(one, device=device, stream=stream, _emulate=_emulate)
+        res = uniform_filter_args(one, device=device, stream=stream, _emulate=_emulate, exact=exact)
         return _as_zero_d(res, a.output)
     on_device = _check_filter_io(inp, a.output, a.out_dtype)
     if not on_device and a.out_dtype.kind in "biu" and inp.size:
@@ -827,9 +886,13 @@ def uniform_filter_args(
     ik = _input_key(inp)
     key = None
     if ik is not None and a.out_dtype.kind == "f":
-        key = ("uniform", ik, a.out_dtype, a.sizes, a.modes, a.cval, a.origins, a.axes)
+        key = ("uniform", ik, a.out_dtype, a.sizes, a.modes, a.cval, a.origins, a.axes, exact)
     plan = _plan_get(key)
-    if plan is None:
+    if plan is None and exact:
+        code, xdt = _exact_dtypes(inp, a.out_dtype, on_device)
+        passes = _uniform_passes(a, tuple(inp.shape), xdt, exact=True)
+        plan = _plan_put(key, _FilterPlan(passes, a.cval, a.out_dtype, code, xdt))
+    elif plan is None:
         passes = _uniform_passes(a, tuple(inp.shape), cdt)
         plan = _plan_put(key, _FilterPlan(passes, a.cval, a.out_dtype))
     if _key is not None:
@@ -846,20 +909,23 @@ def uniform_filter(
     origin: Any = 0,
     *,
     axes: Any = None,
+    exact: bool = False,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: bool = False,
 ) -> Any:
-    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1.  A repeat
-    call finds its plan by the arguments as given; the first is checked through
-    fastprof.kernels.args."""
-    key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes)
+    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1 (with exact,
+    scipy's float bits).  A repeat call finds its plan by the arguments as given; the first is
+    checked through fastprof.kernels.args."""
+    key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes, exact)
     plan = _plans.get(key) if key is not None else None
     if plan is not None:
         out = output if isinstance(output, np.ndarray) else None
         return _run_filter(input, out, plan, device, stream, _emulate)
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
-    return uniform_filter_args(a, device=device, stream=stream, _emulate=_emulate, _key=key)
+    return uniform_filter_args(
+        a, device=device, stream=stream, _emulate=_emulate, _key=key, exact=exact
+    )
 
 
 # --- evaluate -----------------------------------------------------------------------------------
