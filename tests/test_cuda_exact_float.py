@@ -171,18 +171,18 @@ def test_the_exact_launch_checks_its_code() -> None:
         )
 
 
-def _cuobjdump() -> str | None:
-    """cuobjdump from the nvidia-cuda-cuobjdump wheel (the test extras) or PATH."""
+def _cuda_tool(name: str) -> str | None:
+    """A CUDA binary tool from the nvidia-cuda-* wheels (the test extras) or PATH."""
     import glob
     import os
     import shutil
     import sys
 
     for site in sys.path:
-        hits = glob.glob(os.path.join(site, "nvidia", "cu*", "bin", "cuobjdump"))
+        hits = glob.glob(os.path.join(site, "nvidia", "cu*", "bin", name))
         if hits:
             return hits[0]
-    return shutil.which("cuobjdump")
+    return shutil.which(name)
 
 
 def test_the_device_code_never_fuses_a_product_into_a_sum(tmp_path) -> None:
@@ -192,9 +192,12 @@ def test_the_device_code_never_fuses_a_product_into_a_sum(tmp_path) -> None:
     import shutil
     import subprocess
 
-    nvcc, dump = shutil.which("nvcc"), _cuobjdump()
-    if nvcc is None or dump is None:
-        pytest.skip(f"needs nvcc and cuobjdump (nvcc: {nvcc}, cuobjdump: {dump})")
+    nvcc, dump, disasm = shutil.which("nvcc"), _cuda_tool("cuobjdump"), _cuda_tool("nvdisasm")
+    if nvcc is None or dump is None or disasm is None:
+        pytest.skip(
+            f"needs nvcc, cuobjdump and nvdisasm (nvcc: {nvcc}, cuobjdump: {dump},"
+            f" nvdisasm: {disasm})"
+        )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cubin = str(tmp_path / "exact.cubin")
     subprocess.run(
@@ -203,7 +206,11 @@ def test_the_device_code_never_fuses_a_product_into_a_sum(tmp_path) -> None:
         + [os.path.join(root, "src", "cuda", "ndimage_exact.cu")],
         check=True,
     )
-    sass = subprocess.run([dump, "-sass", cubin], capture_output=True, text=True, check=True)
+    # cuobjdump -sass runs nvdisasm, which lives in its own wheel (another folder)
+    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(disasm))
+    sass = subprocess.run(
+        [dump, "-sass", cubin], capture_output=True, text=True, check=True, env=env
+    )
     kernels_seen = 0
     for block in sass.stdout.split("Function : ")[1:]:
         if "fp_cx_point_kernel" not in block.split("\n", 1)[0]:
