@@ -126,6 +126,7 @@ def cases() -> dict[str, Callable[[], Any]]:
     x64 = np.ones(4096)
     a, b = np.ones((32, 16)), np.ones((16, 8))
     dx = cuda.DeviceArray.from_numpy(x32)
+    w3 = np.full((3, 3), 1 / 9)
     da, db = cuda.DeviceArray.from_numpy(a), cuda.DeviceArray.from_numpy(b)
     d1, d2 = cuda.DeviceArray.from_numpy(x64), cuda.DeviceArray.from_numpy(x64)
     return {
@@ -135,8 +136,10 @@ def cases() -> dict[str, Callable[[], Any]]:
         "evaluate 'sin(a) + b * 2.5', NumPy arrays": lambda: _gpu_kernels.evaluate(
             "sin(a) + b * 2.5", {"a": x64, "b": x64}
         ),
-        "uniform_filter 5, device array": lambda: _gpu_kernels.uniform_filter(dx, 5),
-        "uniform_filter 5, NumPy array": lambda: _gpu_kernels.uniform_filter(x32, 5),
+        "uniform_filter 5, device array": lambda: _gpu_kernels.uniform_filter(dx, 5, exact=False),
+        "uniform_filter 5, NumPy array": lambda: _gpu_kernels.uniform_filter(x32, 5, exact=False),
+        "uniform_filter 5 exact (default), device": lambda: _gpu_kernels.uniform_filter(dx, 5),
+        "correlate 3x3 exact (default), device": lambda: _gpu_kernels.correlate(dx, w3),
         "matmul, device arrays": lambda: _gpu_kernels.matmul(da, db),
         "matmul, NumPy arrays": lambda: _gpu_kernels.matmul(a, b),
     }

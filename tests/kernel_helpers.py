@@ -48,3 +48,30 @@ def needs_scipy_axes(func: Any) -> Any:
         "axes" not in inspect.signature(func).parameters,
         reason=f"this scipy.ndimage.{func.__name__} has no axes= to compare with",
     )
+
+
+class _FastKernels:
+    """A kernels module (fastprof.kernels or fastprof.kernels.gpu) with exact=False by default
+    for correlate, convolve and uniform_filter: the tests of the fast kernels (separable passes,
+    FMA rows, quarter rows, fused boxes, the GPU's tiled float32 kernels) call these; every
+    other name is the module's own, looked up at each use (so a monkeypatched module counts)."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        fn = getattr(importlib.import_module(self._module), name)
+        if name not in ("correlate", "convolve", "uniform_filter"):
+            return fn
+
+        def fast(*args: Any, **kw: Any) -> Any:
+            kw.setdefault("exact", False)
+            return fn(*args, **kw)
+
+        return fast
+
+
+fast_kernels = _FastKernels("fastprof.kernels")
+fast_gpu = _FastKernels("fastprof.kernels.gpu")

@@ -11,6 +11,7 @@ from fastprof import _fastprof
 from fastprof.cuda import nvtx
 from fastprof.cuda import runtime as cuda
 from fastprof.kernels import gpu as _gpu_kernels
+from kernel_helpers import fast_gpu
 
 needs_no_cuda = pytest.mark.skipif(cuda.is_available(), reason="CUDA is available here")
 
@@ -65,9 +66,9 @@ def _entry_points() -> list:
         ("DeviceArray.empty", lambda: cuda.DeviceArray.empty((3,), np.float32)),
         ("DeviceArray.from_numpy", lambda: cuda.DeviceArray.from_numpy(x)),
         ("cuda_trace", lambda: cuda.cuda_trace().__enter__()),
-        ("convolve", lambda: _gpu_kernels.convolve(x, np.ones((3, 3)))),
-        ("correlate", lambda: _gpu_kernels.correlate(x, np.ones((3, 3)), mode="wrap")),
-        ("uniform_filter", lambda: _gpu_kernels.uniform_filter(x, 3)),
+        ("convolve", lambda: fast_gpu.convolve(x, np.ones((3, 3)))),
+        ("correlate", lambda: fast_gpu.correlate(x, np.ones((3, 3)), mode="wrap")),
+        ("uniform_filter", lambda: fast_gpu.uniform_filter(x, 3)),
         ("evaluate", lambda: _gpu_kernels.evaluate("sin(a) + b", {"a": x, "b": 2.0})),
         ("matmul", lambda: _gpu_kernels.matmul(x, x)),
     ]
@@ -90,25 +91,25 @@ def test_is_available_and_probe_are_cached() -> None:
 @pytest.mark.parametrize(
     "call, exc, words",
     [
-        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), mode="bogus"), ValueError, "mode"),
-        (lambda x: _gpu_kernels.correlate(x, np.ones(3)), ValueError, "dimension"),
-        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), origin=2), ValueError, "origin"),
-        (lambda x: _gpu_kernels.convolve(x, np.ones((4, 4)), origin=(0, -3)), ValueError, "origin"),
-        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
-        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), device="tpu"), ValueError, "device"),
-        (lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), stream="s"), TypeError, "stream"),
-        (lambda x: _gpu_kernels.correlate(x.astype(complex), np.ones((3, 3))), TypeError, "input"),
+        (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), mode="bogus"), ValueError, "mode"),
+        (lambda x: fast_gpu.correlate(x, np.ones(3)), ValueError, "dimension"),
+        (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), origin=2), ValueError, "origin"),
+        (lambda x: fast_gpu.convolve(x, np.ones((4, 4)), origin=(0, -3)), ValueError, "origin"),
+        (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
+        (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), device="tpu"), ValueError, "device"),
+        (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), stream="s"), TypeError, "stream"),
+        (lambda x: fast_gpu.correlate(x.astype(complex), np.ones((3, 3))), TypeError, "input"),
         (
-            lambda x: _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.ones(3)),
+            lambda x: fast_gpu.correlate(x, np.ones((3, 3)), output=np.ones(3)),
             ValueError,
             "output",
         ),
-        (lambda x: _gpu_kernels.correlate(x, np.zeros((0, 3))), ValueError, "empty"),
-        (lambda x: _gpu_kernels.uniform_filter(x, size=0), ValueError, "size"),
-        (lambda x: _gpu_kernels.uniform_filter(x, size=(3, 3, 3)), ValueError, "size"),
-        (lambda x: _gpu_kernels.uniform_filter(x, size=3, origin=2), ValueError, "origin"),
-        (lambda x: _gpu_kernels.uniform_filter(x, mode=("reflect", "nope")), ValueError, "mode"),
-        (lambda x: _gpu_kernels.uniform_filter(x, axes=(0, 5)), ValueError, "axes"),
+        (lambda x: fast_gpu.correlate(x, np.zeros((0, 3))), ValueError, "empty"),
+        (lambda x: fast_gpu.uniform_filter(x, size=0), ValueError, "size"),
+        (lambda x: fast_gpu.uniform_filter(x, size=(3, 3, 3)), ValueError, "size"),
+        (lambda x: fast_gpu.uniform_filter(x, size=3, origin=2), ValueError, "origin"),
+        (lambda x: fast_gpu.uniform_filter(x, mode=("reflect", "nope")), ValueError, "mode"),
+        (lambda x: fast_gpu.uniform_filter(x, axes=(0, 5)), ValueError, "axes"),
         (lambda x: _gpu_kernels.evaluate("a +", {"a": x}), ValueError, "expr"),
         (lambda x: _gpu_kernels.evaluate("a + zz", {"a": x}), ValueError, "zz"),
         (lambda x: _gpu_kernels.evaluate("a + b", {"a": x, "b": np.ones(3)}), ValueError, "shape"),
@@ -365,13 +366,13 @@ def test_output_dtype_and_axes_are_checked_first(monkeypatch) -> None:
     monkeypatch.setattr(cuda, "_require", lambda: (_ for _ in ()).throw(AssertionError("CUDA")))
     x = np.ones((4, 4))
     with pytest.raises(TypeError, match="output"):
-        _gpu_kernels.correlate(x, np.ones((3, 3)), output=object())
+        fast_gpu.correlate(x, np.ones((3, 3)), output=object())
     with pytest.raises(TypeError, match="output"):
-        _gpu_kernels.correlate(x, np.ones((3, 3)), output=np.complex128)
+        fast_gpu.correlate(x, np.ones((3, 3)), output=np.complex128)
     with pytest.raises(ValueError, match="axes"):
-        _gpu_kernels.convolve(x, np.ones(3), axes=5)
+        fast_gpu.convolve(x, np.ones(3), axes=5)
     with pytest.raises(ValueError, match="origin"):
-        _gpu_kernels.convolve(x, np.ones(3), axes=1, origin=2)
+        fast_gpu.convolve(x, np.ones(3), axes=1, origin=2)
 
 
 def test_cuda_trace_turns_records_into_a_summary(monkeypatch) -> None:

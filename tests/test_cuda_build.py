@@ -20,6 +20,7 @@ from fastprof import _fastprof, kernels
 from fastprof.cuda import runtime as cuda
 from fastprof.kernels import gpu as _gpu_kernels
 from fastprof.kernels.args import rank1_factors
+from kernel_helpers import fast_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cuda_build = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -270,7 +271,7 @@ def test_per_element_weights_in_the_parameters_and_above_their_limit(dtype) -> N
     for wshape in ((2, 2, 3, 3), (1, 1, limit // 8, 8), (1, 1, limit // 8, 8 + 1), (2, 2, 9, 8)):
         w = rng.standard_normal(wshape)
         for mode in MODES:
-            got = _gpu_kernels.correlate(x, w, mode=mode, cval=0.5, _emulate="direct")
+            got = fast_gpu.correlate(x, w, mode=mode, cval=0.5, _emulate="direct")
             _close(got, ndimage.correlate(x, w, mode=mode, cval=0.5))
 
 
@@ -284,21 +285,21 @@ def test_device_code_separable_and_box_paths(mode) -> None:
     assert rank1_factors(rng.standard_normal((3, 3))) is None
     for cval in (0.0, 2.0):
         _close(
-            _gpu_kernels.correlate(x, w, mode=mode, cval=cval, _emulate=True),
+            fast_gpu.correlate(x, w, mode=mode, cval=cval, _emulate=True),
             ndimage.correlate(x, w, mode=mode, cval=cval),
         )
         _close(
-            _gpu_kernels.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1), _emulate=True),
+            fast_gpu.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1), _emulate=True),
             ndimage.convolve(x, w, mode=mode, cval=cval, origin=(0, -1, 1)),
         )
     for size, origin in ((3, 0), ((5, 1, 4), (1, 0, -2)), (2, -1), (1, 0)):
         _close(
-            _gpu_kernels.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin, _emulate=True),
+            fast_gpu.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin, _emulate=True),
             ndimage.uniform_filter(x, size, mode=mode, cval=1.0, origin=origin),
         )
     x32 = x.astype(np.float32)
     _close(
-        _gpu_kernels.uniform_filter(x32, 5, mode=mode, _emulate=True),
+        fast_gpu.uniform_filter(x32, 5, mode=mode, _emulate=True),
         ndimage.uniform_filter(x32, 5, mode=mode),
     )
 
@@ -307,12 +308,12 @@ def test_device_code_separable_and_box_paths(mode) -> None:
 def test_uniform_filter_modes_per_axis_and_axes() -> None:
     x = np.random.default_rng(4).standard_normal((6, 7, 5))
     _close(
-        _gpu_kernels.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"], _emulate=True),
+        fast_gpu.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"], _emulate=True),
         ndimage.uniform_filter(x, 3, mode=["wrap", "nearest", "mirror"]),
     )
     if "axes" in ndimage.uniform_filter.__code__.co_varnames:
         _close(
-            _gpu_kernels.uniform_filter(x, 3, axes=(0, -1), _emulate=True),
+            fast_gpu.uniform_filter(x, 3, axes=(0, -1), _emulate=True),
             ndimage.uniform_filter(x, 3, axes=(0, -1)),
         )
 
@@ -402,11 +403,11 @@ def test_tiled_path_across_many_blocks(shape, wshape, dtype) -> None:
     w = rng.standard_normal(wshape)
     for mode in ("reflect", "constant", "wrap", "mirror", "nearest"):
         _close(
-            _gpu_kernels.correlate(x, w, mode=mode, cval=0.25, _emulate=True),
+            fast_gpu.correlate(x, w, mode=mode, cval=0.25, _emulate=True),
             ndimage.correlate(x, w, mode=mode, cval=0.25),
         )
     _close(
-        _gpu_kernels.uniform_filter(x, 3, mode="mirror", _emulate=True),
+        fast_gpu.uniform_filter(x, 3, mode="mirror", _emulate=True),
         ndimage.uniform_filter(x, 3, mode="mirror"),
     )
 
@@ -436,10 +437,10 @@ def test_axes_and_output_dtype_as_scipy() -> None:
                 ref,
             )
     ref = ndimage.correlate(x, np.ones((3, 3, 3)), output=np.float32)
-    got = _gpu_kernels.correlate(x, np.ones((3, 3, 3)), output=np.float32, _emulate=True)
+    got = fast_gpu.correlate(x, np.ones((3, 3, 3)), output=np.float32, _emulate=True)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="axes"):
-        _gpu_kernels.correlate(x, w2, axes=(0, 0))
+        fast_gpu.correlate(x, w2, axes=(0, 0))
     with pytest.raises(ValueError, match="filtered axis"):
-        _gpu_kernels.correlate(x, w2, axes=(0,))
+        fast_gpu.correlate(x, w2, axes=(0,))

@@ -116,11 +116,13 @@ def test_the_fast_kernels_differ_where_exact_does_not() -> None:
     x = rng.standard_normal((16, 18, 40)).astype(np.float32)
     w = rng.random((5, 5, 5))
     ref = ndimage.correlate(x, w)
-    assert not np.array_equal(ref, _gpu_kernels.correlate(x, w, _emulate=True))
+    assert not np.array_equal(ref, _gpu_kernels.correlate(x, w, exact=False, _emulate=True))
     same_bits(ref, _gpu_kernels.correlate(x, w, exact=True, _emulate=True))
+    same_bits(ref, _gpu_kernels.correlate(x, w, _emulate=True))  # exact is the default
     ref = ndimage.uniform_filter(x, 5)
-    assert not np.array_equal(ref, _gpu_kernels.uniform_filter(x, 5, _emulate=True))
+    assert not np.array_equal(ref, _gpu_kernels.uniform_filter(x, 5, exact=False, _emulate=True))
     same_bits(ref, _gpu_kernels.uniform_filter(x, 5, exact=True, _emulate=True))
+    same_bits(ref, _gpu_kernels.uniform_filter(x, 5, _emulate=True))
 
 
 def test_through_the_fake_device(dev) -> None:
@@ -145,9 +147,13 @@ def test_through_the_fake_device(dev) -> None:
     same_bits(ndimage.uniform_filter(x64, [3, 4, 1], output=np.float32), got)
     assert dev.exact_calls == [2, 2]  # rounded to float32 between the passes, as scipy stores
     dev.exact_calls.clear()
-    kernels.uniform_filter(x, 3, device="cuda")
-    kernels.correlate(x, w, device="cuda")
+    kernels.uniform_filter(x, 3, exact=False, device="cuda")
+    kernels.correlate(x, w, exact=False, device="cuda")
     assert set(dev.exact_calls) == {0}
+    dev.exact_calls.clear()
+    same_bits(ndimage.correlate(x, w), kernels.correlate(x, w, device="cuda"))
+    same_bits(ndimage.uniform_filter(x, 3), kernels.uniform_filter(x, 3, device="cuda"))
+    assert dev.exact_calls == [1, 1, 1, 1]  # exact is the default on the device too
 
 
 def test_a_repeat_call_keeps_its_exact_plan(dev) -> None:
@@ -156,8 +162,8 @@ def test_a_repeat_call_keeps_its_exact_plan(dev) -> None:
     x = rng.standard_normal((8, 9, 30)).astype(np.float32)
     w = rng.random((3, 3, 3))
     for _ in range(2):
-        fast = _gpu_kernels.correlate(x, w)
-        exact = _gpu_kernels.correlate(x, w, exact=True)
+        fast = _gpu_kernels.correlate(x, w, exact=False)
+        exact = _gpu_kernels.correlate(x, w)
         same_bits(ndimage.correlate(x, w), np.asarray(exact))
         assert not np.array_equal(np.asarray(fast), np.asarray(exact))
     assert dev.exact_calls == [0, 1, 0, 1]

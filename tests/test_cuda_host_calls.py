@@ -16,6 +16,7 @@ from fake_device import CXX, FakeDevice, install
 from fastprof import _fastprof
 from fastprof.cuda import runtime as cuda
 from fastprof.kernels import gpu as _gpu_kernels
+from kernel_helpers import fast_gpu
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -54,15 +55,15 @@ def host_cases() -> dict:
     w = rng.standard_normal((3, 4))  # not separable: one pass
     return {
         "uniform_filter": (
-            lambda: _gpu_kernels.uniform_filter(x32, 5, mode="wrap"),
+            lambda: fast_gpu.uniform_filter(x32, 5, mode="wrap"),
             ndimage.uniform_filter(x32, 5, mode="wrap"),
         ),
         "uniform_filter per axis": (  # two passes: a temporary between them
-            lambda: _gpu_kernels.uniform_filter(x, (3, 40), mode="nearest"),
+            lambda: fast_gpu.uniform_filter(x, (3, 40), mode="nearest"),
             ndimage.uniform_filter(x, (3, 40), mode="nearest"),
         ),
         "correlate": (
-            lambda: _gpu_kernels.correlate(x, w, mode="mirror"),
+            lambda: fast_gpu.correlate(x, w, mode="mirror"),
             ndimage.correlate(x, w, mode="mirror"),
         ),
         "evaluate": (
@@ -128,14 +129,14 @@ def test_a_staging_set_is_kept_only_once_its_call_waited(dev, monkeypatch) -> No
 
     monkeypatch.setattr(dev, "_cuda_event_times", timed)
     for _ in range(3):
-        _gpu_kernels.uniform_filter(x, 3)
+        fast_gpu.uniform_filter(x, 3)
     assert kept_while_waiting == [False] * 3  # handed out to nobody while its work may run
     assert [len(sets) for sets in cuda._staging.free.values()] == [1]  # then kept
 
 
 def test_a_failed_call_fences_its_staging_set_instead_of_keeping_it(dev, monkeypatch) -> None:
     x = np.ones((16, 16))
-    _gpu_kernels.uniform_filter(x, 3, stream=7)  # warm: a set is kept
+    fast_gpu.uniform_filter(x, 3, stream=7)  # warm: a set is kept
     ((key, sets),) = cuda._staging.free.items()
     kept = set(sets[0][0])
 
@@ -145,7 +146,7 @@ def test_a_failed_call_fences_its_staging_set_instead_of_keeping_it(dev, monkeyp
     monkeypatch.setattr(dev, "_cuda_correlate", broken)
     dev.log.clear()
     with pytest.raises(RuntimeError, match="the launch failed"):
-        _gpu_kernels.uniform_filter(x, 3, stream=7)
+        fast_gpu.uniform_filter(x, 3, stream=7)
     gc.collect()
     assert cuda._staging.free[key] == []  # not given back
     frees = [i for i, e in enumerate(dev.log) if e[0] == "free"]
@@ -158,7 +159,7 @@ def test_a_failed_call_fences_its_staging_set_instead_of_keeping_it(dev, monkeyp
     assert dev.events and cuda._events.free[0]  # the call's events went back too
     monkeypatch.undo()
     install(monkeypatch, dev)
-    close = _gpu_kernels.uniform_filter(x, 3, stream=7)
+    close = fast_gpu.uniform_filter(x, 3, stream=7)
     np.testing.assert_allclose(close, ndimage.uniform_filter(x, 3))
 
 
@@ -166,17 +167,17 @@ def test_the_staging_pool_keeps_a_bounded_amount(dev, monkeypatch) -> None:
     tally = Tally(dev, monkeypatch)
     monkeypatch.setattr(cuda, "_STAGING_MAX_BYTES", 2 * 64 * 64 * 8)
     big, small = np.ones((64, 64)), np.ones((8, 8))
-    _gpu_kernels.uniform_filter(small, 3)
-    _gpu_kernels.uniform_filter(big, 3)  # its set (2 blocks of 32 KiB) does not fit beside
+    fast_gpu.uniform_filter(small, 3)
+    fast_gpu.uniform_filter(big, 3)  # its set (2 blocks of 32 KiB) does not fit beside
     assert sum(len(v) for v in cuda._staging.free.values()) == 1
     before = tally.now()
-    _gpu_kernels.uniform_filter(big, 3)
+    fast_gpu.uniform_filter(big, 3)
     assert tally.now() == (before[0] + 2, before[1] + 2)  # allocated and freed each call
     assert cuda._staging.held[0] <= cuda._STAGING_MAX_BYTES
 
 
 def test_a_full_device_drops_the_kept_sets_and_tries_again(dev, monkeypatch) -> None:
-    _gpu_kernels.uniform_filter(np.ones((8, 8)), 3)
+    fast_gpu.uniform_filter(np.ones((8, 8)), 3)
     assert cuda._staging.free
     malloc = dev._cuda_malloc
     fail = [1]
@@ -187,7 +188,7 @@ def test_a_full_device_drops_the_kept_sets_and_tries_again(dev, monkeypatch) -> 
         return malloc(n, stream)
 
     monkeypatch.setattr(dev, "_cuda_malloc", full)
-    got = _gpu_kernels.uniform_filter(np.ones((9, 9)), 3)
+    got = fast_gpu.uniform_filter(np.ones((9, 9)), 3)
     np.testing.assert_allclose(got, np.ones((9, 9)))
     assert list(cuda._staging.free) == [(0, (648, 648))]
 

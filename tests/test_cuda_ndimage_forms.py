@@ -12,8 +12,7 @@ import pytest
 
 import fake_device
 from fastprof import _fastprof
-from fastprof.kernels import gpu as _gpu_kernels
-from kernel_helpers import close
+from kernel_helpers import close, fast_gpu
 
 ndimage = pytest.importorskip("scipy.ndimage")
 pytestmark = pytest.mark.skipif(not _fastprof._cuda_built(), reason="fastprof built without CUDA")
@@ -43,11 +42,11 @@ def test_fixed_extent_correlations_equal_scipy(dev, dtype, k, shape) -> None:
         w = rng.standard_normal(wshape)
         for mode in MODES:
             ref = ndimage.correlate(x, w, mode=mode, cval=0.75)
-            got = _gpu_kernels.correlate(x, w, mode=mode, cval=0.75, _emulate=True)
+            got = fast_gpu.correlate(x, w, mode=mode, cval=0.75, _emulate=True)
             close(got, ref)
-            direct = _gpu_kernels.correlate(x, w, mode=mode, cval=0.75, _emulate="direct")
+            direct = fast_gpu.correlate(x, w, mode=mode, cval=0.75, _emulate="direct")
             close(got, direct)
-        got = _gpu_kernels.convolve(x, w, mode="reflect")  # the fake device's launch
+        got = fast_gpu.convolve(x, w, mode="reflect")  # the fake device's launch
         close(got, ndimage.convolve(x, w, mode="reflect"))
 
 
@@ -60,8 +59,8 @@ def test_fixed_extent_boxes_equal_scipy(dev, dtype, k, shape) -> None:
         for origin in (0, -(k // 2), (k - 1) // 2):
             kw = dict(mode=mode, cval=-2.5, origin=origin)
             ref = ndimage.uniform_filter(x, k, **kw)
-            close(_gpu_kernels.uniform_filter(x, k, _emulate=True, **kw), ref)
-            close(_gpu_kernels.uniform_filter(x, k, **kw), ref)
+            close(fast_gpu.uniform_filter(x, k, _emulate=True, **kw), ref)
+            close(fast_gpu.uniform_filter(x, k, **kw), ref)
 
 
 @pytest.mark.parametrize("k", [3, 5, 7, 9])
@@ -77,7 +76,7 @@ def test_box_running_sum_along_z_keeps_non_finite_values_in_their_windows(dev, k
         x[17, 11, 50] = np.nan
         for mode in MODES:
             ref = ndimage.correlate(x, np.full((k, k, k), 1.0 / k**3, dtype), mode=mode)
-            got = _gpu_kernels.uniform_filter(x, k, mode=mode, _emulate=True)
+            got = fast_gpu.uniform_filter(x, k, mode=mode, _emulate=True)
             assert np.isinf(got).any() and np.isnan(got).any()
             np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
             np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
@@ -95,9 +94,9 @@ def test_fixed_extent_integer_paths_equal_scipy_exactly(dev, dtype, k) -> None:
     w_int[k // 2, :, :] = 1.0
     w_int[:, 0, k - 1] = 2.0
     for mode in MODES:
-        got = _gpu_kernels.uniform_filter(x, k, mode=mode, cval=5)
+        got = fast_gpu.uniform_filter(x, k, mode=mode, cval=5)
         np.testing.assert_array_equal(got, ndimage.uniform_filter(x, k, mode=mode, cval=5))
-        got = _gpu_kernels.correlate(x, w_int, mode=mode, cval=1)
+        got = fast_gpu.correlate(x, w_int, mode=mode, cval=1)
         np.testing.assert_array_equal(got, ndimage.correlate(x, w_int, mode=mode, cval=1))
 
 
@@ -110,8 +109,8 @@ def test_strided_and_reversed_inputs_take_the_interior_path_right(dev) -> None:
             w = np.random.default_rng(k).standard_normal((k, k, k))
             for mode in ("reflect", "constant"):
                 ref = ndimage.correlate(x, w, mode=mode)
-                close(_gpu_kernels.correlate(x, w, mode=mode, _emulate=True), ref)
+                close(fast_gpu.correlate(x, w, mode=mode, _emulate=True), ref)
                 close(
-                    _gpu_kernels.uniform_filter(x, k, mode=mode, _emulate=True),
+                    fast_gpu.uniform_filter(x, k, mode=mode, _emulate=True),
                     ndimage.uniform_filter(x, k, mode=mode),
                 )

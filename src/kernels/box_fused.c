@@ -457,6 +457,38 @@ void fp_box_post(fp_boxjob *j, ptrdiff_t t, int phase, int w, int nw);
 FP_DISPATCH(void, fp_box_post, (fp_boxjob * j, ptrdiff_t t, int phase, int w, int nw),
             (j, t, phase, w, nw))
 
+/* The element at extended index e of the single line of j (axis 0, extended by mode): read
+ * straight inside the line, through scipy's extension outside it.  Returns it as a double. */
+static inline double
+fp_box_line_at(const fp_boxjob *j, ptrdiff_t e, int mode)
+{
+    ptrdiff_t i = e - j->before[0];
+    if (i < 0 || i >= j->shape[0])
+        i = fp_conv_extend(i, j->shape[0], mode);
+    return i < 0 ? j->cval : fp_box_get(j->idata + i * j->istride[0], j->idbl);
+}
+
+/* A job of one line filtered along axis 0 in mode (a 1-D signal): scipy's running sum, one
+ * dependent add per output, with no lanes to fill and no boundary map (the vector passes
+ * would use one lane of eight and their slab machinery per element).  Returns nothing. */
+static void
+fp_box_line(const fp_boxjob *j, int mode)
+{
+    ptrdiff_t n = j->shape[0], s = j->size[0];
+    double acc = 0.0, div = (double)s;
+    for (ptrdiff_t k = 0; k < s; k++)
+        acc += fp_box_line_at(j, k, mode);
+    for (ptrdiff_t k = 0; k < n; k++) {
+        char *dp = j->odata + k * j->ostride[0];
+        if (k > 0)
+            acc += fp_box_line_at(j, k + s - 1, mode) - fp_box_line_at(j, k - 1, mode);
+        if (j->odbl)
+            *(double *)dp = acc / div;
+        else
+            *(float *)dp = (float)(acc / div);
+    }
+}
+
 /* Worker w of nw: every slab, its share of each phase, a barrier between phases.  Returns 0. */
 static int
 fp_box_worker(void *ctx, int w, int nw)
@@ -570,11 +602,23 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
     for (int d = 0; d < nd; d++)
         if (PyArray_DIM(a, d) == 0)
             Py_RETURN_NONE;
-    fp_box_perm(a, order, norder, perm);
     j.nd = nd;
     j.cval = cval;
     j.idata = PyArray_BYTES(a);
     j.odata = PyArray_BYTES(o);
+    if (norder == 1 && PyArray_SIZE(a) == PyArray_DIM(a, (int)order[0])) {
+        /* a lone line along the one filtered axis (the others of length 1) */
+        int d = (int)order[0];
+        j.shape[0] = PyArray_DIM(a, d);
+        j.istride[0] = PyArray_STRIDE(a, d);
+        j.ostride[0] = PyArray_STRIDE(o, d);
+        j.size[0] = size_in[d];
+        j.before[0] = size_in[d] / 2 + origin_in[d];
+        Py_BEGIN_ALLOW_THREADS fp_box_line(&j, (int)mode_in[d]);
+        Py_END_ALLOW_THREADS result = Py_NewRef(Py_None);
+        goto error;
+    }
+    fp_box_perm(a, order, norder, perm);
     j.plane = 1;
     for (int d = 0; d < nd; d++) {
         int p = perm[d];

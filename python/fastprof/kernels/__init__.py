@@ -74,13 +74,15 @@ def correlate(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = None,
 ) -> Any:
     """Multidimensional correlation, as ``scipy.ndimage.correlate`` (``axes=`` as scipy
-    1.11+: weights and origins over those axes only).  With ``exact=True`` float results are
-    scipy's bit for bit, on either device: every tap summed in scipy's order, in double,
-    without FMA and without separating the kernel."""
+    1.11+: weights and origins over those axes only).  Results are scipy's bit for bit, on
+    either device: every tap summed in scipy's order, in double, without FMA and without
+    separating the kernel.  ``exact=False`` takes the fast kernels instead (a separable kernel
+    in passes, fused multiply-adds, float32 arithmetic on the GPU): results within a few units
+    of rounding of scipy's, faster (docs/kernels.md)."""
     exact = _exact_flag(exact)
     args = check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
     if wants_gpu(device, input, output):
@@ -97,11 +99,11 @@ def convolve(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = None,
 ) -> Any:
     """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
-    1.11+); ``exact=True`` as for :func:`correlate`."""
+    1.11+); scipy's bits, or with ``exact=False`` the fast kernels, as for :func:`correlate`."""
     args = check_convolve_args(
         input, weights, output, mode, cval, origin, convolution=True, axes=axes
     )
@@ -120,17 +122,17 @@ def uniform_filter(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = None,
 ) -> Any:
     """Mean over a box of ``size`` (int or one per filtered axis), as
     ``scipy.ndimage.uniform_filter`` (``axes=`` as scipy 1.11+; sequences of sizes, modes and
     origins pair with axes).
 
-    Integer outputs are scipy's exactly (its running sums, stored into the output dtype after
-    each axis).  Float outputs come from the fast fused passes and equal scipy's to a few units
-    of rounding; with ``exact=True`` they are scipy's bit for bit, on either device: its
-    running sums in double (on the CPU streamed through memory once)."""
+    Results are scipy's bit for bit, on either device: its running sums in double, one axis
+    after the other, each stored in the output dtype (on the CPU all axes in one pass through
+    memory).  ``exact=False`` takes the fast fused passes for float outputs instead (within a
+    few units of rounding of scipy's; integer outputs stay scipy's exactly)."""
     exact = _exact_flag(exact)
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
     if wants_gpu(device, input, output):

@@ -101,15 +101,44 @@ def _correlate_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
     """scipy's correlation of float x into float target, bit for bit: every tap of the whole
     kernel (never its factors) summed from 0.0 in C order of the taps, a product then a sum
     each (no FMA).  The general kernel keeps that order when the input's axes are in C order,
-    so x is read C-contiguous; a 1-D line takes scipy's own per-tap passes."""
+    so x is read C-contiguous; a 1-D line is cut into rows (see _correlate_line_exact)."""
     if x.ndim == 1:
-        target[...] = _ndimage_exact.correlate(
-            x, a.weights, a.modes[0], a.cval, a.origins, target.dtype
-        )
+        _correlate_line_exact(x, target, a)
         return
     _fastprof._correlate_general(
         np.ascontiguousarray(x), target, a.weights, a.modes, a.cval, a.origins, True
     )
+
+
+_LINE_ROW = 4096  # outputs per row of a long 1-D line cut into rows
+
+
+def _correlate_line_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
+    """scipy's correlation of the float line x into the line target, bit for bit, on all the
+    workers: the line extended by scipy's mode, then read as overlapping rows of _LINE_ROW + k - 1
+    elements, each row's interior outputs those of its share of the line (every output sums
+    the same taps in the same order whichever row holds it)."""
+    n, k = x.shape[0], a.weights.shape[0]
+    before = k // 2 + a.origins[0]
+    rows = -(-n // _LINE_ROW)
+    # scipy's line buffer holds doubles: a cval a float32 line cannot hold needs a double one
+    wide = a.modes[0] == 1 and float(x.dtype.type(a.cval)) != a.cval
+    ext = np.empty(rows * _LINE_ROW + k - 1, dtype=np.float64 if wide else x.dtype)
+    ext[before : before + n] = x
+    for lo, j in ((0, np.arange(-before, 0)), (before + n, np.arange(n, n + k - 1 - before))):
+        idx = _ndimage_exact.index_map(j, n, a.modes[0])
+        part = ext[lo : lo + j.size]
+        part[...] = x[np.maximum(idx, 0)]
+        part[idx < 0] = a.cval  # as a double where ext holds doubles
+    ext[n + k - 1 :] = 0.0  # the last row's tail: outputs beyond the line, never kept
+    step = ext.strides[0]
+    grid = np.lib.stride_tricks.as_strided(
+        ext, shape=(rows, _LINE_ROW + k - 1), strides=(_LINE_ROW * step, step), writeable=False
+    )
+    res = np.empty(grid.shape, dtype=target.dtype)
+    # weights (1, k) centred on each row: output column k // 2 + i reads grid[r, i .. i + k - 1]
+    _fastprof._correlate_general(grid, res, a.weights.reshape(1, k), (1, 1), 0.0, (0, 0), True)
+    target[...] = res[:, k // 2 : k // 2 + _LINE_ROW].reshape(-1)[:n]
 
 
 def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:

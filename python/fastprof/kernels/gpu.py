@@ -705,7 +705,7 @@ def correlate_args(
     stream: Any = None,
     _emulate: Any = False,
     _key: Optional[tuple] = None,
-    exact: bool = False,
+    exact: bool = True,
 ) -> Any:
     """The correlation of arguments checked by fastprof.kernels.args.check_convolve_args
     (convolve's come flipped into correlation form) on the GPU; with exact, float results are
@@ -762,7 +762,7 @@ def _conv_raw(
     device: Any,
     stream: Any,
     emulate: Any,
-    exact: bool = False,
+    exact: bool = True,
 ) -> Any:
     """correlate/convolve with the arguments as given: a repeat call finds its plan by them,
     the first is checked through fastprof.kernels.args."""
@@ -790,13 +790,14 @@ def correlate(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: Any = False,
 ) -> Any:
-    """scipy.ndimage.correlate on the GPU. ``_emulate=True`` (or "direct") runs the device code
-    on the host instead (a test hook; CUDA builds only)."""
+    """scipy.ndimage.correlate on the GPU: scipy's float bits by default (exact=True), the fast
+    tiled kernels (within a few ulps) with exact=False.  ``_emulate=True`` (or "direct") runs
+    the device code on the host instead (a test hook; CUDA builds only)."""
     return _conv_raw(
         False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
@@ -811,12 +812,13 @@ def convolve(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: Any = False,
 ) -> Any:
-    """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored)."""
+    """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored), exact= as
+    correlate's."""
     return _conv_raw(
         True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
@@ -859,7 +861,7 @@ def uniform_filter_args(
     stream: Any = None,
     _emulate: Any = False,
     _key: Optional[tuple] = None,
-    exact: bool = False,
+    exact: bool = True,
 ) -> Any:
     """uniform_filter of arguments checked by fastprof.kernels.args.check_uniform_args on the
     GPU; with exact, float results are scipy's bit for bit (its running sums in double, one
@@ -909,13 +911,13 @@ def uniform_filter(
     origin: Any = 0,
     *,
     axes: Any = None,
-    exact: bool = False,
+    exact: bool = True,
     device: Any = "cuda",
     stream: Any = None,
     _emulate: bool = False,
 ) -> Any:
-    """scipy.ndimage.uniform_filter on the GPU: one box pass per axis of size > 1 (with exact,
-    scipy's float bits).  A repeat call finds its plan by the arguments as given; the first is
+    """scipy.ndimage.uniform_filter on the GPU: scipy's running sums, one pass per axis of size
+    > 1, and its float bits by default (exact=True); exact=False takes the fast box kernels.  A repeat call finds its plan by the arguments as given; the first is
     checked through fastprof.kernels.args."""
     key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes, exact)
     plan = _plans.get(key) if key is not None else None

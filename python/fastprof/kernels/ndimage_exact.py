@@ -108,7 +108,12 @@ _BLOCK = 1 << 16  # output elements per block of correlate: its float64 temporar
 def _axis_map(n: int, before: int, after: int, mode: int) -> np.ndarray:
     """The input index each extended index -before .. n+after-1 of an axis of length n reads
     in mode (-1: cval), as scipy's extension."""
-    j = np.arange(-before, n + after)
+    return index_map(np.arange(-before, n + after), n, mode)
+
+
+def index_map(j: np.ndarray, n: int, mode: int) -> np.ndarray:
+    """The input index each extended index in j (integers, any range) of an axis of length n
+    reads in mode (-1: cval), as scipy's extension."""
     if mode == 1:
         return np.where((j >= 0) & (j < n), j, -1)
     if mode == 2:
