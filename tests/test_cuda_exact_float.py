@@ -225,3 +225,28 @@ def test_the_device_code_never_fuses_a_product_into_a_sum(tmp_path) -> None:
         assert "DMUL" in block and "DADD" in block
         assert "DFMA" not in block
     assert kernels_seen == 2  # float and double
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_inside_windows_and_border_windows_agree_with_scipy(mode) -> None:
+    """The device code steps the offsets of a window inside the input and folds those of a
+    window that crosses a border (correlate), and reads a box's entering and leaving values
+    straight where both lie inside the line (uniform_filter): every origin, zero taps, and
+    boxes as long as and longer than their line, all equal scipy's bits."""
+    rng = np.random.default_rng(MODES.index(mode))
+    x = rng.standard_normal((9, 14, 17))
+    w = rng.standard_normal((3, 4, 5))
+    w[1, 2, :] = 0.0
+    for origin in ([-1, -2, -2], [0, 0, 0], [1, 1, 2], [0, -2, 1]):
+        ref = ndimage.correlate(x, w, mode=mode, cval=0.7, origin=origin)
+        same_bits(
+            ref, _gpu_kernels.correlate(x, w, mode=mode, cval=0.7, origin=origin, _emulate=True)
+        )
+    line = rng.standard_normal((3, 40)).astype(np.float32)
+    for size in (2, 5, 39, 40, 41, 90):
+        for origin in sorted({-(size // 2), 0, (size - 1) // 2}):
+            ref = ndimage.uniform_filter(line, (1, size), mode=mode, cval=0.7, origin=origin)
+            got = _gpu_kernels.uniform_filter(
+                line, (1, size), mode=mode, cval=0.7, origin=origin, _emulate=True
+            )
+            same_bits(ref, got)

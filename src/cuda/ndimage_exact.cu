@@ -3,7 +3,8 @@
 //
 // - correlate: one thread per output sums every nonzero tap of the whole kernel from 0.0, in C
 //   order of the taps, a product then a sum each (never one fused multiply-add), the weights
-//   read as doubles;
+//   read as doubles; a window inside the input steps its offsets by the strides, one that
+//   crosses a border folds each tap's coordinates;
 // - a box along one axis (uniform_filter's passes): one thread per line sums the first window
 //   from 0.0, then moves it with sum + (entering - leaving), and stores sum / size.
 //
@@ -83,26 +84,73 @@ fp_cx_in(const T *in, int64_t off)
 #endif
 }
 
+// Returns the weight at w + k (doubles), read through the read-only cache on the device.
+__host__ __device__ static inline double
+fp_cx_weight(const double *w, int64_t k)
+{
+#ifdef __CUDA_ARCH__
+    return __ldg(w + k);
+#else
+    return w[k];
+#endif
+}
+
+// Returns scipy's sum over the nonzero taps for an output whose window lies inside the input
+// on every axis (no fold): the window's first element at in + off0, the taps in C order, rows
+// of the last axis innermost, each tap's offset moved on by the strides, not recomputed.
+template <typename T>
+__host__ __device__ static inline double
+fp_cx_point_inside(const T *in, const double *w, const fp_cu_geom &g, int64_t off0)
+{
+    const int last = g.ndim - 1;
+    const int64_t nl = g.wshape[last], sl = g.in_strides[last];
+    int64_t j[FP_CU_MAXDIM], rows = 1, off = off0;
+    double acc = 0.0;
+    for (int d = 0; d < last; d++) {
+        j[d] = 0;
+        rows *= g.wshape[d];
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const double *wr = w + r * nl;
+        for (int64_t k = 0; k < nl; k++) {
+            const double wk = fp_cx_weight(wr, k);
+            if (wk != 0.0)
+                acc = fp_cx_madd(acc, fp_cx_in(in, off + k * sl), wk);
+        }
+        for (int d = last - 1; d >= 0; d--) { // the next row of taps: an odometer on offsets
+            off += g.in_strides[d];
+            if (++j[d] < g.wshape[d])
+                break;
+            off -= g.wshape[d] * g.in_strides[d];
+            j[d] = 0;
+        }
+    }
+    return acc;
+}
+
 // Returns output element idx (linear, C order) of the correlation with weights w (doubles,
-// C order, wshape): scipy's sum over the nonzero taps.
+// C order, wshape): scipy's sum over the nonzero taps.  A window inside the input takes
+// fp_cx_point_inside; one that crosses a border folds each tap's coordinates.
 template <typename T>
 __host__ __device__ static inline double
 fp_cx_point(const T *in, const double *w, const fp_cu_geom &g, int64_t idx)
 {
-    int64_t coord[FP_CU_MAXDIM], j[FP_CU_MAXDIM], rem = idx, nw = 1;
+    int64_t coord[FP_CU_MAXDIM], j[FP_CU_MAXDIM], rem = idx, nw = 1, off0 = 0;
     double acc = 0.0;
+    bool inside = true;
     for (int d = g.ndim - 1; d >= 0; d--) {
         coord[d] = rem % g.shape[d];
         rem /= g.shape[d];
         j[d] = 0;
         nw *= g.wshape[d];
+        const int64_t lo = coord[d] - g.shift[d];
+        inside = inside && lo >= 0 && lo + g.wshape[d] <= g.shape[d];
+        off0 += lo * g.in_strides[d];
     }
+    if (inside)
+        return fp_cx_point_inside<T>(in, w, g, off0);
     for (int64_t k = 0; k < nw; k++) {
-#ifdef __CUDA_ARCH__
-        const double wk = __ldg(w + k);
-#else
-        const double wk = w[k];
-#endif
+        const double wk = fp_cx_weight(w, k);
         if (wk != 0.0) { // scipy leaves zero (and tiny, zeroed by the caller) taps out
             int64_t off = 0;
             bool outside = false;
@@ -178,7 +226,19 @@ fp_cx_line(const T *in, T *out, const fp_cu_geom &g, int a, int64_t t)
     for (int64_t k = 0; k < s; k++)
         sum = fp_cx_add(sum, FP_CX_AT(k));
     fp_cx_store(o, fp_cx_div(sum, (double)s), r32);
-    for (int64_t i = 1; i < n; i++) {
+    // outputs [i0, i1) read their entering and leaving values inside the line: no fold
+    const int64_t i0 = sh + 1 > 1 ? sh + 1 : 1, i1 = n - s + sh + 1 < n ? n - s + sh + 1 : n;
+    int64_t i = 1;
+    for (; i < i0 && i < n; i++) {
+        sum = fp_cx_step(sum, FP_CX_AT(i + s - 1), FP_CX_AT(i - 1));
+        fp_cx_store(o + i * ostep, fp_cx_div(sum, (double)s), r32);
+    }
+    for (; i < i1; i++) {
+        sum = fp_cx_step(sum, fp_cx_in(line, (i + s - 1 - sh) * istep),
+                         fp_cx_in(line, (i - 1 - sh) * istep));
+        fp_cx_store(o + i * ostep, fp_cx_div(sum, (double)s), r32);
+    }
+    for (; i < n; i++) {
         sum = fp_cx_step(sum, FP_CX_AT(i + s - 1), FP_CX_AT(i - 1));
         fp_cx_store(o + i * ostep, fp_cx_div(sum, (double)s), r32);
     }
