@@ -27,6 +27,17 @@ enum { FP_CU_F32, FP_CU_F64 };
 
 #define FP_CU_MAXDIM 8
 
+/* Returns a grid size covering n threads with 256-thread blocks, capped (the kernels launched
+ * with it run grid-stride loops). */
+static inline unsigned int
+fp_cu_blocks(int64_t n)
+{
+    int64_t b = (n + 255) / 256;
+    if (b > 65535 * 16)
+        b = 65535 * 16;
+    return (unsigned int)(b < 1 ? 1 : b);
+}
+
 /* Bytes of weights the per-element kernel takes in its parameters (the constant bank; the
  * parameters' 4 KiB hold these and the geometry): 448 float64 or 896 float32 weights. */
 #define FP_CU_CW_BYTES 3584

@@ -110,16 +110,6 @@ fp_cu_point(const T *in, const W &wget, const fp_cu_geom &g, int64_t idx, int64_
     return acc;
 }
 
-// Returns a grid size covering n elements with 256-thread blocks, capped (grid-stride loop).
-static unsigned int
-fp_cu_blocks(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    if (b > 65535 * 16)
-        b = 65535 * 16;
-    return (unsigned int)(b < 1 ? 1 : b);
-}
-
 template <typename T>
 __global__ static void
 fp_cu_correlate_kernel(const T *__restrict__ in, T *__restrict__ out, const T *__restrict__ w,

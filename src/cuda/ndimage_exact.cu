@@ -255,16 +255,6 @@ fp_cx_line_kernel(const T *__restrict__ in, T *__restrict__ out, const fp_cu_geo
         fp_cx_line<T>(in, out, g, a, t);
 }
 
-// Returns a grid size covering n threads with 256-thread blocks, capped (grid-stride loops).
-static unsigned int
-fp_cx_blocks(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    if (b > 65535 * 16)
-        b = 65535 * 16;
-    return (unsigned int)(b < 1 ? 1 : b);
-}
-
 // Runs scipy's arithmetic for T on stream s or, with host, thread by thread on the host.
 // Returns a cudaError_t (0 on the host).
 template <typename T>
@@ -273,7 +263,7 @@ fp_cx_run(const T *in, T *out, const double *w, const fp_cu_geom &g, bool host, 
 {
     if (w != NULL) {
         if (!host) {
-            fp_cx_point_kernel<T><<<fp_cx_blocks(g.size), 256, 0, s>>>(in, out, w, g);
+            fp_cx_point_kernel<T><<<fp_cu_blocks(g.size), 256, 0, s>>>(in, out, w, g);
             return (int)cudaGetLastError();
         }
         for (int64_t i = 0; i < g.size; i++)
@@ -283,7 +273,7 @@ fp_cx_run(const T *in, T *out, const double *w, const fp_cu_geom &g, bool host, 
     const int a = fp_cx_box_axis(&g);
     const int64_t nlines = g.shape[a] > 0 ? g.size / g.shape[a] : 0;
     if (!host) {
-        fp_cx_line_kernel<T><<<fp_cx_blocks(nlines), 256, 0, s>>>(in, out, g, a, nlines);
+        fp_cx_line_kernel<T><<<fp_cu_blocks(nlines), 256, 0, s>>>(in, out, g, a, nlines);
         return (int)cudaGetLastError();
     }
     for (int64_t t = 0; t < nlines; t++)

@@ -917,8 +917,9 @@ def uniform_filter(
     _emulate: bool = False,
 ) -> Any:
     """scipy.ndimage.uniform_filter on the GPU: scipy's running sums, one pass per axis of size
-    > 1, and its float bits by default (exact=True); exact=False takes the fast box kernels.  A repeat call finds its plan by the arguments as given; the first is
-    checked through fastprof.kernels.args."""
+    > 1, and its float bits by default (exact=True); exact=False takes the fast box kernels.
+    A repeat call finds its plan by the arguments as given; the first is checked through
+    fastprof.kernels.args."""
     key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes, exact)
     plan = _plans.get(key) if key is not None else None
     if plan is not None:
