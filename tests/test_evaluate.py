@@ -495,3 +495,70 @@ def test_scalar_names_follow_the_ufunc_rule_on_every_path():
         np.testing.assert_array_equal(got, want)
         got = kernels.evaluate("x + a", {"x": x, "a": 1.5})
         assert got.dtype == np.float32  # alone, a Python float is weak
+
+
+@pytest.mark.parametrize("n", [101, N])
+def test_numpy_scalars_keep_their_dtype(n):
+    # np.float64 subclasses float but is no weak Python scalar: x > np.mean(x) compares as
+    # NumPy does (it compared bools once, every element False)
+    x = np.linspace(0.0, 1.0, n)
+    x32 = x.astype(np.float32)
+    names = dict(
+        x=x,
+        x32=x32,
+        thr=np.mean(x),
+        t32=np.float32(0.25),
+        big=np.float64(0.1),
+        k=np.int64(3),
+        where=np.where,
+    )
+    for e in (
+        "x > thr",
+        "x < thr",
+        "x >= thr",
+        "x != thr",
+        "where(x > thr, 1.0, -1.0)",
+        "x32 > big",
+        "x32 + big",
+        "x32 * t32",
+        "x32 + k",
+        "x * k > thr",
+    ):
+        want = eval(e, {}, names)
+        got = kernels.evaluate(e, names)
+        assert got.dtype == want.dtype, e
+        np.testing.assert_array_equal(got, want, err_msg=e)
+
+
+def test_a_bare_name_is_a_new_array():
+    for n in (5, N):
+        a = np.arange(float(n))
+        got = kernels.evaluate("a", {"a": a})
+        assert not np.shares_memory(got, a)
+        got += 1.0
+        assert a[1] == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn", ["minimum", "maximum"])
+def test_minimum_and_maximum_pick_numpys_signed_zero(dtype, fn):
+    for n in (7, N):
+        pos, neg = np.zeros(n, dtype), np.full(n, -0.0, dtype)
+        for a, b in ((pos, neg), (neg, pos)):
+            got = kernels.evaluate(f"{fn}(a, b)", {"a": a, "b": b})
+            want = getattr(np, fn)(a, b)
+            assert np.array_equal(np.signbit(got), np.signbit(want)), (fn, n, a[0], b[0])
+
+
+G_ONLY = np.arange(3.0)
+
+
+def test_names_local_dict_lacks_come_from_the_globals_as_numexpr():
+    L = np.ones(3)
+    np.testing.assert_array_equal(kernels.evaluate("L + G_ONLY", {"L": L}), L + G_ONLY)
+    got = kernels.evaluate("L + G_ONLY", {"L": L}, global_dict={"G_ONLY": np.full(3, 5.0)})
+    np.testing.assert_array_equal(got, L + 5.0)
+    with pytest.raises(ValueError, match="unknown name 'G_ONLY'"):
+        kernels.evaluate("L + G_ONLY", {"L": L}, global_dict={})
+    with pytest.raises(TypeError, match="global_dict must be a dict"):
+        kernels.evaluate("L", {"L": L}, global_dict=[1])

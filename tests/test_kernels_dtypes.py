@@ -340,3 +340,64 @@ def test_integer_correlate_in_blocks_of_rows(monkeypatch, mode) -> None:
         kernels.correlate(one, np.ones(7) / 7, mode=mode),
         ndi.correlate(one, np.ones(7) / 7, mode=mode),
     )
+
+
+@pytest.mark.parametrize("fn", ["correlate", "convolve"])
+def test_bool_bytes_above_one_read_as_scipy_reads_them(fn) -> None:
+    # a bool scipy (or fastprof) stored can hold bytes 2..255; scipy's correlate reads the byte,
+    # into float outputs as into integer ones
+    x = np.array([2, 0, 7, 1, 255, 3], np.uint8).view(np.bool_)
+    for out in (np.float64, np.float32, np.uint8, bool):
+        want = getattr(ndi, fn)(x, [1.0, 0.5], output=out)
+        _same(_bytes(getattr(kernels, fn)(x, [1.0, 0.5], output=out)), _bytes(want))
+        if CUDA:
+            from fastprof.kernels import gpu
+
+            got = getattr(gpu, fn)(x, [1.0, 0.5], output=out, _emulate=True)
+            _same(_bytes(got), _bytes(want))
+    zero_d = np.array(5, np.uint8).view(np.bool_)
+    _same(kernels.correlate(zero_d, np.array(1.5)), ndi.correlate(zero_d, np.array(1.5)))
+
+
+def test_zero_d_input_drops_a_zero_weight_as_scipy() -> None:
+    # scipy drops weights with |w| <= DBL_EPSILON: no tap, a sum of 0.0 whatever the input
+    for v in (np.nan, np.inf, -np.inf, 2.0):
+        for w in (0.0, 1e-17, -1e-300):
+            x = np.array(v)
+            _same(kernels.correlate(x, np.array(w)), ndi.correlate(x, np.array(w)))
+            _same(kernels.convolve(x, np.array(w)), ndi.convolve(x, np.array(w)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_integer_boxes_longer_than_their_axis_equal_scipy(dtype, mode) -> None:
+    # a box at or beyond its axis' length: an exact integer mean (7.0) must not come out as
+    # 6.999... and truncate to 6
+    rng = np.random.default_rng(31)
+    cases = [np.array([25]), np.array([3, 10]), np.arange(5) * 7]
+    cases += [rng.integers(0, 100, n) for n in (1, 2, 3, 5)] + [rng.integers(0, 60, (3, 2))]
+    for x in cases:
+        x = x.astype(dtype)
+        for size in (2, 3, 5, 6, 7, 11, 20, 41):
+            for origin in sorted({0, -(size // 2), (size - 1) // 2}):
+                kw = dict(mode=mode, origin=origin, cval=3)
+                _same(kernels.uniform_filter(x, size, **kw), ndi.uniform_filter(x, size, **kw))
+
+
+def test_zero_d_array_arguments_as_scipy_takes_them() -> None:
+    x = np.arange(12.0).reshape(3, 4)
+    w = np.ones((3, 3))
+    _same(kernels.correlate(x, w, origin=np.array(1)), ndi.correlate(x, w, origin=np.array(1)))
+    _same(kernels.uniform_filter(x, np.array(3)), ndi.uniform_filter(x, np.array(3)))
+    _same(
+        kernels.uniform_filter(x, 3, origin=np.array(-1), mode=np.array("wrap")),
+        ndi.uniform_filter(x, 3, origin=-1, mode="wrap"),
+    )
+
+
+def test_more_axes_than_the_kernels_take_is_a_clear_error() -> None:
+    x = np.ones((1,) * 31 + (3, 2))
+    with pytest.raises(ValueError, match="input has 33 axes; the kernels take at most 32"):
+        kernels.correlate(x, np.ones((1,) * 33))
+    with pytest.raises(ValueError, match="input has 33 axes"):
+        kernels.uniform_filter(x, 2)

@@ -219,9 +219,9 @@ fp_vm_step_simple_body(int op, int round32, double *restrict dst, const double *
     case FP_OP_FLOORDIV:
         FP_LOOP(fp_vm_floor_divide(a[i], b[i]));
     case FP_OP_MIN:
-        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] <= b[i] ? a[i] : b[i]));
+        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] < b[i] ? a[i] : b[i]));
     case FP_OP_MAX:
-        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] >= b[i] ? a[i] : b[i]));
+        FP_LOOP(a[i] != a[i] || b[i] != b[i] ? a[i] + b[i] : (a[i] > b[i] ? a[i] : b[i]));
     default:
         break;
     }

@@ -149,21 +149,31 @@ def matmul(a: Any, b: Any, *, device: Any = None) -> Any:
 
 
 def evaluate(
-    expr: str, local_dict: Optional[Dict[str, Any]] = None, out: Any = None, *, device: Any = None
+    expr: str,
+    local_dict: Optional[Dict[str, Any]] = None,
+    out: Any = None,
+    *,
+    global_dict: Optional[Dict[str, Any]] = None,
+    device: Any = None,
 ) -> Any:
     """Evaluates an elementwise expression of arrays and scalars in one blocked, threaded pass.
 
-    Names come from ``local_dict``, else from the caller's locals and globals (as numexpr).
+    Names come from ``local_dict`` (default: the caller's locals), then from ``global_dict``
+    (default: the caller's globals), as numexpr looks them up.
     The language is fastprof.kernels.expr's (operators with ``//``, ``%`` and ``**``, comparisons,
     ``& | ^ ~``, where, abs, sqrt, exp, log, trig, fmod, hypot ..., and ``sum``/``prod`` over
     the whole array or ``axis=`` as the outermost operation); results follow NumPy's dtypes
     and broadcasting.  ``out`` receives the result when given."""
-    frame_names = None
-    if local_dict is None:
+    frame_names = global_dict
+    if local_dict is None or global_dict is None:
         frame = sys._getframe(1)
-        frame_names = dict(frame.f_globals)
-        frame_names.update(frame.f_locals)
+        if local_dict is None:
+            local_dict = dict(frame.f_locals)  # 3.13: a proxy, not a dict
+        if global_dict is None:
+            frame_names = frame.f_globals
         del frame
+    if global_dict is not None and not isinstance(global_dict, dict):
+        raise TypeError(f"global_dict must be a dict, got {type(global_dict).__name__}")
     try:
         args = check_evaluate_args(expr, local_dict, out, frame_names)
         if wants_gpu(device, out, *args.values.values()):

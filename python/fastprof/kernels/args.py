@@ -27,6 +27,7 @@ MODE_CODES: Dict[str, int] = {
 
 
 FLOAT_TYPES = (np.float32, np.float64)
+MAX_NDIM = 32  # FP_MAXDIM of kernels/conv.h
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -121,11 +122,14 @@ def _check_array(x: Any, name: str, allow_bool: bool = False) -> Any:
     if dt.kind not in ("biuf" if allow_bool else "iuf") or dt.itemsize > 8 or dt == np.float16:
         kinds = "a bool, integer" if allow_bool else "an integer"
         raise TypeError(f"{name} must have {kinds}, float32 or float64 dtype, got {dt}")
+    if len(x.shape) > MAX_NDIM:
+        raise ValueError(f"{name} has {len(x.shape)} axes; the kernels take at most {MAX_NDIM}")
     return x
 
 
 def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[int, ...]:
     """One mode code per axis; ValueError for unknown names."""
+    mode = _scalar0d(mode)
     if isinstance(mode, str):
         modes = [mode] * ndim
     elif allow_sequence and isinstance(mode, (list, tuple)):
@@ -142,11 +146,17 @@ def _check_modes(mode: Any, ndim: int, allow_sequence: bool = False) -> Tuple[in
     return tuple(codes)
 
 
+def _scalar0d(value: Any) -> Any:
+    """value, or the scalar a 0-d array holds (scipy takes np.array(3) as it takes 3)."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
 def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False) -> Tuple[int, ...]:
     """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
     an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
     0."""
     ndim = len(sizes)
+    origin = _scalar0d(origin)
     if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
         origins = [int(origin)] * ndim
     elif isinstance(origin, (list, tuple, np.ndarray)):
@@ -186,6 +196,7 @@ def _check_cval(cval: Any) -> float:
 def _check_axes(axes: Any, ndim: int) -> Tuple[int, ...]:
     """The filtered axes as scipy.ndimage (1.11+) takes them: None (all), an int, or a
     sequence of distinct ints in -ndim .. ndim-1; returned non-negative, in the given order."""
+    axes = _scalar0d(axes)
     if axes is None:
         return tuple(range(ndim))
     raw = [axes] if isinstance(axes, (int, np.integer)) else axes
@@ -206,6 +217,7 @@ def _check_axes(axes: Any, ndim: int) -> Tuple[int, ...]:
 def _per_axis(value: Any, n: int, name: str) -> List[Any]:
     """value repeated n times when it is a scalar (or str), else its n items; ValueError for
     another length."""
+    value = _scalar0d(value)
     if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)):
         return [value] * n
     items = list(value)
@@ -328,6 +340,7 @@ def check_uniform_args(
     input = _check_array(input, "input", allow_bool=True)
     ax = _check_axes(axes, input.ndim)
     ndim = len(ax)
+    size = _scalar0d(size)
     if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
         sizes = [int(size)] * ndim
     elif isinstance(size, (list, tuple, np.ndarray)):
@@ -438,18 +451,23 @@ def check_evaluate_args(
     out: Any,
     frame_names: Optional[Dict[str, Any]] = None,
 ) -> EvalArgs:
-    """Parses expr and looks its names up in local_dict (else frame_names); every value must be
-    a bool/int/float scalar or array."""
+    """Parses expr and looks its names up in local_dict, then in frame_names (numexpr's order:
+    a name local_dict lacks comes from the globals); every value must be a bool/int/float
+    scalar or array."""
     hit = _parsed.get(expr) if type(expr) is str else None
     tree, tree_names = hit if hit is not None else _parsed_names(expr)
     if local_dict is not None and not isinstance(local_dict, dict):
         raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
-    source = local_dict if local_dict is not None else (frame_names or {})
+    first = local_dict if local_dict is not None else {}
+    then = frame_names if frame_names is not None else {}
     values: Dict[str, Any] = {}
     for name in tree_names:
-        if name not in source:
+        if name in first:
+            v = first[name]
+        elif name in then:
+            v = then[name]
+        else:
             raise ValueError(f"expr {expr!r}: unknown name {name!r}")
-        v = source[name]
         t = type(v)
         if (
             t is bool

@@ -73,7 +73,13 @@ def correlate(a: ConvArgs, exact: bool = False) -> np.ndarray:
     x = a.input
     output = a.output
     if x.ndim == 0:  # 0-d input, 0-d weights (ascontiguousarray made them (1,)): 0-d output
-        res = np.asarray(x, dtype=np.float64) * a.weights.reshape(())
+        w = float(a.weights.reshape(()))
+        # a dropped weight (zeroed by the checker) is no tap: the sum of none is 0.0, NaN or not
+        res = (
+            np.asarray(_ndimage_exact.bool_bytes(x), np.float64) * w
+            if w != 0.0
+            else np.zeros((), np.float64)
+        )
         return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
@@ -81,7 +87,7 @@ def correlate(a: ConvArgs, exact: bool = False) -> np.ndarray:
         # a truncated result depends on every rounding step: scipy's own order and cast
         res = _ndimage_exact.correlate(x, a.weights, a.modes[0], a.cval, a.origins, a.out_dtype)
         return _finish(res, output, a.out_dtype)
-    x = _float_input(x)
+    x = _float_input(_ndimage_exact.bool_bytes(x))  # scipy reads a bool's byte, 2 as 2.0
     if output is not None and _native_float(output):
         target = output
     else:
@@ -155,7 +161,9 @@ def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
     exact_float = exact and a.out_dtype.type in FLOAT_TYPES
     if exact_float and all(b is None for b in boxes):
         return _uniform_exact(x, a, output)
-    if (a.out_dtype.kind in "biu" and all(b is None for b in boxes)) or exact_float:
+    if a.out_dtype.kind in "biu" or exact_float:
+        # an integer result truncates a double: scipy's own running sums, never a folded box
+        # (its mean is only equal to rounding, and 6.999... truncates to 6 where scipy has 7)
         cur = x
         for d in a.axes:  # scipy's uniform_filter1d chain, in the order of axes
             if a.sizes[d] > 1:
@@ -172,16 +180,14 @@ def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
         factors = [np.full(s, 1.0 / s) for s in a.sizes]
         _fastprof._correlate_separable(x, target, factors, a.modes, a.cval, a.origins)
         return _finish(target, output, a.out_dtype)
-    # one axis at a time (scipy's uniform_filter1d chain): integer outputs are cast after each
-    # axis as scipy casts them, and a box longer than its axis is folded to the axis' length
+    # float outputs, exact=False, a box longer than its axis: one axis at a time, such a box
+    # folded to the axis' length (equal to scipy's mean to rounding)
     cur = x
     for d in a.axes:
         s = a.sizes[d]
         if s == 1:
             continue
         cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])
-        if a.out_dtype.type not in FLOAT_TYPES:
-            cur = cur.astype(a.out_dtype)
     return _finish(np.asarray(cur), output, a.out_dtype)
 
 
@@ -533,7 +539,8 @@ def evaluate(a: EvalArgs) -> Any:
     if ref[0] != "r" or size < _SMALL or len(shape) == 0:
         res = _expr.evaluate_numpy(a.tree, values)
         if out is None:
-            return res
+            # a bare name is the caller's own array: a new one, as numexpr returns
+            return res.copy() if any(res is v for v in arrays) else res
         np.copyto(out, res, casting="same_kind")
         return out
     if out is not None and any(np.may_share_memory(out, v) for v in arrays):

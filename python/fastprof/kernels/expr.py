@@ -495,8 +495,9 @@ class Typed:
 
 
 def _weak(v: Any) -> bool:
-    """Whether NumPy treats v as a weakly typed Python scalar (NEP 50)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """Whether NumPy treats v as a weakly typed Python scalar (NEP 50): a Python int or float,
+    not a NumPy scalar (np.float64 subclasses float but keeps its dtype)."""
+    return isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic))
 
 
 def _loop_dtypes(ufunc: Any, samples: List[Any], out: np.dtype) -> Tuple[np.dtype, ...]:
@@ -507,7 +508,10 @@ def _loop_dtypes(ufunc: Any, samples: List[Any], out: np.dtype) -> Tuple[np.dtyp
     try:
         return tuple(np.dtype(d) for d in ufunc.resolve_dtypes(spec)[: ufunc.nin])
     except (TypeError, ValueError, AttributeError):
-        return (out,) * len(samples)
+        # NumPy before 1.24 has no resolve_dtypes: the operands' common dtype (a comparison's
+        # loop compares its operands' common type, never its bool result's)
+        common = np.result_type(*samples)
+        return (out if out != np.dtype(bool) else common,) * len(samples)
 
 
 def typed(tree: Node, probe: Dict[str, Any]) -> Typed:

@@ -91,9 +91,9 @@ template <class T> __device__ __forceinline__ T fp_abs(T a) { return a < 0 ? fp_
 template <class T> __device__ __forceinline__ T fp_min(T a, T b) { return a <= b ? a : b; }
 template <class T> __device__ __forceinline__ T fp_max(T a, T b) { return a >= b ? a : b; }
 template <class T> __device__ __forceinline__ T fp_fmin(T a, T b)
-{ return (a != a || b != b) ? a + b : (a <= b ? a : b); }
+{ return (a != a || b != b) ? a + b : (a < b ? a : b); }
 template <class T> __device__ __forceinline__ T fp_fmax(T a, T b)
-{ return (a != a || b != b) ? a + b : (a >= b ? a : b); }
+{ return (a != a || b != b) ? a + b : (a > b ? a : b); }
 /* signed integers: NumPy gives 0 for a zero divisor, MIN // -1 wraps to MIN */
 template <class T> __device__ __forceinline__ T fp_sfloordiv(T a, T b)
 {

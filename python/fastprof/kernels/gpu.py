@@ -712,6 +712,9 @@ def correlate_args(
     scipy's bit for bit (every nonzero tap in C order, a product then a sum each, in double).
     _key: the plan key of the arguments as given, which the plan is filed under too."""
     inp = a.input
+    if isinstance(inp, np.ndarray) and inp.dtype == np.bool_:  # scipy reads a bool's byte
+        inp = _ndimage_exact.bool_bytes(inp)
+        a = a._replace(input=inp)
     if isinstance(inp, np.ndarray) and inp.ndim == 0:
         # scipy.ndimage: 0-d input, 0-d weights, 0-d output; run as one element on one axis
         one = a._replace(
@@ -868,6 +871,9 @@ def uniform_filter_args(
     pass per axis, each stored in the output dtype).  _key: the plan key of the arguments as
     given, which the plan is filed under too."""
     inp = a.input
+    if isinstance(inp, np.ndarray) and inp.dtype == np.bool_:  # scipy reads a bool's byte
+        inp = _ndimage_exact.bool_bytes(inp)
+        a = a._replace(input=inp)
     if isinstance(inp, np.ndarray) and inp.ndim == 0:  # a 0-d copy, as scipy.ndimage gives
         one = a._replace(
             input=inp.reshape(1),
@@ -983,22 +989,19 @@ def evaluate(
 
     Arrays must share one shape (scalars broadcast); every operation computes in the dtypes
     NumPy's loop for it uses (fastprof.kernels.expr.typed); a sum/prod at the top reduces the whole
-    array or one axis.  Names come from local_dict (and global_dict), else from the caller's
-    frame.  The arguments are checked through fastprof.kernels.args, as the front end's.
+    array or one axis.  Names come from local_dict (default: the caller's locals), then from
+    global_dict (default: the caller's globals), as numexpr looks them up.  The arguments are checked through fastprof.kernels.args, as the front end's.
     """
-    frame_names = None
-    if local_dict is None or global_dict is not None:
-        if local_dict is not None and not isinstance(local_dict, dict):
-            raise TypeError(f"local_dict must be a dict, got {type(local_dict).__name__}")
-        if global_dict is not None:
-            frame_names = dict(global_dict)
-            frame_names.update(local_dict or {})
-        else:
-            frame = sys._getframe(_frame_depth)
-            frame_names = dict(frame.f_globals)
-            frame_names.update(frame.f_locals)
-            del frame
-        local_dict = None
+    frame_names = global_dict  # numexpr's order: local_dict, then global_dict
+    if local_dict is None or global_dict is None:
+        frame = sys._getframe(_frame_depth)
+        if local_dict is None:
+            local_dict = dict(frame.f_locals)  # 3.13: a proxy, not a dict
+        if global_dict is None:
+            frame_names = frame.f_globals
+        del frame
+    if global_dict is not None and not isinstance(global_dict, dict):
+        raise TypeError(f"global_dict must be a dict, got {type(global_dict).__name__}")
     a = check_evaluate_args(expr, local_dict, out, frame_names)
     return evaluate_args(a, device=device, stream=stream)
 
