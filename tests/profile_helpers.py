@@ -1,11 +1,13 @@
 """Helpers of the profiler tests: ``comparable`` normalises profile dictionaries so that
 fastprof's and cProfile's can be compared; ``audit_refusing`` and ``ThreadWatch`` check what an
-enable() refused by an audit hook leaves behind.  (A module of its own: tests/gpu has a
+enable() refused by an audit hook leaves behind; ``env_with_package`` is the environment of a
+child ``python -m fastprof`` that imports this checkout's package.  (A module of its own: tests/gpu has a
 conftest.py too, so ``from conftest import`` would be ambiguous.)"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import threading
@@ -80,3 +82,14 @@ class ThreadWatch:
         self._stop.set()
         self._thread.join()
         return self.seen
+
+
+def env_with_package() -> Dict[str, str]:
+    """os.environ with the folder holding the fastprof package under test first on
+    PYTHONPATH, for a child Python."""
+    import fastprof
+
+    env = dict(os.environ)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(fastprof.__file__)))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return env

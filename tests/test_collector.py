@@ -483,7 +483,7 @@ def test_profile_hook_held_by_another_tool_is_named() -> None:
     sys.setprofile(other)
     try:
         p = _fastprof.Profiler()
-        with pytest.raises(RuntimeError, match="other"):
+        with pytest.raises(ValueError, match="other"):
             p.enable()
         assert not p.enabled
     finally:
@@ -492,7 +492,7 @@ def test_profile_hook_held_by_another_tool_is_named() -> None:
     b = _fastprof.Profiler()
     a.enable()
     try:
-        with pytest.raises(RuntimeError, match="another fastprof profiler"):
+        with pytest.raises(ValueError, match="another fastprof profiler"):
             b.enable()
     finally:
         a.disable()

@@ -12,7 +12,7 @@ import pytest
 
 import test_lines_targets as T
 from fastprof import LineProfiler
-from fastprof.lines import LineStats, load_stats
+from fastprof.lines import LineStats, code_key, load_stats
 from profile_helpers import ThreadWatch, audit_refusing
 
 MONITORING = sys.version_info >= (3, 12)
@@ -31,8 +31,7 @@ def L(name):
 def lines_of(stats, func_or_code, field=1):
     """{lineno: hits} (field=1) or {lineno: time} (field=2) of one function."""
     code = getattr(func_or_code, "__code__", func_or_code)
-    key = (code.co_filename, code.co_firstlineno, code.co_name)
-    return {row[0]: row[field] for row in stats.timings.get(key, [])}
+    return {row[0]: row[field] for row in stats.timings.get(code_key(code), [])}
 
 
 def fake_profiler(*funcs):

@@ -13,12 +13,13 @@ import pytest
 
 import fastprof
 from fastprof import LineProfiler
+from fastprof.lines import code_key
 
 
 def hits(lp, func):
     """{offset from func's def line: hits} of func's lines."""
     code = inspect.unwrap(func).__code__
-    key = (code.co_filename, code.co_firstlineno, code.co_name)
+    key = code_key(code)
     source, first = inspect.getsourcelines(code)
     def_line = first + next(
         i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "async def "))
@@ -267,7 +268,9 @@ def test_print_stats_options():
     assert full.index("Function: timed") < full.index("Function: fib")  # file order
     assert text(details=False).count("Function: ") == 0
     summary = [ln for ln in text(details=False, summarize=True).splitlines() if " seconds - " in ln]
-    assert [ln.rsplit(" - ", 1)[1] for ln in summary] == ["fib", "timed"]  # by time
+    assert [ln.rsplit(" - ", 1)[1] for ln in summary] == ["timed", "fib"]  # as the blocks
+    by_time = text(details=False, summarize=True, sort=True).splitlines()
+    assert [ln.rsplit(" - ", 1)[1] for ln in by_time if " seconds - " in ln] == ["fib", "timed"]
     assert [
         ln.rsplit(" - ", 1)[1]
         for ln in text(details=False, summarize=True, stripzeros=True).splitlines()

@@ -373,6 +373,30 @@ def test_enable_twice_is_a_no_op() -> None:
     assert not p.enabled
     p.create_stats()
     assert p.stats[key(leaf)][1] == 1
+    # the second enable() records as cProfile records its own: one C call, no Python frame
+    # of fastprof's (and no name holding a memory address)
+    ours = [k for k in p.stats if "fastprof" in k[0] or "enable" in k[2]]
+    assert ours == [("~", 0, "<method 'enable' of 'fastprof.Profile' objects>")]
+    assert p.stats[ours[0]][1] == 1
+
+
+def test_a_second_profiler_is_refused_with_valueerror_on_every_version() -> None:
+    # cProfile 3.12+ raises ValueError; fastprof does on 3.9-3.11 too (one Profile at a time),
+    # and the first profiler's table gains none of fastprof's own frames from the refusal
+    p = fastprof.Profile()
+    p.enable()
+    try:
+        with pytest.raises(ValueError, match="Another profiling tool is already active"):
+            fastprof.Profile().enable()
+        leaf()
+    finally:
+        p.disable()
+    p.create_stats()
+    assert p.stats[key(leaf)][1] == 1
+    assert [k for k in p.stats if "fastprof" in k[0]] == []  # not one frame of fastprof's
+    enable = ("~", 0, "<method 'enable' of 'fastprof.Profile' objects>")
+    assert p.stats[enable][1] == 1
+    assert [k for k in p.stats if "thread" in k[2] or "enumerate" in k[2]] == []
 
 
 def test_timer_error_is_reported_as_unraisable_and_hook_is_freed() -> None:
@@ -419,7 +443,7 @@ def test_next_to_cprofile() -> None:
             rec(6)
             p.disable()
         else:
-            with pytest.raises(RuntimeError, match="cProfile.Profile"):
+            with pytest.raises(ValueError, match="cProfile.Profile"):
                 p.enable()
             rec(6)
     finally:
@@ -444,7 +468,7 @@ def test_empty_profile_hook_holds_the_hook_and_leaves_none() -> None:
 
     _fastprof._empty_profile_hook(True)
     try:
-        with pytest.raises(RuntimeError, match="C profile function with no object"):
+        with pytest.raises(ValueError, match="C profile function with no object"):
             fastprof.Profile().enable()
     finally:
         _fastprof._empty_profile_hook(False)
@@ -570,3 +594,37 @@ def test_functions_sharing_a_label_share_one_row_with_all_their_calls() -> None:
     cc, nc, tt, ct, callers = p.stats[key]
     assert (cc, nc) == (8, 8)
     assert sum(c[1] for c in callers.values()) == 8
+
+
+def test_dump_stats_takes_what_cprofile_takes(tmp_path) -> None:
+    # bytes paths, and targets with no "beside" for the call tree (a link such as
+    # /dev/stdout or /proc/self/fd/N): the pstats file is written, no FILE.tree.json
+    p = fastprof.Profile()
+    p.runcall(rec, 2)
+    target = tmp_path / "b.prof"
+    p.dump_stats(os.fsencode(target))
+    assert pstats.Stats(str(target)).stats[key(rec)][1] == 3
+    assert (tmp_path / "b.prof.tree.json").is_file()
+    if os.path.isdir("/proc/self/fd"):
+        real = tmp_path / "fd.prof"
+        with open(real, "wb") as fh:
+            p.dump_stats(f"/proc/self/fd/{fh.fileno()}")
+        assert pstats.Stats(str(real)).stats[key(rec)][1] == 3
+        assert not (tmp_path / "fd.prof.tree.json").exists()
+    before = set(os.listdir("/dev"))
+    p.dump_stats(os.devnull)
+    assert set(os.listdir("/dev")) == before  # no /dev/null.tree.json
+
+
+def test_a_tree_that_cannot_be_written_warns_after_the_pstats_file(tmp_path, monkeypatch) -> None:
+    from fastprof.tree import CallTree
+
+    def refuse(self, path):  # a directory that takes the .prof but not a new file
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(CallTree, "save", refuse)
+    p = fastprof.Profile()
+    p.runcall(rec, 1)
+    with pytest.warns(RuntimeWarning, match="call tree was not saved"):
+        p.dump_stats(tmp_path / "x.prof")
+    assert pstats.Stats(str(tmp_path / "x.prof")).stats[key(rec)][1] == 2

@@ -332,7 +332,7 @@ def test_run_export_errors_are_reported_after_the_run(
     prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any
 ) -> None:
     monkeypatch.setattr(source, "tree_of", lambda prof: None)
-    assert cli.main(["run", "--format", "speedscope", prog]) == 0
+    assert cli.main(["run", "--format", "speedscope", prog]) == 2  # the export failed
     assert "--format speedscope needs the call tree" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:  # found before the script runs
         cli.main(["run", "--format", "pstats", prog])

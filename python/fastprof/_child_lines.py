@@ -12,8 +12,8 @@ A function is registered once its code exists in the process:
   named it): in multiprocessing's spawn and forkserver workers the script runs again as
   ``__mp_main__`` when the worker is prepared (``multiprocessing.spawn.prepare``), and the
   function is registered as soon as that is done;
-- ``@profile`` (``--lines``): ``builtins.profile`` registers what it decorates, as under
-  kernprof.
+- ``@profile`` (``--lines``): ``builtins.profile`` registers what it decorates and records
+  it while enabled, as under kernprof -l (fastprof.lines.kernprof_builtin).
 
 Fork children need none of this: they keep their parent's line profiler with its counts
 zeroed (fastprof.children).

@@ -278,20 +278,21 @@ def _write_meta(s: _Session, complete: bool) -> None:
 
 
 def _tree_records(prof: Any) -> Optional[Tuple[Any, ...]]:
-    """The call tree prof recorded, summed over its threads path by path, as
-    ``fastprof._proc_tree.encode`` lays it out for the run directory (its numbers already
-    JSON text: the runner joins the processes' trees without re-encoding them); None when it
-    keeps no tree."""
+    """The call tree prof recorded (without the call of ``disable`` that ended it), summed
+    over its threads path by path, as ``fastprof._proc_tree.encode`` lays it out for the run
+    directory (its numbers already JSON text: the runner joins the processes' trees without
+    re-encoding them); None when it keeps no tree."""
     if not hasattr(prof, "_raw_tree"):
         return None
     from ._proc_tree import encode
+    from ._runstats import own_records
     from .keys import label
 
     tspt, nodes, threads, merged = prof._raw_tree()
     if not nodes and not merged:
         return None
     keys = [label(f[0]) for f in prof._raw()[1]]
-    return encode(tspt, keys, nodes, len(threads))
+    return encode(tspt, keys, own_records(keys, nodes), len(threads))
 
 
 # A child's write that cannot finish (a lock left held by a thread of the parent at fork)

@@ -30,6 +30,7 @@ import types
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._runstats import own_stats as _own_stats
+from ._runstats import own_tree as _own_tree
 from .report.options import positive_int as _positive_int
 from .stats import SORT_KEYS
 
@@ -390,18 +391,15 @@ def _nonnegative_float(text: str) -> float:
 
 def _timeline_profile(opts: argparse.Namespace) -> Tuple[Any, Any]:
     """The Profile and the fastprof.timeline.Timeline over it that --timeline asks for."""
-    from .profile import Profile
     from .timeline import DEFAULT_BUFFER_SIZE, Timeline
 
     min_us = opts.timeline_min_us
-    prof = Profile(
+    tl = Timeline._of_run(
+        opts.timeline_buffer or DEFAULT_BUFFER_SIZE,
+        0.0 if min_us is None else min_us / 1e6,
         builtins=not opts.no_builtins,
-        timeline=opts.timeline_buffer or DEFAULT_BUFFER_SIZE,
-        timeline_min=None if min_us is None else min_us / 1e6,
     )
-    tl = Timeline._of_profile(prof)
-    tl.min_duration = 0.0 if min_us is None else min_us / 1e6
-    return prof, tl
+    return tl.profiler, tl
 
 
 def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
@@ -529,6 +527,8 @@ def _run(argv: Sequence[str]) -> int:
         opts.outfile = _outfile(opts.outfile)
         if opts.timeline is not None:
             opts.timeline = _outfile(opts.timeline, "--timeline", "the timeline")
+        if opts.html is not None:
+            opts.html = _outfile(opts.html, "--html", "the HTML report")
         target = _module_target(opts.module) if opts.module else _script_target(opts.target)
         sys.argv[:] = [target.argv0] + opts.args
         sys.path[:1] = [target.path0]
@@ -564,9 +564,7 @@ def _run(argv: Sequence[str]) -> int:
                 print(f"fastprof: could not report the profile: {e!r}", file=sys.stderr)
             raise
         if job is None or not job.in_child():
-            if timeline is not None:
-                _write_timeline(timeline, opts)
-            _report(prof, opts, line_mode, out, job)
+            status = _report_after_run(status, prof, opts, line_mode, out, job, timeline)
     except _UsageError as e:
         print(f"fastprof run: error: {e}", file=sys.stderr)
         return 2
@@ -585,6 +583,33 @@ def _run(argv: Sequence[str]) -> int:
             builtins.__dict__.pop("profile", None)
         else:
             builtins.profile = saved_profile  # type: ignore[attr-defined]
+    return status
+
+
+def _report_after_run(
+    status: int,
+    prof: Any,
+    opts: argparse.Namespace,
+    line_mode: bool,
+    out: "_ReportOutput",
+    job: Optional["_Job"],
+    timeline: Any,
+) -> int:
+    """Writes --timeline's file and the report of a run that ended normally; returns the exit
+    status: the script's, or 2 (when the script's is 0) with one line on stderr when the
+    report could not be written (a folder removed while the script ran, a full disk, an
+    export that needs the call tree the profile does not have)."""
+    try:
+        if timeline is not None:
+            _write_timeline(timeline, opts)
+        _report(prof, opts, line_mode, out, job)
+    except BrokenPipeError:
+        raise  # fastprof ... | head: not an error of the report
+    except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
+        from .report.escape import printable
+
+        print(f"fastprof: could not write the report: {printable(str(e))}", file=sys.stderr)
+        return status or 2
     return status
 
 
@@ -836,14 +861,14 @@ def _report_job_lines(
     the processes (-o writes them as a .lprof file, --html as a page, else kernprof's table
     is printed), a note per function saying which processes ran it, then the per-process
     table."""
-    from .lines import LineStats
+    from .lines import LineStats, code_key
     from .merge import format_line_processes
     from .report.outputs import print_note
 
     stats = run.lines if run.lines is not None else LineStats({}, 1e-9)
     for f in job.lines.functions:  # functions that never ran still get their (empty) block
         c = f.__code__
-        stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
+        stats.timings.setdefault(code_key(c), [])
     n = len(run.procs)
     notes = format_line_processes(run)
     if opts.html:
@@ -918,7 +943,7 @@ def _report(
     from .report.source import save_tree, tree_of
     from .stats import Stats
 
-    tree = tree_of(prof)
+    tree = _own_tree(tree_of(prof))
     if tree is not None:
         tree.wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
     stats = _own_stats(prof)
@@ -929,10 +954,10 @@ def _report(
 
         with open(opts.outfile, "wb") as f:
             marshal.dump(stats, f)
-        save_tree(opts.outfile, tree)
+        where = save_tree(opts.outfile, tree)
         print(
             f"fastprof: profile written to {opts.outfile}"
-            + (f" (its call tree to {opts.outfile}.tree.json)" if tree is not None else "")
+            + (f" (its call tree to {where})" if where is not None else "")
             + f" (see it with: python -m fastprof view {opts.outfile})",
             file=sys.stderr,
         )
@@ -942,13 +967,9 @@ def _report(
             write_html(opts.html, st, tree, title=title)
             print_note(f"HTML report written to {opts.html}")
         return
-    try:
-        note = emit(
-            st, tree, opts, out.stream(), title=title, outfile=opts.outfile, top=_rows(opts, tree)
-        )
-    except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
-        print(f"fastprof: {e}", file=sys.stderr)
-        return
+    note = emit(
+        st, tree, opts, out.stream(), title=title, outfile=opts.outfile, top=_rows(opts, tree)
+    )
     print_note(note)
 
 
@@ -1118,6 +1139,10 @@ def _view(argv: Sequence[str]) -> int:
             title += f" ({len(run.procs)} processes)"
         else:
             st, tree = load_profile(opts.file)
+            if opts.threads and tree is not None and tree.processes:
+                from .report.outputs import MERGED_THREADS
+
+                raise ValueError(f"{opts.file}: {MERGED_THREADS}")
         if opts.filter:
             st = st.filter(opts.filter)
     except (OSError, ValueError) as e:
@@ -1166,11 +1191,8 @@ def _diff(argv: Sequence[str]) -> int:
 
 def _compare(argv: Sequence[str]) -> int:
     """``fastprof compare``: handed to fastprof.compare.main."""
-    try:
-        from . import compare
-    except ImportError:
-        print("fastprof compare: not available in this version", file=sys.stderr)
-        return 2
+    from . import compare
+
     result = compare.main(list(argv))
     return 0 if result is None else int(result)
 

@@ -13,11 +13,12 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .bench import regression, storage
-from .bench.sample_stats import COMPARABLE
 from .report.escape import printable
 
 _DEFAULT_TOP = 40
+# fastprof.bench.sample_stats.COMPARABLE, which loads NumPy: two call profiles are compared
+# without it (a test checks that the two agree)
+_STATS = ("median", "mean", "min")
 
 
 class _Unreadable(Exception):
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--stat",
-        choices=COMPARABLE,
+        choices=_STATS,
         default="median",
         help="benchmark runs: statistic shown in the table (default: median)",
     )
@@ -71,6 +72,21 @@ def _parser() -> argparse.ArgumentParser:
         help="profiles: do not strip directories from file names",
     )
     return p
+
+
+def _bench() -> Tuple[Any, Any]:
+    """fastprof.bench's regression and storage modules, which comparing benchmark runs needs
+    (their statistics load NumPy); _Unreadable saying so when NumPy is missing."""
+    try:
+        from .bench import regression, storage
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] != "numpy":
+            raise
+        raise _Unreadable(
+            "comparing benchmark runs (JSON) needs NumPy: pip install fastprof[kernels] "
+            "(two call profiles, A.prof B.prof, compare without it)"
+        ) from None
+    return regression, storage
 
 
 def _kind(path: str) -> str:
@@ -97,7 +113,7 @@ def _load(path: str) -> Tuple[str, Any]:
     try:
         kind = _kind(path)
         if kind == "json":
-            return kind, storage.load(path)
+            return kind, _bench()[1].load(path)
         if kind == "pstats":
             return kind, load_pstats_file(path)
     except (OSError, ValueError) as exc:
@@ -110,6 +126,7 @@ def _load(path: str) -> Tuple[str, Any]:
 
 def _compare_runs(args: argparse.Namespace, old: Dict[str, Any], new: Dict[str, Any]) -> int:
     """Prints the comparison of two benchmark runs; returns the exit status."""
+    regression, storage = _bench()
     try:
         rules = [regression.parse_rule(r, "--fail") for r in args.fail]
         storage.check_baseline(old, args.old)

@@ -19,6 +19,8 @@ from typing import Any, Optional
 __all__ = ["ProfileResult", "LineResult", "load_ipython_extension"]
 
 _FRAME_HEIGHT = 720
+# what IPython's %prun prints when the profiled code raised SystemExit
+_SYSTEM_EXIT = "*** SystemExit exception caught in code being profiled."
 
 
 def _iframe(page: str) -> str:
@@ -141,6 +143,7 @@ def _magics_class() -> Any:
             fastprof's call profiler; shows the call tree and the top functions (or, in a
             notebook, the HTML report).  Options: -s SORT, --top N, --min-percent P,
             --expand-libs, --html FILE."""
+            from ._runstats import own_stats, own_tree
             from .profile import Profile
             from .report.source import tree_of
             from .stats import SORT_KEYS, Stats
@@ -164,15 +167,18 @@ def _magics_class() -> Any:
             ns = _user_ns(self.shell)
             compiled = compile(code, "<fastprof>", "exec")
             prof = Profile()
+            exited = False
             prof.enable()
             try:
                 exec(compiled, ns, ns)
+            except SystemExit:  # as %prun: the profile of what ran is still shown
+                exited = True
             finally:
                 prof.disable()
             what = (cell if cell is not None else stmt).strip().splitlines()[0]
             result = ProfileResult(
-                Stats(prof),
-                tree_of(prof),
+                Stats(own_stats(prof)),  # without the call of disable, as the text omits it
+                own_tree(tree_of(prof)),
                 f"%fastprof {what}",
                 sort=sort,
                 top=top,
@@ -181,6 +187,8 @@ def _magics_class() -> Any:
             )
             if opts.get("html"):
                 result.save_html(opts["html"])
+            if exited:
+                print(_SYSTEM_EXIT)
             return result
 
         @line_magic  # type: ignore[misc, unused-ignore]

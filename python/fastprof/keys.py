@@ -4,9 +4,9 @@ by (a module of its own, so that both read it without importing each other)."""
 from __future__ import annotations
 
 from types import CodeType
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
-__all__ = ["FuncKey", "label"]
+__all__ = ["FuncKey", "is_disable", "label"]
 
 FuncKey = Tuple[str, int, str]
 """A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
@@ -17,3 +17,11 @@ def label(code: Union[CodeType, str]) -> FuncKey:
     if isinstance(code, str):
         return ("~", 0, code)
     return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def is_disable(key: Optional[FuncKey]) -> bool:
+    """Whether ``key`` is a fastprof profiler's ``disable`` method (a builtin's key), which a
+    runner's profile records when the runner turns it off (None, a tree's root: False)."""
+    return (
+        key is not None and key[0] == "~" and key[2].startswith("<method 'disable' of 'fastprof.")
+    )

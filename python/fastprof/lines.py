@@ -24,7 +24,7 @@ import sys
 import threading
 import types
 import warnings
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from . import _fastprof
 from ._files import read_regular_file
@@ -35,6 +35,7 @@ from .report.lines_text import show_text
 __all__ = [
     "LineProfiler",
     "LineStats",
+    "code_key",
     "load_stats",
     "kernprof_builtin",
     "resolve_function",
@@ -45,11 +46,19 @@ _MONITORING = sys.version_info >= (3, 12)
 _TOOL_NAME = "fastprof-lines"
 # Code objects of comprehensions and generator expressions are not registered on their own:
 # their time is charged to the line of the registered function that runs them, as 3.12+
-# does anyway where comprehensions are inlined.
+# does anyway where comprehensions are inlined (the functions and lambdas defined inside them
+# are registered).
 _SKIPPED_NESTED = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 Key = Tuple[str, int, str]
 LineTiming = Tuple[int, int, int]
+
+
+def code_key(code: types.CodeType) -> Key:
+    """The key of code's timings, line_profiler 5.1's: (filename, first_lineno, name), the
+    name being the qualified name (``co_qualname``, ``K.meth``, ``f.<locals>.inner``) on
+    Python 3.11+ and the bare ``co_name`` below, where code objects have no qualified name."""
+    return (code.co_filename, code.co_firstlineno, getattr(code, "co_qualname", code.co_name))
 
 
 class LineStats:
@@ -64,38 +73,43 @@ class LineStats:
         return f"LineStats({len(self.timings)} functions, unit={self.unit:g})"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, LineStats)
-            and self.timings == other.timings
-            and self.unit == other.unit
-        )
+        """Equal timings and unit; any object with both (line_profiler's LineStats) compares."""
+        try:
+            return bool(self.timings == other.timings and self.unit == other.unit)  # type: ignore[attr-defined]
+        except AttributeError:
+            return NotImplemented
 
     def total_time(self, key: Key) -> float:
         """Seconds charged to the lines of one function."""
         return sum(t[2] for t in self.timings.get(key, ())) * self.unit
 
-    def __add__(self, other: "LineStats") -> "LineStats":
+    def __add__(self, other: Any) -> "LineStats":
         """The two added up (line_profiler's ``+``): hits add, times too, in the coarser of
-        the two units."""
-        if not isinstance(other, LineStats):
+        the two units.  other may be any object with ``timings`` and ``unit`` (a
+        line_profiler LineStats)."""
+        if not _stats_like(other):
             return NotImplemented
         return LineStats.from_stats_objects(self, other)
 
-    def __iadd__(self, other: "LineStats") -> "LineStats":
-        if not isinstance(other, LineStats):
+    def __iadd__(self, other: Any) -> "LineStats":
+        if not _stats_like(other):
             return NotImplemented
         total = LineStats.from_stats_objects(self, other)
         self.timings, self.unit = total.timings, total.unit
         return self
 
     @classmethod
-    def from_stats_objects(cls, stats: "LineStats", *more: "LineStats") -> "LineStats":
-        """One LineStats adding up several: per (function, line), hits summed and times
-        summed in the largest unit among them (line_profiler's aggregation)."""
+    def from_stats_objects(cls, stats: Any, *more: Any) -> "LineStats":
+        """One LineStats adding up several (fastprof's, line_profiler's, or any object with
+        ``timings`` and ``unit``): per (function, line), hits summed and times summed in the
+        largest unit among them (line_profiler's aggregation)."""
         every = [stats, *more]
         for i, one in enumerate(every):
-            if not isinstance(one, LineStats):
-                raise TypeError(f"stats[{i}] must be a LineStats, not {type(one).__name__}")
+            if not _stats_like(one):
+                raise TypeError(
+                    f"stats[{i}] must be a LineStats (an object with timings and unit), "
+                    f"not {type(one).__name__}"
+                )
         unit = max(one.unit for one in every)
         merged: Dict[Key, Dict[int, List[Any]]] = {}
         for one in every:
@@ -149,6 +163,13 @@ class LineStats:
             details=details,
             sort=sort,
         )
+
+
+def _stats_like(obj: Any) -> bool:
+    """Whether obj has line_profiler's stats shape: a ``timings`` mapping and a ``unit``."""
+    return isinstance(getattr(obj, "timings", None), Mapping) and isinstance(
+        getattr(obj, "unit", None), (int, float)
+    )
 
 
 # The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
@@ -313,10 +334,12 @@ def _code_lines(code: types.CodeType) -> Tuple[int, int]:
 
 
 def _nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
-    """The code objects of functions, lambdas and classes defined inside code (recursively)."""
+    """The code objects of functions, lambdas and classes defined inside code, at any depth
+    (inside comprehensions and generator expressions too, which are not yielded)."""
     for const in code.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name not in _SKIPPED_NESTED:
-            yield const
+        if isinstance(const, types.CodeType):
+            if const.co_name not in _SKIPPED_NESTED:
+                yield const
             yield from _nested_codes(const)
 
 
@@ -347,17 +370,45 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
     if isinstance(func, functools.cached_property):
         return _unwrap(func.func, argname)
     if not isinstance(func, types.FunctionType) and hasattr(func, "__wrapped__"):
-        return _unwrap(func.__wrapped__, argname)
+        inner = _unwrap_wrapped(func, argname)
+        if not inner:  # a C wrapper of C code (functools.lru_cache(math.sqrt))
+            warnings.warn(
+                f"{_short(func)} wraps only code implemented in C: it has no lines to time",
+                stacklevel=3,
+            )
+        return inner
     if isinstance(func, types.FunctionType):
-        inner = inspect.unwrap(func)
-        if inner is not func:
-            return _unwrap(inner, argname)
-        return [func]
+        # the function the user wrote, under decorators that set __wrapped__ (followed while
+        # it leads to Python code: a wrapper made with functools.wraps(math.sqrt) is timed)
+        return _unwrap_wrapped(func, argname) or [func]
     raise TypeError(
         f"{argname} must be a Python function, method, property, classmethod, "
         f"staticmethod or class (or a decorator's wrapper of one), not "
         f"{type(func).__name__}"
     )
+
+
+def _unwrap_wrapped(func: Any, argname: str) -> List[types.FunctionType]:
+    """The Python functions behind ``func.__wrapped__`` (followed down the chain, as
+    inspect.unwrap does), [] when there is none or it leads to no Python code."""
+    inner = getattr(func, "__wrapped__", None)
+    if inner is None or inner is func:
+        return []
+    seen = {id(func)}
+    while isinstance(inner, types.FunctionType):  # plain decorators: no recursion needed
+        if id(inner) in seen:  # a __wrapped__ cycle: inspect.unwrap's ValueError
+            raise ValueError(f"{argname}: wrapper loop when unwrapping {_short(func)}")
+        seen.add(id(inner))
+        deeper = getattr(inner, "__wrapped__", None)
+        if deeper is None or deeper is inner:
+            return [inner]
+        if not isinstance(deeper, types.FunctionType):
+            return _unwrap_wrapped(inner, argname) or [inner]
+        inner = deeper
+    try:
+        return _unwrap(inner, argname)
+    except TypeError:  # C code, or no callable at all
+        return []
 
 
 def _code_qualname_walk(code: types.CodeType, prefix: str) -> Iterator[Tuple[str, types.CodeType]]:
@@ -435,6 +486,7 @@ class LineProfiler(Wrapping):
                 f"_timer must be a callable returning an int, not {type(_timer).__name__}"
             )
         self._tracer = _fastprof.LineTracer(_timer)
+        self._timer, self._timer_unit = _timer, _timer_unit
         if _timer is not None:
             self._unit = float(_timer_unit)
         else:
@@ -442,6 +494,8 @@ class LineProfiler(Wrapping):
         self.functions: List[types.FunctionType] = []
         self._enable_count = 0
         self._tool: Optional[int] = None
+        # profilers whose timings this one reports with its own (kernprof_builtin's)
+        self._companions: List["LineProfiler"] = []
         for func in funcs:
             self.add_function(func)
 
@@ -781,11 +835,25 @@ class LineProfiler(Wrapping):
 
     # --- results ------------------------------------------------------------------------
 
+    def _companion(self) -> "LineProfiler":
+        """A profiler of its own (same clock, the same ``functions`` list) whose timings
+        this one's get_stats reports too, as long as this one does not time the same code
+        itself; reset() zeroes both."""
+        other = LineProfiler(_timer=self._timer, _timer_unit=self._timer_unit)
+        other.functions = self.functions
+        self._companions.append(other)
+        return other
+
     def get_stats(self) -> LineStats:
         """The timings so far: LineStats(timings, unit)."""
         timings: Dict[Key, List[LineTiming]] = {}
-        for code, lines in self._tracer.get_timings():
-            key = (code.co_filename, code.co_firstlineno, code.co_name)
+        every = list(self._tracer.get_timings())
+        if self._companions:
+            own = {id(code) for code in self._tracer.codes()}
+            for other in self._companions:
+                every += [(c, t) for c, t in other._tracer.get_timings() if id(c) not in own]
+        for code, lines in every:
+            key = code_key(code)
             if key in timings:  # same source compiled twice: add up
                 merged = {ln: [h, t] for ln, h, t in timings[key]}
                 for ln, h, t in lines:
@@ -800,6 +868,8 @@ class LineProfiler(Wrapping):
     def reset(self) -> None:
         """Zero every count (registrations stay)."""
         self._tracer.reset()
+        for other in self._companions:
+            other.reset()
 
     def print_stats(
         self,
@@ -822,8 +892,7 @@ class LineProfiler(Wrapping):
         if output_unit is None:
             output_unit = 1e-6
         for f in self.functions:  # functions never run still get their (empty) block
-            c = f.__code__
-            stats.timings.setdefault((c.co_filename, c.co_firstlineno, c.co_name), [])
+            stats.timings.setdefault(code_key(f.__code__), [])
         stats.print(stream, output_unit, stripzeros, details, summarize, sort, rich, config=config)
 
     def dump_stats(self, path: "str | os.PathLike[str]") -> None:
@@ -834,22 +903,45 @@ class LineProfiler(Wrapping):
 
 
 class _KernprofBuiltin:
-    """What ``builtins.profile`` is under ``fastprof run --lines``: ``@profile`` registers
-    the function and returns it unchanged; other attributes are the profiler's."""
+    """What ``builtins.profile`` is under ``fastprof run --lines``: what kernprof -l puts
+    there (line_profiler 5.1's LineProfiler), recording as kernprof does.
+
+    Functions registered through it (``@profile``, ``profile.add_function``, ...) are timed
+    only while it is enabled: while a function ``@profile`` wrapped runs, inside
+    ``with profile:``, between ``profile.enable()`` / ``enable_by_count()`` and the matching
+    disable, in ``profile.runcall``.  Its timings are reported with the run's profiler (lp),
+    which times the functions registered in lp itself (``--lines-of``) whenever lp is on; a
+    function registered in both is timed by lp."""
 
     def __init__(self, lp: LineProfiler) -> None:
-        self._lp = lp
+        self._lp = lp  # the run's profiler: reports what this one records too
+        self._own = lp._companion()  # records only while this is enabled
 
     def __call__(self, func: Any) -> Any:
-        self._lp.add_function(func)
-        return func
+        """Register func and return kernprof's profiling wrapper of it (enabled while it
+        runs)."""
+        return self._own(func)
+
+    def __enter__(self) -> "_KernprofBuiltin":
+        self._own.enable_by_count()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._own.disable_by_count()
+
+    # results read from the run's profiler (which adds this one's up with its own)
+    _RESULTS = frozenset({"get_stats", "print_stats", "dump_stats", "reset"})
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._lp, name)
+        if name.startswith("__") or name in ("_lp", "_own"):
+            raise AttributeError(name)
+        return getattr(self._lp if name in self._RESULTS else self._own, name)
 
 
 def kernprof_builtin(lp: LineProfiler) -> Callable[[Any], Any]:
-    """The object to install as ``builtins.profile`` so kernprof scripts run unchanged."""
+    """The object to install as ``builtins.profile`` so kernprof scripts run unchanged and
+    record what ``kernprof -l`` records (see _KernprofBuiltin); its timings are reported by
+    lp's get_stats, print_stats and dump_stats."""
     if not isinstance(lp, LineProfiler):
         raise TypeError(f"lp must be a fastprof.LineProfiler, not {type(lp).__name__}")
     return _KernprofBuiltin(lp)

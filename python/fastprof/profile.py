@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import sys
 from types import CodeType, TracebackType
 from typing import (
@@ -51,7 +52,6 @@ SortArg = Union[str, int, Tuple[Union[str, int], ...]]
 """A pstats sort key (name or legacy integer), or a tuple of them."""
 
 _MONITORING = sys.version_info >= (3, 12)
-_TOOL_NAME = "fastprof"  # the sys.monitoring tool name the core registers
 
 
 class ProfilerSubEntry(NamedTuple):
@@ -100,31 +100,22 @@ class Profile(_fastprof.Profiler):
     _nests: bool = False
     """True for a session's profiler: it may be enabled while other fastprof profilers are."""
 
-    def enable(self, subcalls: Optional[bool] = None, builtins: Optional[bool] = None) -> None:
-        """Starts profiling (a no-op when already on).
+    def _before_enable(self) -> None:
+        """Run by ``enable()`` (the core's, so that a second ``enable()`` records as one C call,
+        as cProfile's does) before it starts profiling, once it knows it may: the names of the
+        threads running now, for the views.
 
-        As ``cProfile.Profile`` on 3.12+: ValueError while another fastprof call profiler is
-        enabled (one at a time; it still runs beside cProfile, debuggers and coverage, taking
-        another free sys.monitoring tool id when the profiler's is held).  The profilers of
-        ``@fastprof.profile`` sessions are the exception: sessions nest, and every enabled one
-        shares fastprof's one tool id.
+        As ``cProfile.Profile`` on 3.12+, ``enable()`` raises ValueError while another fastprof
+        call profiler is enabled (one at a time; it still runs beside cProfile, debuggers and
+        coverage, taking another free sys.monitoring tool id when the profiler's is held); below
+        3.12 it raises ValueError while any other profiler holds the thread's hook.  The
+        profilers of ``@fastprof.profile`` sessions are the exception: sessions nest, every
+        enabled one shares fastprof's one tool id, and this is not run for them (other
+        sessions' profilers may be on, and would count it).
         """
-        if sys.version_info >= (3, 12) and not self.enabled and not self._nests:
-            mon = sys.monitoring
-            held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
-            if held:
-                raise ValueError(
-                    f"Another profiling tool is already active: a fastprof "
-                    f"profiler holds sys.monitoring tool id {held[0]}; "
-                    f"disable it first"
-                )
-        if not self.enabled and not self._nests:
-            # the names of the threads running now, for the views (not for a session's
-            # profiler: other sessions' profilers may be on, and would count this)
-            from ._threads import thread_names
+        from ._threads import thread_names
 
-            self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}
-        super().enable(subcalls, builtins)
+        self._thread_names = {**getattr(self, "_thread_names", {}), **thread_names()}
 
     # -- reading the core's records ---------------------------------------------------------
 
@@ -196,7 +187,7 @@ class Profile(_fastprof.Profiler):
         st = pstats.Stats(self)  # type: ignore[arg-type]  # pstats reads any create_stats()
         st.strip_dirs().sort_stats(*keys).print_stats()
 
-    def dump_stats(self, file: str) -> None:
+    def dump_stats(self, file: Union[str, bytes, "os.PathLike[str]"]) -> None:
         """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it),
         and the call tree beside it as FILE.tree.json (each thread's data, which pstats' format
         cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
@@ -207,7 +198,7 @@ class Profile(_fastprof.Profiler):
         with open(file, "wb") as f:
             self.create_stats()
             marshal.dump(self.stats, f)
-        save_tree(str(file), tree_of(self))
+        save_tree(file, tree_of(self))
 
     # -- running code -----------------------------------------------------------------------
 

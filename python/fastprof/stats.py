@@ -709,12 +709,7 @@ class Stats:
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
             marshal.dump(self.to_dict(), f)
-        from .tree import tree_path
+        from .tree import save_beside
 
         whole = self._nsources == 1 and not self._rx  # a filtered table's tree would not match
-        tree = self.call_tree() if whole else None
-        where = tree_path(path)
-        if tree is not None:
-            tree.save(where)
-        elif os.path.exists(where):  # a stale tree of another profile
-            os.unlink(where)
+        save_beside(path, self.call_tree() if whole else None)

@@ -21,7 +21,7 @@ import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _fastprof
-from .keys import FuncKey, label
+from .keys import FuncKey, is_disable, label
 from .profile import Profile
 
 __all__ = ["trace", "Timeline", "Span", "TimelineThread", "DEFAULT_BUFFER_SIZE"]
@@ -183,6 +183,7 @@ class Timeline(_fastprof._Session):
         self._counts: Dict[str, int] = {}
         self._func_keys: List[FuncKey] = []
         self._names: Dict[FuncKey, str] = {}
+        self._runner = False  # the runner's own disable() call ends the recording
 
     # -- recording ------------------------------------------------------------------------
 
@@ -248,24 +249,54 @@ class Timeline(_fastprof._Session):
         to_ns = self._converter()
         keys = self._func_keys
         out = [Span(to_ns(t0), to_ns(t1), keys[f], th, d) for t0, t1, f, th, d in spans]
+        if self._runner:  # its call of disable() is not the script's (as own_stats)
+            out = self._without_runner(out)
         out.sort(key=lambda s: (s.thread, s.start_ns, -s.end_ns, s.depth))
         self._spans = out
 
     @classmethod
-    def _of_profile(cls, prof: Profile) -> "Timeline":
-        """A timeline over prof (made with ``timeline=``), which the caller enables and
-        disables itself (``fastprof run --timeline``); call ``_finish()`` once it is
-        disabled."""
+    def _of_run(cls, buffer_size: int, min_duration: float, builtins: bool) -> "Timeline":
+        """The timeline of ``fastprof run --timeline``, over a profiler the runner enables and
+        disables itself (``tl.profiler``); call ``_finish()`` once it is disabled.  The
+        runner's own call of ``disable()`` is in none of its spans and counts: the ring has
+        one slot more than ``buffer_size`` for it (the last call to end, so never dropped),
+        and ``too_short`` leaves it out when it was too short to be kept."""
         tl = cls.__new__(cls)
-        tl.profiler = prof
-        tl.min_duration = 0.0
+        tl.profiler = Profile(
+            builtins=builtins,
+            timeline=buffer_size + 1,
+            timeline_min=float(min_duration),
+        )
+        tl.min_duration = min_duration
         tl.include = tl.exclude = ()
         tl._want_cuda = False
         tl._cuda = None
         tl._spans, tl._threads, tl._counts, tl._func_keys, tl._names = [], [], {}, [], {}
         tl._spt = 0.0
+        tl._runner = True
         tl._begin()
         return tl
+
+    def _without_runner(self, spans: List[Span]) -> List[Span]:
+        """spans without the runner's top-level calls of ``disable()`` (those with no caller
+        in the profile), and ``too_short`` without those too short to be among them.  When
+        no span of it took the ring's extra slot (it was too short, or os._exit's gate
+        stopped the profile from C), the span that ended first is dropped, and counted."""
+        kept = [s for s in spans if s.depth or not is_disable(s.func)]
+        _, funcs, edges = self.profiler._raw()
+        runner = {i: f[1] for i, f in enumerate(funcs) if is_disable(label(f[0]))}
+        for _caller, callee, nc, *_ in edges:
+            if callee in runner:
+                runner[callee] -= nc
+        short = sum(runner.values()) - (len(spans) - len(kept))
+        if short > 0:
+            self._counts["too_short"] = max(0, self.too_short - short)
+        extra = len(kept) - self.capacity
+        if extra > 0:  # the ring stores a span when its call ends, and drops the oldest
+            kept.sort(key=lambda s: s.end_ns)
+            del kept[:extra]
+            self._counts["dropped"] = self.dropped + extra
+        return kept
 
     def _converter(self) -> Any:
         """The function from the profiler's ticks to monotonic nanoseconds: through the
@@ -314,7 +345,7 @@ class Timeline(_fastprof._Session):
     @property
     def capacity(self) -> int:
         """The ring's size in spans."""
-        return int(self.profiler.timeline or 0)
+        return int(self.profiler.timeline or 0) - self._runner  # run's slot for its disable()
 
     @property
     def start_ns(self) -> int:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._threads import thread_names
-from .keys import label
+from .keys import is_disable, label
 
 __all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "thread_names"]
 
@@ -191,6 +191,15 @@ class CallTree:
     def total_time(self) -> float:
         """The summed total time of the threads' top-level calls, in seconds."""
         return sum(r.cumtime for r in self.threads.values())
+
+    def describes(self, keys: Iterable[FuncKey]) -> bool:
+        """Whether this tree can be the call tree of the pstats profile whose functions are
+        ``keys``: the same functions (the runner's own ``disable`` aside, which files of
+        earlier versions kept in the tree alone), or fewer when the node cap merged calls
+        (``merged``).  A pstats file rewritten since (by cProfile, say) fails it."""
+        mine = {n.key for n in self.nodes() if not is_disable(n.key)}
+        theirs = {k for k in keys if not is_disable(k)}
+        return mine <= theirs if self.merged else mine == theirs
 
     def merged_threads(self) -> Node:
         """One root that sums every thread's tree path by path."""
@@ -388,6 +397,33 @@ def pstats_of(root: Node) -> Dict[FuncKey, PstatsEntry]:
 def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
     """Where the call tree of the pstats file ``profile_path`` is saved beside it."""
     return os.fspath(profile_path) + ".tree.json"
+
+
+def save_beside(profile_path: Any, tree: Optional["CallTree"]) -> Optional[str]:
+    """Writes ``tree`` beside the pstats file ``profile_path`` (a str, bytes or os.PathLike;
+    as FILE.tree.json) and returns where; removes a stale tree file there and returns None
+    when ``tree`` is None.  Writes nothing beside what is not a regular file of its own (a
+    pipe, /dev/null, a link such as /dev/stdout or /proc/self/fd/N: no "beside" to write to),
+    and warns (RuntimeWarning) instead of raising where the tree cannot be written: the
+    pstats file, which cProfile's users read, is written already."""
+    path = os.fsdecode(profile_path)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    where = tree_path(path)
+    if tree is None:
+        try:
+            os.unlink(where)
+        except OSError:
+            pass
+        return None
+    try:
+        tree.save(where)
+    except OSError as exc:
+        import warnings
+
+        warnings.warn(f"the call tree was not saved beside {path}: {exc}", RuntimeWarning, 3)
+        return None
+    return where
 
 
 def _as_key(k: Any) -> FuncKey:

@@ -344,29 +344,44 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
 
 /* See fp_profile.h. */
 int
-fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
+fp_hooks_check_free(fp_profiler *p, FP_UNUSED int nests)
 {
     PyThreadState *ts = PyThreadState_Get();
     if (fp_legacy_is_hook(ts->c_profilefunc)) {
         if (ts->c_profileobj == (PyObject *)p)
             return 0;
-        PyErr_SetString(PyExc_RuntimeError,
-                        "another fastprof profiler is enabled in this thread; disable it first");
+        PyErr_SetString(PyExc_ValueError,
+                        "Another profiling tool is already active: another fastprof profiler is "
+                        "enabled in this thread; disable it first");
         return -1;
     }
     if (ts->c_profilefunc != NULL && ts->c_profileobj == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "the profile hook of this thread is held by a C profile function with "
+        PyErr_SetString(PyExc_ValueError,
+                        "Another profiling tool is already active: the profile hook of this "
+                        "thread is held by a C profile function with "
                         "no object; disable that profiler first (sys.setprofile(None))");
         return -1;
     }
     if (ts->c_profilefunc != NULL) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "the profile hook of this thread is held by %R; disable that profiler "
+        PyErr_Format(PyExc_ValueError,
+                     "Another profiling tool is already active: the profile hook of this "
+                     "thread is held by %R; disable that profiler "
                      "first (for example sys.setprofile(None) or its disable())",
                      ts->c_profileobj);
         return -1;
     }
+    return 0;
+}
+
+/* See fp_profile.h. */
+int
+fp_hooks_install(fp_profiler *p, FP_UNUSED PyTypeObject *hook_type)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    if (fp_legacy_is_hook(ts->c_profilefunc) && ts->c_profileobj == (PyObject *)p)
+        return 0;
+    if (fp_hooks_check_free(p, 0) < 0)
+        return -1;
     p->taken_warned = 0;
     if (p->threads) {
         if (fp_legacy_threading_install(p) < 0)

@@ -585,6 +585,40 @@ fp_mon_forget(fp_profiler *p)
     Py_CLEAR(p->disable);
 }
 
+/* See fp_profile.h.  Reads sys.monitoring.get_tool from C: no bytecode runs, so an enabled
+ * profiler records only the enable() call that this refuses. */
+int
+fp_hooks_check_free(FP_UNUSED fp_profiler *p, int nests)
+{
+    if (nests)
+        return 0;
+    PyObject *mon = fp_mon_module();
+    if (mon == NULL)
+        return -1;
+    for (int i = 0; i < 6; i++) {
+        PyObject *id = PyLong_FromLong(i);
+        PyObject *holder = id ? fp_mon_invoke(mon, "get_tool", &id, 1) : NULL;
+        Py_XDECREF(id);
+        if (holder == NULL) {
+            Py_DECREF(mon);
+            return -1;
+        }
+        int ours =
+            PyUnicode_Check(holder) && PyUnicode_CompareWithASCIIString(holder, "fastprof") == 0;
+        Py_DECREF(holder);
+        if (ours) {
+            Py_DECREF(mon);
+            PyErr_Format(PyExc_ValueError,
+                         "Another profiling tool is already active: a fastprof profiler holds "
+                         "sys.monitoring tool id %d; disable it first",
+                         i);
+            return -1;
+        }
+    }
+    Py_DECREF(mon);
+    return 0;
+}
+
 /* See fp_profile.h.  The first profiler enabled claims the shared tool id; the others join
  * it. */
 int

@@ -399,8 +399,49 @@ fp_profiler_tp_clear(PyObject *self)
     return 0;
 }
 
-/* enable(subcalls=None, builtins=None): starts profiling; a second call is a no-op.  Returns
- * None, or NULL with RuntimeError when the hook is held by another tool. */
+/* Checks that p may take the hooks (fp_hooks_check_free; fastprof.Profile's _nests is
+ * false but for a session's profiler, which joins the others, as the core's own Profiler
+ * without the attribute does), then, unless it nests, runs a subclass's
+ * _before_enable() (fastprof.Profile's: the running threads' names): Python code, run only
+ * where no other fastprof profiler of this thread would record it.  Returns 0, or -1 with an
+ * exception set. */
+static int
+fp_profiler_before_enable(PyObject *self)
+{
+    PyObject *n = PyObject_GetAttrString(self, "_nests");
+    int nests = 1; /* the core's own Profiler, without fastprof.Profile's rule: they share */
+    if (n == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    } else {
+        nests = PyObject_IsTrue(n);
+        Py_DECREF(n);
+        if (nests < 0)
+            return -1;
+    }
+    if (fp_hooks_check_free((fp_profiler *)self, nests) < 0)
+        return -1;
+    if (nests)
+        return 0;
+    PyObject *hook = PyObject_GetAttrString(self, "_before_enable");
+    if (hook == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(hook);
+    Py_DECREF(hook);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* enable(subcalls=None, builtins=None): starts profiling; a second call is a no-op (recorded
+ * as one C call, as cProfile records its own).  Returns None, or NULL with ValueError when
+ * the hook is held by another profiler. */
 static PyObject *
 fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
 {
@@ -414,8 +455,10 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     if (p->enabled)
         Py_RETURN_NONE;
-    if (fp_profiler_check_idle(p, "enable") < 0)
+    if (fp_profiler_check_idle(p, "enable") < 0 || fp_profiler_before_enable(self) < 0)
         return NULL;
+    if (p->enabled) /* the hook enabled it */
+        Py_RETURN_NONE;
     p->subcalls = sub;
     p->builtins = bi;
     p->tree = p->tree_cap > 0 && sub; /* no callers recorded: no tree either */

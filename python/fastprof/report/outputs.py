@@ -16,7 +16,13 @@ from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT, FORMATS
 if TYPE_CHECKING:
     from ..tree import CallTree
 
-__all__ = ["FORMATS", "add_view_options", "emit", "check_view_options"]
+__all__ = ["FORMATS", "MERGED_THREADS", "add_view_options", "emit", "check_view_options"]
+
+MERGED_THREADS = (
+    "--threads reads one process's profile file, not a job's profile merged over its "
+    "processes (fastprof merge): without --threads, view shows its call tree, one root per "
+    "process"
+)
 
 
 def _percent(text: str) -> float:
@@ -177,6 +183,8 @@ def _print_view(
                 "--threads needs the call tree, and this profile has none (a pstats file "
                 "without FILE.tree.json beside it: cProfile's, or written without fastprof)"
             )
+        if tree.processes:
+            raise ValueError(MERGED_THREADS)
         stream.write(
             format_threads_report(
                 stats,

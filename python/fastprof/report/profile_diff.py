@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from .display import key_label
 from .escape import printable
 
 __all__ = ["FunctionChange", "diff_profiles", "format_profile_diff"]
@@ -73,7 +74,7 @@ def diff_profiles(
 def _label(key: FuncKey, strip_dirs: bool) -> str:
     file, line, name = key
     if file == "~" and line == 0:
-        return printable(name if name.startswith("<") else "{%s}" % name)
+        return printable(key_label(key))  # pstats' form: {built-in method builtins.len}
     f = os.path.basename(file) if strip_dirs else file
     return printable(f"{f}:{line}({name})")
 

@@ -4,10 +4,12 @@ and a saved profile's pstats file with the call tree saved beside it (``FILE.tre
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict, Optional, Tuple
 
-from ..tree import CallTree, FuncKey, tree_path
+from ..tree import CallTree, FuncKey, save_beside, tree_path
 from .display import is_runner_frame
+from .escape import printable
 
 __all__ = ["tree_of", "load_profile", "save_tree", "totals_of"]
 
@@ -23,28 +25,31 @@ def tree_of(prof: Any) -> Optional[CallTree]:
     return tree
 
 
-def save_tree(profile_path: str, tree: Optional[CallTree]) -> Optional[str]:
-    """Writes ``tree`` beside the pstats file ``profile_path`` (as FILE.tree.json) and
-    returns where; removes a stale tree file there and returns None when ``tree`` is None."""
-    where = tree_path(profile_path)
-    if tree is None:
-        try:
-            os.unlink(where)
-        except OSError:
-            pass
-        return None
-    tree.save(where)
-    return where
+def save_tree(profile_path: Any, tree: Optional[CallTree]) -> Optional[str]:
+    """See fastprof.tree.save_beside: ``tree`` written beside the pstats file
+    ``profile_path`` (FILE.tree.json); where, or None."""
+    return save_beside(profile_path, tree)
 
 
 def load_profile(path: str) -> Tuple[Any, Optional[CallTree]]:
     """The ``fastprof.Stats`` of a saved profile and its call tree (None when no
-    FILE.tree.json is beside it).  OSError/ValueError naming the file otherwise."""
+    FILE.tree.json is beside it, or when the tree's functions are not the profile's: the
+    pstats file was rewritten since, by cProfile say; one line on stderr says so).
+    OSError/ValueError naming the file otherwise."""
     from ..stats import Stats
 
     st = Stats.load(path)
     where = tree_path(path)
-    tree = CallTree.load(where) if os.path.exists(where) else None
+    if not os.path.exists(where):
+        return st, None
+    tree = CallTree.load(where)
+    if not tree.describes(r.key for r in st.rows):
+        print(
+            f"fastprof: {printable(where)} is not the call tree of {printable(path)} (their "
+            f"functions differ: the profile was rewritten since?); the tree is not used",
+            file=sys.stderr,
+        )
+        return Stats(st.to_dict()), None  # nor by its per-thread tables
     return st, tree
 
 
