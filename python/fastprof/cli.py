@@ -940,8 +940,9 @@ def _report(
             finally:
                 sys.stdout = saved
         return
-    from .report.source import save_tree, tree_of
+    from .report.source import tree_of
     from .stats import Stats
+    from .tree import save_tree
 
     tree = _own_tree(tree_of(prof))
     if tree is not None:

@@ -193,7 +193,8 @@ class Profile(_fastprof.Profiler):
         cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
         import marshal
 
-        from .report.source import save_tree, tree_of
+        from .report.source import tree_of
+        from .tree import save_tree
 
         with open(file, "wb") as f:
             self.create_stats()

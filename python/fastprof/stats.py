@@ -709,7 +709,7 @@ class Stats:
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
             marshal.dump(self.to_dict(), f)
-        from .tree import save_beside
+        from .tree import save_tree
 
         whole = self._nsources == 1 and not self._rx  # a filtered table's tree would not match
-        save_beside(path, self.call_tree() if whole else None)
+        save_tree(path, self.call_tree() if whole else None)

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 from ._threads import thread_names
 from .keys import is_disable, label
 
-__all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "thread_names"]
+__all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "save_tree", "thread_names", "tree_path"]
 
 FuncKey = Tuple[str, int, str]
 """A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
@@ -399,7 +399,7 @@ def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
     return os.fspath(profile_path) + ".tree.json"
 
 
-def save_beside(profile_path: Any, tree: Optional["CallTree"]) -> Optional[str]:
+def save_tree(profile_path: Any, tree: Optional["CallTree"]) -> Optional[str]:
     """Writes ``tree`` beside the pstats file ``profile_path`` (a str, bytes or os.PathLike;
     as FILE.tree.json) and returns where; removes a stale tree file there and returns None
     when ``tree`` is None.  Writes nothing beside what is not a regular file of its own (a

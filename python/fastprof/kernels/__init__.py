@@ -17,11 +17,11 @@ language of :func:`evaluate` is :mod:`fastprof.kernels.expr`, read by both devic
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Dict, Optional
 
 from . import cpu as _cpu
 from .args import (
+    caller_names,
     check_convolve_args,
     check_evaluate_args,
     check_matmul_args,
@@ -164,18 +164,9 @@ def evaluate(
     ``& | ^ ~``, where, abs, sqrt, exp, log, trig, fmod, hypot ..., and ``sum``/``prod`` over
     the whole array or ``axis=`` as the outermost operation); results follow NumPy's dtypes
     and broadcasting.  ``out`` receives the result when given."""
-    frame_names = global_dict
-    if local_dict is None or global_dict is None:
-        frame = sys._getframe(1)
-        if local_dict is None:
-            local_dict = dict(frame.f_locals)  # 3.13: a proxy, not a dict
-        if global_dict is None:
-            frame_names = frame.f_globals
-        del frame
-    if global_dict is not None and not isinstance(global_dict, dict):
-        raise TypeError(f"global_dict must be a dict, got {type(global_dict).__name__}")
+    local_dict, names = caller_names(local_dict, global_dict, 1)
     try:
-        args = check_evaluate_args(expr, local_dict, out, frame_names)
+        args = check_evaluate_args(expr, local_dict, out, names)
         if wants_gpu(device, out, *args.values.values()):
             return _gpu("evaluate_args")(args, device=device)
         return _cpu.evaluate(args)

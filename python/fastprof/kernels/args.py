@@ -7,6 +7,7 @@ mode codes and the rank-1 factorisation of weights (``rank1_factors``)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -443,6 +444,26 @@ class EvalArgs(NamedTuple):
     tree: _expr.Node
     values: Dict[str, Any]
     out: Any
+
+
+def caller_names(
+    local_dict: Optional[Dict[str, Any]], global_dict: Optional[Dict[str, Any]], depth: int
+) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(local_dict, global_dict) as numexpr fills them in: the locals and globals of the frame
+    ``depth`` levels above the caller of this function (1: evaluate's caller) where not
+    given.  TypeError for a global_dict that is no dict."""
+    if global_dict is not None and not isinstance(global_dict, dict):
+        raise TypeError(f"global_dict must be a dict, got {type(global_dict).__name__}")
+    if local_dict is not None and global_dict is not None:
+        return local_dict, global_dict
+    frame = sys._getframe(depth + 1)
+    try:
+        return (
+            dict(frame.f_locals) if local_dict is None else local_dict,  # 3.13: a proxy
+            frame.f_globals if global_dict is None else global_dict,
+        )
+    finally:
+        del frame
 
 
 def check_evaluate_args(

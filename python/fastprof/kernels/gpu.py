@@ -26,7 +26,6 @@ Every argument is checked before any CUDA call; then availability is checked and
 from __future__ import annotations
 
 import math
-import sys
 import threading
 from typing import Any, Optional, Sequence
 
@@ -43,6 +42,7 @@ from .args import (
     EvalArgs,
     UniformArgs,
     _own_device_types,
+    caller_names,
     check_convolve_args,
     check_evaluate_args,
     check_matmul_args,
@@ -990,19 +990,11 @@ def evaluate(
     Arrays must share one shape (scalars broadcast); every operation computes in the dtypes
     NumPy's loop for it uses (fastprof.kernels.expr.typed); a sum/prod at the top reduces the whole
     array or one axis.  Names come from local_dict (default: the caller's locals), then from
-    global_dict (default: the caller's globals), as numexpr looks them up.  The arguments are checked through fastprof.kernels.args, as the front end's.
+    global_dict (default: the caller's globals), as numexpr looks them up.  The arguments are
+    checked through fastprof.kernels.args, as the front end's.
     """
-    frame_names = global_dict  # numexpr's order: local_dict, then global_dict
-    if local_dict is None or global_dict is None:
-        frame = sys._getframe(_frame_depth)
-        if local_dict is None:
-            local_dict = dict(frame.f_locals)  # 3.13: a proxy, not a dict
-        if global_dict is None:
-            frame_names = frame.f_globals
-        del frame
-    if global_dict is not None and not isinstance(global_dict, dict):
-        raise TypeError(f"global_dict must be a dict, got {type(global_dict).__name__}")
-    a = check_evaluate_args(expr, local_dict, out, frame_names)
+    local_dict, names = caller_names(local_dict, global_dict, _frame_depth)
+    a = check_evaluate_args(expr, local_dict, out, names)
     return evaluate_args(a, device=device, stream=stream)
 
 

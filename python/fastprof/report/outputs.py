@@ -118,7 +118,7 @@ def emit(
     if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
         wrote = True
         if fmt == "pstats":
-            from .source import save_tree
+            from ..tree import save_tree
 
             assert outfile is not None  # the condition above
             stats.dump(outfile)

@@ -7,11 +7,11 @@ import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
-from ..tree import CallTree, FuncKey, save_beside, tree_path
+from ..tree import CallTree, FuncKey, tree_path
 from .display import is_runner_frame
 from .escape import printable
 
-__all__ = ["tree_of", "load_profile", "save_tree", "totals_of"]
+__all__ = ["tree_of", "load_profile", "totals_of"]
 
 
 def tree_of(prof: Any) -> Optional[CallTree]:
@@ -23,12 +23,6 @@ def tree_of(prof: Any) -> Optional[CallTree]:
     if not tree.threads and not tree.merged:
         return None
     return tree
-
-
-def save_tree(profile_path: Any, tree: Optional[CallTree]) -> Optional[str]:
-    """See fastprof.tree.save_beside: ``tree`` written beside the pstats file
-    ``profile_path`` (FILE.tree.json); where, or None."""
-    return save_beside(profile_path, tree)
 
 
 def load_profile(path: str) -> Tuple[Any, Optional[CallTree]]:
