@@ -291,32 +291,54 @@ def test_gc_hooks_and_fastprof_profilers(inner):
         import pytest
         from fakeclock import CLOCK
 
-        seen = {}
+        seen = []
 
         def probe():
-            seen["gc"] = gc.isenabled()
-            seen["profile"] = sys.getprofile()
-            seen["trace"] = sys.gettrace()
+            seen.append((gc.isenabled(), sys.getprofile(), sys.gettrace()))
             CLOCK.spend(1e-3)
+            return len(seen)
 
         def hook(*args):
             return hook
 
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.005)
         def test_paused(fastprof_benchmark):
+            seen.clear()
             sys.setprofile(hook)
             try:
-                fastprof_benchmark(probe)
+                result = fastprof_benchmark(probe)
                 assert sys.getprofile() is hook
             finally:
                 sys.setprofile(None)
-            assert seen == {"gc": False, "profile": None, "trace": None}
+            # timed with the hook paused and gc off; then one call with the hook on (as
+            # pytest-benchmark makes), whose result is returned
+            assert len(seen) > 2 and set(seen[:-1]) == {(False, None, None)}
+            assert seen[-1] == (True, hook, None) and result == len(seen)
             assert gc.isenabled()
+
+        @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.005)
+        def test_pedantic_no_extra_call(fastprof_benchmark):
+            seen.clear()
+            sys.setprofile(hook)
+            try:
+                fastprof_benchmark.pedantic(probe, rounds=3, iterations=1)
+            finally:
+                sys.setprofile(None)
+            assert seen == [(False, None, None)] * 3
+
+        @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.005)
+        def test_no_hooks_no_extra_call(fastprof_benchmark):
+            if sys.gettrace() is not None or sys.getprofile() is not None:
+                pytest.skip("this run has a trace or profile hook on (coverage?)")
+            seen.clear()
+            assert fastprof_benchmark(probe) == len(seen)
+            assert all(s == (False, None, None) for s in seen)
 
         @pytest.mark.benchmark(timer=CLOCK.now, max_time=0.005, disable_gc=False)
         def test_gc_kept(fastprof_benchmark):
+            seen.clear()
             fastprof_benchmark(probe)
-            assert seen["gc"] is True
+            assert seen[-1][0] is True
 
         class Profile:
             enabled = True
@@ -333,7 +355,7 @@ def test_gc_hooks_and_fastprof_profilers(inner):
     """
     )
     result = run(inner)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*ProfilerActiveError*a fastprof profiler is active*"])
 
 

@@ -439,6 +439,7 @@ class _LegacyState:
 
     driver: Optional[Any] = None  # a _fastprof.LineTracer
     thread_prev: Any = None
+    thread_hook: Any = None  # the bootstrap fastprof gave threading.settrace
 
 
 def _threading_gettrace() -> Any:
@@ -448,20 +449,24 @@ def _threading_gettrace() -> Any:
 
 
 def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]:
-    """The threading.settrace hook below 3.12: in a new thread, runs the hook that was there
-    before (a coverage tool's, say); when that leaves the thread without a trace function,
+    """The threading.settrace hook below 3.12: in a new thread, installs the hook that was
+    there before as threading would (the thread's trace function, seeing this first call:
+    a user's hook, a coverage tool's); when that leaves the thread without a trace function,
     installs the C trace of tracer (a thread's trace function is never replaced)."""
 
     def bootstrap(frame: Any, event: str, arg: Any) -> Any:
+        local = None
         if prev is not None:
-            prev(frame, event, arg)
+            sys.settrace(prev)
+            local = prev(frame, event, arg)
         current = sys.gettrace()
         if current is None or current is bootstrap:
             if tracer._active():
                 tracer._install_trace()
             elif current is not None:
                 sys.settrace(None)
-        return None
+            return None
+        return local
 
     return bootstrap
 
@@ -707,11 +712,28 @@ class LineProfiler(Wrapping):
         if tool is None:
             return
         self._tool = None
-        steps: List[Callable[[], Any]] = [
-            functools.partial(mon.set_local_events, tool, code, 0) for code in self._tracer.codes()
-        ]
+        steps: List[Callable[[], Any]] = []
+        freed = mon.get_tool(tool) is None
+        if freed:  # by another tool (its stop): fastprof's events stay there until cleared
+            steps.append(functools.partial(mon.use_tool_id, tool, _TOOL_NAME))
+        if freed or mon.get_tool(tool) == _TOOL_NAME:  # else another tool's: release warns
+            steps += [
+                functools.partial(mon.set_local_events, tool, code, 0)
+                for code in self._tracer.codes()
+            ]
         # the call profiler's release: global events, callbacks, the id
-        steps.append(lambda: _fastprof._monitoring_release(tool, self._monitoring_events()))
+        steps.append(
+            lambda: _fastprof._monitoring_release(tool, self._monitoring_events(), _TOOL_NAME)
+        )
+        if freed:
+            steps.append(
+                lambda: warnings.warn(
+                    f"fastprof: sys.monitoring tool id {tool} was freed while {_TOOL_NAME} was "
+                    "on; fastprof cleared its events there",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            )
         first: Optional[BaseException] = None
         for step in steps:
             try:
@@ -728,12 +750,13 @@ class LineProfiler(Wrapping):
             _LEGACY.driver = self._tracer
             _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
-            threading.settrace(_legacy_bootstrap(self._tracer, _LEGACY.thread_prev))
+            _LEGACY.thread_hook = _legacy_bootstrap(self._tracer, _LEGACY.thread_prev)
+            threading.settrace(_LEGACY.thread_hook)
             try:
                 self._tracer._install_trace(True)
             except BaseException:
                 threading.settrace(_LEGACY.thread_prev)
-                _LEGACY.driver = _LEGACY.thread_prev = None
+                _LEGACY.driver = _LEGACY.thread_prev = _LEGACY.thread_hook = None
                 self._tracer._stop()
                 raise
         elif driver is not self._tracer:
@@ -751,8 +774,10 @@ class LineProfiler(Wrapping):
             try:
                 driver._uninstall_trace()
             finally:
-                threading.settrace(_LEGACY.thread_prev)
-                _LEGACY.thread_prev = None
+                # a hook set for new threads while fastprof was on stays
+                if _threading_gettrace() is _LEGACY.thread_hook:
+                    threading.settrace(_LEGACY.thread_prev)
+                _LEGACY.thread_prev = _LEGACY.thread_hook = None
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on)."""

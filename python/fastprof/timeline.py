@@ -54,7 +54,8 @@ class Span(NamedTuple):
 
 class TimelineThread(NamedTuple):
     """A thread of the timeline: its order of first appearance (what ``Span.thread`` holds),
-    ``threading`` ident, the operating system's thread id and its name (``threading``'s, when the thread was still alive at the end)."""
+    ``threading`` ident, the operating system's thread id and its name (``threading``'s,
+    when its Thread object was still alive at the end)."""
 
     order: int
     ident: int
@@ -95,11 +96,18 @@ def _anchor() -> Tuple[int, int]:
 
 
 def _thread_names() -> Dict[int, str]:
-    """threading's names of the live threads, by ident."""
-    names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
-    main = threading.main_thread()
-    if main.ident is not None:
-        names.setdefault(main.ident, main.name)
+    """threading's names of its threads, by operating system thread id: the live ones, and
+    the finished ones whose Thread object is still alive (an ident is reused by a later
+    thread far sooner than a native id is, so a finished thread keeps its own name)."""
+    try:
+        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    except RuntimeError:  # a thread made another Thread meanwhile
+        seen = threading.enumerate()
+    names: Dict[int, str] = {}
+    for t in [threading.main_thread()] + seen:
+        native = getattr(t, "native_id", None)
+        if native is not None and t.ident is not None:
+            names[native] = t.name  # a live thread last: it wins a reused native id
     return names
 
 
@@ -242,7 +250,7 @@ class Timeline(_fastprof._Session):
                 i,
                 ident,
                 native,
-                names.get(ident, f"Thread {native}"),
+                names.get(native, f"Thread {native}"),
             )
             for i, (ident, native) in enumerate(t if t is not None else (0, 0) for t in threads)
         ]

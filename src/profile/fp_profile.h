@@ -143,6 +143,7 @@ typedef struct fp_thread {
     struct fp_thread *next;
     PyThreadState *tstate;
     unsigned long ident;
+    uint64_t tsid; /* PyThreadState_GetID: a later thread reusing tstate and ident differs */
     fp_frame *stack;
     int32_t depth, cap;
     int32_t *func_rec; /* active activations per function, in this thread */
@@ -654,8 +655,9 @@ int fp_mon_exec(PyObject *m);
 int fp_mon_claim(PyObject *mon, const char *name);
 /* Gives tool id back: clears its global events, unregisters its callbacks of events (a
  * mask) and frees it, without the interpreter's recursion check (it works on an exhausted
- * stack).  Returns 0, or -1 with the first failure set (every step is tried). */
-int fp_mon_release(PyObject *mon, int id, long events);
+ * stack).  An id no longer held under name (another tool freed it) is left alone, with a
+ * RuntimeWarning.  Returns 0, or -1 with the first failure set (every step is tried). */
+int fp_mon_release(PyObject *mon, int id, long events, const char *name);
 #endif
 
 /* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless

@@ -435,13 +435,45 @@ error:
     return -1;
 }
 
+/* Who holds tool id: 1 when it is held under name, 0 when it is free (another tool freed it:
+ * VizTracer's stop does; on 3.12 the events and callbacks stay), 2 when another tool holds
+ * it.  Returns that, or -1 with an exception set; *holder gets a new reference to the
+ * holder's name (or None). */
+static int
+fp_mon_holder(PyObject *mon, int id, const char *name, PyObject **holder)
+{
+    PyObject *pid = PyLong_FromLong(id);
+    *holder = pid ? fp_mon_invoke(mon, "get_tool", &pid, 1) : NULL;
+    Py_XDECREF(pid);
+    if (*holder == NULL)
+        return -1;
+    if (*holder == Py_None)
+        return 0;
+    return PyUnicode_Check(*holder) && PyUnicode_CompareWithASCIIString(*holder, name) == 0 ? 1 : 2;
+}
+
 /* See fp_profile.h. */
 int
-fp_mon_release(PyObject *mon, int id, long events)
+fp_mon_release(PyObject *mon, int id, long events, const char *name)
 {
-    PyObject *exc = NULL; /* the first failure, raised at the end */
-    if (fp_mon_do(mon, "set_events", id, 1, 0, NULL) < 0)
+    PyObject *exc = NULL, *holder = NULL, *uname = NULL; /* exc: the first failure */
+    int held = fp_mon_holder(mon, id, name, &holder);
+    if (held < 0)
+        goto error;
+    if (held == 2) { /* another tool's now: its events and callbacks are its own */
+        held = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                "fastprof: sys.monitoring tool id %d was freed while %s was on "
+                                "and is now held by %R; fastprof leaves it to that tool",
+                                id, name, holder);
+        goto error;
+    }
+    /* a freed id keeps fastprof's events and callbacks: claimed back to clear them */
+    if (held == 0 && ((uname = PyUnicode_FromString(name)) == NULL ||
+                      fp_mon_do(mon, "use_tool_id", id, 0, 0, uname) < 0))
         exc = PyErr_GetRaisedException();
+    if (fp_mon_do(mon, "set_events", id, 1, 0, NULL) < 0 && exc == NULL)
+        exc = PyErr_GetRaisedException();
+    PyErr_Clear();
     for (long bit = 1; bit > 0 && bit <= events; bit <<= 1) {
         if (!(events & bit))
             continue;
@@ -454,9 +486,17 @@ fp_mon_release(PyObject *mon, int id, long events)
     PyErr_Clear();
     if (exc != NULL) {
         PyErr_SetRaisedException(exc);
-        return -1;
+        held = -1;
+    } else if (held == 0) { /* warned once nothing of fastprof's is left to record it */
+        held = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                "fastprof: sys.monitoring tool id %d was freed while %s was on; "
+                                "fastprof cleared its events there",
+                                id, name);
     }
-    return 0;
+error:
+    Py_XDECREF(uname);
+    Py_XDECREF(holder);
+    return held < 0 ? -1 : 0;
 }
 
 /* Returns the events of the call profiler for a profiler with builtins or not (every one when
@@ -552,7 +592,7 @@ fp_mon_leave(PyObject *mon, fp_mon_tool *tool, fp_profiler *p, PyTypeObject *hoo
         rc = fp_mon_sync(mon, tool, hook_type);
     } else if (tool->id >= 0) {
         long mask = fp_mon_mask(mon, -1);
-        rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask);
+        rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask, "fastprof");
         tool->id = -1;
         if (tool->pruned) {
             PyObject *exc = rc < 0 ? PyErr_GetRaisedException() : NULL;
@@ -715,15 +755,19 @@ error:
     return NULL;
 }
 
-/* _monitoring_release(tool_id, events): clears the tool's global events, unregisters its
- * callbacks of those events and frees the id, each step tried even when one fails (local
- * events are the caller's to clear first).  Returns None, or NULL with the first failure. */
+/* _monitoring_release(tool_id, events, name): clears the tool's global events, unregisters
+ * its callbacks of those events and frees the id, each step tried even when one fails (local
+ * events are the caller's to clear first); an id no longer held under name is left alone,
+ * with a RuntimeWarning.  Returns None, or NULL with the first failure. */
 static PyObject *
 fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *mon = NULL;
-    if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "_monitoring_release(tool_id, events) takes two ints");
+    const char *name;
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyLong_Check(args[1]) ||
+        !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_monitoring_release(tool_id, events, name) takes two ints and a str");
         goto error;
     }
     long id = PyLong_AsLong(args[0]), events = PyLong_AsLong(args[1]);
@@ -733,7 +777,8 @@ fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_Format(PyExc_ValueError, "tool_id must be 0 to 5, not %ld", id);
         goto error;
     }
-    if ((mon = fp_mon_module()) == NULL || fp_mon_release(mon, (int)id, events) < 0)
+    if ((name = PyUnicode_AsUTF8(args[2])) == NULL || (mon = fp_mon_module()) == NULL ||
+        fp_mon_release(mon, (int)id, events, name) < 0)
         goto error;
     Py_DECREF(mon);
     Py_RETURN_NONE;
@@ -747,7 +792,8 @@ static PyMethodDef fp_mon_functions[] = {
      "_monitoring_claim(name) -> int: claim a free sys.monitoring tool id (2, 3, 4, 5, then 0 "
      "and 1)."},
     {"_monitoring_release", (PyCFunction)(void (*)(void))fp_mon_py_release, METH_FASTCALL,
-     "_monitoring_release(tool_id, events): clear a tool's events and callbacks, free it."},
+     "_monitoring_release(tool_id, events, name): clear a tool's events and callbacks, free "
+     "it (an id no longer held under name is left alone, with a RuntimeWarning)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -565,6 +565,9 @@ static PyType_Slot fp_line_slots[] = {
     {Py_tp_clear, (void *)fp_line_clear},
     {Py_tp_methods, fp_line_methods},
     {Py_tp_getset, fp_line_getset},
+#if !FP_PY312
+    {Py_tp_call, (void *)fp_line_trace_call},
+#endif
     {Py_tp_doc, (void *)"LineTracer(timer=None): hits and ticks per line of registered code "
                         "objects (fastprof.LineProfiler is the public face)."},
     {0, NULL},

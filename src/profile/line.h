@@ -110,6 +110,7 @@ PyObject *fp_line_cb_line(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 PyObject *fp_line_cb_leave(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 #else
 int fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg);
+PyObject *fp_line_trace_call(PyObject *op, PyObject *args, PyObject *kwargs);
 #endif
 
 #endif

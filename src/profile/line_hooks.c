@@ -424,4 +424,37 @@ done:
     return rc;
 }
 
+/* tracer(frame, event, arg): the tracer as a Python trace function, for code that saves
+ * sys.gettrace() and hands it back to sys.settrace (doctest, benchmark fixtures): each event
+ * goes to fp_line_trace as from the C hook.  Returns the tracer (the frame's local trace
+ * function), or NULL with an exception set (bad arguments, or the chained function failed). */
+PyObject *
+fp_line_trace_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static const char *const names[] = {"call", "exception", "line", "return", "opcode"};
+    static const int events[] = {PyTrace_CALL, PyTrace_EXCEPTION, PyTrace_LINE, PyTrace_RETURN,
+                                 PyTrace_OPCODE};
+    PyObject *frame, *event, *arg, *result = NULL;
+    int what = -1;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "LineTracer() takes no keyword arguments");
+        goto error;
+    }
+    if (!PyArg_ParseTuple(args, "O!UO:LineTracer", &PyFrame_Type, &frame, &event, &arg))
+        goto error;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (PyUnicode_CompareWithASCIIString(event, names[i]) == 0)
+            what = events[i];
+    if (what < 0) {
+        PyErr_Format(PyExc_ValueError, "LineTracer(): unknown trace event %R", event);
+        goto error;
+    }
+    Py_INCREF(op); /* the trace function may drop the references its thread holds */
+    if (fp_line_trace(op, (PyFrameObject *)frame, what, arg) == 0)
+        result = Py_NewRef(op);
+    Py_DECREF(op);
+error:
+    return result;
+}
+
 #endif

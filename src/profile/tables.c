@@ -453,8 +453,9 @@ fp_thread_lookup(fp_profiler *p)
     if (!p->threads && ts != p->owner)
         goto done;
     unsigned long ident = PyThread_get_thread_ident();
+    uint64_t tsid = PyThreadState_GetID(ts);
     for (t = p->threads_list; t != NULL; t = t->next)
-        if (t->tstate == ts && t->ident == ident)
+        if (t->tstate == ts && t->ident == ident && t->tsid == tsid)
             goto done;
     t = PyMem_RawCalloc(1, sizeof(fp_thread));
     if (t == NULL) {
@@ -463,6 +464,7 @@ fp_thread_lookup(fp_profiler *p)
     }
     t->tstate = ts;
     t->ident = ident;
+    t->tsid = tsid;
     t->root = -1;
     t->index = p->nthreads++;
     t->native_id = PyThread_get_thread_native_id();

@@ -105,7 +105,13 @@ class BenchmarkFixture:
         self._claim(label)
         resolution = self._resolution()
         plan = runner.calibrated_plan(self.options, resolution)
-        return self._run(label, fn, rest, kwargs, None, None, plan, resolution)
+        seen = runner.foreign_hooks_active() and not inspect.iscoroutinefunction(fn)
+        result = self._run(label, fn, rest, kwargs, None, None, plan, resolution)
+        if seen:
+            # The timing paused coverage's or a debugger's hooks: one last call with them on,
+            # as pytest-benchmark makes, so they see the benchmarked code.
+            result = fn(*rest, **kwargs)
+        return result
 
     def pedantic(self, target: Any, *rest: Any, **options: Any) -> Any:
         """Time target with fixed rounds; pytest-benchmark's signature plus an optional label:

@@ -234,6 +234,17 @@ def refuse_fastprof_profilers(where: str) -> None:
         )
 
 
+def foreign_hooks_active() -> bool:
+    """Return True when a profile or trace hook, or a sys.monitoring tool with global events
+    (a debugger, coverage.py), is on in this thread: what quiet() pauses."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    mon = getattr(sys, "monitoring", None)
+    return mon is not None and any(
+        mon.get_tool(tool) is not None and mon.get_events(tool) for tool in range(6)
+    )
+
+
 @contextmanager
 def quiet(disable_gc: bool, where: str) -> Iterator[None]:
     """Time inside this: fastprof profilers refused, gc collected (and disabled if asked),

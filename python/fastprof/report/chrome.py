@@ -127,6 +127,7 @@ def write_chrome_trace(path: Union[str, "os.PathLike[str]"], trace: Dict[str, An
     """Writes ``trace`` (see :func:`chrome_trace`) as JSON to ``path``; returns the path.
     OSError says why it could not."""
     out = os.fspath(path)
+    text = json.dumps(trace, separators=(",", ":"))  # one pass of the C encoder
     with open(out, "w", encoding="utf-8") as f:
-        json.dump(trace, f, separators=(",", ":"))
+        f.write(text)
     return out

@@ -96,4 +96,5 @@ def to_speedscope(
 
 def write_speedscope(tree: CallTree, out: TextIO, *, name: str = "fastprof profile") -> None:
     """Writes the speedscope JSON of ``tree`` to ``out``."""
-    json.dump(to_speedscope(tree, name=name), out, separators=(",", ":"))
+    # one pass of the C encoder (json.dump writes token by token from Python)
+    out.write(json.dumps(to_speedscope(tree, name=name), separators=(",", ":")))
