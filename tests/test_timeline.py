@@ -412,6 +412,34 @@ def test_spans_are_named_by_qualified_name() -> None:
     assert size["args"] == {"file": ME, "line": Box.size.__code__.co_firstlineno}
 
 
+def _ünïcode_name() -> str:
+    return "é".upper()
+
+
+def test_exported_text_is_the_json_of_chrome_trace(tmp_path: Any) -> None:
+    # the export writes span by span, without a dict per span: the same bytes as json.dumps
+    def worker() -> None:
+        Box().size()
+
+    with trace() as tr:
+        _ünïcode_name()
+        sorted([2, 1])
+        t = threading.Thread(target=worker, name='quote " and \\ backslash')
+        t.start()
+        t.join()
+    from fastprof.report.chrome import chrome_trace, chrome_trace_text
+
+    extra = [{"ph": "i", "name": "kernel \u00e9", "pid": 7, "tid": 99, "ts": 1.5, "s": "t"}]
+    want = json.dumps(
+        chrome_trace(tr, pid=7, process_name="p é", extra_events=extra), separators=(",", ":")
+    )
+    assert chrome_trace_text(tr, pid=7, process_name="p é", extra_events=extra) == want
+    path = tmp_path / "t.json"
+    tr.export_chrome_trace(path)
+    assert path.read_text(encoding="utf-8") == json.dumps(tr.chrome_trace(), separators=(",", ":"))
+    assert chrome_trace_problems(json.loads(path.read_text(encoding="utf-8"))) == []
+
+
 def _x(tid: int, ts: float, dur: float) -> Dict[str, Any]:
     return {"ph": "X", "name": "a", "pid": 1, "tid": tid, "ts": ts, "dur": dur}
 

@@ -15,6 +15,7 @@ side (``trace(cuda=True)``) puts GPU activity on, so one Chrome trace file
 from __future__ import annotations
 
 import math
+import operator
 import os
 import threading
 import time
@@ -254,12 +255,17 @@ class Timeline(_fastprof._Session):
             )
             for i, (ident, native) in enumerate(t if t is not None else (0, 0) for t in threads)
         ]
-        to_ns = self._converter()
+        m0, k0, scale = self._affine()
         keys = self._func_keys
-        out = [Span(to_ns(t0), to_ns(t1), keys[f], th, d) for t0, t1, f, th, d in spans]
+        # by thread, then start, a parent (less deep) before its children; spans of one depth
+        # starting at one tick keep the ring's order, which is the order they ended in
+        spans.sort(key=operator.itemgetter(3, 0, 4))
+        out = [
+            Span(m0 + round((t0 - k0) * scale), m0 + round((t1 - k0) * scale), keys[f], th, d)
+            for t0, t1, f, th, d in spans
+        ]
         if self._runner:  # its call of disable() is not the script's (as own_stats)
             out = self._without_runner(out)
-        out.sort(key=lambda s: (s.thread, s.start_ns, -s.end_ns, s.depth))
         self._spans = out
 
     @classmethod
@@ -306,18 +312,17 @@ class Timeline(_fastprof._Session):
             self._counts["dropped"] = self.dropped + extra
         return kept
 
-    def _converter(self) -> Any:
-        """The function from the profiler's ticks to monotonic nanoseconds: through the
-        anchors on the wall clock, the timer's own scale (in ns) with a user timer."""
+    def _affine(self) -> Tuple[int, int, float]:
+        """(m0, k0, scale): a tick t is monotonic nanosecond m0 + round((t - k0) * scale),
+        through the anchors on the wall clock, the timer's own scale (in ns) with a user
+        timer."""
         spt = self._spt
         if self.profiler.clock != "wall":
-            return lambda t: int(round(t * spt * 1e9))
+            return 0, 0, spt * 1e9
         (k0, m0), (k1, m1) = self._anchors[0], self._anchors[-1]
         if m1 - m0 >= _MIN_ANCHOR_SPAN_NS and k1 > k0:
-            scale = (m1 - m0) / (k1 - k0)
-        else:
-            scale = spt * 1e9
-        return lambda t: m0 + int(round((t - k0) * scale))
+            return m0, k0, (m1 - m0) / (k1 - k0)
+        return m0, k0, spt * 1e9
 
     def _require_done(self, what: str) -> None:
         if self._state != "done":
@@ -398,9 +403,12 @@ class Timeline(_fastprof._Session):
     def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the Chrome trace to ``path`` (Perfetto and chrome://tracing open it);
         returns the path written."""
-        from .report.chrome import write_chrome_trace
+        self._require_done("export_chrome_trace()")
+        from .report.chrome import chrome_trace_text, write_chrome_trace
 
-        return write_chrome_trace(path, self.chrome_trace())
+        pid = os.getpid()
+        extra = self._cuda.chrome_events(pid) if self._cuda is not None else []
+        return write_chrome_trace(path, chrome_trace_text(self, pid=pid, extra_events=extra))
 
     def _cuda_or_error(self, what: str) -> Any:
         self._require_done(what)

@@ -14,11 +14,22 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ..keys import FuncKey
 
-__all__ = ["chrome_trace", "write_chrome_trace"]
+__all__ = ["chrome_trace", "chrome_trace_text", "write_chrome_trace"]
 
 
 class TimelineLike(Protocol):
@@ -50,23 +61,18 @@ def _us(ns: int) -> float:
     return ns / 1000.0
 
 
-def _args(key: FuncKey) -> Dict[str, Any]:
-    if key[0] == "~":
-        return {}
-    return {"file": key[0], "line": key[1]}
+_SEP = (",", ":")
 
 
-def chrome_trace(
-    timeline: TimelineLike,
-    *,
-    pid: Optional[int] = None,
-    process_name: Optional[str] = None,
-    extra_events: Iterable[Dict[str, Any]] = (),
-) -> Dict[str, Any]:
-    """The trace of ``timeline`` as a JSON-ready dict; ``extra_events`` (the CUDA recorder's,
-    on the same microsecond axis) are appended as they are."""
-    from .._version import __version__
+def _dumps(value: Any) -> str:
+    """value as the trace's compact JSON (one pass of the C encoder)."""
+    return json.dumps(value, separators=_SEP)
 
+
+def _head(
+    timeline: TimelineLike, pid: Optional[int], process_name: Optional[str]
+) -> Tuple[int, List[Dict[str, Any]], Dict[int, int]]:
+    """(pid, the metadata events naming the process and the threads, {thread order: tid})."""
     pid = os.getpid() if pid is None else pid
     if process_name is None:
         argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -90,23 +96,28 @@ def chrome_trace(
                 "args": {"sort_index": th.order},
             }
         )
-    for s in timeline.spans:  # by thread, a parent before its children
-        ev: Dict[str, Any] = {
-            "ph": "X",
-            "cat": "python",
-            "name": timeline.name_of(s.func),
-            "pid": pid,
-            "tid": tids.get(s.thread, s.thread + 1),
-            "ts": _us(s.start_ns),
-            "dur": _us(s.end_ns - s.start_ns),
-        }
-        args = _args(s.func)
-        if args:
-            ev["args"] = args
-        events.append(ev)
-    events.extend(extra_events)
+    return pid, events, tids
+
+
+def _spans(
+    timeline: TimelineLike, tids: Dict[int, int]
+) -> Iterator[Tuple[str, int, int, int, Optional[Tuple[str, int]]]]:
+    """(name, tid, start_ns, end_ns, (file, line) or None for a builtin) of every span, by
+    thread, a parent before its children; a name and a location per function, not per span
+    (a trace holds up to millions)."""
+    funcs: Dict[FuncKey, Tuple[str, Optional[Tuple[str, int]]]] = {}
+    for start, end, func, thread, _depth in timeline.spans:
+        got = funcs.get(func)
+        if got is None:
+            got = funcs[func] = (timeline.name_of(func), None if func[0] == "~" else func[:2])
+        yield got[0], tids.get(thread, thread + 1), start, end, got[1]
+
+
+def _tail(timeline: TimelineLike) -> Dict[str, Any]:
+    """The document's keys after ``traceEvents``."""
+    from .._version import __version__
+
     return {
-        "traceEvents": events,
         "displayTimeUnit": "ns",
         "otherData": {
             "producer": f"fastprof {__version__}",
@@ -123,11 +134,75 @@ def chrome_trace(
     }
 
 
-def write_chrome_trace(path: Union[str, "os.PathLike[str]"], trace: Dict[str, Any]) -> str:
-    """Writes ``trace`` (see :func:`chrome_trace`) as JSON to ``path``; returns the path.
-    OSError says why it could not."""
+def chrome_trace(
+    timeline: TimelineLike,
+    *,
+    pid: Optional[int] = None,
+    process_name: Optional[str] = None,
+    extra_events: Iterable[Dict[str, Any]] = (),
+) -> Dict[str, Any]:
+    """The trace of ``timeline`` as a JSON-ready dict; ``extra_events`` (the CUDA recorder's,
+    on the same microsecond axis) are appended as they are."""
+    pid, events, tids = _head(timeline, pid, process_name)
+    append = events.append
+    for name, tid, start, end, loc in _spans(timeline, tids):
+        ev: Dict[str, Any] = {
+            "ph": "X",
+            "cat": "python",
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": _us(start),
+            "dur": _us(end - start),
+        }
+        if loc is not None:
+            ev["args"] = {"file": loc[0], "line": loc[1]}
+        append(ev)
+    events.extend(extra_events)
+    doc = {"traceEvents": events}
+    doc.update(_tail(timeline))
+    return doc
+
+
+def chrome_trace_text(
+    timeline: TimelineLike,
+    *,
+    pid: Optional[int] = None,
+    process_name: Optional[str] = None,
+    extra_events: Iterable[Dict[str, Any]] = (),
+) -> str:
+    """The compact JSON text of :func:`chrome_trace` (the same bytes as ``json.dumps`` of it
+    with ``(",", ":")`` separators), written span by span without a dict per span: the
+    export of a large trace."""
+    pid, head, tids = _head(timeline, pid, process_name)
+    parts = [_dumps(ev) for ev in head]
+    names: Dict[str, str] = {}
+    locs: Dict[Tuple[str, int], str] = {}
+    for name, tid, start, end, loc in _spans(timeline, tids):
+        jname = names.get(name)
+        if jname is None:
+            jname = names[name] = _dumps(name)
+        args = ""
+        if loc is not None:
+            args = locs.get(loc, "")
+            if not args:
+                args = locs[loc] = f',"args":{_dumps({"file": loc[0], "line": loc[1]})}'
+        parts.append(
+            f'{{"ph":"X","cat":"python","name":{jname},"pid":{pid},"tid":{tid},'
+            f'"ts":{_us(start)!r},"dur":{_us(end - start)!r}{args}}}'
+        )
+    parts.extend(_dumps(ev) for ev in extra_events)
+    return '{"traceEvents":[' + ",".join(parts) + "]," + _dumps(_tail(timeline))[1:]
+
+
+def write_chrome_trace(
+    path: Union[str, "os.PathLike[str]"], trace: Union[str, Dict[str, Any]]
+) -> str:
+    """Writes ``trace`` (see :func:`chrome_trace`, or its text from
+    :func:`chrome_trace_text`) as JSON to ``path``; returns the path.  OSError says why it
+    could not."""
     out = os.fspath(path)
-    text = json.dumps(trace, separators=(",", ":"))  # one pass of the C encoder
+    text = trace if isinstance(trace, str) else _dumps(trace)
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
     return out
