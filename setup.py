@@ -248,7 +248,10 @@ class BuildExt(build_ext):
                     list(ext.extra_objects or []) + objects + [cuda["cudart_static"]]
                 )
                 ext.depends = list(ext.depends or []) + objects
-        state = "\n".join(objects) if objects else "cpu-only"
+        # the sanitizer and debug settings too: a plain build after a sanitized one in the same
+        # tree must not link the sanitized objects
+        flags = (os.environ.get("FASTPROF_SANITIZE", ""), os.environ.get("FASTPROF_DEBUG", "0"))
+        state = "\n".join(objects if objects else ["cpu-only"]) + "\nflags %s %s" % flags
         for ext in self.extensions:
             stamp = self._link_stamp(ext)
             try:

@@ -39,4 +39,4 @@ def monitoring_floor(exact: bool = True) -> Iterator[None]:
         mon.set_events(tool, mask)
         yield
     finally:
-        _fastprof._monitoring_release(tool, mask)
+        _fastprof._monitoring_release(tool, mask, "fastprof-floor")

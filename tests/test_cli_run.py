@@ -61,6 +61,13 @@ def run_cli(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def run_plain(args: List[str], cwd: Any) -> subprocess.CompletedProcess:
+    """Runs ``python ARGS`` without fastprof: what a profiled run must look like."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=TIMEOUT
+    )
+
+
 def load(path: Any) -> Dict[Any, Any]:
     with open(path, "rb") as f:
         data = marshal.load(f)
@@ -137,22 +144,63 @@ def test_main_module_is_set_up_as_python_does(tmp_path: Any) -> None:
         def annotated(x: int) -> None:
             pass
         print("annotations", annotated.__annotations__)  # no __future__ flag leaks in
+        print("module annotations", __annotations__)
     """)
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "probe.py").write_text(probe)
-    plain = subprocess.run(
-        [sys.executable, "sub/probe.py", "a"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=TIMEOUT,
-    )
+    plain = run_plain(["sub/probe.py", "a"], tmp_path)
     r = run_cli(["run", "sub/probe.py", "a"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     expected = plain.stdout
     assert expected.startswith("spec None\nfile True\npath0 True\nargv ['a']\nsame True\n")
     assert r.stdout.startswith(expected)
+
+
+def test_script_state_stays_for_its_atexit_handlers_and_threads(tmp_path: Any) -> None:
+    # after the top level returns, the script's atexit handlers and its threads still see its
+    # sys.argv and its __main__ (whose classes pickle), as without fastprof
+    probe = textwrap.dedent("""
+        import atexit, pickle, sys, threading, time
+        X = 42
+        class K:
+            pass
+        def late():
+            time.sleep(0.2)
+            print("thread", type(pickle.loads(pickle.dumps(K()))).__name__, flush=True)
+        def bye():
+            import __main__
+            print("atexit", sys.argv[1:], getattr(__main__, "X", None))
+            print("pickle", type(pickle.loads(pickle.dumps(K()))).__name__)
+        atexit.register(bye)
+        threading.Thread(target=late).start()
+    """)
+    (tmp_path / "probe.py").write_text(probe)
+    plain = run_plain(["probe.py", "a", "b"], tmp_path)
+    assert plain.stdout == "thread K\natexit ['a', 'b'] 42\npickle K\n", plain.stderr
+    r = run_cli(["run", "-o", str(tmp_path / "p.prof"), "probe.py", "a", "b"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="-P / PYTHONSAFEPATH is 3.11+")
+@pytest.mark.parametrize("module", [False, True])
+def test_safe_path_adds_no_folder_to_sys_path(tmp_path: Any, module: bool) -> None:
+    # python -P puts neither the script's folder nor the current one first: sys.path[0] stays
+    # the first PYTHONPATH entry, where the script's own library may be
+    lib, app = tmp_path / "lib", tmp_path / "app"
+    lib.mkdir()
+    app.mkdir()
+    (lib / "fp_safe_lib.py").write_text("NAME = 'lib ok'\n")
+    (app / "fp_safe_app.py").write_text("import sys, fp_safe_lib\nprint(fp_safe_lib.NAME)\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(lib), str(app), env["PYTHONPATH"]])
+    env["PYTHONSAFEPATH"] = "1"
+    target = ["-m", "fp_safe_app"] if module else ["app/fp_safe_app.py"]
+    args = [sys.executable, "-m", "fastprof", "run", "-o", str(tmp_path / "p.prof"), *target]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "lib ok\n"
 
 
 def test_module_main_is_set_up_as_python_dash_m(tmp_path: Any) -> None:
@@ -168,13 +216,7 @@ def test_module_main_is_set_up_as_python_dash_m(tmp_path: Any) -> None:
         print("path0", sys.path[0] == os.getcwd())
     """)
     )
-    plain = subprocess.run(
-        [sys.executable, "-m", "fp_probe_pkg.probe", "b"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=TIMEOUT,
-    )
+    plain = run_plain(["-m", "fp_probe_pkg.probe", "b"], tmp_path)
     assert plain.stdout == (
         "spec fp_probe_pkg.probe fp_probe_pkg probe.py\nargv0 probe.py ['b']\npath0 True\n"
     )

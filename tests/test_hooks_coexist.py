@@ -63,6 +63,25 @@ def test_tracer_called_with_a_bad_event_names_it() -> None:
 
 
 @legacy_only
+@pytest.mark.parametrize("taker", ["other", None])
+def test_trace_hook_taken_or_removed_warns_at_disable(taker: Any) -> None:
+    def other(frame: Any, event: str, arg: Any) -> None:
+        return None
+
+    lp = LineProfiler(work)
+    lp.enable()
+    work(1)
+    sys.settrace(other if taker else None)
+    work(1)  # not counted: the hook is gone
+    what = "taken by <function" if taker else "removed"
+    with pytest.warns(RuntimeWarning, match=f"trace hook of this thread was {what}"):
+        lp.disable()
+    assert sys.gettrace() is (other if taker else None)
+    sys.settrace(None)
+    assert _hits(lp, work)[0] == (1, 1)
+
+
+@legacy_only
 def test_threading_settrace_hook_becomes_the_new_threads_trace_function() -> None:
     seen: List[Tuple[str, str]] = []
 

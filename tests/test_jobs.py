@@ -180,6 +180,41 @@ def test_pool_workers_exact_counts(tmp_path: Any, method: str) -> None:
     assert "3 process(es)" in r.stderr
 
 
+LEFT_OPEN = """\
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import sys
+
+    def leaf(i):
+        return i * 2
+
+    def work(n):
+        for i in range(n):
+            leaf(i)
+        return n
+
+    if __name__ == "__main__":
+        # neither is closed: Python's exit ends them (the executor at threading's shutdown,
+        # the pool through multiprocessing's atexit handler)
+        pool = mp.get_context(sys.argv[1]).Pool(2)
+        ex = cf.ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1]))
+        print(sum(pool.map(work, [10] * 4)) + sum(ex.map(work, [10] * 4)))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_left_to_pythons_exit_are_in_the_report(tmp_path: Any, method: str) -> None:
+    # the report is taken once Python's own exit steps have ended them, not before
+    script = write(tmp_path, "left_open.py", LEFT_OPEN)
+    r = fastprof(["run", "--subprocesses", "-o", "all.prof", str(script), method], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "80\n"
+    merged = load(tmp_path / "all.prof")
+    assert calls(merged, script, "work") == 8
+    assert calls(merged, script, "leaf") == 80
+    assert "missing" not in r.stderr and "could not write" not in r.stderr, r.stderr
+
+
 def test_executor_and_subprocess_exact_counts(tmp_path: Any) -> None:
     script = write(
         tmp_path,
@@ -755,3 +790,34 @@ def test_in_process_run_leaves_nothing_behind(tmp_path: Any, monkeypatch: Any, c
     assert sys.getprofile() is None
     assert calls(load(tmp_path / "a.prof"), script, "f") == 1
     assert os.listdir(tmp) == []  # the temporary run and bootstrap folders are gone
+
+
+@pytest.mark.parametrize(
+    "argv, kind",
+    [
+        (
+            ["python", "-c", "from multiprocessing.resource_tracker import main;main(5)"],
+            "resource_tracker",
+        ),
+        (
+            [
+                "python",
+                "-B",
+                "-c",
+                "from joblib.externals.loky.backend.resource_tracker import main; main(7, False)",
+            ],
+            "resource_tracker",
+        ),
+        (["python", "-c", "from multiprocessing.forkserver import main; main(3, 4)"], "forkserver"),
+        (["python", "work.py"], None),
+    ],
+)
+def test_multiprocessing_machinery_is_known_by_its_command_line(
+    monkeypatch: Any, argv: List[str], kind: Optional[str]
+) -> None:
+    # a resource tracker (multiprocessing's, or joblib loky's copy) runs no user code: its
+    # profile would be noise in the job's
+    from fastprof import children
+
+    monkeypatch.setattr(children, "_command_line", lambda: argv)
+    assert children._machinery() == kind

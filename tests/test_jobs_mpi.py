@@ -144,3 +144,18 @@ def test_mpirun_two_ranks(tmp_path: Any, mode: str) -> None:
     assert r.returncode == 0, r.stderr
     assert leaf_calls(tmp_path / "m.prof", script) == 300
     assert "per rank: 2 rank(s)" in r.stderr
+
+
+def test_mpirun_without_a_shared_run_dir_each_rank_reports_its_own(tmp_path: Any) -> None:
+    # no --run-dir: each rank's folder is its own and temporary, so no rank waits for the
+    # others (it waited 300 s, then named a folder its rank deleted): each prints its table
+    _mpirun()
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(JOB))
+    r = launch(tmp_path, ["--subprocesses", "-s", "calls", "--all", str(script)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = sorted(
+        int(ln.split()[0]) for ln in r.stdout.splitlines() if ln.endswith("job.py:4(leaf)")
+    )
+    assert rows == [100, 200]
+    assert "no profile from rank" not in r.stderr and "rank 1's profile written" not in r.stderr

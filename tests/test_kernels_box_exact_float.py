@@ -217,3 +217,16 @@ def test_single_lines_run_one_running_sum(shape):
             got = kernels.uniform_filter(x, sizes, output=out, mode=mode, cval=0.3, origin=o)
             assert got is out
             same_bits(ref, got)
+
+
+@pytest.mark.parametrize("shape", [(20, 30), (7,)])
+def test_box_too_long_for_any_memory_is_a_memory_error(shape):
+    # scipy's arithmetic extends each line into a buffer: its byte count must not wrap around
+    # (scipy's own call crashes); the fast path folds such a box without one
+    x = np.ones(shape)
+    for size in (2**34, 2**61, 2**62):
+        with pytest.raises(MemoryError):
+            kernels.uniform_filter(x, size)
+        np.testing.assert_allclose(kernels.uniform_filter(x, size, exact=False), x, rtol=1e-12)
+    with pytest.raises(MemoryError):
+        kernels.uniform_filter(np.ones((4, 5), np.uint8), 2**62)

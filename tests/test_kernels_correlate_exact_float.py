@@ -161,3 +161,19 @@ def test_long_lines_cut_into_rows(n, k, kernel_threads):
             got = kernels.correlate(x, weights, output=out, mode=mode, cval=0.75, origin=origin)
             assert got is out
             same_bits(ref, got)
+
+
+@pytest.mark.parametrize("n, k", [(5, 20001), (300, 9000), (1, 4097)])
+@pytest.mark.parametrize("mode", ["constant", "nearest", "mirror", "wrap"])
+def test_kernel_far_longer_than_the_line_equals_scipy(n, k, mode):
+    # a pass per tap (k >> n): the rows' cost would grow as k squared. (reflect is left out:
+    # scipy's correlate, unlike its own correlate1d, folds a kernel many times longer than
+    # the line differently)
+    rng = np.random.default_rng(n + k)
+    w = rng.standard_normal(k)
+    w[rng.integers(0, k, size=k // 4)] = 0.0  # scipy skips zero taps
+    for dt in FLOATS:
+        x = (rng.standard_normal(n) * 100).astype(dt)
+        ref = scipy_ndimage.correlate(x, w, mode=mode, cval=1.25)
+        got = kernels.correlate(x, w, mode=mode, cval=1.25, exact=True)
+        same_bits(got, ref)

@@ -169,3 +169,37 @@ def test_command_line_run_lines(tmp_path):
     assert "45 3 8" in out.stdout
     assert "Function: work at line 1" in out.stdout  # the decorator line, as kernprof says
     assert "Function: helper at line" in out.stdout
+
+
+def test_lines_of_a_file_the_script_imports_later_times_that_module(tmp_path):
+    # --lines-of proj/util.py:work imports the file under the name the script's own import
+    # finds it by: its top level runs once and the script's calls are the ones timed
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "util.py").write_text(
+        "print('util top level')\n\ndef work(n):\n    s = 0\n    for i in range(n):\n"
+        "        s += i\n    return s\n"
+    )
+    (proj / "main.py").write_text("import util\nprint(util.work(1000))\n")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastprof",
+            "run",
+            "--lines-of",
+            "proj/util.py:work",
+            "proj/main.py",
+        ],
+        cwd=tmp_path,
+        env=env_with_package(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("util top level") == 1
+    rows = {
+        line.split()[0]: line.split()[1] for line in out.stdout.splitlines() if "s += i" in line
+    }
+    assert rows == {"6": "1000"}

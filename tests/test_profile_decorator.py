@@ -262,3 +262,49 @@ def test_last_call_to_return_disables_even_from_another_thread() -> None:
     st = work.session.stats()
     assert st.row("work").ncalls == 2
     assert all(r.name != "helper" for r in st.rows)  # nothing recorded after the disable
+
+
+def _leaf(n: int) -> int:
+    return sum(range(n))
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ sessions nest (test_monitoring)")
+def test_nested_session_below_312_warns_and_records_nothing() -> None:
+    # one profile hook per thread below 3.12: the inner session stays off, with a warning,
+    # instead of raising inside the user's call
+    inner = fastprof.profile(report="never")(_leaf)
+
+    @fastprof.profile(report="never")
+    def outer() -> int:
+        return inner(10) + inner(5)
+
+    with pytest.warns(RuntimeWarning, match="sessions nest on Python 3.12"):
+        assert outer() == 55
+    assert fastprof.Stats(outer.profiler).row("_leaf").ncalls == 2
+    assert not inner.profiler.enabled and not fastprof.Stats(inner.profiler).rows
+    assert sys.getprofile() is None
+    assert inner(3) == 3  # alone, it profiles
+    assert fastprof.Stats(inner.profiler).row("_leaf").ncalls == 1
+    with pytest.warns(RuntimeWarning, match="sessions nest"):
+        with fastprof.profile(report="never") as p_out:
+            with fastprof.profile(report="never") as p_in:
+                _leaf(2)
+    assert fastprof.Stats(p_out).row("_leaf").ncalls == 1 and not fastprof.Stats(p_in).rows
+    assert sys.getprofile() is None
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sessions nest on 3.12+")
+def test_nested_session_shows_none_of_its_own_frames_in_the_outer_table() -> None:
+    inner = fastprof.profile(report="never")(_leaf)
+
+    @fastprof.profile(report="never")
+    def outer() -> int:
+        return inner(3) + inner(4)
+
+    assert outer() == 9
+    names = {r.name: r.ncalls for r in fastprof.Stats(outer.profiler).rows}
+    assert names == {"outer": 1, "_leaf": 2, "<built-in method builtins.sum>": 2}
+    assert {r.name for r in fastprof.Stats(inner.profiler).rows} == {
+        "_leaf",
+        "<built-in method builtins.sum>",
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cProfile
 import io
 import marshal
+import os
 import pstats
 import random
 from typing import Any, Dict
@@ -88,6 +89,18 @@ def test_sort_matches_pstats(key: str) -> None:
     st = fastprof.Stats(d).sort(key)
     assert [r.key for r in st.rows] == list(ref.fcn_list)
     assert st.sort_keys == (key,)
+
+
+@pytest.mark.parametrize("key", ["filename", "module", "nfl", "stdname"])
+def test_sort_with_strip_dirs_matches_pstats_after_strip_dirs(key: str) -> None:
+    # python -m cProfile -s filename strips the folders, then sorts: b/amod.py before a/zmod.py
+    d: Dict[Any, Any] = {}
+    for path, line, name in [("/a/zmod.py", 1, "zz"), ("/b/amod.py", 2, "aa"), ("/c/m.py", 3, "q")]:
+        d[(path, line, name)] = (1, 1, 1e-6, 1e-6, {})
+    ref = fastprof.Stats(d).to_pstats()
+    ref.strip_dirs().sort_stats(key)
+    st = fastprof.Stats(d).sort(key, strip_dirs=True)
+    assert [(os.path.basename(r.file), r.line, r.name) for r in st.rows] == list(ref.fcn_list)
 
 
 def test_sort_legacy_int_and_multiple_keys() -> None:

@@ -394,3 +394,17 @@ def test_a_reused_thread_ident_shares_its_root() -> None:
                 paths_here[key] = n.ncalls
         assert sum(paths_here.values()) == idents.count(ident)
     assert len(tree.threads) == 1 + len(set(idents))
+
+
+def _tree_leaf() -> int:
+    return 1
+
+
+def test_tree_of_an_enabled_profiler() -> None:
+    # the read itself is recorded while enabled: it adds functions the tree must name
+    p = fastprof.Profile()
+    p.enable()
+    _tree_leaf()
+    tree = p.tree()
+    p.disable()
+    assert any(n.key is not None and n.key[2] == "_tree_leaf" for n in tree.nodes())

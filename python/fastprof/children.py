@@ -534,11 +534,14 @@ def _install_hooks() -> None:
 
 def _machinery() -> Optional[str]:
     """Which of multiprocessing's own processes this is ("resource_tracker", "forkserver"),
-    or None: they run no user code of their own."""
+    or None: they run no user code of their own.  joblib's loky backend starts its own copy of
+    multiprocessing's resource tracker."""
     argv = " ".join(_command_line())
     for name in ("resource_tracker", "forkserver"):
         if f"multiprocessing.{name}" in argv:
             return name
+    if "joblib.externals.loky.backend.resource_tracker" in argv:
+        return "resource_tracker"
     return None
 
 

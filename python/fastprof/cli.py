@@ -232,8 +232,12 @@ class _Target(NamedTuple):
 
 
 def _main_module(**attrs: Any) -> types.ModuleType:
-    """A fresh module named ``__main__`` with ``attrs`` and the builtins."""
+    """A fresh module named ``__main__`` with ``attrs``, the builtins and, below 3.14, an
+    empty ``__annotations__`` (the interpreter's own ``__main__`` has one, so a script's
+    top-level ``print(__annotations__)`` works)."""
     main = types.ModuleType("__main__")
+    if sys.version_info < (3, 14):
+        main.__dict__["__annotations__"] = {}
     main.__dict__.update(attrs)
     main.__dict__["__builtins__"] = builtins
     return main
@@ -268,6 +272,14 @@ def _script_target(path: str) -> _Target:
     return _Target(code, main, path, os.path.dirname(full), path)
 
 
+def _set_path0(path0: str) -> None:
+    """Puts path0 in place of sys.path[0] (fastprof's own entry), as ``python script.py`` and
+    ``python -m name`` put the script's folder or the current one first; under ``-P`` /
+    PYTHONSAFEPATH (3.11+) they put nothing there, and sys.path stays as it is."""
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path[:1] = [path0]
+
+
 def _module_target(name: str) -> _Target:
     """The target for ``run -m name``, set up as ``python -m name`` does (runpy's
     ``_run_module_as_main``): ``__spec__`` the module's spec, ``sys.argv[0]`` its file,
@@ -276,7 +288,7 @@ def _module_target(name: str) -> _Target:
     _UsageError when the module cannot be found or has no code."""
     import importlib.util
 
-    sys.path[:1] = [os.getcwd()]
+    _set_path0(os.getcwd())
     where = f"-m {name}"
     try:
         spec = importlib.util.find_spec(name)
@@ -468,11 +480,16 @@ def _job_line_specs(opts: argparse.Namespace) -> List[str]:
     return out
 
 
-def _run(argv: Sequence[str]) -> int:
-    """``fastprof run``: returns the script's exit status (2 for a usage error)."""
+def _run(argv: Sequence[str], restore: bool = True) -> int:
+    """``fastprof run``: returns the script's exit status (2 for a usage error).  With
+    restore, sys.argv, sys.path, ``__main__`` and the ``profile`` builtin are put back after
+    the run (a caller in the same program goes on); without (the command line itself), the
+    script's stay for its atexit handlers and its threads still running, as without
+    fastprof."""
     head, tail = _split_run_argv(argv)
     parser = _run_parser()
     opts = parser.parse_args(head)
+    opts.as_program = not restore  # the command line itself, not a caller in a program
     if opts.sort is not None and opts.sort not in SORT_KEYS:
         # cProfile's words, which scripts and CPython's own tests look for.
         parser.error(
@@ -531,7 +548,7 @@ def _run(argv: Sequence[str]) -> int:
             opts.html = _outfile(opts.html, "--html", "the HTML report")
         target = _module_target(opts.module) if opts.module else _script_target(opts.target)
         sys.argv[:] = [target.argv0] + opts.args
-        sys.path[:1] = [target.path0]
+        _set_path0(target.path0)
         sys.modules["__main__"] = target.main
         lp = _lines_profiler(opts, target.code) if line_mode else None
         in_job = opts.subprocesses or opts.run_dir is not None
@@ -575,14 +592,15 @@ def _run(argv: Sequence[str]) -> int:
         if job is not None:
             job.close()
         out.close()
-        sys.argv[:] = saved_argv
-        sys.path[:] = saved_path
-        if saved_main is not None:
-            sys.modules["__main__"] = saved_main
-        if saved_profile is _MISSING:
-            builtins.__dict__.pop("profile", None)
-        else:
-            builtins.profile = saved_profile  # type: ignore[attr-defined]
+        if restore:
+            sys.argv[:] = saved_argv
+            sys.path[:] = saved_path
+            if saved_main is not None:
+                sys.modules["__main__"] = saved_main
+            if saved_profile is _MISSING:
+                builtins.__dict__.pop("profile", None)
+            else:
+                builtins.profile = saved_profile  # type: ignore[attr-defined]
     return status
 
 
@@ -766,10 +784,11 @@ class _Job:
         children.write_now(self.session)
 
     def reports(self) -> bool:
-        """Whether this runner prints or writes the merged report: under a launcher only rank
-        0's does, once the other ranks' runners have written theirs (or a wait ran out)."""
-        if self.rank is None:
-            return True
+        """Whether this runner prints or writes the merged report: under a launcher with a
+        shared --run-dir only rank 0's does, once the other ranks' runners have written
+        theirs (or a wait ran out); without one each rank's runner reports its own."""
+        if self.rank is None or not self.keep:
+            return True  # no shared --run-dir: each rank reports its own processes
         if self.rank != 0:
             return False
         if self.size:
@@ -801,6 +820,22 @@ def _rank_wait() -> float:
         return 300.0
 
 
+def _end_like_python() -> None:
+    """What Python does once the main module has run, before it exits, done before a job's
+    report: joins the threads still running (threading's exit callbacks shut the executors
+    down: concurrent.futures', joblib's loky), then runs the atexit handlers (multiprocessing's
+    ends the pools it still holds, joining or terminating their workers), so that the
+    processes the script left running have ended and written their profiles when the report
+    reads them.  Python does neither again at exit (both run once)."""
+    import atexit
+
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+
+
 def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None:
     """The report of run --subprocesses: the profile merged over the processes (-o, --format,
     --html or the printed view, one tree summed over processes by default), then the
@@ -808,6 +843,8 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     from .merge import format_processes, read_run, write_merged
     from .report.outputs import emit, print_note
 
+    if getattr(opts, "as_program", False):  # a caller in the same program goes on
+        _end_like_python()
     job.write_own()
     if not job.reports():
         print(
@@ -1246,4 +1283,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return merge.main(args[1:])
     if cmd == "run":
         args = args[1:]
-    return _run(args)
+    # the command line itself (argv read from sys.argv) leaves the script's state in place
+    return _run(args, restore=argv is not None)

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import io
+import math
 import os
 import pickle
 import reprlib
@@ -440,12 +441,25 @@ class _LegacyState:
     driver: Optional[Any] = None  # a _fastprof.LineTracer
     thread_prev: Any = None
     thread_hook: Any = None  # the bootstrap fastprof gave threading.settrace
+    owner: Optional[int] = None  # the ident of the thread that installed the driver
 
 
 def _threading_gettrace() -> Any:
     """threading's settrace hook (threading.gettrace() on 3.10+)."""
     get = getattr(threading, "gettrace", None)
     return get() if get is not None else getattr(threading, "_trace_hook", None)
+
+
+def _settrace_quiet(install: Callable[[], Any]) -> bool:
+    """Runs install (a trace function's installation in a new thread); False when Python
+    refused it: 3.11 and below refuse while another thread is inside sys.settrace with an
+    audit hook on, and the thread then goes untraced rather than failing before its target
+    runs."""
+    try:
+        install()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]:
@@ -457,14 +471,15 @@ def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]
     def bootstrap(frame: Any, event: str, arg: Any) -> Any:
         local = None
         if prev is not None:
-            sys.settrace(prev)
+            if not _settrace_quiet(lambda: sys.settrace(prev)):
+                return None
             local = prev(frame, event, arg)
         current = sys.gettrace()
         if current is None or current is bootstrap:
             if tracer._active():
-                tracer._install_trace()
+                _settrace_quiet(tracer._install_trace)
             elif current is not None:
-                sys.settrace(None)
+                _settrace_quiet(lambda: sys.settrace(None))
             return None
         return local
 
@@ -472,6 +487,18 @@ def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]
 
 
 _LEGACY = _LegacyState()
+
+
+def _legacy_hook_lost(tracer: Any) -> Optional[str]:
+    """Below 3.12, before tracer is stopped: how the thread that installed it as the driver
+    lost its trace function ("removed", "taken by ..."), when this is that thread and it did;
+    else None."""
+    if _LEGACY.driver is not tracer or _LEGACY.owner != threading.get_ident():
+        return None
+    current = sys.gettrace()
+    if current is tracer:
+        return None
+    return "removed" if current is None else f"taken by {_short(current)}"
 
 
 class LineProfiler(Wrapping):
@@ -486,9 +513,17 @@ class LineProfiler(Wrapping):
     def __init__(
         self, *funcs: Any, _timer: Optional[Callable[[], int]] = None, _timer_unit: float = 1e-9
     ) -> None:
+        old = getattr(self, "_tracer", None)
+        if old is not None and (old.enabled or self._tool is not None or _LEGACY.driver is old):
+            # as Profile.__init__: a new tracer would leave the enabled one's hooks behind
+            raise RuntimeError("cannot re-initialise an enabled LineProfiler: disable() it first")
         if _timer is not None and not callable(_timer):
             raise TypeError(
                 f"_timer must be a callable returning an int, not {type(_timer).__name__}"
+            )
+        if not (_timer_unit > 0 and math.isfinite(_timer_unit)):
+            raise ValueError(
+                f"_timer_unit must be a positive number of seconds, not {_timer_unit!r}"
             )
         self._tracer = _fastprof.LineTracer(_timer)
         self._timer, self._timer_unit = _timer, _timer_unit
@@ -519,7 +554,11 @@ class LineProfiler(Wrapping):
         Decorated functions are unwrapped to the function the user wrote; methods,
         classmethods, staticmethods, properties and classes (every function defined in the
         class body) are accepted.  Each function is appended to ``functions`` (twice when
-        added twice, as line_profiler does)."""
+        added twice, as line_profiler does).  A C callable (``len``, ``math.sqrt``) has no
+        lines: it adds nothing, with a warning, as line_profiler does."""
+        if is_c_callable(func):
+            self._warn_c_callable(func)
+            return
         for f in _unwrap(func):
             self._add_code(f.__code__)
             self.functions.append(f)
@@ -748,6 +787,7 @@ class LineProfiler(Wrapping):
         self._tracer._start()
         if driver is None:
             _LEGACY.driver = self._tracer
+            _LEGACY.owner = threading.get_ident()
             _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
             _LEGACY.thread_hook = _legacy_bootstrap(self._tracer, _LEGACY.thread_prev)
@@ -793,11 +833,21 @@ class LineProfiler(Wrapping):
         during the run (the counts gathered stay)."""
         if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self._tracer:
             return
+        lost = None if _MONITORING else _legacy_hook_lost(self._tracer)
         error = self._tracer._stop()
         if _MONITORING:
             self._disable_monitoring()
         else:
             self._disable_legacy()
+        if lost is not None:
+            # as the call profiler warns when its profile hook is taken (line_profiler says
+            # nothing): the counts stopped there
+            warnings.warn(
+                f"fastprof: the trace hook of this thread was {lost} while the line profiler "
+                "was on; lines run after that were not counted",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if error is not None:
             raise RuntimeError(f"line profiling failed during the run: {error}") from error
 
@@ -972,6 +1022,30 @@ def kernprof_builtin(lp: LineProfiler) -> Callable[[Any], Any]:
     return _KernprofBuiltin(lp)
 
 
+def _import_by_path(path: str) -> Any:
+    """The module the file at path is imported as (imported now) when it lies under a
+    sys.path folder under a name that finds it, so that the program's own ``import`` of it
+    later gets the same module and its code is what was registered; else None."""
+    for entry in sys.path:
+        folder = os.path.abspath(entry or os.getcwd())
+        if not path.startswith(folder + os.sep):
+            continue
+        parts = os.path.splitext(os.path.relpath(path, folder))[0].split(os.sep)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if not parts or not all(p.isidentifier() for p in parts):
+            continue
+        name = ".".join(parts)
+        try:
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = getattr(found, "origin", None)
+        if found is not None and origin and os.path.abspath(origin) == path:
+            return importlib.import_module(name)
+    return None
+
+
 def resolve_function(spec: str) -> Any:
     """The object named by "module:qualname" or "path/to/file.py:qualname".
 
@@ -997,6 +1071,8 @@ def resolve_function(spec: str) -> Any:
             ),
             None,
         )
+        if module is None:
+            module = _import_by_path(path)
         if module is None:
             name = "_fastprof_lines_" + os.path.splitext(os.path.basename(path))[0]
             module_spec = importlib.util.spec_from_file_location(name, path)

@@ -335,6 +335,9 @@ class ProfileSession(_fastprof._Session):
             self.profiler = Profile(builtins=builtins, clock=clock, threads=threads)
             self.profiler._nests = True  # sessions nest (one shared tool id on 3.12+)
         self._atexit = False
+        if report != "call":
+            # nothing to do when a call ends: no frame of it under an outer session's profiler
+            object.__setattr__(self, "_call_ended", None)  # the C base skips a None hook
 
     # -- what the C base calls once the last open call or block has ended ------------------
 

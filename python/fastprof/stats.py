@@ -8,7 +8,7 @@ import os
 import re
 import reprlib
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -442,15 +442,19 @@ class Stats:
 
     # -- picking rows -----------------------------------------------------------------------
 
-    def sort(self, *keys: Union[str, int]) -> "Stats":
+    def sort(self, *keys: Union[str, int], strip_dirs: bool = False) -> "Stats":
         """Orders the rows by pstats sort keys ("cumulative", "tottime", "calls", "name",
-        "file", "line", "nfl", "stdname", ...; times and counts descending); returns self."""
+        "file", "line", "nfl", "stdname", ...; times and counts descending); returns self.
+        With ``strip_dirs`` the file keys compare base names, as pstats sorts after its
+        ``strip_dirs()`` (``python -m cProfile -s filename`` does both)."""
         if not keys:
             keys = ("stdname",)
         fields = _sort_fields(keys)
 
         def sort_key(k: FuncKey) -> Tuple[Any, ...]:
             r = self._row(k, self._stats[k])
+            if strip_dirs and not r.is_builtin:
+                r = replace(r, file=os.path.basename(r.file))
             out = []
             for fld in fields:
                 get, desc = _FIELDS[fld]

@@ -161,8 +161,10 @@ class CallTree:
         its threads where known: those running when it was enabled, and those ``threading``
         still knows (running, or their Thread object still alive).  With ``ticks=True`` the times are the
         core's integer ticks (as floats, exact) rather than seconds."""
-        spt, funcs, _ = prof._raw()
+        # the tree first: an enabled profiler records these reads too, and its functions
+        # only grow, so every function the tree names is in the list read after it
         tspt, nodes, threads, merged = prof._raw_tree()
+        spt, funcs, _ = prof._raw()
         keys = [label(f[0]) for f in funcs]
         tree = cls.from_raw(
             1.0 if ticks else tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None)

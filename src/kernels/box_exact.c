@@ -119,6 +119,10 @@ fp_uniform_filter1d(FP_UNUSED PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "axis, size, mode or origin out of range");
         goto error;
     }
+    if (size > FP_BOX_MAX_EXT - PyArray_DIM(a, (int)axis)) { /* its line buffer: no wrap */
+        PyErr_NoMemory();
+        goto error;
+    }
     Py_BEGIN_ALLOW_THREADS rc =
         fp_box_lines(PyArray_BYTES(a), PyArray_BYTES(b), nd, PyArray_DIMS(a), PyArray_STRIDES(a),
                      PyArray_STRIDES(b), (int)axis, size, size / 2 + origin, mode, cval);

@@ -602,6 +602,9 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
     for (int d = 0; d < nd; d++)
         if (PyArray_DIM(a, d) == 0)
             Py_RETURN_NONE;
+    for (int i = 0; i < norder; i++) /* the extended lines' buffers: no size wraps */
+        if (size_in[order[i]] > FP_BOX_MAX_EXT - PyArray_DIM(a, (int)order[i]))
+            goto nomem;
     j.nd = nd;
     j.cval = cval;
     j.idata = PyArray_BYTES(a);

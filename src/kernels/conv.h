@@ -12,6 +12,10 @@
 #include "kernels/fold.h" /* the extension modes (FP_MODE_*) and fp_fold, shared with CUDA */
 
 #define FP_MAXDIM 32
+/* the longest line a box filter extends into a buffer (a line plus its box, less one): 128 GiB
+ * of doubles, beyond what scipy could allocate for it too; no byte count of the buffers wraps
+ * around below it, and a lone line's running sum over it ends in seconds */
+#define FP_BOX_MAX_EXT ((npy_intp)1 << 34)
 
 typedef struct fp_conv {
     int ndim;

@@ -622,9 +622,12 @@ PyObject *fp_tree_raw(const fp_profiler *p, double spt);
 /* ---- hooks, one implementation per interpreter family ---------------------------------- */
 
 /* Whether p may take the hooks now, checked before any Python code of enable() runs: 3.12+,
- * no other fastprof profiler holds a sys.monitoring tool id (unless nests: a session's profiler
- * joins the shared id); below 3.12, the thread's profile hook is free or p's.  Returns 0, or
- * -1 with ValueError (cProfile's "Another profiling tool is already active"). */
+ * no other fastprof profiler holds a sys.monitoring tool id (unless nests: the core's own
+ * Profiler (1) and a session's profiler (2) join the shared id); below 3.12, the thread's
+ * profile hook is free or p's.  Returns 0; 1 below 3.12 when p is a session's profiler
+ * (nests 2) and another fastprof profiler holds the hook (a RuntimeWarning said p stays off);
+ * or -1 with ValueError (cProfile's "Another profiling tool is already active"), or the
+ * warning made an error. */
 int fp_hooks_check_free(fp_profiler *p, int nests);
 /* Installs the hooks (hook_type: the type of the 3.12+ callback objects, unused below 3.12).
  * Returns 0, or -1 with an exception set (nothing left installed). */

@@ -15,7 +15,7 @@ static FP_NOINLINE int
 fp_legacy_idle(fp_profiler *p)
 {
     if (!p->enabled)
-        PyEval_SetProfile(NULL, NULL);
+        fp_legacy_set_quiet(0, NULL, NULL);
     return 0;
 }
 
@@ -344,12 +344,20 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
 
 /* See fp_profile.h. */
 int
-fp_hooks_check_free(fp_profiler *p, FP_UNUSED int nests)
+fp_hooks_check_free(fp_profiler *p, int nests)
 {
     PyThreadState *ts = PyThreadState_Get();
     if (fp_legacy_is_hook(ts->c_profilefunc)) {
         if (ts->c_profileobj == (PyObject *)p)
             return 0;
+        if (nests == 2) /* one profile hook per thread: the session holding it goes on alone */
+            return PyErr_WarnEx(PyExc_RuntimeWarning,
+                                "fastprof: profile sessions nest on Python 3.12+ only; below, "
+                                "this inner session records nothing while an outer fastprof "
+                                "profiler holds this thread's profile hook",
+                                1) < 0
+                       ? -1
+                       : 1;
         PyErr_SetString(PyExc_ValueError,
                         "Another profiling tool is already active: another fastprof profiler is "
                         "enabled in this thread; disable it first");

@@ -11,6 +11,24 @@
  * Returns 0, or -1 with an exception set (an audit hook refused). */
 int fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
                          PyObject *obj);
+
+/* Sets (func, obj) as the calling thread's trace function (trace != 0) or profile function
+ * from inside a hook, which never raises: an exception the interpreter leaves set (on 3.11 it
+ * refuses while another thread is inside sys.settrace with an audit hook) is dropped, and
+ * the one set before, if any, kept.  Returns nothing; a hook that failed to leave its thread
+ * tries again at its next event. */
+static inline void
+fp_legacy_set_quiet(int trace, Py_tracefunc func, PyObject *obj)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (trace)
+        PyEval_SetTrace(func, obj);
+    else
+        PyEval_SetProfile(func, obj);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
 #endif
 
 #endif

@@ -407,6 +407,8 @@ fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
         self->chain_tid = ts->thread_id;
     }
     PyEval_SetTrace(fp_line_trace, (PyObject *)self);
+    if (PyErr_Occurred()) /* 3.11 refuses while another thread is inside sys.settrace */
+        return NULL;
     Py_RETURN_NONE;
 }
 

@@ -5,6 +5,7 @@
  * the same frame, or to the frame's return, yield or unwind.  Time while a generator or
  * coroutine is suspended belongs to no line.  Hits are counted when a line begins. */
 #include "line.h"
+#include "legacy.h"
 
 #if !FP_PY312
 #include <frameobject.h>
@@ -402,7 +403,7 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
          * one it chained to in its thread). */
         int mine = self->chain_func != NULL && self->chain_key == FP_THREAD_KEY();
         Py_INCREF(op);
-        PyEval_SetTrace(mine ? self->chain_func : NULL, mine ? self->chain_obj : NULL);
+        fp_legacy_set_quiet(1, mine ? self->chain_func : NULL, mine ? self->chain_obj : NULL);
         Py_DECREF(op);
         goto done;
     }

@@ -403,8 +403,8 @@ fp_profiler_tp_clear(PyObject *self)
  * false but for a session's profiler, which joins the others, as the core's own Profiler
  * without the attribute does), then, unless it nests, runs a subclass's
  * _before_enable() (fastprof.Profile's: the running threads' names): Python code, run only
- * where no other fastprof profiler of this thread would record it.  Returns 0, or -1 with an
- * exception set. */
+ * where no other fastprof profiler of this thread would record it.  Returns 0; 1 when p is
+ * to stay off (a nested session below 3.12, warned); or -1 with an exception set. */
 static int
 fp_profiler_before_enable(PyObject *self)
 {
@@ -419,9 +419,11 @@ fp_profiler_before_enable(PyObject *self)
         Py_DECREF(n);
         if (nests < 0)
             return -1;
+        nests *= 2; /* a session's profiler (see fp_hooks_check_free) */
     }
-    if (fp_hooks_check_free((fp_profiler *)self, nests) < 0)
-        return -1;
+    int taken = fp_hooks_check_free((fp_profiler *)self, nests);
+    if (taken != 0)
+        return taken;
     if (nests)
         return 0;
     PyObject *hook = PyObject_GetAttrString(self, "_before_enable");
@@ -455,9 +457,12 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     if (p->enabled)
         Py_RETURN_NONE;
-    if (fp_profiler_check_idle(p, "enable") < 0 || fp_profiler_before_enable(self) < 0)
+    if (fp_profiler_check_idle(p, "enable") < 0)
         return NULL;
-    if (p->enabled) /* the hook enabled it */
+    int before = fp_profiler_before_enable(self);
+    if (before < 0)
+        return NULL;
+    if (before > 0 || p->enabled) /* it stays off (see above), or the hook enabled it */
         Py_RETURN_NONE;
     p->subcalls = sub;
     p->builtins = bi;

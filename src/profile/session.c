@@ -174,8 +174,10 @@ fp_session_stop(fp_session *s)
 }
 
 /* Calls self.<name>() (a hook of the Python subclass, run with the profiler off) when the
- * session has no open call left and the hook exists, with the current exception set aside.
- * Returns 0, or -1 with the hook's exception set (chained onto the one set aside). */
+ * session has no open call left and the hook is not None (a session with nothing to do then
+ * sets it to None, so that no frame of it runs under another session's profiler), with the
+ * current exception set aside.  Returns 0, or -1 with the hook's exception set (chained onto
+ * the one set aside). */
 static int
 fp_session_ended(fp_session *s, const char *name)
 {
@@ -184,10 +186,12 @@ fp_session_ended(fp_session *s, const char *name)
     int rc = 0;
     fp_saved saved;
     fp_save(&saved);
-    PyObject *r = PyObject_CallMethod((PyObject *)s, name, NULL);
+    PyObject *hook = PyObject_GetAttrString((PyObject *)s, name);
+    PyObject *r = hook == NULL || hook == Py_None ? Py_XNewRef(hook) : PyObject_CallNoArgs(hook);
     if (r == NULL)
         rc = -1;
     Py_XDECREF(r);
+    Py_XDECREF(hook);
     fp_restore(&saved);
     return rc;
 }

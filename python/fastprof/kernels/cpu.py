@@ -137,6 +137,15 @@ def _correlate_line_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> Non
         part[...] = x[np.maximum(idx, 0)]
         part[idx < 0] = a.cval  # as a double where ext holds doubles
     ext[n + k - 1 :] = 0.0  # the last row's tail: outputs beyond the line, never kept
+    nonzero = np.flatnonzero(a.weights)
+    # rows cost (row + k - 1) * k products each, in C; a pass per tap n, in NumPy, plus its
+    # call: a kernel far longer than the line (k >> n) takes the passes
+    if rows * (_LINE_ROW + k - 1) * k * 0.06 > nonzero.size * (1500.0 + n):
+        acc = np.zeros(n, dtype=np.float64)
+        for tap in nonzero.tolist():  # scipy's order: every nonzero tap, a product then a sum
+            acc += a.weights[tap] * ext[tap : tap + n].astype(np.float64)
+        target[...] = acc
+        return
     step = ext.strides[0]
     grid = np.lib.stride_tricks.as_strided(
         ext, shape=(rows, _LINE_ROW + k - 1), strides=(_LINE_ROW * step, step), writeable=False

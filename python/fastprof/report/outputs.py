@@ -213,7 +213,7 @@ def _print_view(
         )
         stream.write(text)
     else:
-        stats.sort(opts.sort or default_sort)
+        stats.sort(opts.sort or default_sort, strip_dirs=strip_dirs)
         stats.print(top=top, title=title, stream=stream, strip_dirs=strip_dirs)
 
 
