@@ -324,6 +324,30 @@ error:
 
 /* See legacy.h. */
 int
+fp_legacy_set_on(PyThreadState *ts, int trace, Py_tracefunc func, PyObject *obj)
+{
+    int had = ts->curexc_type != NULL;
+    int rc = trace ? _PyEval_SetTrace(ts, func, obj) : _PyEval_SetProfile(ts, func, obj);
+    if (!had && ts->curexc_type != NULL) {
+        PyObject *type = ts->curexc_type, *value = ts->curexc_value, *tb = ts->curexc_traceback;
+        ts->curexc_type = ts->curexc_value = ts->curexc_traceback = NULL;
+        if (PyErr_Occurred()) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(type, value, tb);
+        }
+        rc = -1;
+    }
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "could not set the %s function of thread %lu",
+                     trace ? "trace" : "profile", ts->thread_id);
+    return rc;
+}
+
+/* See legacy.h. */
+int
 fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
                      PyObject *obj)
 {
@@ -336,7 +360,7 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
         if (trace ? (ts->c_tracefunc != old || ts->c_traceobj != old_obj)
                   : (ts->c_profilefunc != old || ts->c_profileobj != old_obj))
             continue;
-        if ((trace ? _PyEval_SetTrace(ts, func, obj) : _PyEval_SetProfile(ts, func, obj)) < 0)
+        if (fp_legacy_set_on(ts, trace, func, obj) < 0)
             return -1;
     }
     return 0;

@@ -12,6 +12,13 @@
 int fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
                          PyObject *obj);
 
+/* Sets (func, obj) as the trace function (trace != 0) or the profile function of thread ts,
+ * another thread than the calling one.  An exception Python leaves set on ts itself (3.11
+ * refuses while a third thread is inside sys.settrace with an audit hook on, and may say so
+ * on the thread it was setting, which then fails wherever it next checks) is taken off ts
+ * and set on the calling thread.  Returns 0, or -1 with an exception set. */
+int fp_legacy_set_on(PyThreadState *ts, int trace, Py_tracefunc func, PyObject *obj);
+
 /* Sets (func, obj) as the calling thread's trace function (trace != 0) or profile function
  * from inside a hook, which never raises: an exception the interpreter leaves set (on 3.11 it
  * refuses while another thread is inside sys.settrace with an audit hook) is dropped, and

@@ -462,8 +462,9 @@ fp_line_active(fp_ltracer *self, FP_UNUSED PyObject *unused)
 
 /* _uninstall_trace(): removes self's trace function from every thread that has it (the
  * calling one included), putting back the trace function it chained to in the thread it
- * found it in.  Returns None, or NULL with an exception set (an audit hook refused; a thread
- * missed removes it at its next event, finding self inactive). */
+ * found it in; a thread where Python refuses (an audit hook, or 3.11's race with another
+ * thread's sys.settrace) removes it at its next event, finding self inactive.  Returns
+ * None. */
 static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
@@ -473,7 +474,6 @@ fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
     PyObject *chain_obj = self->chain_obj; /* owned here from now on */
     PyThreadState *chain_ts = self->chain_ts;
     unsigned long chain_tid = self->chain_tid;
-    PyObject *result = NULL;
     self->chain_obj = NULL;
     fp_line_drop_chain(self);
     Py_INCREF(self); /* the last thread to drop it may hold the last reference */
@@ -485,15 +485,13 @@ fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
         Py_tracefunc func = chained ? chain_func : NULL;
         PyObject *obj = chained ? chain_obj : NULL;
         if (ts == self_ts)
-            PyEval_SetTrace(func, obj);
-        else if (_PyEval_SetTrace(ts, func, obj) < 0)
-            goto error;
+            fp_legacy_set_quiet(1, func, obj);
+        else if (fp_legacy_set_on(ts, 1, func, obj) < 0)
+            PyErr_Clear(); /* that thread's trace function leaves at its next event (off) */
     }
-    result = Py_NewRef(Py_None);
-error:
     Py_XDECREF(chain_obj);
     Py_DECREF(self);
-    return result;
+    Py_RETURN_NONE;
 }
 #endif
 
