@@ -821,3 +821,23 @@ def test_multiprocessing_machinery_is_known_by_its_command_line(
 
     monkeypatch.setattr(children, "_command_line", lambda: argv)
     assert children._machinery() == kind
+
+
+def test_a_childs_profile_holds_no_frame_of_the_bootstrap(tmp_path: Any) -> None:
+    # the bootstrap's file lies in a new temporary folder each run: a frame of it would show
+    # as a new row in every diff of two runs
+    script = write(
+        tmp_path,
+        "child.py",
+        """\
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", "print(sum(range(10)))"], check=True)
+        """,
+    )
+    r = fastprof(["run", "--subprocesses", "-o", "all.prof", str(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "45\n"
+    merged = load(tmp_path / "all.prof")
+    boot = [k for k in merged if "sitecustomize" in k[0] or k[2].startswith("_fastprof_")]
+    assert boot == [], boot
+    assert "2 process(es)" in r.stderr

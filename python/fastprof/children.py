@@ -66,8 +66,10 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
 _BOOT = '''\
-"""fastprof: starts profiling in a Python child of a `fastprof run --subprocesses` job, then
-runs the sitecustomize the path would otherwise give."""
+"""fastprof: runs the sitecustomize the path would otherwise give, then starts profiling in a
+Python child of a `fastprof run --subprocesses` job (the profile starts where Python's own
+start-up ends, as a profiler started on the command line would, so neither this file's
+frames nor the site's are in it)."""
 import os as _os
 import sys as _sys
 
@@ -106,8 +108,10 @@ def _fastprof_chain():
     spec.loader.exec_module(mod)
 
 
-_fastprof_start()
-_fastprof_chain()
+try:
+    _fastprof_chain()
+finally:  # a failing sitecustomize of the user's (Python reports it) stops no profile
+    _fastprof_start()
 '''
 
 
