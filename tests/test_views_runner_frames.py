@@ -127,6 +127,9 @@ def test_run_timeline_of_a_script_ending_in_os_exit_keeps_the_buffers_size(
     calls = sum(v[1] for v in load(tmp_path / "p.prof").values())
     assert len(spans) == 5 and data["otherData"]["dropped"] == calls - 5
     assert not any("disable" in e["name"] for e in spans)
+    # the spans left stay in the trace's order: by thread, then start, parents first
+    order = [(e["tid"], e["ts"], -e["dur"]) for e in spans]
+    assert order == sorted(order)
 
 
 def test_a_scripts_own_call_of_disable_is_kept(tmp_path: Any) -> None:

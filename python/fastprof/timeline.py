@@ -307,8 +307,9 @@ class Timeline(_fastprof._Session):
             self._counts["too_short"] = max(0, self.too_short - short)
         extra = len(kept) - self.capacity
         if extra > 0:  # the ring stores a span when its call ends, and drops the oldest
-            kept.sort(key=lambda s: s.end_ns)
-            del kept[:extra]
+            oldest = sorted(range(len(kept)), key=lambda i: kept[i].end_ns)[:extra]
+            drop = set(oldest)
+            kept = [s for i, s in enumerate(kept) if i not in drop]  # in the spans' order
             self._counts["dropped"] = self.dropped + extra
         return kept
 
