@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import pytest
 
@@ -143,22 +143,49 @@ def _steal(tool: int) -> Any:
     return other
 
 
-@monitoring_only
-def test_tool_id_taken_by_another_tool_is_left_to_it() -> None:
-    mon = sys.monitoring  # type: ignore[attr-defined]
+def _call_profiler() -> Tuple[Any, str, Callable[[], None]]:
+    """An enabled Profile, its tool's name, and a check of what it kept."""
     p = fastprof.Profile()
     p.enable()
     work(3)
-    tool = next(i for i in range(6) if mon.get_tool(i) == "fastprof")
+
+    def kept() -> None:
+        assert fastprof.Stats(p).row("work").ncalls == 1
+
+    return p, "fastprof", kept
+
+
+def _line_profiler() -> Tuple[Any, str, Callable[[], None]]:
+    """An enabled LineProfiler, its tool's name, and a check of what it kept."""
+    lp = LineProfiler(work)
+    lp.enable()
+    work(2)
+
+    def kept() -> None:
+        assert _hits(lp, work)[0] == (1, 1)
+
+    return lp, "fastprof-lines", kept
+
+
+@monitoring_only
+@pytest.mark.parametrize("start", [_call_profiler, _line_profiler])
+def test_tool_id_taken_by_another_tool_is_left_to_it(start: Any) -> None:
+    mon = sys.monitoring  # type: ignore[attr-defined]
+    prof, name, kept = start()
+    tool = next(i for i in range(6) if mon.get_tool(i) == name)
     other = _steal(tool)
     try:
         with pytest.warns(RuntimeWarning, match=f"tool id {tool} was freed.*'other tool'"):
-            p.disable()
+            prof.disable()
         assert mon.get_tool(tool) == "other tool"
         assert mon.register_callback(tool, mon.events.PY_START, None) is other
-    finally:
+    finally:  # as the other tool's stop would: fastprof left its callbacks to it
+        for name in dir(mon.events):
+            event = getattr(mon.events, name)
+            if isinstance(event, int) and event > 0 and event & (event - 1) == 0:
+                mon.register_callback(tool, event, None)
         mon.free_tool_id(tool)
-    assert fastprof.Stats(p).row("work").ncalls == 1  # kept
+    kept()
 
 
 @monitoring_only
@@ -198,24 +225,6 @@ def test_line_profiler_tool_id_freed_is_cleared() -> None:
         lp.disable()
     _assert_cleared(tool)
     assert mon.get_local_events(tool, work.__code__) == 0
-    assert _hits(lp, work)[0] == (1, 1)
-
-
-@monitoring_only
-def test_line_profiler_tool_id_taken_by_another_tool_is_left_to_it() -> None:
-    mon = sys.monitoring  # type: ignore[attr-defined]
-    lp = LineProfiler(work)
-    lp.enable()
-    work(2)
-    tool = next(i for i in range(6) if mon.get_tool(i) == "fastprof-lines")
-    other = _steal(tool)
-    try:
-        with pytest.warns(RuntimeWarning, match=f"tool id {tool} was freed"):
-            lp.disable()
-        assert mon.get_tool(tool) == "other tool"
-        assert mon.register_callback(tool, mon.events.PY_START, None) is other
-    finally:
-        mon.free_tool_id(tool)
     assert _hits(lp, work)[0] == (1, 1)
 
 

@@ -87,7 +87,9 @@ class _GuardedCall:
     def close(self) -> None: ...
 
 def _monitoring_claim(name: str) -> int: ...  # 3.12+ only
-def _monitoring_release(tool_id: int, events: int, name: str) -> None: ...  # 3.12+ only
+def _monitoring_release(
+    tool_id: int, events: int, name: str, reclaimed: bool = False
+) -> None: ...  # 3.12+ only
 def ticks() -> int: ...
 def clock_info() -> Tuple[str, float]: ...
 def _empty_profile_hook(on: bool) -> None: ...  # below 3.12 only: the benchmark floor

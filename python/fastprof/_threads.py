@@ -6,18 +6,23 @@ from __future__ import annotations
 import threading
 from typing import Dict, List
 
-__all__ = ["thread_names"]
+__all__ = ["known_threads", "thread_names"]
+
+
+def known_threads() -> List[threading.Thread]:
+    """The threads ``threading`` knows now: the finished ones whose Thread object is still
+    alive, then the running ones (a thread may be in both)."""
+    try:
+        return list(getattr(threading, "_dangling", ())) + threading.enumerate()
+    except RuntimeError:  # a thread made another Thread meanwhile
+        return threading.enumerate()
 
 
 def thread_names() -> Dict[int, str]:
     """{ident: name} of the threads ``threading`` knows now: the running ones, and the finished
     ones whose Thread object is still alive (an ident a later thread reused names both)."""
     found: Dict[int, List[str]] = {}
-    try:
-        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
-    except RuntimeError:  # a thread made another Thread meanwhile
-        seen = threading.enumerate()
-    for t in seen:
+    for t in known_threads():
         ident = t.ident
         if ident is None:
             continue

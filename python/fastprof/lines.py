@@ -760,19 +760,12 @@ class LineProfiler(Wrapping):
                 functools.partial(mon.set_local_events, tool, code, 0)
                 for code in self._tracer.codes()
             ]
-        # the call profiler's release: global events, callbacks, the id
+        # the call profiler's release: global events, callbacks, the id (and the warning)
         steps.append(
-            lambda: _fastprof._monitoring_release(tool, self._monitoring_events(), _TOOL_NAME)
-        )
-        if freed:
-            steps.append(
-                lambda: warnings.warn(
-                    f"fastprof: sys.monitoring tool id {tool} was freed while {_TOOL_NAME} was "
-                    "on; fastprof cleared its events there",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
+            lambda: _fastprof._monitoring_release(
+                tool, self._monitoring_events(), _TOOL_NAME, freed
             )
+        )
         first: Optional[BaseException] = None
         for step in steps:
             try:

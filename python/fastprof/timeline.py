@@ -22,6 +22,7 @@ import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _fastprof
+from ._threads import known_threads
 from .keys import FuncKey, is_disable, label
 from .profile import Profile
 
@@ -100,12 +101,8 @@ def _thread_names() -> Dict[int, str]:
     """threading's names of its threads, by operating system thread id: the live ones, and
     the finished ones whose Thread object is still alive (an ident is reused by a later
     thread far sooner than a native id is, so a finished thread keeps its own name)."""
-    try:
-        seen = list(getattr(threading, "_dangling", ())) + threading.enumerate()
-    except RuntimeError:  # a thread made another Thread meanwhile
-        seen = threading.enumerate()
     names: Dict[int, str] = {}
-    for t in [threading.main_thread()] + seen:
+    for t in [threading.main_thread()] + known_threads():
         native = getattr(t, "native_id", None)
         if native is not None and t.ident is not None:
             names[native] = t.name  # a live thread last: it wins a reused native id

@@ -143,7 +143,8 @@ typedef struct fp_thread {
     struct fp_thread *next;
     PyThreadState *tstate;
     unsigned long ident;
-    uint64_t tsid; /* PyThreadState_GetID: a later thread reusing tstate and ident differs */
+    uint64_t tsid; /* PyThreadState_GetID: unique, unlike tstate and ident, which a later
+                    * thread may reuse */
     fp_frame *stack;
     int32_t depth, cap;
     int32_t *func_rec; /* active activations per function, in this thread */
@@ -658,9 +659,11 @@ int fp_mon_exec(PyObject *m);
 int fp_mon_claim(PyObject *mon, const char *name);
 /* Gives tool id back: clears its global events, unregisters its callbacks of events (a
  * mask) and frees it, without the interpreter's recursion check (it works on an exhausted
- * stack).  An id no longer held under name (another tool freed it) is left alone, with a
- * RuntimeWarning.  Returns 0, or -1 with the first failure set (every step is tried). */
-int fp_mon_release(PyObject *mon, int id, long events, const char *name);
+ * stack).  An id another tool now holds is left alone, with a RuntimeWarning; one another
+ * tool freed (or that the caller reclaimed after that, to clear its local events) is cleared
+ * and freed, with a RuntimeWarning.  Returns 0, or -1 with the first failure set (every step
+ * is tried). */
+int fp_mon_release(PyObject *mon, int id, long events, const char *name, int reclaimed);
 #endif
 
 /* Returns a new reference to cProfile's label for a builtin (see names.c), never NULL unless

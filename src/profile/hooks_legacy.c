@@ -457,7 +457,7 @@ fp_legacy_profiles(const fp_profiler *p, PyThreadState *ts, PyThreadState *self)
     if (ts == self && ts == p->owner)
         return 1;
     for (const fp_thread *t = p->threads_list; t != NULL; t = t->next)
-        if (t->tstate == ts && t->ident == ts->thread_id && t->tsid == PyThreadState_GetID(ts))
+        if (t->tstate == ts && t->tsid == PyThreadState_GetID(ts))
             return 1;
     return 0;
 }

@@ -454,7 +454,7 @@ fp_mon_holder(PyObject *mon, int id, const char *name, PyObject **holder)
 
 /* See fp_profile.h. */
 int
-fp_mon_release(PyObject *mon, int id, long events, const char *name)
+fp_mon_release(PyObject *mon, int id, long events, const char *name, int reclaimed)
 {
     PyObject *exc = NULL, *holder = NULL, *uname = NULL; /* exc: the first failure */
     int held = fp_mon_holder(mon, id, name, &holder);
@@ -487,7 +487,7 @@ fp_mon_release(PyObject *mon, int id, long events, const char *name)
     if (exc != NULL) {
         PyErr_SetRaisedException(exc);
         held = -1;
-    } else if (held == 0) { /* warned once nothing of fastprof's is left to record it */
+    } else if (held == 0 || reclaimed) { /* warned once nothing of fastprof's is left */
         held = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                                 "fastprof: sys.monitoring tool id %d was freed while %s was on; "
                                 "fastprof cleared its events there",
@@ -592,7 +592,7 @@ fp_mon_leave(PyObject *mon, fp_mon_tool *tool, fp_profiler *p, PyTypeObject *hoo
         rc = fp_mon_sync(mon, tool, hook_type);
     } else if (tool->id >= 0) {
         long mask = fp_mon_mask(mon, -1);
-        rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask, "fastprof");
+        rc = mask < 0 ? -1 : fp_mon_release(mon, tool->id, mask, "fastprof", 0);
         tool->id = -1;
         if (tool->pruned) {
             PyObject *exc = rc < 0 ? PyErr_GetRaisedException() : NULL;
@@ -636,17 +636,14 @@ fp_hooks_check_free(FP_UNUSED fp_profiler *p, int nests)
     if (mon == NULL)
         return -1;
     for (int i = 0; i < 6; i++) {
-        PyObject *id = PyLong_FromLong(i);
-        PyObject *holder = id ? fp_mon_invoke(mon, "get_tool", &id, 1) : NULL;
-        Py_XDECREF(id);
-        if (holder == NULL) {
+        PyObject *holder;
+        int held = fp_mon_holder(mon, i, "fastprof", &holder);
+        Py_XDECREF(holder);
+        if (held < 0) {
             Py_DECREF(mon);
             return -1;
         }
-        int ours =
-            PyUnicode_Check(holder) && PyUnicode_CompareWithASCIIString(holder, "fastprof") == 0;
-        Py_DECREF(holder);
-        if (ours) {
+        if (held == 1) {
             Py_DECREF(mon);
             PyErr_Format(PyExc_ValueError,
                          "Another profiling tool is already active: a fastprof profiler holds "
@@ -755,21 +752,26 @@ error:
     return NULL;
 }
 
-/* _monitoring_release(tool_id, events, name): clears the tool's global events, unregisters
- * its callbacks of those events and frees the id, each step tried even when one fails (local
- * events are the caller's to clear first); an id no longer held under name is left alone,
- * with a RuntimeWarning.  Returns None, or NULL with the first failure. */
+/* _monitoring_release(tool_id, events, name, reclaimed=False): clears the tool's global
+ * events, unregisters its callbacks of those events and frees the id, each step tried even
+ * when one fails (local events are the caller's to clear first); an id no longer held under
+ * name is left alone, with a RuntimeWarning; one another tool freed is cleared and freed,
+ * with a RuntimeWarning, also when the caller took it back (reclaimed) to clear its local
+ * events.  Returns None, or NULL with the first failure. */
 static PyObject *
 fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *mon = NULL;
     const char *name;
-    if (nargs != 3 || !PyLong_Check(args[0]) || !PyLong_Check(args[1]) ||
+    int reclaimed = 0;
+    if (nargs < 3 || nargs > 4 || !PyLong_Check(args[0]) || !PyLong_Check(args[1]) ||
         !PyUnicode_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_monitoring_release(tool_id, events, name) takes two ints and a str");
+        PyErr_SetString(PyExc_TypeError, "_monitoring_release(tool_id, events, name, "
+                                         "reclaimed=False) takes two ints, a str and a bool");
         goto error;
     }
+    if (nargs == 4 && (reclaimed = PyObject_IsTrue(args[3])) < 0)
+        goto error;
     long id = PyLong_AsLong(args[0]), events = PyLong_AsLong(args[1]);
     if ((id == -1 || events == -1) && PyErr_Occurred())
         goto error;
@@ -778,7 +780,7 @@ fp_mon_py_release(FP_UNUSED PyObject *module, PyObject *const *args, Py_ssize_t 
         goto error;
     }
     if ((name = PyUnicode_AsUTF8(args[2])) == NULL || (mon = fp_mon_module()) == NULL ||
-        fp_mon_release(mon, (int)id, events, name) < 0)
+        fp_mon_release(mon, (int)id, events, name, reclaimed) < 0)
         goto error;
     Py_DECREF(mon);
     Py_RETURN_NONE;
@@ -792,8 +794,9 @@ static PyMethodDef fp_mon_functions[] = {
      "_monitoring_claim(name) -> int: claim a free sys.monitoring tool id (2, 3, 4, 5, then 0 "
      "and 1)."},
     {"_monitoring_release", (PyCFunction)(void (*)(void))fp_mon_py_release, METH_FASTCALL,
-     "_monitoring_release(tool_id, events, name): clear a tool's events and callbacks, free "
-     "it (an id no longer held under name is left alone, with a RuntimeWarning)."},
+     "_monitoring_release(tool_id, events, name, reclaimed=False): clear a tool's events and "
+     "callbacks, free it (an id no longer held under name is left alone, with a "
+     "RuntimeWarning; a freed one, or one reclaimed after another tool freed it, warns)."},
     {NULL, NULL, 0, NULL},
 };
 

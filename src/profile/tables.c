@@ -455,7 +455,7 @@ fp_thread_lookup(fp_profiler *p)
     unsigned long ident = PyThread_get_thread_ident();
     uint64_t tsid = PyThreadState_GetID(ts);
     for (t = p->threads_list; t != NULL; t = t->next)
-        if (t->tstate == ts && t->ident == ident && t->tsid == tsid)
+        if (t->tstate == ts && t->tsid == tsid) /* the id alone tells a later thread apart */
             goto done;
     t = PyMem_RawCalloc(1, sizeof(fp_thread));
     if (t == NULL) {
