@@ -671,9 +671,10 @@ def test_read_run_sums_functions_and_trees(tmp_path: Any) -> None:
     assert [ln.split()[:2] for ln in table.splitlines() if ln.split()[:1] == ["101"]] == [
         ["101", "100"]
     ]
-    # a process without a tree file: the merged tree would leave it out, so there is none
+    # a process without a tree file: the tree keeps the others and names the one left out
     _fake_process(tmp_path, 102, 100, 1, tree=False)
-    assert read_run(str(tmp_path)).tree is None
+    run = read_run(str(tmp_path))
+    assert sorted(run.tree.threads) == [100, 101] and run.tree_left_out == [102]
 
 
 def test_view_dir_shows_merged_and_per_process(tmp_path: Any, run_dir: Any) -> None:

@@ -199,11 +199,45 @@ def test_a_hostile_tree_file_never_reaches_the_merged_tree(tmp_path: Any) -> Non
     run = merge.read_run(str(d), trusted=True)
     os.chmod(d, 0o700)
     assert any("101.tree.marshal" in p and "malformed node numbers" in p for p in run.problems)
-    assert run.proc_trees is None and run.tree is None  # one process without a tree: none
+    # the other process's tree is kept, and the one left out is named
+    assert run.tree_left_out == [101] and sorted(run.tree.threads) == [100]
+    assert run.stats.to_dict()[B][:2] == (10, 10)  # the flat profile has both processes
+    assert "the call tree leaves out process(es) 101" in merge.format_processes(run)
     out = str(tmp_path / "m.prof")
     open(out + ".tree.json", "w").write("stale")
-    merge.write_merged(run, out)
+    merge.write_merged(run, out)  # a tree of fewer processes is not the merged profile's
     assert not os.path.exists(out + ".tree.json")
+
+
+def test_the_call_tree_keeps_the_processes_that_left_one(tmp_path: Any) -> None:
+    """One process's tree file truncated or gone: view DIR still shows the others' trees,
+    says which process the tree leaves out, and exports of the tree still work; with no tree
+    at all, the export's error says why for a run directory."""
+    from test_jobs import fastprof
+
+    d = _job_dir(tmp_path, 0o700)
+    blob = (d / f"101{TREE_SUFFIX}").read_bytes()
+    (d / f"101{TREE_SUFFIX}").write_bytes(blob[: len(blob) // 2])
+    r = fastprof(["view", str(d)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "(2 processes; the call tree leaves out 101)" in r.stdout
+    assert "(1 process)" in r.stdout and "call tree" in r.stdout  # the tree of process 100
+    assert "101.tree.marshal: not a fastprof call tree" in r.stdout
+    assert "the call tree leaves out process(es) 101" in r.stdout
+    r = fastprof(["view", str(d), "--format", "speedscope", "-o", "s.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    profiles = json.loads((tmp_path / "s.json").read_text())["profiles"]
+    assert len(profiles) == 1 and "100" in profiles[0]["name"]
+    r = fastprof(["merge", str(d), "-o", "m.prof"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "without its call tree" in r.stderr
+    assert not (tmp_path / "m.prof.tree.json").exists()
+    (d / f"101{TREE_SUFFIX}").unlink()
+    (d / f"100{TREE_SUFFIX}").unlink()
+    r = fastprof(["view", str(d), "--format", "collapsed", "-o", "c.txt"], tmp_path)
+    assert r.returncode == 2
+    assert "no process left a readable PID.tree.marshal" in r.stderr, r.stderr
+    assert "FILE.tree.json" not in r.stderr
 
 
 def test_raw_tree_files_of_earlier_versions_still_read(tmp_path: Any) -> None:

@@ -840,7 +840,7 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     """The report of run --subprocesses: the profile merged over the processes (-o, --format,
     --html or the printed view, one tree summed over processes by default), then the
     per-process table."""
-    from .merge import format_processes, read_run, write_merged
+    from .merge import format_processes, read_run, tree_note, write_merged
     from .report.outputs import emit, print_note
 
     if getattr(opts, "as_program", False):  # a caller in the same program goes on
@@ -855,7 +855,10 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
         return
     run = read_run(job.run_dir, trusted=True)  # its own job's files
     n = len(run.procs)
-    title = f"fastprof: {opts.title} ({opts.clock} clock, {n} process{'es' if n != 1 else ''})"
+    title = (
+        f"fastprof: {opts.title} ({opts.clock} clock, {n} process{'es' if n != 1 else ''}"
+        f"{_left_out(run)})"
+    )
     if not opts.merge_threads and opts.format in (None, "text"):
         opts.merge_threads = True  # the job's tree: every process summed by path
     table = format_processes(run)
@@ -885,10 +888,18 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
         title=title,
         outfile=opts.outfile,
         top=_rows(opts, run.tree),
+        no_tree=tree_note(run) or "no process left one",
     )
     printed = not note
     (stream if printed else sys.stderr).write("\n" + table)
     print_note(note)
+
+
+def _left_out(run: Any) -> str:
+    """For a report's title: the processes the run's call tree leaves out, or empty."""
+    if not run.tree_left_out or run.proc_trees is None:
+        return ""
+    return "; the call tree leaves out " + ", ".join(str(p) for p in run.tree_left_out)
 
 
 def _report_job_lines(
@@ -1158,15 +1169,17 @@ def _view(argv: Sequence[str]) -> int:
 
     table = ""
     title = f"fastprof: {opts.file}"
+    no_tree = "a pstats file without FILE.tree.json beside it"
     try:
         if os.path.isdir(opts.file):  # a run directory of run --subprocesses
-            from .merge import format_line_processes, format_processes, read_run
+            from .merge import format_line_processes, format_processes, read_run, tree_note
 
             if opts.threads:
                 raise ValueError(f"{opts.file}: --threads reads one process's profile file")
 
             run = read_run(opts.file)
             st, tree, table = run.stats, run.tree, format_processes(run)
+            no_tree = tree_note(run) or no_tree
             if run.lines is not None:  # the line timings summed over the processes
                 import io
 
@@ -1174,7 +1187,7 @@ def _view(argv: Sequence[str]) -> int:
                 run.lines.print(text, opts.unit, opts.stripzeros, summarize=opts.summarize)
                 table = text.getvalue() + format_line_processes(run) + "\n" + table
             opts.merge_threads = True  # one tree summed over the processes, as run reports it
-            title += f" ({len(run.procs)} processes)"
+            title += f" ({len(run.procs)} processes{_left_out(run)})"
         else:
             st, tree = load_profile(opts.file)
             if opts.threads and tree is not None and tree.processes:
@@ -1208,6 +1221,7 @@ def _view(argv: Sequence[str]) -> int:
             outfile=opts.outfile,
             top=_rows(opts, tree),
             strip_dirs=not opts.full_paths,
+            no_tree=no_tree,
         )
         if table:
             (sys.stderr if note else sys.stdout).write("\n" + table)

@@ -62,9 +62,12 @@ class Run:
     missing: List[Proc]
     missing_ranks: List[int] = field(default_factory=list)  # ranks that left no record at all
     lines: Any = None  # the line timings summed over the processes (a LineStats), or None
-    # each process's tree (summed over its threads) under its root's ident, or None when a
-    # process has none (the merged tree would leave it out)
+    # each process's tree (summed over its threads) under its root's ident, or None when no
+    # process left one that could be read
     proc_trees: Optional[List[Tuple[int, ProcTree]]] = None
+    # the pids of the processes in procs whose tree is not in proc_trees (no tree file, or
+    # one that could not be read: problems names it)
+    tree_left_out: List[int] = field(default_factory=list)
     _tree: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -132,6 +135,7 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
     procs: List[Proc] = []
     missing: List[Proc] = []
     problems: List[str] = []
+    left_out: List[int] = []
     sizes: List[int] = []
     line_stats: List[Any] = []
     for name in names:
@@ -171,7 +175,9 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
         except (OSError, ValueError) as e:
             problems.append(str(e))
             one = None
-        if one is not None:
+        if one is None:
+            left_out.append(pid)
+        else:
             # one root per process, named by its pid (pids of ranks on other nodes can
             # repeat: those get a negative number of their own)
             ident = pid if pid not in trees else -len(trees) - 1
@@ -190,8 +196,8 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
                     for key, rows in ls.timings.items()
                 }
     merged = Stats({k: (v[0], v[1], v[2], v[3], v[4]) for k, v in summed.items()})
-    run = Run(merged, procs, problems, missing)
-    if trees and len(trees) == len(procs):
+    run = Run(merged, procs, problems, missing, tree_left_out=left_out)
+    if trees:  # the processes that left none are named by format_processes
         run.proc_trees = list(trees.items())
     if line_stats:
         from .lines import LineStats
@@ -399,6 +405,8 @@ def format_processes(run: Run) -> str:
         from .report.escape import printable
 
         lines.append(f"  unreadable: {printable(msg)}")
+    if run.tree_left_out:
+        lines.append(f"  {'' if run.proc_trees else 'no call tree: '}{tree_note(run)}")
     text = "\n".join(lines) + "\n"
     if any(p.rank is not None for p in run.procs + run.missing) or run.missing_ranks:
         text += "\n" + format_ranks(run)
@@ -461,15 +469,30 @@ def format_ranks(run: Run, top: int = 10, columns: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tree_note(run: Run) -> str:
+    """What the run's call tree lacks, in a line: the processes it leaves out (empty when it
+    has every process's tree)."""
+    if not run.tree_left_out:
+        return ""
+    pids = ", ".join(str(p) for p in run.tree_left_out)
+    if run.proc_trees is None:
+        return f"no process left a readable PID{TREE_SUFFIX}"
+    return (
+        f"the call tree leaves out process(es) {pids} (no readable PID{TREE_SUFFIX}); the "
+        f"flat table has them"
+    )
+
+
 def write_merged(run: Run, outfile: str) -> Optional[str]:
-    """Writes the merged pstats file to outfile, its per-process tree beside it, and the
-    merged line timings (when the processes timed lines) to lines_path(outfile); returns
-    where those went, or None."""
+    """Writes the merged pstats file to outfile, its per-process tree beside it (only when it
+    has every process's tree: a tree of fewer would not be the profile's, and view would not
+    use it), and the merged line timings (when the processes timed lines) to
+    lines_path(outfile); returns where those went, or None."""
     from .tree import tree_path
 
     run.stats.dump(outfile)
     where_tree = tree_path(outfile)
-    if run.proc_trees is None:
+    if run.proc_trees is None or run.tree_left_out:
         try:
             os.unlink(where_tree)  # a stale tree of another profile must not pass for this one's
         except OSError:
@@ -518,7 +541,12 @@ def main(argv: Sequence[str], stream: Optional[TextIO] = None) -> int:
     out.write(format_line_processes(run) + format_processes(run))
     print(
         f"fastprof: merged profile of {len(run.procs)} process(es) written to {opts.outfile}"
-        + (f" (line timings to {lines_out})" if lines_out else ""),
+        + (f" (line timings to {lines_out})" if lines_out else "")
+        + (
+            ", without its call tree (the processes' trees are not all there)"
+            if run.tree_left_out
+            else ""
+        ),
         file=sys.stderr,
     )
     return 0

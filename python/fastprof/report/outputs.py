@@ -103,17 +103,18 @@ def emit(
     default_sort: str = "tottime",
     top: Optional[int] = None,
     strip_dirs: bool = True,
+    no_tree: str = "a pstats file without FILE.tree.json beside it",
 ) -> str:
     """Writes what ``opts`` asks for (``outfile`` is where --format writes; None: ``stream``)
     and prints the default view when nothing else was asked.  Returns a line for stderr
-    saying what was written (empty when it printed)."""
+    saying what was written (empty when it printed).  no_tree: why a profile has no call
+    tree, for the error of an export that needs one."""
     notes = []
     wrote = False
     fmt = opts.format
     if fmt in ("speedscope", "collapsed") and tree is None:
         raise ValueError(
-            f"--format {fmt} needs the call tree, and this profile has none "
-            f"(a pstats file without FILE.tree.json beside it)"
+            f"--format {fmt} needs the call tree, and this profile has none ({no_tree})"
         )
     if fmt in ("speedscope", "collapsed", "callgrind") or (fmt == "pstats" and outfile):
         wrote = True
