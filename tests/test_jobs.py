@@ -453,7 +453,15 @@ def test_os_exit_sigterm_sys_exit_and_killed(tmp_path: Any) -> None:
         if not m["root"] and pid != killed
     )
     assert counts == [3, 5, 13]
-    assert calls(load(tmp_path / "all.prof"), script, "leaf") == 3 + 5 + 13
+    merged = load(tmp_path / "all.prof")
+    assert calls(merged, script, "leaf") == 3 + 5 + 13
+    # the children's writes at os._exit, SIGTERM and sys.exit (atexit) are not in it: each
+    # stops the profile from C before any of fastprof's Python code runs
+    ours = [k for k in merged if k[0].endswith(os.path.join("fastprof", "children.py"))]
+    assert ours == [], ours
+    for k, v in merged.items():
+        if "disable" in k[2] or "sigterm" in k[2]:
+            assert not v[4], (k, v)  # at most the runner's own disable, called by nothing
     assert "4 process(es), 1 missing" in r.stderr
     assert f"{killed}" in r.stderr and "wrote no profile" in r.stderr
 

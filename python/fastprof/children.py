@@ -18,7 +18,9 @@ tree summed over its threads, as flat records whose numbers are JSON text alread
 (line timings, when lines are on) and ``<pid>.json`` (command line, parent pid, wall time,
 rank) when it ends: at normal exit, at ``os._exit`` (a gate in C that stops the profile first: see
 ``_set_exit_gate``), and on SIGTERM (a handler that
-writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  Every
+writes, then dies of the signal as it would have; a pool's ``terminate`` sends it).  The
+atexit callback and the SIGTERM handler are builtins of the core too (``_stopping``): each stops
+the profile from C before the write, so no process's profile holds fastprof's own calls.  Every
 file is written to a temporary name and renamed, so a reader never sees half a file.
 ``<pid>.json`` is first written when the process starts, marked incomplete: a process killed
 outright is reported as missing, never as an empty profile.
@@ -39,7 +41,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = [
     "ENV_DIR",
@@ -267,6 +269,10 @@ class _Session:
 
 _session: Optional[_Session] = None
 _hooks_installed = False
+# [the disable of this process's child session, or None]: what the atexit callback and the
+# SIGTERM handler (builtins of the core, see _stopping) call from C before they write, so that
+# the write's own Python calls stay out of the process's profile
+_STOP: List[Any] = [None]
 
 
 def _atomic_write(path: str, data: bytes) -> None:
@@ -399,7 +405,19 @@ def _set_exit_gate(s: Optional[_Session]) -> None:
     from . import _exit_gate
 
     prof = None if s is None or s.root else s.prof
-    _exit_gate.install(None if prof is None else prof.disable, _before_exit)
+    _STOP[0] = None if prof is None else prof.disable
+    _exit_gate.install(_STOP[0], _before_exit)
+
+
+def _stopping(then: Callable[..., Any]) -> Callable[..., Any]:
+    """then, behind a builtin of the core that first calls _STOP[0] from C (a builtin called
+    from C, by atexit or the signal machinery, reaches no profile hook): a child's profile ends
+    where the process began to end, and holds none of fastprof's own calls.  then itself when
+    the core has no such builtin (an older build)."""
+    try:
+        return _C()._stop_first(_STOP, then)
+    except (ImportError, AttributeError):
+        return then
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -430,7 +448,7 @@ def _install_sigterm() -> None:
     blocking call (see src/profile/exit_watchdog.c)."""
     try:
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _on_sigterm)
+            signal.signal(signal.SIGTERM, _stopping(_on_sigterm))
             _C()._sigterm_watchdog()
     except ValueError:  # not the main thread: the runtime cannot catch the signal here
         pass
@@ -532,7 +550,7 @@ def _install_hooks() -> None:
         import threading  # noqa: F401
 
         os.register_at_fork(after_in_child=_after_fork_child)
-        atexit.register(_on_exit)
+        atexit.register(_stopping(_on_exit))
     _set_exit_gate(_session)
 
 

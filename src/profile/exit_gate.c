@@ -1,5 +1,6 @@
 /* exit_gate.c - the os._exit of a child of `fastprof run --subprocesses`: it stops the child's
- * profile, lets the child write it, then ends the process with the real os._exit.
+ * profile, lets the child write it, then ends the process with the real os._exit; and the
+ * same stop-then-write for the child's atexit callback and SIGTERM handler (_stop_first).
  *
  * A wrapper written in Python would be a Python call of the profiled program (it, the write
  * function it calls and their builtins would show in the child's profile, above the program's
@@ -74,10 +75,56 @@ error:
     return res;
 }
 
+/* The call of a _stop_first builtin: self is (cell, then).  Calls cell[0]() when it is not
+ * None (a profile's disable, from C), then returns then(*args, **kwargs). */
+static PyObject *
+fp_stop_first_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *cell = PyTuple_GET_ITEM(self, 0);
+    PyObject *stop = PyList_GET_SIZE(cell) > 0 ? PyList_GET_ITEM(cell, 0) : Py_None;
+    Py_INCREF(stop); /* the cell may change while stop runs */
+    fp_gate_step(stop);
+    Py_DECREF(stop);
+    return PyObject_Call(PyTuple_GET_ITEM(self, 1), args, kwargs);
+}
+
+static PyMethodDef fp_stop_first_def = {
+    "_stop_first",
+    (PyCFunction)(void (*)(void))fp_stop_first_call,
+    METH_VARARGS | METH_KEYWORDS,
+    "Stops this process's profile of fastprof run --subprocesses, then writes it.",
+};
+
+/* _stop_first(cell, then).  Returns a new builtin that, each time it is called, calls cell[0]
+ * from C when it is not None, then then(*args, **kwargs): a callback for atexit or a signal
+ * handler whose own work no profile records (a builtin called from C reaches no profile hook,
+ * and the profile is stopped before then runs).  NULL with TypeError when cell is not a list or
+ * then not callable. */
+static PyObject *
+fp_stop_first(FP_UNUSED PyObject *m, PyObject *args)
+{
+    PyObject *cell, *then, *state, *res;
+    if (!PyArg_ParseTuple(args, "O!O:_stop_first", &PyList_Type, &cell, &then))
+        return NULL;
+    if (!PyCallable_Check(then)) {
+        PyErr_SetString(PyExc_TypeError, "_stop_first: then must be callable");
+        return NULL;
+    }
+    state = PyTuple_Pack(2, cell, then);
+    if (state == NULL)
+        return NULL;
+    res = PyCFunction_NewEx(&fp_stop_first_def, state, NULL);
+    Py_DECREF(state);
+    return res;
+}
+
 static PyMethodDef fp_gate_methods[] = {
     {"_exit_gate", fp_exit_gate, METH_VARARGS,
      "_exit_gate(stop, before, exit): an os._exit that calls stop() and before() from C "
      "(unseen by the profilers), then exit."},
+    {"_stop_first", fp_stop_first, METH_VARARGS,
+     "_stop_first(cell, then): a callable that calls cell[0]() from C (when not None), then "
+     "then(*args)."},
     {NULL, NULL, 0, NULL},
 };
 
