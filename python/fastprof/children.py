@@ -273,6 +273,9 @@ _hooks_installed = False
 # SIGTERM handler (builtins of the core, see _stopping) call from C before they write, so that
 # the write's own Python calls stay out of the process's profile
 _STOP: List[Any] = [None]
+# the SIGTERM handler of the runner (fastprof._runner_term) while it runs the program: a fork
+# child of the job replaces it with its own (_install_sigterm)
+runner_sigterm: Any = None
 
 
 def _atomic_write(path: str, data: bytes) -> None:
@@ -373,6 +376,8 @@ def write_now(s: Optional[_Session] = None) -> bool:
         _write_meta(s, complete=True)
         return True
     except Exception as e:
+        if not os.path.isdir(s.run_dir):  # the job is over: its runner reported and cleaned up
+            return False
         try:
             sys.stderr.write(f"fastprof: could not write the profile of process {s.pid}: {e!r}\n")
         except Exception:
@@ -447,7 +452,10 @@ def _install_sigterm() -> None:
     the C watchdog that makes the handler run even when the signal lands just before a
     blocking call (see src/profile/exit_watchdog.c)."""
     try:
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        current = signal.getsignal(signal.SIGTERM)
+        if current in (signal.SIG_DFL, None) or (
+            runner_sigterm is not None and current is runner_sigterm
+        ):
             signal.signal(signal.SIGTERM, _stopping(_on_sigterm))
             _C()._sigterm_watchdog()
     except ValueError:  # not the main thread: the runtime cannot catch the signal here

@@ -565,8 +565,19 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         if in_job:
             job = _Job(opts, prof, lp)
         at_exit = _ReportAtOsExit(prof, opts, line_mode, out, job, timeline, lp if in_job else None)
+        from . import _runner_term
+
+        term = None
+        if opts.as_program:  # the command line: a caller in a program keeps its signals
+            term = _runner_term.catch(prof.disable, _TermReport(at_exit, opts, job))
         try:
-            _execute(prof, target.code, target.main.__dict__, opts, lp if in_job else None, at_exit)
+            try:
+                _execute(
+                    prof, target.code, target.main.__dict__, opts, lp if in_job else None, at_exit
+                )
+            finally:
+                if job is None or not job.in_child():
+                    _runner_term.release(term)
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -677,6 +688,23 @@ class _ReportAtOsExit:
                     pass
 
 
+class _TermReport:
+    """The report when SIGTERM ends the program (fastprof._runner_term): as at os._exit, but
+    with Python's end skipped (SIGTERM joins no thread and runs no atexit callback) and, under
+    a launcher, no wait for the other ranks (a scheduler's SIGKILL follows soon)."""
+
+    def __init__(self, at_exit: _ReportAtOsExit, opts: argparse.Namespace, job: Any) -> None:
+        self.at_exit = at_exit
+        self.opts = opts
+        self.job = job
+
+    def __call__(self) -> None:
+        self.opts.abrupt = True
+        if self.job is not None:
+            self.job.hurry = True
+        self.at_exit()
+
+
 class _ReportOutput:
     """Where the table goes: the standard output fastprof started with, even when the
     script replaced sys.stdout or closed it (as ``python -m json.tool`` does)."""
@@ -745,6 +773,7 @@ class _Job:
         else:
             self.run_dir = tempfile.mkdtemp(prefix="fastprof-run-")
         self.pid = os.getpid()
+        self.hurry = False  # SIGTERM ends the job: rank 0 takes the ranks' profiles as they are
         self.lines = lines  # the runner's line profiler (run --lines / --lines-of), or None
         self.boot_dir: Optional[str] = None
         self.saved_env: Dict[str, Optional[str]] = {}
@@ -794,7 +823,7 @@ class _Job:
         if self.size:
             from .merge import wait_for_ranks
 
-            wait_for_ranks(self.run_dir, self.size, _rank_wait())
+            wait_for_ranks(self.run_dir, self.size, 0.0 if self.hurry else _rank_wait())
         return True
 
     def close(self) -> None:
@@ -843,8 +872,8 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     from .merge import format_processes, read_run, tree_note, write_merged
     from .report.outputs import emit, print_note
 
-    if getattr(opts, "as_program", False):  # a caller in the same program goes on
-        _end_like_python()
+    if getattr(opts, "as_program", False) and not getattr(opts, "abrupt", False):
+        _end_like_python()  # (a caller in the same program goes on; SIGTERM ends it as it is)
     job.write_own()
     if not job.reports():
         print(

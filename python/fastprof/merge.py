@@ -399,7 +399,7 @@ def format_processes(run: Run) -> str:
     for p in run.missing:
         lines.append(
             f"{p.pid:>8} {p.ppid:>8}  missing: started but wrote no profile "
-            f"(killed?): {_label(p.argv)}"
+            f"(killed, or still running?): {_label(p.argv)}"
         )
     for msg in run.problems:
         from .report.escape import printable

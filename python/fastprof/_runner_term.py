@@ -1,0 +1,93 @@
+"""SIGTERM while ``fastprof run`` runs a program: the report of what ran, then the end the
+signal gives.
+
+Without fastprof, SIGTERM ends a Python program at once, and cProfile's profile with it.  The
+programs users profile are often ended that way: ``timeout 600 python -m fastprof run job.py``,
+a batch scheduler's time limit (Slurm sends SIGTERM, then SIGKILL after its KillWait), a
+container being stopped.  While the program runs, and only while SIGTERM has its default action
+(a program with a handler of its own keeps it), the runner catches it: the profile is stopped
+from C where the signal found the program (a builtin of the core, so none of this shows in the
+profile), the report is written as at the program's end (the temporary folders of a job
+removed), and the process then ends by SIGTERM's default action, so its exit status is still
+"killed by SIGTERM".  The core's watchdog (src/profile/exit_watchdog.c) makes sure the handler
+runs, or the process ends, when the signal lands just before a blocking call.  A fork child of
+the program that inherited the handler ends as it would without fastprof, or, in a job, writes
+its own profile (fastprof.children).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any, Callable, List, Optional
+
+__all__ = ["catch", "release"]
+
+
+class _Handler:
+    """The Python side of the runner's SIGTERM handler (behind the core's _stop_first)."""
+
+    def __init__(self, report: Callable[[], None]) -> None:
+        self.report = report
+        self.pid = os.getpid()
+        self.builtin: Any = None  # what signal.signal was given
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        from . import _fastprof
+
+        try:
+            _fastprof._sigterm_watchdog_cancel()
+        except (AttributeError, OSError):
+            pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        if os.getpid() == self.pid:
+            try:
+                sys.stderr.write(
+                    "\nfastprof: the program was ended by SIGTERM; the profile stops where the "
+                    "signal found it\n"
+                )
+            except (OSError, ValueError):
+                pass
+            self.report()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
+    """Catches SIGTERM in the runner, when SIGTERM has its default action and this is the main
+    thread: stop() from C, then report(), then the end by the signal.  Returns the handler (for
+    release), or None when nothing was installed."""
+    try:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return None
+        from . import _fastprof
+
+        py = _Handler(report)
+        cell: List[Any] = [stop]
+        py.builtin = _fastprof._stop_first(cell, py)
+        signal.signal(signal.SIGTERM, py.builtin)
+    except (ValueError, AttributeError, ImportError):  # not the main thread; an older core
+        return None
+    try:
+        _fastprof._sigterm_watchdog()
+    except (AttributeError, OSError):  # the handler alone
+        pass
+    from . import children
+
+    children.runner_sigterm = py.builtin  # a fork child of a job replaces it with its own
+    return py.builtin
+
+
+def release(handler: Optional[Any]) -> None:
+    """Puts SIGTERM's default action back once the program has run, when handler (catch's) is
+    still the one in place; a handler the program installed since stays."""
+    if handler is None:
+        return
+    from . import children
+
+    children.runner_sigterm = None
+    try:
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:
+        pass
