@@ -19,10 +19,13 @@ BUSY = """\
         return 1
 
     def busy():
+        n = 0
         while True:
             leaf()
+            n += 1
+            if n == 1000:  # the signal then lands inside busy, whenever it comes
+                print("ready", flush=True)
 
-    print("ready", flush=True)
     busy()
 """
 
@@ -62,7 +65,7 @@ def test_sigterm_reports_what_ran_then_ends_by_the_signal(tmp_path: Any) -> None
     assert "the program was ended by SIGTERM" in err
     rows = {ln.split()[-1]: ln.split() for ln in out.splitlines() if ln.strip()}
     assert "busy.py:6(busy)" in rows and "busy.py:3(leaf)" in rows, out
-    assert rows["busy.py:6(busy)"][0] == "1"
+    assert rows["busy.py:6(busy)"][0] == "1" and int(rows["busy.py:3(leaf)"][0]) >= 1000
     # none of fastprof's own handling is in the profile
     assert "_runner_term" not in out and "disable" not in out and "_Handler" not in out
 

@@ -662,10 +662,12 @@ class _ReportAtOsExit:
         self.timeline = timeline
         self.lines = lines
         self.pid = os.getpid()
+        self.ran = False  # once: os._exit's report and SIGTERM's (_TermReport) never both
 
     def __call__(self) -> None:
-        if os.getpid() != self.pid:
+        if os.getpid() != self.pid or self.ran:
             return
+        self.ran = True
         prof, opts, line_mode, out, job = self.args
         opts.wall = _wall_clock() - opts.started
         try:
