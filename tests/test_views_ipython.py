@@ -104,3 +104,49 @@ def test_flprun_times_each_line(ip: Any) -> None:
     assert hits == {1: 1, 2: 5, 3: 4, 4: 1}
     assert "total += i" in r.text()
     assert "fastprof-data" in r.html() and r._repr_html_().startswith("<iframe")
+
+
+def test_cell_magic_runs_the_statement_on_its_line_first(ip: Any) -> None:
+    ip.user_ns["order"] = []
+    r = ip.run_cell_magic("fastprof", "order.append('line')", "order.append('cell')\n")
+    assert ip.user_ns["order"] == ["line", "cell"]  # as %%prun
+    (append,) = [row for row in r.stats.rows if "append" in row.name]
+    assert append.ncalls == 2
+    with pytest.raises(NameError):  # the line's statement is run, not dropped
+        ip.run_cell_magic("fastprof", "no_such_name_here()", "pass\n")
+
+
+def test_ipythons_own_syntax_runs_as_under_prun(ip: Any) -> None:
+    r = ip.run_cell_magic(
+        "fastprof", "", "    echoed = !echo hi\n    %time fprof_work(3)\n    fprof_work(2)\n"
+    )
+    assert list(ip.user_ns["echoed"]) == ["hi"]  # !cmd, a %magic line, an indented cell
+    assert _row(r, "fprof_work").ncalls == 2
+    ip.run_line_magic("fastprof", "listed = !echo a")
+    assert list(ip.user_ns["listed"]) == ["a"]
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
+def test_an_interrupt_still_shows_what_ran(ip: Any, capsys: Any, exc: str) -> None:
+    """As %lprun: Ctrl-C or SystemExit in the profiled code ends the run, and the timings of
+    what ran come back (%fastprof too), with the line that says why."""
+    import sys
+
+    ip.run_cell(f"def fprof_stop(n):\n    fprof_work(n)\n    raise {exc}()\n")
+    r = ip.run_line_magic("flprun", "-f fprof_work fprof_stop(4)")
+    ((key, rows),) = r.stats.timings.items()
+    assert {ln - key[1]: h for ln, h, _ in rows} == {1: 1, 2: 5, 3: 4, 4: 1}
+    p = ip.run_line_magic("fastprof", "fprof_stop(3)")
+    assert _row(p, "fprof_work").ncalls == 1 and _row(p, "fprof_stop").ncalls == 1
+    out = capsys.readouterr().out
+    assert out.count(f"*** {exc} exception caught in code being profiled.") == 2
+    assert sys.getprofile() is None or "fastprof" not in type(sys.getprofile()).__module__
+
+
+def test_sort_keys_given_again_sort_by_each_in_turn(ip: Any) -> None:
+    r = ip.run_line_magic("fastprof", "-s ncalls -s name [fprof_work(1) for _ in range(2)]")
+    assert r._sort == ("ncalls", "name")
+    text = r.text()
+    assert "sorted by" in text
+    r = ip.run_line_magic("fastprof", "--top 1 --top 3 fprof_work(1)")
+    assert r._top == 3  # the later value, as on a command line

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import html as _html
 import io
-from typing import Any, Optional
+from typing import Any, Optional, Tuple, Union
 
 __all__ = ["ProfileResult", "LineResult", "load_ipython_extension"]
 
 _FRAME_HEIGHT = 720
-# what IPython's %prun prints when the profiled code raised SystemExit
-_SYSTEM_EXIT = "*** SystemExit exception caught in code being profiled."
+# what IPython's %prun and line_profiler's %lprun print when the profiled code raised one of
+# these: the profile of what ran is still shown
+_CAUGHT = "*** {} exception caught in code being profiled."
 
 
 def _iframe(page: str) -> str:
@@ -43,7 +44,7 @@ class ProfileResult:
         tree: Any,
         title: str,
         *,
-        sort: Optional[str] = None,
+        sort: Union[str, Tuple[str, ...], None] = None,
         top: Optional[int] = None,
         min_percent: float = 1.0,
         expand_libs: bool = False,
@@ -149,46 +150,52 @@ def _magics_class() -> Any:
             from .stats import SORT_KEYS, Stats
 
             opts, stmt = self.parse_options(
-                line, "s:", "top=", "min-percent=", "expand-libs", "html=", posix=False, strict=True
+                line,
+                "s:",
+                "top=",
+                "min-percent=",
+                "expand-libs",
+                "html=",
+                posix=False,
+                strict=True,
+                list_all=True,
             )
-            code = cell if cell is not None else stmt
+            # as %%prun: the statement on the magic's line runs first, then the cell
+            code = stmt if cell is None else f"{stmt}\n{cell}"
             if not code.strip():
                 raise UsageError(
                     "%fastprof: give a statement to profile (or use %%fastprof on a cell)"
                 )
-            sort = opts.get("s")
-            if sort is not None and sort not in SORT_KEYS:
-                raise UsageError(
-                    f"%fastprof -s: unknown sort key {sort!r}; expected one of "
-                    f"{', '.join(SORT_KEYS)}"
-                )
-            top = _number(opts.get("top"), "--top", int, 1, None)
-            minp = _number(opts.get("min-percent"), "--min-percent", float, 0, 100)
-            ns = _user_ns(self.shell)
-            compiled = compile(code, "<fastprof>", "exec")
+            sort = opts.get("s", [])  # -s given again adds a key, as %prun's -s
+            for key in sort:
+                if key not in SORT_KEYS:
+                    raise UsageError(
+                        f"%fastprof -s: unknown sort key {key!r}; expected one of "
+                        f"{', '.join(SORT_KEYS)}"
+                    )
+            top = _number(_last(opts, "top"), "--top", int, 1, None)
+            minp = _number(_last(opts, "min-percent"), "--min-percent", float, 0, 100)
+            shell = _shell(self.shell)
+            ns = shell.user_ns
+            # IPython's own syntax (!cmd, %magic lines, an indented cell), as %prun reads it
+            compiled = compile(shell.transform_cell(code), "<fastprof>", "exec")
             prof = Profile()
-            exited = False
-            prof.enable()
-            try:
-                exec(compiled, ns, ns)
-            except SystemExit:  # as %prun: the profile of what ran is still shown
-                exited = True
-            finally:
-                prof.disable()
-            what = (cell if cell is not None else stmt).strip().splitlines()[0]
+            caught = _run_caught(prof, compiled, ns)
+            what = code.strip().splitlines()[0]
             result = ProfileResult(
                 Stats(own_stats(prof)),  # without the call of disable, as the text omits it
                 own_tree(tree_of(prof)),
                 f"%fastprof {what}",
-                sort=sort,
+                sort=tuple(sort) or None,
                 top=top,
                 min_percent=1.0 if minp is None else minp,
                 expand_libs="expand-libs" in opts,
             )
-            if opts.get("html"):
-                result.save_html(opts["html"])
-            if exited:
-                print(_SYSTEM_EXIT)
+            html = _last(opts, "html")
+            if html:
+                result.save_html(html)
+            if caught:
+                print(caught)
             return result
 
         @line_magic  # type: ignore[misc, unused-ignore]
@@ -203,7 +210,8 @@ def _magics_class() -> Any:
                 raise UsageError("%flprun: give at least one function with -f func")
             if not stmt.strip():
                 raise UsageError("%flprun: give a statement to run")
-            ns = _user_ns(self.shell)
+            shell = _shell(self.shell)
+            ns = shell.user_ns
             lp = LineProfiler()
             for name in funcs:
                 try:
@@ -216,24 +224,45 @@ def _magics_class() -> Any:
                     lp.add_function(f)
                 except (TypeError, ValueError) as e:
                     raise UsageError(f"%flprun -f {name}: {e}") from None
-            compiled = compile(stmt, "<flprun>", "exec")
-            lp.enable()
-            try:
-                exec(compiled, ns, ns)
-            finally:
-                lp.disable()
-            return LineResult(lp.get_stats(), f"%flprun {stmt.strip()}")
+            compiled = compile(shell.transform_cell(stmt), "<flprun>", "exec")
+            caught = _run_caught(lp, compiled, ns)
+            result = LineResult(lp.get_stats(), f"%flprun {stmt.strip()}")
+            if caught:
+                print(caught)
+            return result
 
     return FastprofMagics
 
 
-def _user_ns(shell: Any) -> Any:
-    """The namespace the user's code runs in (a magic is always registered on a shell)."""
+def _run_caught(prof: Any, compiled: Any, ns: Any) -> str:
+    """Runs compiled in ns with prof on.  Returns "" when it ran to its end, or the line that
+    says it ended by SystemExit or KeyboardInterrupt (caught, as %prun and %lprun catch them:
+    the profile of what ran is still shown); any other error propagates, prof off."""
+    prof.enable()
+    try:
+        exec(compiled, ns, ns)
+    except (SystemExit, KeyboardInterrupt) as e:
+        return _CAUGHT.format(type(e).__name__)
+    finally:
+        prof.disable()
+    return ""
+
+
+def _last(opts: Any, name: str) -> Any:
+    """The last value given for an option parsed with list_all (an option given twice: the
+    later one wins, as on a command line), or None."""
+    values = opts.get(name)
+    return values[-1] if values else None
+
+
+def _shell(shell: Any) -> Any:
+    """The shell the magic runs in (a magic is always registered on one): its ``user_ns`` is
+    the namespace the user's code runs in."""
     if shell is None:
         from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
 
         raise UsageError("fastprof's magics need an IPython shell")
-    return shell.user_ns
+    return shell
 
 
 def _number(text: Any, name: str, kind: Any, low: float, high: Optional[float]) -> Any:

@@ -214,7 +214,8 @@ def _print_view(
         )
         stream.write(text)
     else:
-        stats.sort(opts.sort or default_sort, strip_dirs=strip_dirs)
+        keys = opts.sort if isinstance(opts.sort, tuple) else (opts.sort or default_sort,)
+        stats.sort(*keys, strip_dirs=strip_dirs)  # (several keys: %fastprof -s a -s b)
         stats.print(top=top, title=title, stream=stream, strip_dirs=strip_dirs)
 
 
