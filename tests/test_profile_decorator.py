@@ -293,6 +293,35 @@ def test_nested_session_below_312_warns_and_records_nothing() -> None:
     assert sys.getprofile() is None
 
 
+def test_a_session_under_cprofile_never_breaks_the_users_call() -> None:
+    """IPython's %prun (cProfile) around a decorated function: the call returns its value, and
+    cProfile's table still has it.  3.12+ both record it; below, one profile hook per thread
+    is cProfile's, so the session warns and records nothing, as under an outer fastprof
+    profiler."""
+    import cProfile
+
+    deco = fastprof.profile(report="never")(_leaf)
+    outer = cProfile.Profile()
+    if sys.version_info >= (3, 12):
+        assert outer.runcall(deco, 10) == 45
+        assert fastprof.Stats(deco.profiler).row("_leaf").ncalls == 1
+    else:
+        with pytest.warns(RuntimeWarning, match="held by <cProfile.Profile object"):
+            assert outer.runcall(deco, 10) == 45
+        assert not deco.profiler.enabled and not fastprof.Stats(deco.profiler).rows
+    outer.create_stats()
+    assert [v[1] for k, v in outer.stats.items() if k[2] == "_leaf"] == [1]
+    assert sys.getprofile() is None
+    if sys.version_info < (3, 12):
+        outer.enable()  # a plain Profile (not a session) still refuses, as cProfile's does
+        try:
+            with pytest.raises(ValueError, match="Another profiling tool is already active"):
+                fastprof.Profile().enable()
+        finally:
+            outer.disable()
+    assert sys.getprofile() is None
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sessions nest on 3.12+")
 def test_nested_session_shows_none_of_its_own_frames_in_the_outer_table() -> None:
     inner = fastprof.profile(report="never")(_leaf)

@@ -626,7 +626,8 @@ PyObject *fp_tree_raw(const fp_profiler *p, double spt);
  * no other fastprof profiler holds a sys.monitoring tool id (unless nests: the core's own
  * Profiler (1) and a session's profiler (2) join the shared id); below 3.12, the thread's
  * profile hook is free or p's.  Returns 0; 1 below 3.12 when p is a session's profiler
- * (nests 2) and another fastprof profiler holds the hook (a RuntimeWarning said p stays off);
+ * (nests 2) and another profiler (fastprof's or another tool's) holds the hook (a
+ * RuntimeWarning said p stays off);
  * or -1 with ValueError (cProfile's "Another profiling tool is already active"), or the
  * warning made an error. */
 int fp_hooks_check_free(fp_profiler *p, int nests);

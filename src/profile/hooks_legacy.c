@@ -387,6 +387,23 @@ fp_hooks_check_free(fp_profiler *p, int nests)
                         "enabled in this thread; disable it first");
         return -1;
     }
+    if (ts->c_profilefunc != NULL && nests == 2) {
+        /* another tool's hook (cProfile, IPython's %prun): the session's call goes on, as it
+         * goes on under an outer fastprof profiler, where raising would break it */
+        PyObject *holder = ts->c_profileobj;
+        int rc = holder != NULL
+                     ? PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                        "fastprof: this profile session records nothing: the "
+                                        "profile hook of this thread is held by %R (one per "
+                                        "thread below Python 3.12)",
+                                        holder)
+                     : PyErr_WarnEx(PyExc_RuntimeWarning,
+                                    "fastprof: this profile session records nothing: the "
+                                    "profile hook of this thread is held by a C profile "
+                                    "function (one per thread below Python 3.12)",
+                                    1);
+        return rc < 0 ? -1 : 1;
+    }
     if (ts->c_profilefunc != NULL && ts->c_profileobj == NULL) {
         PyErr_SetString(PyExc_ValueError,
                         "Another profiling tool is already active: the profile hook of this "
