@@ -13,7 +13,8 @@ A function is registered once its code exists in the process:
   ``__mp_main__`` when the worker is prepared (``multiprocessing.spawn.prepare``), and the
   function is registered as soon as that is done;
 - ``@profile`` (``--lines``): ``builtins.profile`` registers what it decorates and records
-  it while enabled, as under kernprof -l (fastprof.lines.kernprof_builtin).
+  it while enabled, as under kernprof -l (fastprof.lines.kernprof_builtin), and so does
+  ``from line_profiler import profile`` (fastprof._kernprof_global).
 
 Fork children need none of this: they keep their parent's line profiler with its counts
 zeroed (fastprof.children).
@@ -212,7 +213,10 @@ def line_profiler(specs: Sequence[str], *, kernprof: bool) -> Any:
 
     lp = LineProfiler()
     if kernprof:
+        from ._kernprof_global import redirect
+
         builtins.profile = kernprof_builtin(lp)  # type: ignore[attr-defined]
+        redirect(builtins.profile)  # type: ignore[attr-defined]  # line_profiler's own too
     if specs:
         targets = Targets(lp, specs)
         targets.resolve_present()

@@ -386,7 +386,11 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
         except (ImportError, AttributeError, ValueError, TypeError) as e:
             raise _UsageError(f"--lines-of {spec}: {e}") from None
     if opts.lines:
+        from ._kernprof_global import redirect
+
         builtins.profile = lines.kernprof_builtin(lp)  # type: ignore[attr-defined]
+        # and line_profiler's own profile (from line_profiler import profile), as kernprof -l
+        opts.kernprof_undo = redirect(builtins.profile)  # type: ignore[attr-defined]
     return lp
 
 
@@ -608,6 +612,9 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
             sys.path[:] = saved_path
             if saved_main is not None:
                 sys.modules["__main__"] = saved_main
+            undo = getattr(opts, "kernprof_undo", None)
+            if undo is not None:
+                undo()
             if saved_profile is _MISSING:
                 builtins.__dict__.pop("profile", None)
             else:
