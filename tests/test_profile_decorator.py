@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Any
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
@@ -337,3 +337,64 @@ def test_nested_session_shows_none_of_its_own_frames_in_the_outer_table() -> Non
         "_leaf",
         "<built-in method builtins.sum>",
     }
+
+
+def test_a_decorated_class_stays_the_class_and_its_methods_are_profiled() -> None:
+    """As line_profiler's @profile on a class: the functions of its own body are wrapped in
+    place (isinstance and subclassing keep working), inherited ones are left alone."""
+
+    class Base:
+        def inherited(self) -> int:
+            return 0
+
+    @fastprof.profile(report="never")
+    class K(Base):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def m(self) -> int:
+            return _leaf(self.n)
+
+        @staticmethod
+        def s() -> int:
+            return _leaf(2)
+
+        @classmethod
+        def c(cls) -> int:
+            return _leaf(3)
+
+        @property
+        def p(self) -> int:
+            return _leaf(4)
+
+        helper = staticmethod(_leaf)  # not of its own body: left as it is
+
+    k = K(5)
+    assert isinstance(k, K) and isinstance(k, Base)
+
+    class Sub(K):
+        pass
+
+    assert Sub(1).m() == 0
+    assert (k.m(), K.s(), K.c(), k.p, k.inherited(), K.helper(3)) == (10, 1, 3, 6, 0, 3)
+    assert K.helper is _leaf and Base.inherited is vars(Base)["inherited"]
+    rows = {r.name: r.ncalls for r in fastprof.Stats(K.m.profiler).rows}
+    assert rows["__init__"] == 2 and rows["m"] == 2 and rows["s"] == 1 and rows["c"] == 1
+    assert rows["p"] == 1 and rows["_leaf"] == 5  # K.helper(3) ran outside the profile
+    assert "inherited" not in rows
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="inspect reads real functions only on 3.9")
+def test_a_decorated_generator_function_is_still_one() -> None:
+    import inspect
+
+    def gen(n: int) -> Iterator[int]:
+        yield from range(n)
+
+    async def agen() -> AsyncIterator[int]:
+        yield 1
+
+    g = fastprof.profile(report="never")(gen)
+    assert inspect.isgeneratorfunction(g) and list(g(3)) == [0, 1, 2]
+    assert inspect.isasyncgenfunction(fastprof.profile(report="never")(agen))
+    assert not inspect.isgeneratorfunction(fastprof.profile(report="never")(_leaf))

@@ -12,7 +12,7 @@ import atexit
 import functools
 import os
 import sys
-from types import CodeType, TracebackType
+from types import CodeType, FunctionType, TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -359,6 +359,8 @@ class ProfileSession(_fastprof._Session):
     def __call__(self, func: _F) -> _F:
         if not callable(func):
             raise TypeError(f"fastprof.profile decorates a callable, got {type(func).__name__}")
+        if isinstance(func, type):  # as line_profiler's @profile: the class's own methods
+            return self._wrap_class(func)  # type: ignore[return-value]
         if self.lines:
             self.profiler.add_function(func)
 
@@ -371,9 +373,40 @@ class ProfileSession(_fastprof._Session):
         wrapper: Any = functools.update_wrapper(_fastprof._Guarded(self, func, coroutine), func)
         if coroutine:
             _mark_coroutine_function(wrapper, func)
+        elif inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            _mark_function_like(wrapper, func)  # a pytest yield fixture stays one, say
         wrapper.profiler = self.profiler
         self._register_exit_report()
         return wrapper
+
+    def _wrap_class(self, cls: type) -> type:
+        """cls, with the functions of its own body (plain, static and class methods, property
+        accessors) replaced in place by this session's wrappers, as line_profiler's
+        ``@profile`` treats a class: it stays the class (``isinstance``, subclassing).
+        Returns cls."""
+        prefix = cls.__qualname__ + "."
+
+        def own(f: Any) -> bool:
+            return isinstance(f, FunctionType) and f.__qualname__.startswith(prefix)
+
+        def wrap(f: Any) -> Any:
+            return self(f) if own(f) else f
+
+        for name, member in list(vars(cls).items()):
+            if isinstance(member, (staticmethod, classmethod)):
+                new: Any = type(member)(wrap(member.__func__)) if own(member.__func__) else None
+            elif isinstance(member, property):
+                accessors = (member.fget, member.fset, member.fdel)
+                new = None
+                if any(own(a) for a in accessors):
+                    fget, fset, fdel = (wrap(a) for a in accessors)
+                    new = type(member)(fget, fset, fdel, member.__doc__)
+            else:
+                new = self(member) if own(member) else None
+            if new is not None:
+                setattr(cls, name, new)
+        self._register_exit_report()
+        return cls
 
     # -- results ----------------------------------------------------------------------------
 
@@ -414,11 +447,7 @@ def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
     of the C wrapper of the coroutine function ``func``: the function-like attributes inspect
     reads (the code object says CO_COROUTINE), inspect's own mark on 3.12+, asyncio's mark
     below 3.10 (where inspect accepts real functions only)."""
-    code = getattr(func, "__code__", None)
-    if isinstance(code, CodeType):
-        wrapper.__code__ = code
-        wrapper.__defaults__ = getattr(func, "__defaults__", None)
-        wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
+    _mark_function_like(wrapper, func)
     if sys.version_info >= (3, 12):
         import inspect
 
@@ -427,6 +456,17 @@ def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
         from asyncio import coroutines
 
         wrapper._is_coroutine = coroutines._is_coroutine  # type: ignore[attr-defined]
+
+
+def _mark_function_like(wrapper: Any, func: Any) -> None:
+    """Gives the C wrapper of func the function-like attributes inspect reads (3.10+), so that
+    ``inspect.isgeneratorfunction`` / ``isasyncgenfunction`` say of it what they say of func
+    (its code object's flags)."""
+    code = getattr(func, "__code__", None)
+    if isinstance(code, CodeType):
+        wrapper.__code__ = code
+        wrapper.__defaults__ = getattr(func, "__defaults__", None)
+        wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
 
 
 def _check_sort_by(sort_by: Any) -> None:
