@@ -223,16 +223,21 @@ def test_differential_page_and_line_timings_page(tmp_path: Any) -> None:
         _browser,
         render_html(None, None, ls),
         """
-        return Array.from(document.querySelectorAll('.lines tbody tr')).map(
-            tr => Array.from(tr.children).map(td => td.textContent));
+        return {rows: Array.from(document.querySelectorAll('.lines tbody tr')).map(
+            tr => Array.from(tr.children).map(td => td.textContent)),
+          summary: document.getElementById('summary').textContent,
+          note: document.getElementById('legend').textContent};
     """,
         str(tmp_path),
     )
     assert out["errors"] == []
-    assert out["result"] == [
+    assert out["result"]["rows"] == [
         ["2", "3", "30.0 \u00b5s", "10.0 \u00b5s", "75.0%", "    x = 1"],
         ["3", "3", "10.0 \u00b5s", "3.3 \u00b5s", "25.0%", "    return x"],
     ]
+    # a page of line timings alone says so (no "0 functions", no pstats file)
+    assert out["result"]["summary"] == "line timings of 1 function"
+    assert out["result"]["note"] == "Line timings only: they are below."
 
 
 def test_direct_recursion_is_one_frame_with_its_depth() -> None:

@@ -62,6 +62,17 @@ def test_cell_magic_profiles_the_cell_with_its_options(ip: Any, tmp_path: Any) -
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
+def test_the_results_stats_keep_the_per_thread_data(ip: Any, tmp_path: Any) -> None:
+    import threading
+
+    r = ip.run_line_magic("fastprof", "fprof_work(3)")
+    names = [t.name for t in r.stats.threads()]
+    assert names == [threading.current_thread().name]
+    assert r.stats.for_thread(names[0]).row("fprof_work").ncalls == 1
+    r.stats.dump(str(tmp_path / "m.prof"))
+    assert (tmp_path / "m.prof.tree.json").exists()  # view shows the tree of the saved file
+
+
 def test_call_tree_shown_when_the_core_records_one(ip: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(source, "tree_of", lambda prof: sample_tree())
     r = ip.run_line_magic("fastprof", "--min-percent 0 --expand-libs fprof_work(3)")

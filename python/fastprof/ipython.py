@@ -182,9 +182,12 @@ def _magics_class() -> Any:
             prof = Profile()
             caught = _run_caught(prof, compiled, ns)
             what = code.strip().splitlines()[0]
+            stats = Stats(own_stats(prof))  # without the call of disable, as the text omits it
+            tree = own_tree(tree_of(prof))
+            stats._tree = tree  # its per-thread tables (threads(), for_thread) and dump's tree
             result = ProfileResult(
-                Stats(own_stats(prof)),  # without the call of disable, as the text omits it
-                own_tree(tree_of(prof)),
+                stats,
+                tree,
                 f"%fastprof {what}",
                 sort=tuple(sort) or None,
                 top=top,

@@ -341,8 +341,9 @@ window.addEventListener("resize", draw);
 if (!views.length) {
   document.querySelector("#flame-section .bar").style.display = "none";
   $("flame-wrap").style.display = "none";
-  $("legend").textContent = "No call tree in this profile (a pstats file without " +
-    "FILE.tree.json beside it, or line timings only): the tables below are what there is.";
+  $("legend").textContent = D.funcs.length ? "No call tree in this profile (a pstats file without " +
+    "FILE.tree.json beside it): the tables below are what there is." :
+    "Line timings only: they are below.";
 }
 if (D.merged) $("legend").textContent = D.merged + " calls merged (node cap " + D.node_cap +
   "): counted in the functions' totals, not in the graph.";
@@ -429,7 +430,8 @@ if (D.lines.length) {
 
 let nodes = 0; for (const v of views) nodes += v.n - 1;
 $("summary").textContent = (views.length ? secs(runTotal) + " in " + views.length + " " + ROOT[views.length > 1 ? 1 : 0] + ", " + nodes + " call paths, " : "") +
-  F.length + " functions" + (D.lines.length ? ", line timings of " + D.lines.length + " functions" : "") +
+  (F.length || !D.lines.length ? F.length + " functions" + (D.lines.length ? ", " : "") : "") +
+  (D.lines.length ? "line timings of " + D.lines.length + " function" + (D.lines.length > 1 ? "s" : "") : "") +
   (D.diff ? " \u2014 differential: red paths took longer than before, blue less" : "");
 draw();
 window.fastprof = {zoomTo: zoomTo, search: search, view: () => V, draw: draw,
