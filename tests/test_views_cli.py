@@ -90,10 +90,10 @@ def test_view_exports(saved: str, tmp_path: Any, capsys: Any) -> None:
     assert cli.main(["view", saved, "--format", "collapsed"]) == 0
     lines = _out(capsys).splitlines()
     app = KEYS[0][0]
-    assert f"<module> ({app}:1);main ({app}:10) 25000" in lines
-    assert f"worker ({app}:40);helper (/home/user/proj/a/__init__.py:1) 300000" in lines
-    # every path's own time is there once: the total is the run's own time, in microseconds
-    assert sum(int(x.rsplit(" ", 1)[1]) for x in lines) == 1_400_000
+    assert f"<module> ({app}:1);main ({app}:10) 25000000" in lines
+    assert f"worker ({app}:40);helper (/home/user/proj/a/__init__.py:1) 300000000" in lines
+    # every path's own time is there once: the total is the run's own time, in nanoseconds
+    assert sum(int(x.rsplit(" ", 1)[1]) for x in lines) == 1_400_000_000
     out = str(tmp_path / "s.json")
     assert cli.main(["view", saved, "--format", "speedscope", "-o", out]) == 0
     assert "speedscope written to" in capsys.readouterr().err
@@ -255,7 +255,7 @@ def test_run_formats(prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any) ->
     _fake_tree(monkeypatch)
     assert cli.main(["run", "--format", "collapsed", prog]) == 0
     lines = _out(capsys).splitlines()
-    assert sum(int(x.rsplit(" ", 1)[1]) for x in lines) == 1_400_000
+    assert sum(int(x.rsplit(" ", 1)[1]) for x in lines) == 1_400_000_000
     sp = str(tmp_path / "x.speedscope.json")
     assert cli.main(["run", "--format", "speedscope", "-o", sp, prog]) == 0
     check_speedscope(json.load(open(sp)))

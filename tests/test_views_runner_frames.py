@@ -60,10 +60,10 @@ def test_exports_of_a_saved_run_leave_the_runner_out(tmp_path: Any, capsys: Any)
     assert cli.main(["view", str(prof), "--format", "collapsed"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines and not any("disable" in line for line in lines)
-    # the folded stacks hold the profile's own time: pstats' total_tt, to the microsecond
+    # the folded stacks hold the profile's own time: pstats' total_tt, to the nanosecond
     # each line is rounded to
-    total_us = sum(int(line.rpartition(" ")[2]) for line in lines)
-    assert abs(total_us - Stats.load(str(prof)).total_tt * 1e6) <= 0.5 * len(lines) + 0.5
+    total_ns = sum(int(line.rpartition(" ")[2]) for line in lines)
+    assert abs(total_ns - Stats.load(str(prof)).total_tt * 1e9) <= 0.5 * len(lines) + 0.5
     assert cli.main(["view", str(prof), "--format", "speedscope"]) == 0
     frames = json.loads(capsys.readouterr().out)["shared"]["frames"]
     assert not any("disable" in f["name"] for f in frames)

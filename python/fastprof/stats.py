@@ -691,13 +691,24 @@ class Stats:
         """pstats' dictionary {(file, line, name): (cc, nc, tt, ct, callers)} (a copy)."""
         return {k: (v[0], v[1], v[2], v[3], dict(v[4])) for k, v in self._stats.items()}
 
+    def _file_dict(self) -> PstatsDict:
+        """to_dict as a file holds it: after a filter, each function's callers are limited to
+        the functions the file has, as in every pstats file (its readers, pstats' own
+        print_callers, snakeviz, gprof2dot, look each caller up)."""
+        out = self.to_dict()
+        if self._rx:
+            for v in out.values():
+                for caller in [c for c in v[4] if c not in out]:
+                    del v[4][caller]
+        return out
+
     def to_pstats(self) -> Any:
         """A ``pstats.Stats`` holding these numbers."""
         import pstats
 
         # typeshed names str | Profile only; pstats takes any object with create_stats() and
         # .stats (pstats.Stats.load_stats)
-        return pstats.Stats(_Holder(self.to_dict()))  # type: ignore[arg-type]
+        return pstats.Stats(_Holder(self._file_dict()))  # type: ignore[arg-type]
 
     def to_callgrind(self, dest: Union[str, "os.PathLike[str]", TextIO]) -> None:
         """Writes a callgrind file (KCachegrind, QCachegrind) to a path or text stream."""
@@ -712,7 +723,7 @@ class Stats:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         with open(path, "wb") as f:
-            marshal.dump(self.to_dict(), f)
+            marshal.dump(self._file_dict(), f)
         from .tree import save_tree
 
         whole = self._nsources == 1 and not self._rx  # a filtered table's tree would not match

@@ -18,6 +18,12 @@ def _ns(seconds: float) -> int:
     return int(round(seconds * 1e9))
 
 
+def _one_line(text: str) -> str:
+    """A name as one line of the format (a function or file named with a line end would end
+    the record: readers skip the rest as malformed)."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
 def format_callgrind(pstats_dict: Dict[FuncKey, Any]) -> str:
     """The callgrind text of a pstats dictionary {(file, line, name): (cc, nc, tt, ct, callers)}."""
     # callees of each function, from the callers recorded on each callee
@@ -39,14 +45,14 @@ def format_callgrind(pstats_dict: Dict[FuncKey, Any]) -> str:
         if path in files:
             return f"({files[path]})"
         files[path] = len(files) + 1
-        return f"({files[path]}) {path}"
+        return f"({files[path]}) {_one_line(path)}"
 
     def fn(key: FuncKey) -> str:
         if key in names:
             return f"({names[key]})"
         names[key] = len(names) + 1
         label = key[2] if seen.get((key[0], key[2]), 0) <= 1 else f"{key[2]}:{key[1]}"
-        return f"({names[key]}) {label}"
+        return f"({names[key]}) {_one_line(label)}"
 
     out = [
         "# callgrind format",
@@ -83,7 +89,8 @@ def write_callgrind(
         raise TypeError(f"dest must be a path or a text stream, got {type(dest).__name__}")
     text = format_callgrind(pstats_dict)
     if isinstance(dest, (str, os.PathLike)):
-        with open(dest, "w", encoding="utf-8") as f:
+        # a path that is not UTF-8 (its bytes kept by the file system's decoding) as it is
+        with open(dest, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
     else:
         dest.write(text)

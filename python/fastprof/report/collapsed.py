@@ -1,5 +1,6 @@
 """Folded stacks, the text format of flamegraph.pl, inferno and speedscope: one line per call
-path, ``frame;frame;frame <own time>``, the value in integer microseconds."""
+path, ``frame;frame;frame <own time>``, the value in integer nanoseconds (whole units, as
+speedscope's reader wants them; fine enough that the values sum to the profile's own time)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def frame_name(key: FuncKey) -> str:
 
 def collapsed_lines(tree: CallTree, *, merge_threads: bool = True) -> Iterator[str]:
     """The lines (without line ends): every path with own time of at least half a
-    microsecond, rounded to whole microseconds.  With ``merge_threads`` False each thread's
+    nanosecond, rounded to whole nanoseconds.  With ``merge_threads`` False each thread's
     paths start with a ``thread <ident>`` frame."""
     roots: List[Tuple[str, Node]]
     if merge_threads:
@@ -37,9 +38,9 @@ def collapsed_lines(tree: CallTree, *, merge_threads: bool = True) -> Iterator[s
             if name is None:
                 name = names[n.key] = frame_name(n.key)
             path = up + name
-            us = int(round(n.tottime * 1e6))
-            if us > 0:
-                yield f"{path} {us}"
+            ns = int(round(n.tottime * 1e9))
+            if ns > 0:
+                yield f"{path} {ns}"
             stack.extend((c, path + ";") for c in reversed(n.children))
 
 

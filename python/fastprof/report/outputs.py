@@ -89,7 +89,8 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
 def _open_out(path: Optional[str], stream: TextIO) -> Any:
     if path is None:
         return None
-    return open(path, "w", encoding="utf-8")
+    # a script path that is not UTF-8 (its bytes kept by the file system's decoding) as it is
+    return open(path, "w", encoding="utf-8", errors="surrogateescape")
 
 
 def emit(
@@ -123,7 +124,8 @@ def emit(
 
             assert outfile is not None  # the condition above
             stats.dump(outfile)
-            save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
+            if not getattr(stats, "_filters", ()):  # a filtered file's tree would not match it
+                save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
         else:
             out = _open_out(outfile, stream)
             try:
@@ -145,6 +147,11 @@ def emit(
                     out.close()
         if outfile:
             notes.append(f"{fmt} written to {outfile}")
+        if fmt in ("speedscope", "collapsed") and tree is not None and tree.merged:
+            notes.append(
+                f"{tree.merged} calls merged past the call tree's node cap "
+                f"({tree.node_cap}): in this file their time is their callers' own time"
+            )
     elif fmt == "pstats":
         raise ValueError("--format pstats writes a binary file: give -o FILE")
     if opts.html:
@@ -225,6 +232,11 @@ def check_view_options(opts: argparse.Namespace) -> Optional[str]:
         return "--format pstats writes a binary file: give -o FILE"
     if getattr(opts, "threads", False) and opts.format not in (None, "text", "pstats"):
         return f"--threads prints tables as text: it does not combine with --format {opts.format}"
+    if getattr(opts, "filter", None) and opts.format in ("speedscope", "collapsed"):
+        return (
+            f"--filter selects rows of the tables (text, pstats, callgrind): --format "
+            f"{opts.format} exports the whole call tree"
+        )
     return None
 
 

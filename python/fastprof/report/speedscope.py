@@ -73,7 +73,12 @@ def to_speedscope(
     profiles = []
     for i, (ident, root) in enumerate(tree.threads.items()):
         events, end = _events(root, frame_of, frames)
-        label = (thread_names or {}).get(ident) or thread_label(ident, i, tree.processes)
+        known = (thread_names or {}).get(ident) or (
+            None if tree.processes else tree.names.get(ident)
+        )
+        label = thread_label(ident, i, tree.processes)
+        if known:  # the thread's name first, as the text and HTML views show it
+            label = f"{known}: {label}"
         profiles.append(
             {
                 "type": "evented",
