@@ -28,6 +28,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ._after_import import Loader
+
 __all__ = ["line_profiler", "Targets"]
 
 MAIN = "__main__"
@@ -49,25 +51,6 @@ def _same_file(a: Optional[str], b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b)
-
-
-class _Loader:
-    """A module's loader that calls ``done(module)`` once the module has run."""
-
-    def __init__(self, loader: Any, done: Any) -> None:
-        self._loader = loader
-        self._done = done
-
-    def create_module(self, spec: Any) -> Any:
-        create = getattr(self._loader, "create_module", None)
-        return create(spec) if create is not None else None
-
-    def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        self._done(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
 
 
 class Targets:
@@ -164,7 +147,7 @@ class Targets:
                 continue
             if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 done = functools.partial(self._imported, name)
-                spec.loader = _Loader(spec.loader, done)  # type: ignore[assignment]
+                spec.loader = Loader(spec.loader, done)  # type: ignore[assignment]
             return spec
         return None
 

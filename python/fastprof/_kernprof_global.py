@@ -47,7 +47,7 @@ class _Finder:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != NAME:
             return None
-        from ._child_lines import _Loader
+        from ._after_import import Loader
 
         self.remove()  # once: the package is being imported now
         for finder in sys.meta_path:
@@ -58,7 +58,7 @@ class _Finder:
                 continue
             if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 done = functools.partial(_point, self.builtin, self.undo)
-                spec.loader = _Loader(spec.loader, done)  # type: ignore[assignment]
+                spec.loader = Loader(spec.loader, done)  # type: ignore[assignment]
             return spec
         return None
 
