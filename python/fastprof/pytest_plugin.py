@@ -5,8 +5,9 @@ Loaded through the pytest11 entry point; it works beside pytest-benchmark (disti
 option names, and its ``@pytest.mark.benchmark(...)`` marker is read, not registered twice).
 
 Loaded in every pytest run of every user who installs fastprof, so it costs nothing until used:
-the benchmark machinery (fastprof.bench, which needs NumPy) loads when a fixture is first
-requested or a --fastprof-* option asks for it, never at plugin load.
+the benchmark machinery (fastprof.bench) loads when a fixture is first requested or a
+--fastprof-* option asks for it, never at plugin load. Its statistics need NumPy; the options'
+checks and the reading and writing of saved runs do not.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
-    from .bench.regression import Rule
+    from .bench.rules import Rule
 
 #: Makes the profiler of --fastprof-profile's extra round; None means fastprof.Profile.
 #: Tests may set a cProfile-compatible factory here.
@@ -34,19 +35,26 @@ _XDIST_REASON = (
 )
 
 
-def _fixture_module() -> ModuleType:
-    """Return fastprof.bench.fixture, imported on the first benchmark.  Raises ImportError
-    naming ``fastprof[kernels]`` when NumPy (which its statistics use) is missing."""
+_NEEDS_NUMPY = (
+    "{what} NumPy, which could not be imported; install it with pip install 'fastprof[kernels]'"
+)
+
+
+def _numpy_module(name: str, what: str) -> ModuleType:
+    """Return the module `name`, imported now.  Raises ImportError saying that `what` needs
+    NumPy and naming ``fastprof[kernels]`` when NumPy is missing."""
     try:
-        return importlib.import_module("fastprof.bench.fixture")
+        return importlib.import_module(name)
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "numpy":
             raise
-        raise ImportError(
-            "fastprof's benchmark fixtures need NumPy, which could not be "
-            "imported; install it with pip install 'fastprof[kernels]'",
-            name="numpy",
-        ) from exc
+        raise ImportError(_NEEDS_NUMPY.format(what=what), name="numpy") from exc
+
+
+def _fixture_module() -> ModuleType:
+    """Return fastprof.bench.fixture, imported on the first benchmark.  Raises ImportError
+    naming ``fastprof[kernels]`` when NumPy (which its statistics use) is missing."""
+    return _numpy_module("fastprof.bench.fixture", "fastprof's benchmark fixtures need")
 
 
 def _make_profiler() -> Any:
@@ -81,10 +89,10 @@ class _State:
                 raise pytest.UsageError(str(exc)) from None
         self.rules: List[Rule] = []
         if opt.fastprof_compare_fail:
-            from .bench import regression
+            from .bench import rules
 
             try:
-                self.rules = [regression.parse_rule(r) for r in opt.fastprof_compare_fail]
+                self.rules = [rules.parse_rule(r) for r in opt.fastprof_compare_fail]
             except ValueError as exc:
                 raise pytest.UsageError(str(exc)) from None
         spec = opt.fastprof_compare
@@ -215,7 +223,7 @@ def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, An
 
 
 @pytest.fixture
-def fastprof_benchmark(request: pytest.FixtureRequest) -> BenchmarkFixture:
+def fastprof_benchmark(request: pytest.FixtureRequest) -> Iterator[BenchmarkFixture]:
     """Time a callable: ``fastprof_benchmark(fn, *args, **kwargs)`` returns fn's result;
     ``fastprof_benchmark("label", fn, ...)`` for several benchmarks in one test;
     ``.pedantic(...)`` as in pytest-benchmark; options from ``@pytest.mark.benchmark(...)``."""
@@ -223,11 +231,12 @@ def fastprof_benchmark(request: pytest.FixtureRequest) -> BenchmarkFixture:
     if state.worker:
         pytest.skip(_XDIST_REASON.format(name="fastprof_benchmark"))
     fixture: BenchmarkFixture = _fixture_module().BenchmarkFixture(**_fixture_args(request, state))
-    return fixture
+    yield fixture
+    fixture.test_finished()
 
 
 @pytest.fixture
-def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
+def cuda_benchmark(request: pytest.FixtureRequest) -> Iterator[CudaBenchmarkFixture]:
     """Time GPU work with CUDA events around each round (one wait per round); the stats are
     device time, host time is kept beside them. Skipped with the reason when no GPU."""
     state = _state(request.config)
@@ -248,7 +257,8 @@ def cuda_benchmark(request: pytest.FixtureRequest) -> CudaBenchmarkFixture:
     fixture: CudaBenchmarkFixture = _fixture_module().CudaBenchmarkFixture(
         cuda=cuda, **_fixture_args(request, state)
     )
-    return fixture
+    yield fixture
+    fixture.test_finished()
 
 
 def _device_info(state: _State) -> Dict[str, Any]:
@@ -275,7 +285,17 @@ def _prof_path(folder: str, fullname: str) -> str:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(_STATE_KEY, None)
-    if state is None or state.worker or not state.results:
+    if state is None or state.worker:
+        return
+    lines = state.summary
+    if not state.results:
+        if state.save_name is not None:
+            lines.append("fastprof: not saving anything, no benchmarks have been run")
+        if state.baseline is not None:
+            lines.append(
+                f"fastprof: nothing compared with {state.baseline_path}, "
+                "no benchmarks have been run"
+            )
         return
     from . import __version__
     from .bench import storage
@@ -283,18 +303,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     doc = storage.make_document(
         state.results, str(session.config.rootpath), _device_info(state), __version__
     )
-    lines = state.summary
     if state.baseline is not None:
         try:
             _compare_with_baseline(session, state, doc)
-        except (OSError, ValueError) as exc:  # an error, never a pass nor a lost save
+        except (OSError, ValueError, ImportError) as exc:  # an error, never a pass nor a lost save
             lines.append(f"fastprof: cannot compare with {state.baseline_path}: {exc}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if state.save_name is not None:
         try:
             path = storage.save(doc, storage.next_path(state.storage, state.save_name))
-        except OSError as exc:
-            lines.append(f"fastprof: could not save the benchmark results: {exc}")
+        except (OSError, TypeError, ValueError, RecursionError) as exc:
+            # TypeError/ValueError: a value JSON cannot hold; the run is not half-written
+            lines.append(
+                f"fastprof: could not save the benchmark results: {type(exc).__name__}: {exc}"
+            )
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         else:
             lines.append(f"saved {len(state.results)} benchmark(s) to {path}")
@@ -303,9 +325,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str, Any]) -> None:
     """Adds the comparison with the baseline to the summary and fails the session on a
     regression; raises ValueError when the baseline cannot be compared, OSError when a
-    regression's .prof file cannot be written."""
-    from .bench import profiling, regression
+    regression's .prof file cannot be written, ImportError naming fastprof[kernels] when
+    NumPy is missing."""
+    from .bench import profiling
+    from .report.escape import printable
 
+    regression = _numpy_module("fastprof.bench.regression", "comparing benchmark runs needs")
     assert state.baseline is not None
     lines = state.summary
     comps, only_old, only_new = regression.compare_runs(state.baseline, doc, state.rules)
@@ -315,7 +340,9 @@ def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str
     )
     lines.extend(regression.format_comparison(comps, state.rules))
     if only_new:
-        lines.append(f"new (no baseline): {', '.join(only_new)}")
+        lines.append(f"new (no baseline): {printable(', '.join(only_new))}")
+    if only_old:
+        lines.append(f"not run (in the baseline only): {printable(', '.join(only_old))}")
     regressed = [c for c in comps if c.regressions]
     for c in regressed:
         stats = state.prof_stats.get(c.fullname)
@@ -330,13 +357,14 @@ def _compare_with_baseline(session: pytest.Session, state: _State, doc: Dict[str
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE_KEY, None)
-    if state is None or not state.results:
+    if state is None or not (state.results or state.summary):
         return
-    from .bench import tables
-
     tr = terminalreporter
     tr.write_sep("-", "fastprof benchmarks")
-    for line in tables.results_table(state.results, config.option.fastprof_sort):
-        tr.write_line(line)
+    if state.results:
+        from .bench import tables
+
+        for line in tables.results_table(state.results, config.option.fastprof_sort):
+            tr.write_line(line)
     for line in state.summary:
         tr.write_line(line)

@@ -21,15 +21,36 @@ class FixtureUsageError(TypeError):
     """The fixture was called in a way it does not support."""
 
 
-def _json_safe(value: Any) -> Any:
-    """Return value if it is plain JSON data, else its repr."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+def _json_safe(value: Any, _active: Optional[set] = None) -> Any:
+    """Return a copy of value made of plain JSON data, for params and extra_info: lists for
+    tuples, str keys, a NumPy scalar's Python value, and pytest-benchmark's
+    "UNSERIALIZABLE[repr]" for anything else (a container inside itself included)."""
+    if value is None or type(value) in (bool, int, float, str):
         return value
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    return repr(value)
+    if isinstance(value, str):
+        return str.__str__(value)  # subclasses as their base type
+    if isinstance(value, (int, float)):  # IntEnum, np.float64, ...
+        return float(value) if isinstance(value, float) else int(value)
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        item = value.item()  # a NumPy scalar or 0-d array: its Python value
+        if item is not value and type(item).__module__ != "numpy":
+            return _json_safe(item, _active)
+    if isinstance(value, (list, tuple, dict)):
+        active = set() if _active is None else _active
+        if id(value) in active:
+            return f"UNSERIALIZABLE[<{type(value).__name__} containing itself>]"
+        active.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {str(k): _json_safe(v, active) for k, v in value.items()}
+            return [_json_safe(v, active) for v in value]
+        finally:
+            active.discard(id(value))
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not lose the run
+        text = f"<{type(value).__name__} object>"
+    return f"UNSERIALIZABLE[{text}]"
 
 
 def _split_label(where: str, args: Tuple[Any, ...]) -> Tuple[Optional[str], Any, Tuple[Any, ...]]:
@@ -73,7 +94,7 @@ class BenchmarkFixture:
         self.name = name
         self.fullname = fullname
         self.options = options
-        self.extra_info: Dict[str, Any] = {}
+        self._extra_info: Dict[str, Any] = {}
         self.results: List[Dict[str, Any]] = []
         self._record = record
         self._profiler_factory = profiler_factory
@@ -93,6 +114,19 @@ class BenchmarkFixture:
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{self.fixture_name}.group: expected a str or None, got {value!r}")
         self.options.group = value
+
+    @property
+    def extra_info(self) -> Dict[str, Any]:
+        """Free-form data saved with the benchmarks of this test. Each result keeps a copy
+        (made JSON-safe) of what it held when that benchmark finished; the test's last result
+        takes what it holds when the test ends (see test_finished)."""
+        return self._extra_info
+
+    @extra_info.setter
+    def extra_info(self, value: Dict[str, Any]) -> None:
+        if not isinstance(value, dict):
+            raise TypeError(f"{self.fixture_name}.extra_info: expected a dict, got {value!r}")
+        self._extra_info = value
 
     @property
     def stats(self) -> Optional[Dict[str, Any]]:
@@ -116,8 +150,10 @@ class BenchmarkFixture:
     def pedantic(self, target: Any, *rest: Any, **options: Any) -> Any:
         """Time target with fixed rounds; pytest-benchmark's signature plus an optional label:
         pedantic([label,] target, args=(), kwargs=None, setup=None, teardown=None, rounds=1,
-        warmup_rounds=0, iterations=1). setup runs untimed before every call (iterations > 1
-        allowed) and may return (args, kwargs); teardown gets the same arguments after the round.
+        warmup_rounds=0, iterations=1); returns target's last result. setup runs untimed
+        before every call (iterations > 1 allowed) and may return (args, kwargs); after each
+        round (warm-up rounds included) teardown runs once per call with that call's arguments
+        when setup is given, else once with args and kwargs, as in pytest-benchmark.
         """
         where = f"{self.fixture_name}.pedantic"
         label, fn, rest = _split_label(where, (target,) + rest)
@@ -127,6 +163,13 @@ class BenchmarkFixture:
         return self._run(
             label, fn, p["args"], p["kwargs"], p["setup"], p["teardown"], plan, self._resolution()
         )
+
+    def test_finished(self) -> None:
+        """Called by the plugin when the test ends: the last result's extra_info becomes a
+        copy of what extra_info holds now, so keys set after the last benchmark are saved (as
+        pytest-benchmark, which reads extra_info when the test ends, saves them)."""
+        if self.results:
+            self.results[-1]["extra_info"] = _json_safe(self._extra_info)
 
     # --- machinery -------------------------------------------------------------------------
 
@@ -161,17 +204,23 @@ class BenchmarkFixture:
         where = f"{self.fixture_name}.pedantic"
 
         def prepare(n: int) -> List[Tuple[Tuple, Dict]]:
+            """Return each call's (args, kwargs): setup's, run once per call, when given."""
+            if setup is None:
+                return [(args, kwargs)] * n
             return [_setup_call(where, setup, args, kwargs) for _ in range(n)]
 
         def finish(calls: List[Tuple[Tuple, Dict]]) -> None:
-            if teardown is not None:
-                for a, k in calls:
-                    teardown(*a, **k)
+            """Call teardown after a round: once per call with each call's arguments when
+            setup made them, else once per round (as pytest-benchmark does)."""
+            if teardown is None:
+                return
+            for a, k in calls if setup is not None else calls[:1]:
+                teardown(*a, **k)
 
         if is_async:
 
             async def run_async(n: int) -> float:
-                calls = prepare(n) if setup is not None else [(args, kwargs)] * n
+                calls = prepare(n)
                 t0 = timer()
                 for a, k in calls:
                     box[0] = await fn(*a, **k)
@@ -210,7 +259,7 @@ class BenchmarkFixture:
             return run_plain
 
         def run_setup(n: int) -> float:
-            calls = prepare(n) if setup is not None else [(args, kwargs)] * n
+            calls = prepare(n)
             r = None
             t0 = timer()
             for a, k in calls:
@@ -245,7 +294,7 @@ class BenchmarkFixture:
                 samples, n = runner.drive(plan, run_round)
             sampled = Sampled(samples, n, box[0])
             extra = self._extra(sampled)
-            stats = self._profile_sync(run_round, n)
+            stats = self._profile_sync(run_round, n, where)
             self._finish(label, sampled, resolution, stats, "sync", extra)
             return sampled.result
 
@@ -257,40 +306,43 @@ class BenchmarkFixture:
             stats = None
             if self._profiler_factory is not None:
                 prof = self._profiler_factory()
-                prof.enable()
-                try:
-                    await run_round(n)
-                finally:
-                    prof.disable()
+                with runner.quiet(self.options.disable_gc, where):  # foreign hooks paused
+                    prof.enable()
+                    try:
+                        await run_round(n)
+                    finally:
+                        prof.disable()
                 stats = _stats_of(prof)
             self._finish(label, sampled, resolution, stats, "async", extra)
             return sampled.result
 
+        if _loop_running():
+            return main()
+        loop = asyncio.new_event_loop()  # outside any except block: fn's errors chain to nothing
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            loop = asyncio.new_event_loop()
-            try:
-                return loop.run_until_complete(main())
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-        return main()
+            return loop.run_until_complete(main())
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
     def _wrap_round(self, run_round: Callable[[int], Any], is_async: bool) -> Callable[[int], Any]:
         """Hook for subclasses that time rounds differently (CUDA events)."""
         return run_round
 
-    def _profile_sync(self, run_round: Callable[[int], float], n: int) -> Optional[Dict]:
-        """Run one more round under the call profiler when asked; return its pstats dict."""
+    def _profile_sync(
+        self, run_round: Callable[[int], float], n: int, where: str
+    ) -> Optional[Dict]:
+        """Run one more round under the call profiler when asked, foreign hooks paused as in
+        the timed rounds; return its pstats dict (None when not asked)."""
         if self._profiler_factory is None:
             return None
         prof = self._profiler_factory()
-        prof.enable()
-        try:
-            run_round(n)
-        finally:
-            prof.disable()
+        with runner.quiet(self.options.disable_gc, where):
+            prof.enable()
+            try:
+                run_round(n)
+            finally:
+                prof.disable()
         return _stats_of(prof)
 
     def _extra(self, sampled: Sampled) -> Dict[str, Any]:
@@ -325,13 +377,22 @@ class BenchmarkFixture:
             "fullname": self.fullname + suffix,
             "params": _json_safe(self._params),
             "param": self._param,
-            "extra_info": self.extra_info,
+            "extra_info": _json_safe(self._extra_info),
             "options": self.options.as_json(),
             "stats": stats,
             "fastprof": section,
         }
         self.results.append(result)
         self._record(result, prof_stats)
+
+
+def _loop_running() -> bool:
+    """Return True when this thread is running an asyncio event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _stats_of(prof: Any) -> Dict[Any, Any]:

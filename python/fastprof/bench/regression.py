@@ -3,38 +3,15 @@ regressions a --fail rule catches (only when the whole interval lies beyond the 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..report.escape import printable
 from . import profiling
+from .rules import Rule as Rule
+from .rules import parse_rule as parse_rule
 from .sample_stats import COMPARABLE, ratio_ci
 from .tables import fmt_time, pick_unit
-
-_RULE_RE = re.compile(r"^\s*(\w+)\s*:\s*([0-9]*\.?[0-9]+)\s*%\s*$")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Fail when stat's ratio new/old is beyond 1 + threshold with all its interval."""
-
-    stat: str
-    threshold: float  # a fraction: 0.05 for 5%
-
-    def __str__(self) -> str:
-        return f"{self.stat}:{self.threshold * 100:g}%"
-
-
-def parse_rule(text: str, where: str = "--fastprof-compare-fail") -> Rule:
-    """Return the Rule written as STAT:N% (STAT one of min, mean, median); raises ValueError."""
-    m = _RULE_RE.match(text or "")
-    if not m or m.group(1) not in COMPARABLE:
-        raise ValueError(
-            f"{where}: expected STAT:N% with STAT one of {', '.join(COMPARABLE)} "
-            f"(e.g. median:5%), got {text!r}"
-        )
-    return Rule(m.group(1), float(m.group(2)) / 100.0)
 
 
 @dataclass
@@ -112,12 +89,18 @@ def compare_runs(
 
 
 def format_comparison(
-    comps: List[Comparison], rules: List[Rule], stat: str = "median"
+    comps: List[Comparison], rules: List[Rule], stat: Optional[str] = None
 ) -> List[str]:
     """Return the lines of the comparison table (ratio new/old of `stat` with its 95% CI) and,
-    for each regression, the old and new figures and the functions whose tottime grew."""
+    for each regression, the old and new figures and the functions whose tottime grew.
+
+    stat None shows the statistic of the first rule (the median when there is none). A row is
+    flagged REGRESSION when a rule on the shown statistic caught it, REGRESSION (STAT, ...)
+    naming the statistics when only rules on others did."""
     if not comps:
         return ["no benchmark in common with the baseline"]
+    if stat is None:
+        stat = rules[0].stat if rules else "median"
     unit = pick_unit(c.stats[stat].old for c in comps)
     names = {c.fullname: printable(c.name) for c in comps}
     width = max(len(n) for n in names.values())
@@ -127,7 +110,12 @@ def format_comparison(
     ]
     for c in comps:
         s = c.stats[stat]
-        flag = "  REGRESSION" if c.regressions else ""
+        caught = sorted({r.stat for r in c.regressions})
+        flag = ""
+        if stat in caught:
+            flag = "  REGRESSION"
+        elif caught:
+            flag = f"  REGRESSION ({', '.join(caught)})"
         ci = "(no raw samples)" if s.exact else f"[{s.lo:.3f}, {s.hi:.3f}]"
         lines.append(
             f"{names[c.fullname].ljust(width)}  {fmt_time(s.old, unit):>12}  "

@@ -26,6 +26,8 @@ _FOREIGN_KEYS = frozenset(
 )
 # the longest a warm-up runs, whatever max_time says
 _MAX_WARMUP_SECONDS = 0.5
+#: how long (real seconds) calibration runs with a timer that never moves before giving up
+STUCK_TIMER_SECONDS = 1.0
 
 
 @dataclass
@@ -120,31 +122,54 @@ def timer_resolution(timer: Timer) -> float:
     return result
 
 
-def calibrated_plan(opts: Options, resolution: float) -> Plan:
+class TimerStuckError(ValueError):
+    """The benchmark's timer did not advance while calibration ran: no round can be timed."""
+
+
+def calibrated_plan(opts: Options, resolution: float, wall: Timer = time.perf_counter) -> Plan:
     """Yield iteration counts, receive round durations; return (per-iteration samples, n).
 
     The first (cold) call is discarded. Calibration then grows the iteration count until two
     rounds in a row last at least max(min_time, resolution * calibration_precision); warm-up
     runs more untimed rounds until warmup_iterations calls or its time budget (calibration
     included) is spent; then max(min_rounds, max_time / round time) rounds are timed.
+
+    Raises TimerStuckError when opts.timer has not moved in any round while `wall` (a real
+    clock) says calibration has spent STUCK_TIMER_SECONDS, or would pass them with one more
+    round, or after 2**40 calls.
     """
     min_time = max(opts.min_time, resolution * opts.calibration_precision)
     n = 1
+    started = wall()
     spent = yield n  # cold call: caches, lazy imports
     calls = 1
     while True:
         duration = math.inf
         for _ in range(2):
+            round_started = wall()
             d = yield n
+            round_wall = wall() - round_started
             spent += d
             calls += n
             duration = min(duration, d)
             if d < min_time:
                 break
-        if duration >= min_time or n >= 1 << 40:
+        if duration >= min_time:
             break
         if duration <= 0:
-            n *= 10
+            elapsed = wall() - started
+            left = STUCK_TIMER_SECONDS - elapsed
+            if left <= 0 or left < round_wall or n >= 1 << 40:  # no larger round fits
+                raise TimerStuckError(
+                    f"benchmark option timer: {opts.timer!r} did not advance in {calls} calls "
+                    f"({elapsed:.3g} s on the real clock); the timer must return seconds that "
+                    "grow while the benchmarked function runs, as time.perf_counter does"
+                )
+            # ten times more calls, but no more than the real clock says fit in what is left
+            fit = int(left * n / round_wall) if round_wall > 0 else n * 10
+            n = max(n + 1, min(n * 10, fit))
+        elif n >= 1 << 40:
+            break
         else:
             n = max(n + 1, int(math.ceil(n * min_time * 1.2 / duration)))
     if opts.warmup:
@@ -245,15 +270,52 @@ def foreign_hooks_active() -> bool:
     )
 
 
+def _lsprof_profiler() -> Optional[type]:
+    """Return cProfile's C profiler type (_lsprof.Profiler), or None where it is missing."""
+    try:
+        import _lsprof
+    except ImportError:
+        return None
+    return getattr(_lsprof, "Profiler", None)
+
+
+def _noop() -> None:
+    """Restores a hook that was left on."""
+
+
+def _pause_hook(hook: Any, set_hook: Callable[[Any], None]) -> Callable[[], None]:
+    """Pause one profile or trace hook of this thread; return the function that restores it.
+
+    A Python callable (what sys.setprofile / sys.settrace take, and C tracers such as
+    coverage's that accept being set back that way) is removed and set again after. A cProfile
+    profiler (a C-level hook below 3.12: sys.getprofile() returns the profiler, which is not
+    callable) is disabled and re-enabled, which keeps what it has collected. Any other
+    non-callable holder is a C-level hook that Python cannot set back: it is left on.
+    With no hook, the restorer removes any that the timed code left behind.
+    """
+    if hook is None:
+        return lambda: set_hook(None)  # whatever the timed code installed is taken off
+    lsprof = _lsprof_profiler()
+    if lsprof is not None and isinstance(hook, lsprof):
+        profiler: Any = hook
+        profiler.disable()
+        return profiler.enable
+    if not callable(hook):
+        return _noop
+    set_hook(None)
+    return lambda: set_hook(hook)
+
+
 @contextmanager
 def quiet(disable_gc: bool, where: str) -> Iterator[None]:
     """Time inside this: fastprof profilers refused, gc collected (and disabled if asked),
-    foreign profile/trace hooks and sys.monitoring global events paused, all restored after."""
+    foreign profile/trace hooks and sys.monitoring global events paused, all restored after
+    (a cProfile profiler is disabled and re-enabled; see _pause_hook)."""
     refuse_fastprof_profilers(where)
-    old_profile, old_trace = sys.getprofile(), sys.gettrace()
     gc_was_enabled = gc.isenabled()
     mon = getattr(sys, "monitoring", None)
     paused: Dict[int, int] = {}
+    restore_profile = restore_trace = _noop
     gc.collect()
     try:
         if mon is not None:
@@ -263,8 +325,8 @@ def quiet(disable_gc: bool, where: str) -> Iterator[None]:
                     if events:
                         paused[tool] = events
                         mon.set_events(tool, 0)
-        sys.setprofile(None)
-        sys.settrace(None)
+        restore_profile = _pause_hook(sys.getprofile(), sys.setprofile)
+        restore_trace = _pause_hook(sys.gettrace(), sys.settrace)
         if disable_gc:
             gc.disable()
         yield
@@ -275,8 +337,8 @@ def quiet(disable_gc: bool, where: str) -> Iterator[None]:
             for tool, events in paused.items():
                 if mon.get_tool(tool) is not None:
                     mon.set_events(tool, events)
-        sys.settrace(old_trace)
-        sys.setprofile(old_profile)
+        restore_trace()
+        restore_profile()
 
 
 @dataclass

@@ -145,13 +145,25 @@ def find(folder: str, spec: Optional[str]) -> str:
 
 
 def save(doc: Dict[str, Any], path: str) -> str:
-    """Write doc to path as JSON (folders made as needed); return path."""
+    """Write doc to path as JSON (folders made as needed); return path.
+
+    The file appears whole or not at all: it is written to path + ".tmp", renamed, and the
+    temporary file is removed when anything fails. Raises OSError when the folder or file
+    cannot be written, TypeError or ValueError when doc holds what JSON cannot (a value of
+    another type, a container inside itself)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, allow_nan=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, allow_nan=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
     return path
 
 
