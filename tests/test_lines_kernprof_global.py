@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -49,30 +49,27 @@ def _hits(table: str) -> Dict[Tuple[str, int], int]:
     return out
 
 
+def _python(args: List[str], cwd: Any) -> str:
+    """The standard output of ``python ARGS`` run in cwd with this fastprof importable."""
+    r = subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env_with_package(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def test_the_script_records_what_kernprof_records(tmp_path: Any) -> None:
     path = tmp_path / "s.py"
     path.write_text(SCRIPT)
-    env = env_with_package()
-    ours = subprocess.run(
-        [sys.executable, "-m", "fastprof", "run", "--lines", str(path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert ours.returncode == 0, ours.stderr
-    theirs = subprocess.run(
-        [sys.executable, "-m", "kernprof", "-l", "-v", str(path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert theirs.returncode == 0, theirs.stderr
-    hits = _hits(ours.stdout)
-    assert hits == _hits(theirs.stdout), (ours.stdout, theirs.stdout)
+    ours = _python(["-m", "fastprof", "run", "--lines", str(path)], tmp_path)
+    theirs = _python(["-m", "kernprof", "-l", "-v", str(path)], tmp_path)
+    hits = _hits(ours)
+    assert hits == _hits(theirs), (ours, theirs)
     assert hits[("work", 6)] == 10 and hits[("work", 5)] == 2  # 3 + 5 loop tests, 2 calls
     assert not any(f == "plain" for f, _ in hits)
 
@@ -85,17 +82,9 @@ def test_without_lines_the_decorator_is_line_profilers_own(tmp_path: Any) -> Non
         SCRIPT + "print('same', work.__code__ is work.__wrapped__.__code__ "
         "if hasattr(work, '__wrapped__') else 'plain')\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "fastprof", "run", "-s", "calls", str(path)],
-        cwd=tmp_path,
-        env=env_with_package(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "same plain" in r.stdout
-    assert "Timer unit" not in r.stdout
+    out = _python(["-m", "fastprof", "run", "-s", "calls", str(path)], tmp_path)
+    assert "same plain" in out
+    assert "Timer unit" not in out
 
 
 def test_an_in_process_run_puts_line_profilers_state_back(tmp_path: Any) -> None:

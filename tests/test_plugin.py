@@ -62,13 +62,18 @@ def noisy(seed, spread):
 '''
 
 
-@pytest.fixture
-def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+def with_fakeclock(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester with fakeclock importable and the plugin's module hooks restored after."""
     pytester.makepyfile(fakeclock=FAKECLOCK)
     pytester.syspathinsert()
     monkeypatch.setattr(plugin, "_profiler_factory", None)
     return pytester
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """pytester with fakeclock importable and the plugin's module hooks restored after."""
+    return with_fakeclock(pytester, monkeypatch)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -16,49 +16,17 @@ from typing import Any, Dict, List
 import pytest
 
 import fastprof
-import fastprof.pytest_plugin as plugin
 from fastprof.bench import fixture as fixture_mod
 from fastprof.bench import runner
+from test_plugin import PLUGIN_ARGS, run, with_fakeclock
 
 pytest_plugins = ["pytester"]
-
-PLUGIN_ARGS = [
-    "-p",
-    "no:fastprof",
-    "-p",
-    "fastprof.pytest_plugin",
-    "-p",
-    "no:cacheprovider",
-    "-W",
-    "ignore::pytest.PytestAssertRewriteWarning",
-]
-
-FAKECLOCK = '''
-class FakeClock:
-    """A clock that moves only when told (plus 1 ns per read, like a real one)."""
-    def __init__(self):
-        self.t = 0.0
-    def now(self):
-        self.t += 1e-9
-        return self.t
-    def spend(self, seconds):
-        self.t += seconds
-
-CLOCK = FakeClock()
-'''
 
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytester with fakeclock importable and the plugin's module hooks restored after."""
-    pytester.makepyfile(fakeclock=FAKECLOCK)
-    pytester.syspathinsert()
-    monkeypatch.setattr(plugin, "_profiler_factory", None)
-    return pytester
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*PLUGIN_ARGS, "--fastprof-storage=runs", *args)
+    """pytester with fakeclock importable (test_plugin's) and the plugin's hooks restored."""
+    return with_fakeclock(pytester, monkeypatch)
 
 
 def saved(pytester: pytest.Pytester) -> List[Dict[str, Any]]:
