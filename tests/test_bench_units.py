@@ -36,7 +36,7 @@ def _ref_quartiles(data):
     return 0.75 * at(k + 1) + 0.25 * at(k + 2), 0.25 * at(3 * k + 2) + 0.75 * at(3 * k + 3)
 
 
-@pytest.mark.parametrize("n", list(range(1, 14)) + [50, 101])
+@pytest.mark.parametrize("n", list(range(1, 14)) + [50, 101, 1001, 4000, 20_001])
 def test_compute_stats_matches_plain_reference(n):
     rng = random.Random(n)
     data = [rng.lognormvariate(0, 0.5) * 1e-3 for _ in range(n)]
@@ -375,9 +375,9 @@ def test_quiet_restores_everything_when_the_timed_code_raises():
 @pytest.mark.parametrize("stat", ["median", "mean", "min"])
 def test_large_sample_bootstrap_matches_drawn_resamples(stat, monkeypatch):
     rng = np.random.default_rng(11)
-    data = rng.lognormal(0.0, 0.3, size=sample_stats.LARGE_SAMPLE + 5000)
+    data = rng.lognormal(0.0, 0.3, size=20_000 + 5000)
     fast = sample_stats.bootstrap_ci(data, stat, resamples=2000)
-    monkeypatch.setattr(sample_stats, "LARGE_SAMPLE", 10**9)  # force drawing every resample
+    monkeypatch.setattr(sample_stats, "DRAWN_SAMPLES", 10**9)  # force drawing every resample
     drawn = sample_stats.bootstrap_ci(data, stat, resamples=300)
     width = drawn[1] - drawn[0]
     assert width > 0

@@ -1,5 +1,6 @@
 """fastprof's pytest plugin: the fastprof_benchmark and cuda_benchmark fixtures and the
---fastprof-save / --fastprof-compare / --fastprof-compare-fail / --fastprof-profile options.
+--fastprof-save (--fastprof-save-data) / --fastprof-compare / --fastprof-compare-fail /
+--fastprof-profile options.
 
 Loaded through the pytest11 entry point; it works beside pytest-benchmark (distinct fixture and
 option names, and its ``@pytest.mark.benchmark(...)`` marker is read, not registered twice).
@@ -80,6 +81,7 @@ class _State:
         self.profile = bool(opt.fastprof_profile)
         self._storage: Optional[str] = opt.fastprof_storage or None
         self.save_name = opt.fastprof_save
+        self.keep_data = bool(opt.fastprof_save_data)
         if self.save_name is not None:
             from .bench import storage
 
@@ -141,6 +143,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         default=None,
         help="save the benchmark results as NNNN_NAME.json in the storage folder",
+    )
+    group.addoption(
+        "--fastprof-save-data",
+        action="store_true",
+        default=False,
+        help="keep every raw sample in the saved run (stats.data); without it a benchmark of "
+        "more than 1000 rounds keeps a summary of them, which comparisons read alike",
     )
     group.addoption(
         "--fastprof-compare",
@@ -300,8 +309,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from . import __version__
     from .bench import storage
 
+    # the run as it is saved: a comparison now reads what a later one reads from the file
     doc = storage.make_document(
-        state.results, str(session.config.rootpath), _device_info(state), __version__
+        storage.for_saving(state.results, state.keep_data),
+        str(session.config.rootpath),
+        _device_info(state),
+        __version__,
     )
     if state.baseline is not None:
         try:

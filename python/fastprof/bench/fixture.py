@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import profiling, runner
 from .runner import Options, Plan, Sampled
-from .sample_stats import CI_LEVEL, compute_stats
+from .sample_stats import CI_LEVEL, KEEP_SAMPLES, compute_stats, summarize
 
 #: the resolution assumed for CUDA events (the CUDA docs give about half a microsecond)
 CUDA_EVENT_RESOLUTION = 5e-7
@@ -371,6 +371,8 @@ class BenchmarkFixture:
         section.update(extra)
         stats = compute_stats(sampled.samples, sampled.iterations)
         section["median_ci"] = stats["median_ci"]
+        if len(sampled.samples) > KEEP_SAMPLES:  # what a saved run keeps instead of stats.data
+            section["samples"] = summarize(sampled.samples).to_json()
         result = {
             "group": self.options.group,
             "name": self.name + suffix,

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..report.escape import printable
-from . import profiling
+from . import profiling, storage
 from .rules import Rule as Rule
 from .rules import parse_rule as parse_rule
-from .sample_stats import COMPARABLE, ratio_ci
+from .sample_stats import COMPARABLE, Samples, SampleSummary, ratio_ci
 from .tables import fmt_time, pick_unit
 
 
@@ -24,7 +24,7 @@ class StatComparison:
     ratio: float
     lo: float
     hi: float
-    exact: bool  # True when raw samples were missing and the interval is the point ratio
+    exact: bool  # True when samples were missing (raw or summary): the interval is the point ratio
 
 
 @dataclass
@@ -39,9 +39,18 @@ class Comparison:
     profiled: Tuple[bool, bool] = (False, False)  # (baseline, new run) carry a profiled round
 
 
-def _samples(bench: Dict[str, Any]) -> Optional[List[float]]:
-    data = bench.get("stats", {}).get("data")
-    return [float(x) for x in data] if data else None
+def _samples(bench: Dict[str, Any]) -> Optional[Samples]:
+    """The raw samples of a benchmark, else the summary of them a saved run keeps, else None."""
+    data = storage.raw_samples(bench)
+    if data is not None:
+        return data
+    summary = storage.sample_summary(bench)
+    return SampleSummary.from_json(summary) if summary else None
+
+
+def _all_zero(samples: Samples) -> bool:
+    values = samples.values if isinstance(samples, SampleSummary) else samples
+    return not any(x > 0 for x in values)
 
 
 class ZeroBaselineError(ValueError):
@@ -54,13 +63,13 @@ def compare_benchmark(old: Dict[str, Any], new: Dict[str, Any], rules: List[Rule
     such a comparison is an error, never a pass."""
     stats: Dict[str, StatComparison] = {}
     a, b = _samples(old), _samples(new)
-    if a is not None and not any(x > 0 for x in a):
+    if a is not None and _all_zero(a):
         raise ZeroBaselineError(f"baseline of {old['fullname']!r}: all samples are 0")
     for stat in COMPARABLE:
         o, n = float(old["stats"][stat]), float(new["stats"][stat])
         if not o > 0:
             raise ZeroBaselineError(f"baseline of {old['fullname']!r}: {stat} is {o:g}")
-        if a and b:
+        if a is not None and b is not None:
             ratio, lo, hi = ratio_ci(a, b, stat)
             exact = False
         else:

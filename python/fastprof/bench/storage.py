@@ -1,5 +1,12 @@
 """Saved runs: JSON in pytest-benchmark's layout (machine_info, commit_info, benchmarks,
-datetime, version) plus fastprof's own section (machine, device, raw samples, profiles)."""
+datetime, version) plus fastprof's own section (machine, device, the summary of a long run's
+samples, profiles).
+
+A benchmark of up to sample_stats.KEEP_SAMPLES rounds keeps its raw samples (stats.data); a
+longer one keeps their summary instead (fastprof.samples: the count, the sorted samples at
+some ranks, the mean and central moments m2, m3), unless every sample is asked for
+(--fastprof-save-data), as pytest-benchmark keeps stats.data only with --benchmark-save-data.
+Files that hold every sample, older fastprof's among them, are read as before."""
 
 from __future__ import annotations
 
@@ -16,7 +23,8 @@ from typing import Any, Dict, List, Optional
 
 from .._files import read_regular_file
 
-FORMAT_VERSION = 1
+# 2: a long run keeps fastprof.samples (a summary) in place of stats.data
+FORMAT_VERSION = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _FILE_RE = re.compile(r"^(\d{4})_(.+)\.json$")
 _REPR = reprlib.Repr()
@@ -175,6 +183,75 @@ def _is_number(x: Any) -> bool:
     return type(x) in (int, float) and 0 <= x < math.inf
 
 
+_MAX_COUNT = 2**53  # sample counts above are not exact in a float
+
+
+def _summary_error(summary: Any) -> Optional[str]:
+    """What is wrong with a fastprof.samples summary, or None when a comparison can read it."""
+    if not isinstance(summary, dict):
+        return "not an object"
+    count, ranks, values = summary.get("count"), summary.get("ranks"), summary.get("values")
+    if type(count) is not int or not 1 <= count <= _MAX_COUNT:
+        return f"'count' must be a positive integer, got {_REPR.repr(count)}"
+    if not isinstance(ranks, list) or not isinstance(values, list):
+        return "'ranks' and 'values' must be lists"
+    if not 1 <= len(ranks) == len(values) <= count:
+        return "'ranks' and 'values' must be as long as each other, 1 to 'count' entries"
+    if not all(type(r) is int for r in ranks) or ranks[0] != 0 or ranks[-1] != count - 1:
+        return "'ranks' must be integers from 0 to count - 1"
+    if any(b <= a for a, b in zip(ranks, ranks[1:])):
+        return "'ranks' must increase"
+    if not all(_is_number(v) for v in values):
+        return "'values' must be finite non-negative numbers"
+    if any(b < a for a, b in zip(values, values[1:])):
+        return "'values' must be sorted"
+    for key in ("mean", "m2"):
+        if not _is_number(summary.get(key)):
+            return f"'{key}' must be a finite non-negative number"
+    m3 = summary.get("m3")
+    if not (isinstance(m3, (int, float)) and not isinstance(m3, bool) and math.isfinite(m3)):
+        return "'m3' must be a finite number"
+    return None
+
+
+def raw_samples(bench: Dict[str, Any]) -> Optional[List[float]]:
+    """Return the raw samples of a benchmark (as load() checks it), None when it has none."""
+    data = bench.get("stats", {}).get("data")
+    return [float(x) for x in data] if data else None
+
+
+def sample_summary(bench: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Return the summary of a benchmark's samples (fastprof.samples), None when it has none."""
+    extra = bench.get("fastprof")
+    return extra.get("samples") if isinstance(extra, dict) else None
+
+
+def for_saving(benchmarks: List[Dict[str, Any]], keep_data: bool) -> List[Dict[str, Any]]:
+    """Return the benchmarks as a saved run holds them (copies where they differ).
+
+    A benchmark that carries the summary of its samples (fastprof.samples, made for runs of
+    more than sample_stats.KEEP_SAMPLES rounds) keeps it in place of its raw samples
+    (stats.data, and the host time's fastprof.host.data); with keep_data it keeps its raw
+    samples and no summary."""
+    out = []
+    for bench in benchmarks:
+        section = bench.get("fastprof")
+        if not isinstance(section, dict) or "samples" not in section:
+            out.append(bench)
+            continue
+        bench, section = dict(bench), dict(section)
+        if keep_data:
+            del section["samples"]
+        else:
+            bench["stats"] = {k: v for k, v in bench["stats"].items() if k != "data"}
+            host = section.get("host")
+            if isinstance(host, dict) and "data" in host:
+                section["host"] = {k: v for k, v in host.items() if k != "data"}
+        bench["fastprof"] = section
+        out.append(bench)
+    return out
+
+
 def _bench_error(bench: Any) -> Optional[str]:
     """What is wrong with one saved benchmark, or None when a comparison can read it."""
     if not isinstance(bench, dict):
@@ -202,6 +279,10 @@ def _bench_error(bench: Any) -> Optional[str]:
         return None
     if not isinstance(extra, dict):
         return f"{where}: 'fastprof' must be an object"
+    if extra.get("samples") is not None:
+        problem = _summary_error(extra["samples"])
+        if problem is not None:
+            return f"{where}: fastprof.samples (the summary of the samples): {problem}"
     prof = extra.get("profile")
     if prof is None:
         return None
@@ -253,6 +334,9 @@ def check_baseline(doc: Dict[str, Any], path: str) -> Dict[str, Any]:
         st = bench["stats"]
         zero = [stat for stat in _COMPARED if st[stat] <= 0]
         data = st.get("data")
+        summary = sample_summary(bench)
+        if not data and summary:
+            data = summary["values"]
         if zero or (data and not any(x > 0 for x in data)):
             what = f"{', '.join(zero)} of 0" if zero else "all samples 0"
             raise ValueError(
