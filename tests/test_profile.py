@@ -617,12 +617,14 @@ def test_dump_stats_takes_what_cprofile_takes(tmp_path) -> None:
 
 
 def test_a_tree_that_cannot_be_written_warns_after_the_pstats_file(tmp_path, monkeypatch) -> None:
+    from fastprof._tree_file import TreeText
     from fastprof.tree import CallTree
 
     def refuse(self, path):  # a directory that takes the .prof but not a new file
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.setattr(CallTree, "save", refuse)
+    monkeypatch.setattr(TreeText, "save", refuse)
     p = fastprof.Profile()
     p.runcall(rec, 1)
     with pytest.warns(RuntimeWarning, match="call tree was not saved"):

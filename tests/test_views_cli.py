@@ -234,19 +234,29 @@ def test_run_without_a_tree_prints_the_flat_table(prog: str, monkeypatch: Any, c
 def test_run_saves_the_tree_beside_the_profile(
     prog: str, tmp_path: Any, monkeypatch: Any, capsys: Any
 ) -> None:
-    _fake_tree(monkeypatch)
+    from fastprof import _tree_file
+
     out = str(tmp_path / "p.prof")
     html = str(tmp_path / "p.html")
     assert cli.main(["run", "-o", out, "--html", html, prog]) == 0
     err = capsys.readouterr().err
     assert f"its call tree to {out}.tree.json" in err and f"HTML report written to {html}" in err
-    saved = CallTree.load(out + ".tree.json").to_dict()
-    assert isinstance(saved.pop("wall"), float)  # the run's wall time, for view --threads
-    assert saved == sample_tree().to_dict()
-    assert any(k[0] == prog and k[2] == "work" for k in Stats.load(out).to_dict())
+    saved = CallTree.load(out + ".tree.json")
+    assert isinstance(saved.wall, float)  # the run's wall time, for view --threads
+    (root,) = saved.threads.values()
+    (ex,) = root.children  # the runner's own disable is not in it
+    (mod,) = ex.children
+    (work,) = [c for c in mod.children if c.key[2] == "work"]
+    assert (work.ncalls, [(c.key[2], c.ncalls) for c in work.children]) == (
+        3,
+        [("<built-in method builtins.sum>", 3)],
+    )
+    st = Stats.load(out)
+    assert saved.describes(r.key for r in st.rows)  # view shows it with this file
+    assert any(k[0] == prog and k[2] == "work" for k in st.to_dict())
     assert "fastprof-data" in open(html).read()
     # a later run without a tree leaves no stale tree beside the new file
-    monkeypatch.setattr(source, "tree_of", lambda prof: None)
+    monkeypatch.setattr(_tree_file, "tree_text", lambda prof, **kw: None)
     assert cli.main(["run", "-o", out, prog]) == 0
     assert not os.path.exists(out + ".tree.json")
 

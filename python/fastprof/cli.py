@@ -1026,22 +1026,22 @@ def _report(
             finally:
                 sys.stdout = saved
         return
-    from .report.source import tree_of
     from .stats import Stats
     from .tree import save_tree
 
-    tree = _own_tree(tree_of(prof))
-    if tree is not None:
-        tree.wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
     stats = _own_stats(prof)
     st = Stats(stats)
     title = f"fastprof: {opts.title} ({opts.clock} clock)"
     if opts.outfile and opts.format in (None, "pstats"):
         import marshal
 
+        from ._tree_file import tree_text
+
         with open(opts.outfile, "wb") as f:
             marshal.dump(stats, f)
-        where = save_tree(opts.outfile, tree)
+        # the tree file from the core's records: no tree is built for it
+        wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
+        where = save_tree(opts.outfile, tree_text(prof, wall=wall, drop_disable=True))
         print(
             f"fastprof: profile written to {opts.outfile}"
             + (f" (its call tree to {where})" if where is not None else "")
@@ -1051,13 +1051,34 @@ def _report(
         if opts.html:
             from .report.html import write_html
 
-            write_html(opts.html, st, tree, title=title)
+            write_html(opts.html, st, _run_tree(prof, opts), title=title)
             print_note(f"HTML report written to {opts.html}")
         return
+    tree = _run_tree(prof, opts) if _shows_tree(opts) else None
     note = emit(
         st, tree, opts, out.stream(), title=title, outfile=opts.outfile, top=_rows(opts, tree)
     )
     print_note(note)
+
+
+def _run_tree(prof: Any, opts: argparse.Namespace) -> Any:
+    """The run's call tree (without the runner's own disable, with the run's wall time), or
+    None when the profiler keeps none."""
+    from .report.source import tree_of
+
+    tree = _own_tree(tree_of(prof))
+    if tree is not None:
+        tree.wall = getattr(opts, "wall", None)
+    return tree
+
+
+def _shows_tree(opts: argparse.Namespace) -> bool:
+    """Whether what opts asks for reads the call tree: the default view (no -s, no --filter),
+    --threads, --html and the tree's exports.  The flat table (-s), callgrind and pstats do not:
+    building a large tree costs seconds, and cProfile's users asking for its table pay none."""
+    if opts.format in ("speedscope", "collapsed") or opts.html or getattr(opts, "threads", False):
+        return True
+    return opts.format in (None, "text") and opts.sort is None and not getattr(opts, "filter", None)
 
 
 def _rows(opts: argparse.Namespace, tree: Any) -> Optional[int]:

@@ -193,13 +193,13 @@ class Profile(_fastprof.Profiler):
         cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
         import marshal
 
-        from .report.source import tree_of
+        from ._tree_file import tree_text
         from .tree import save_tree
 
         with open(file, "wb") as f:
             self.create_stats()
             marshal.dump(self.stats, f)
-        save_tree(file, tree_of(self))
+        save_tree(file, tree_text(self))  # from the core's records: no tree is built
 
     # -- running code -----------------------------------------------------------------------
 

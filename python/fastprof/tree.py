@@ -401,9 +401,10 @@ def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
     return os.fspath(profile_path) + ".tree.json"
 
 
-def save_tree(profile_path: Any, tree: Optional["CallTree"]) -> Optional[str]:
-    """Writes ``tree`` beside the pstats file ``profile_path`` (a str, bytes or os.PathLike;
-    as FILE.tree.json) and returns where; removes a stale tree file there and returns None
+def save_tree(profile_path: Any, tree: Optional[Any]) -> Optional[str]:
+    """Writes ``tree`` (a ``CallTree``, or a ``fastprof._tree_file.TreeText``: the file's text
+    made from a profiler's records) beside the pstats file ``profile_path`` (a str, bytes or
+    os.PathLike; as FILE.tree.json) and returns where; removes a stale tree file there and returns None
     when ``tree`` is None.  Writes nothing beside what is not a regular file of its own (a
     pipe, /dev/null, a link such as /dev/stdout or /proc/self/fd/N: no "beside" to write to),
     and warns (RuntimeWarning) instead of raising where the tree cannot be written: the

@@ -153,45 +153,71 @@ class Row:
         )
 
 
-def display_tree(root: Node, *, expand_libs: bool = False, fold_recursion: bool = True) -> Row:
+def display_tree(
+    root: Node,
+    *,
+    expand_libs: bool = False,
+    fold_recursion: bool = True,
+    floor: Optional[float] = None,
+) -> Row:
     """The folded rows of the tree below ``root`` (a thread's root, or any node: its
     children become the result's children).  Returns a root ``Row`` (key None) whose
-    ``cumtime`` is root's; children are sorted by total time, largest first."""
+    ``cumtime`` is root's; children are sorted by total time, largest first.
+
+    A row gathers the nodes that map to it (the node that made it, and those folded into it:
+    recursion of its function, library internals below a library frame), so it is complete
+    once its parent row has been worked through.  With ``floor`` only rows whose total time is
+    at least floor (and above 0) are worked through: the others keep their total time and
+    calls (what a view says of the rows it leaves out) but no children, own time, folded
+    frames or levels.  A view that shows the rows above a share of the run reads the same
+    numbers as from the whole tree, without making a row for every path below its threshold."""
     top = Row(None, None)
     top.cumtime = root.cumtime
     top.ncalls = root.ncalls
-    # (source node, the row it folds into or hangs below, recursion level of the row's chain)
-    work: List[Tuple[Node, Row, int]] = [(c, top, 1) for c in reversed(root.children)]
     lib_cache: Dict[FuncKey, Optional[str]] = {}
-    while work:
-        n, up, level = work.pop()
-        key = n.key
-        assert key is not None
-        lib = lib_cache.get(key, "?")
-        if lib == "?":
-            lib = lib_cache[key] = library_of(key)
-        if fold_recursion and up.key == key and up.parent is not None:
-            row, level = up, level + 1
-            row.levels = max(row.levels, level)
-            row.ncalls += n.ncalls
-            row.tottime += n.tottime
-        elif (
-            not expand_libs and lib is not None and up.library is not None and up.parent is not None
-        ):
-            row = up
-            row.hidden += 1
-            row.tottime += n.tottime
-            level = 1
-        else:
-            row = up.child(key, lib)
-            level = 1
-            row.ncalls += n.ncalls
-            row.tottime += n.tottime
-            row.cumtime += n.cumtime
-        work.extend((c, row, level) for c in reversed(n.children))
-    for r in top.walk():
-        r.children.sort(key=lambda c: -c.cumtime)
-        r._index = {}
+    members: Dict[int, List[Node]] = {id(top): [root]}  # the nodes each row's children hang below
+    rows: List[Row] = [top]
+    while rows:
+        row = rows.pop()
+        for m in members.pop(id(row), ()):
+            # m's subtree, depth first, down to the nodes that make rows of their own
+            work: List[Tuple[Node, int]] = [(c, 1) for c in reversed(m.children)]
+            while work:
+                n, level = work.pop()
+                key = n.key
+                assert key is not None
+                lib = lib_cache.get(key, "?")
+                if lib == "?":
+                    lib = lib_cache[key] = library_of(key)
+                if fold_recursion and row.key == key and row.parent is not None:
+                    level += 1
+                    row.levels = max(row.levels, level)
+                    row.ncalls += n.ncalls
+                    row.tottime += n.tottime
+                elif (
+                    not expand_libs
+                    and lib is not None
+                    and row.library is not None
+                    and row.parent is not None
+                ):
+                    row.hidden += 1
+                    row.tottime += n.tottime
+                    level = 1
+                else:
+                    child = row.child(key, lib)
+                    child.ncalls += n.ncalls
+                    child.tottime += n.tottime
+                    child.cumtime += n.cumtime
+                    members.setdefault(id(child), []).append(n)
+                    continue
+                work.extend((c, level) for c in reversed(n.children))
+        row.children.sort(key=lambda c: -c.cumtime)
+        row._index = {}
+        for c in reversed(row.children):
+            if floor is None or (c.cumtime >= floor and c.cumtime > 0):
+                rows.append(c)
+            else:
+                members.pop(id(c), None)
     return top
 
 

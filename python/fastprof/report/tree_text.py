@@ -112,10 +112,11 @@ def format_tree(
     percentages' whole); rows below ``min_percent`` of it are pruned; at most ``max_rows``
     rows are printed (a last line says how many more)."""
     paint = _Paint(color)
-    top = display_tree(root, expand_libs=expand_libs)
+    floor = total * min_percent / 100.0
+    # the rows below the floor are only counted: none is made for the paths under them
+    top = display_tree(root, expand_libs=expand_libs, floor=floor)
     if paths is None:
         paths = short_paths(r.key[0] for r in top.walk() if r.key is not None)
-    floor = total * min_percent / 100.0
     out: List[str] = []
     # (row, prefix for its children, its own connector)
     work: List[Tuple[Any, str, str]] = []

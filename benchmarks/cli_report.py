@@ -1,0 +1,114 @@
+"""What ``python -m fastprof run`` costs end to end against ``python -m cProfile`` on a program
+with a large call tree (many distinct call paths): the run, then the report.  A call profile
+of such a program is cheap to record; what the runner does after the script (the call tree
+built, walked, saved) can cost more than the run.
+
+The program is generated: N functions, each calling three later ones, to a depth of 8, run
+from 40 starting points three times (about 110,000 distinct call paths, 340,000 calls, 40 ms
+bare).  Each round runs every command once, in a shuffled order (interleaved), each a new
+process; the table gives each command's median wall time, its ratio to cProfile's command of
+the same kind, and, with ``--old PATH`` (a ``python`` folder of another fastprof, as
+``git archive REV python | tar -x -C PATH`` makes it), that version's figures beside.
+
+    python benchmarks/cli_report.py [--rounds 9] [--functions 400] [--old /tmp/old]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(os.path.dirname(HERE), "python")
+
+
+def program(functions: int) -> str:
+    """The generated program's text (the same for a given number of functions)."""
+    rng = random.Random(1)
+    out = []
+    for i in range(functions):
+        kids = rng.sample(range(i + 1, functions), k=min(3, functions - i - 1))
+        body = "".join(f"    f{k}(d + 1)\n" for k in kids)
+        out.append(f"def f{i}(d):\n    if d > 7:\n        return\n{body}")
+    out.append("for r in range(3):\n    for i in range(40):\n        globals()['f%d' % i](0)\n")
+    return "\n".join(out)
+
+
+def commands(script: str, out: str) -> Dict[str, Tuple[List[str], str]]:
+    """{name: (argv after python, kind)}: kind pairs each fastprof command with cProfile's."""
+    return {
+        "cProfile -o": (["-m", "cProfile", "-o", out + ".c", script], "-o"),
+        "fastprof run -o": (["-m", "fastprof", "run", "-o", out + ".f", script], "-o"),
+        "cProfile -s tottime": (["-m", "cProfile", "-s", "tottime", script], "-s"),
+        "fastprof run -s tottime": (["-m", "fastprof", "run", "-s", "tottime", script], "-s"),
+        "fastprof run (call tree)": (["-m", "fastprof", "run", script], "-s"),
+        "python (no profiler)": ([script], "bare"),
+    }
+
+
+def timed(argv: List[str], package: str) -> float:
+    """Wall seconds of one ``python ARGV`` with package first on PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=package)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, *argv],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - t0
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--functions", type=int, default=400)
+    ap.add_argument("--old", help="the python folder of another fastprof, for its figures")
+    opts = ap.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="cli-report-")
+    script = os.path.join(work, "paths.py")
+    with open(script, "w") as f:
+        f.write(program(opts.functions))
+    cmds = commands(script, os.path.join(work, "p.prof"))
+    runs = [(name, PACKAGE) for name in cmds]
+    if opts.old:
+        runs += [(name, opts.old) for name in cmds if name.startswith("fastprof")]
+    times: Dict[Tuple[str, str], List[float]] = {r: [] for r in runs}
+    rng = random.Random(7)
+    for _ in range(opts.rounds):
+        order = list(runs)
+        rng.shuffle(order)
+        for name, package in order:
+            times[(name, package)].append(timed(cmds[name][0], package))
+    med = {r: statistics.median(v) for r, v in times.items()}
+    base = {cmds[n][1]: med[(n, PACKAGE)] for n in cmds if n.startswith("cProfile")}
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}, {os.cpu_count()} cores; {opts.functions} functions; "
+        f"medians of {opts.rounds} interleaved rounds"
+    )
+    head = f"{'command':<26} {'this':>9} {'/cProfile':>10}"
+    if opts.old:
+        head += f" {'old':>9} {'/cProfile':>10}"
+    print(head)
+    for name, (_, kind) in cmds.items():
+        this = med[(name, PACKAGE)]
+        row = f"{name:<26} {this:9.3f}"
+        row += f" {this / base[kind]:10.2f}" if kind in base else f" {'':>10}"
+        if opts.old and (name, opts.old) in med:
+            old = med[(name, opts.old)]
+            row += f" {old:9.3f} {old / base[kind]:10.2f}"
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
