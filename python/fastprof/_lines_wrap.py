@@ -111,7 +111,29 @@ def underlying(
     if is_c_callable(obj):
         return []
     call = inspect.getattr_static(type(obj), "__call__", None)
-    return [call] if isinstance(call, types.FunctionType) else []
+    if isinstance(call, types.FunctionType):
+        return [call]
+    # a callable object of C (jax.jit's, numba's dispatcher): the Python function it was made
+    # from, as add_function follows __wrapped__
+    inner = getattr(obj, "__wrapped__", None)
+    if inner is None or inner is obj:
+        return []
+    try:
+        return underlying(inner, stop_at_classes, seen)
+    except TypeError:
+        return []
+
+
+def is_compiled_wrapper(obj: Any) -> bool:
+    """Whether obj is a callable object whose call is implemented in C and that names the
+    Python function it was made from (``__wrapped__``: jax.jit's, numba's dispatcher): that
+    function's lines run only when it runs as Python (traced, or a fallback)."""
+    if isinstance(obj, (types.FunctionType, types.MethodType, type)) or is_c_callable(obj):
+        return False
+    call = inspect.getattr_static(type(obj), "__call__", None)
+    return not isinstance(call, types.FunctionType) and isinstance(
+        getattr(obj, "__wrapped__", None), types.FunctionType
+    )
 
 
 class Wrapping:

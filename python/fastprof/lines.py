@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, T
 from . import _fastprof
 from ._files import read_regular_file
 from ._lines_explicit import ExplicitProfiler
-from ._lines_wrap import Wrapping, is_c_callable, same_module, underlying
+from ._lines_wrap import Wrapping, is_c_callable, is_compiled_wrapper, same_module, underlying
 from .report.lines_text import show_text
 
 __all__ = [
@@ -559,6 +559,8 @@ class LineProfiler(Wrapping):
         if is_c_callable(func):
             self._warn_c_callable(func)
             return
+        if is_compiled_wrapper(func):
+            self._warn_nothing_to_time(func, 1)
         for f in _unwrap(func):
             self._add_code(f.__code__)
             self.functions.append(f)
@@ -577,7 +579,9 @@ class LineProfiler(Wrapping):
         if is_c_callable(func):
             self._warn_c_callable(func)
             return 0
-        return self._add_callable(func, guard)
+        added = self._add_callable(func, guard)
+        self._warn_nothing_to_time(func, added)
+        return added
 
     def _add_callable(self, func: Any, guard: Optional[Callable[[Any], bool]] = None) -> int:
         """add_callable without the warning for C callables."""
@@ -668,12 +672,32 @@ class LineProfiler(Wrapping):
         if is_c_callable(func):
             self._warn_c_callable(func)
             return func
-        self._add_callable(func)
+        added = self._add_callable(func)
+        self._warn_nothing_to_time(func, added)
+        if not added and not isinstance(func, type):
+            return func  # nothing of it is timed: as a C callable, returned unchanged
         return self.wrap_callable(func)
 
     @staticmethod
     def _warn_c_callable(func: Any) -> None:
         warnings.warn(f"{_short(func)} is implemented in C: it has no lines to time", stacklevel=3)
+
+    def _warn_nothing_to_time(self, func: Any, added: int) -> None:
+        """Warns when func (given to the decorator or add_callable) registered no function
+        that is not one of this profiler's own wrappers, or when it is a compiled wrapper
+        (jax.jit, numba), whose Python lines run only when it is traced or falls back."""
+        if added and is_compiled_wrapper(func):
+            warnings.warn(
+                f"{_short(func)} runs compiled code: the lines of the Python function behind "
+                f"it are timed only when that function runs as Python (traced, or a "
+                f"fallback), not while its compiled code runs",
+                stacklevel=3,
+            )
+        elif not added and not isinstance(func, type) and not self._own_wrapper(func):
+            warnings.warn(
+                f"{_short(func)} has no Python code to time (a callable implemented in C)",
+                stacklevel=3,
+            )
 
     # --- switching on and off -----------------------------------------------------------
 
