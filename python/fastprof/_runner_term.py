@@ -31,7 +31,6 @@ class _Handler:
     def __init__(self, report: Callable[[], None]) -> None:
         self.report = report
         self.pid = os.getpid()
-        self.builtin: Any = None  # what signal.signal was given
 
     def __call__(self, signum: int, frame: Any) -> None:
         from . import _fastprof
@@ -62,10 +61,9 @@ def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
             return None
         from . import _fastprof
 
-        py = _Handler(report)
         cell: List[Any] = [stop]
-        py.builtin = _fastprof._stop_first(cell, py)
-        signal.signal(signal.SIGTERM, py.builtin)
+        handler = _fastprof._stop_first(cell, _Handler(report))
+        signal.signal(signal.SIGTERM, handler)
     except (ValueError, AttributeError, ImportError):  # not the main thread; an older core
         return None
     try:
@@ -74,8 +72,8 @@ def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
         pass
     from . import children
 
-    children.runner_sigterm = py.builtin  # a fork child of a job replaces it with its own
-    return py.builtin
+    children.runner_sigterm = handler  # a fork child of a job replaces it with its own
+    return handler
 
 
 def release(handler: Optional[Any]) -> None:
