@@ -19,9 +19,11 @@ def plus_one(x: int) -> int:
 
 
 class Compiled:
-    """The shape of jax.jit's and numba's objects: a call implemented in C, __wrapped__."""
+    """The shape of jax.jit's and numba's objects: a call implemented in C, __wrapped__ (the
+    class is said to be numba's, as a jit compiler's objects are known by their package)."""
 
     __call__ = staticmethod(len)
+    __module__ = "numba.core.registry"
 
     def __init__(self, fn: Any) -> None:
         self.__wrapped__ = fn
@@ -59,11 +61,17 @@ def test_a_c_callable_object_registers_nothing_with_a_warning(how: str) -> None:
     assert "has no Python code to time" in msg and w[0].filename == __file__
 
 
-def test_plain_functions_and_own_wrappers_warn_nothing() -> None:
+def test_plain_functions_own_wrappers_and_caches_warn_nothing() -> None:
+    import functools
+
     lp = LineProfiler()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         wrapped = lp(plus_one)
         lp(wrapped)
+        lp(functools.partial(wrapped, 1))  # its function is this profiler's wrapper
         assert lp.add_callable(plus_one) == 1
+        cached = functools.lru_cache(plus_one)  # a C call that runs the function as Python
+        assert lp.add_callable(cached) == 1
+        lp(classmethod(plus_one))
     assert _messages(w) == []

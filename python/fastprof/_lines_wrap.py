@@ -124,14 +124,18 @@ def underlying(
         return []
 
 
+# the packages whose callable objects run compiled code in place of the Python function they
+# name (``__wrapped__``): a C call alone does not say so (functools.lru_cache's calls the
+# function as Python on a miss)
+_COMPILERS = frozenset({"numba", "jax", "jaxlib"})
+
+
 def is_compiled_wrapper(obj: Any) -> bool:
-    """Whether obj is a callable object whose call is implemented in C and that names the
-    Python function it was made from (``__wrapped__``: jax.jit's, numba's dispatcher): that
+    """Whether obj is a jit-compiled function of a known compiler (jax.jit's, numba's
+    dispatcher) that names the Python function it was made from (``__wrapped__``): that
     function's lines run only when it runs as Python (traced, or a fallback)."""
-    if isinstance(obj, (types.FunctionType, types.MethodType, type)) or is_c_callable(obj):
-        return False
-    call = inspect.getattr_static(type(obj), "__call__", None)
-    return not isinstance(call, types.FunctionType) and isinstance(
+    module = getattr(type(obj), "__module__", None) or ""
+    return module.partition(".")[0] in _COMPILERS and isinstance(
         getattr(obj, "__wrapped__", None), types.FunctionType
     )
 

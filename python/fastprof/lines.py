@@ -674,8 +674,8 @@ class LineProfiler(Wrapping):
             return func
         added = self._add_callable(func)
         self._warn_nothing_to_time(func, added)
-        if not added and not isinstance(func, type):
-            return func  # nothing of it is timed: as a C callable, returned unchanged
+        if not added and not isinstance(func, type) and not underlying(func):
+            return func  # no Python code behind it: as a C callable, returned unchanged
         return self.wrap_callable(func)
 
     @staticmethod
@@ -693,7 +693,8 @@ class LineProfiler(Wrapping):
                 f"fallback), not while its compiled code runs",
                 stacklevel=3,
             )
-        elif not added and not isinstance(func, type) and not self._own_wrapper(func):
+        elif not added and not isinstance(func, type) and not underlying(func):
+            # (a func whose functions are this profiler's own wrappers is timed by them)
             warnings.warn(
                 f"{_short(func)} has no Python code to time (a callable implemented in C)",
                 stacklevel=3,
