@@ -4,9 +4,10 @@ other finders give, to act on a module right after its import."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
-__all__ = ["Loader"]
+__all__ = ["Loader", "spec_reporting"]
 
 
 class Loader:
@@ -28,3 +29,18 @@ class Loader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
+
+
+def spec_reporting(me: Any, name: str, path: Any, target: Any, done: Callable[[Any], None]) -> Any:
+    """For a finder ``me`` on sys.meta_path: the spec the other finders give for name, its
+    loader wrapped to call done(module) once the module has run; None when none finds it."""
+    for finder in sys.meta_path:
+        if finder is me or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(name, path, target)
+        if spec is None:
+            continue
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = Loader(spec.loader, done)  # type: ignore[assignment]
+        return spec
+    return None

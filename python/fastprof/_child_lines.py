@@ -28,7 +28,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ._after_import import Loader
+from ._after_import import spec_reporting
 
 __all__ = ["line_profiler", "Targets"]
 
@@ -139,17 +139,7 @@ class Targets:
         loader that reports when the module has run; None for every other name."""
         if not self._watched(name):
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is None:
-                continue
-            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                done = functools.partial(self._imported, name)
-                spec.loader = Loader(spec.loader, done)  # type: ignore[assignment]
-            return spec
-        return None
+        return spec_reporting(self, name, path, target, functools.partial(self._imported, name))
 
     def _imported(self, name: str, module: Any) -> None:
         if name == "multiprocessing.spawn":

@@ -47,20 +47,11 @@ class _Finder:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != NAME:
             return None
-        from ._after_import import Loader
+        from ._after_import import spec_reporting
 
         self.remove()  # once: the package is being imported now
-        for finder in sys.meta_path:
-            if not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is None:
-                continue
-            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                done = functools.partial(_point, self.builtin, self.undo)
-                spec.loader = Loader(spec.loader, done)  # type: ignore[assignment]
-            return spec
-        return None
+        done = functools.partial(_point, self.builtin, self.undo)
+        return spec_reporting(self, name, path, target, done)
 
     def remove(self) -> None:
         try:
