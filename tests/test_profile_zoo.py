@@ -8,6 +8,7 @@ import asyncio
 import cProfile
 import functools
 import math
+import pstats
 import threading
 from typing import Any, Callable, Dict, Iterator
 
@@ -573,3 +574,48 @@ def test_threads_false_profiles_the_enabling_thread_only() -> None:
     leaf = stats[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")]
     assert leaf[:2] == (1, 1)  # the main thread's call only
     assert (HERE, t_work.__code__.co_firstlineno, "t_work") not in stats
+
+
+def test_threads_false_after_the_enabling_thread_ended() -> None:
+    """The enabling thread ends without disable(); later threads, which may be given its
+    thread-state memory (same PyThreadState address), are not profiled."""
+    p = fastprof.Profile(threads=False)
+
+    def enabler() -> None:
+        p.enable()
+        t_leaf(1)
+
+    a = threading.Thread(target=enabler)
+    a.start()
+    a.join()
+    for _ in range(5):  # each may take the finished thread's tstate memory
+        b = threading.Thread(target=t_work, args=(3,))
+        b.start()
+        b.join()
+    p.disable()
+    stats = pstats.Stats(p).stats
+    assert stats[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")][:2] == (1, 1)
+    assert (HERE, t_work.__code__.co_firstlineno, "t_work") not in stats
+
+
+def test_finished_threads_keep_their_counts_and_threads() -> None:
+    """Threads that end one after another (each may reuse a finished one's thread-state
+    memory and ident) keep exact counts and one entry each in the per-thread view, also
+    after clear() and a second round."""
+    p = fastprof.Profile()
+    for rounds in (1, 2):
+        p.enable()
+        for _ in range(40):
+            t = threading.Thread(target=t_work, args=(3,))
+            t.start()
+            t.join()
+        p.disable()
+        stats = pstats.Stats(p).stats
+        assert stats[(HERE, t_work.__code__.co_firstlineno, "t_work")][:2] == (40, 40)
+        assert stats[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")][:2] == (120, 120)
+        st = fastprof.Stats(p)
+        others = [info.ident for info in st.threads() if info.ident != threading.get_ident()]
+        assert others and all(
+            st.for_thread(i).total_calls > 0 for i in others
+        ), "each finished thread keeps its own table"
+        p.clear()

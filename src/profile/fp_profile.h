@@ -203,7 +203,15 @@ typedef struct fp_profiler {
     } code_cache[1 << FP_CODE_SET_BITS][2];
 
     fp_thread *threads_list;
-    PyThreadState *owner;    /* threads == 0: the one thread profiled */
+    fp_thread **thread_at; /* the thread records by index (first-seen order) */
+    int32_t capthread_at;
+    fp_map thread_map;       /* PyThreadState address -> index of the newest record made for
+                              * it (a finished thread's tstate memory goes to a later thread) */
+    fp_map root_map;         /* thread ident + 1 -> the root node of the threads of that ident */
+    uint64_t generation;     /* counts clear()s: what a finished thread's note names (tables.c) */
+    PyThreadState *owner;    /* threads == 0: the one thread profiled ... */
+    uint64_t owner_tsid;     /* ... and its PyThreadState_GetID, which a later thread given
+                              * the same tstate memory does not share */
     const void *cache_key;   /* the thread last looked up (FP_THREAD_KEY), NULL when the
                               * cache is empty ... */
     fp_thread *cache_thread; /* ... and its record (NULL: not profiled) */
@@ -227,6 +235,10 @@ typedef struct fp_profiler {
  * is not profiled (threads=False) or out of memory (sticky error set).  Slow path: fills the
  * profiler's thread cache. */
 fp_thread *fp_thread_lookup(fp_profiler *p);
+
+/* Returns p's record of the live thread ts, or NULL when p has none (not yet seen, or not
+ * profiled).  Does not create one. */
+fp_thread *fp_thread_find(const fp_profiler *p, PyThreadState *ts);
 
 /* Returns the running thread's record for p, or NULL when it is not profiled.  The cache is
  * the profiler's last thread (threads take turns holding the GIL, so it rarely misses); no

@@ -471,12 +471,9 @@ fp_hooks_remove(fp_profiler *p)
 static int
 fp_legacy_profiles(const fp_profiler *p, PyThreadState *ts, PyThreadState *self)
 {
-    if (ts == self && ts == p->owner)
+    if (ts == self && ts == p->owner && PyThreadState_GetID(ts) == p->owner_tsid)
         return 1;
-    for (const fp_thread *t = p->threads_list; t != NULL; t = t->next)
-        if (t->tstate == ts && t->tsid == PyThreadState_GetID(ts))
-            return 1;
-    return 0;
+    return fp_thread_find(p, ts) != NULL;
 }
 
 /* See fp_profile.h. */

@@ -25,6 +25,11 @@ fp_threads_free(fp_profiler *p)
     }
     p->threads_list = NULL;
     p->nthreads = 0;
+    PyMem_RawFree(p->thread_at);
+    p->thread_at = NULL;
+    p->capthread_at = 0;
+    fp_map_free(&p->thread_map);
+    p->generation++;
     fp_thread_cache_clear(p);
 }
 
@@ -48,6 +53,7 @@ fp_tables_clear(fp_profiler *p)
     fp_index_free(&p->code_map);
     fp_index_free(&p->edge_map);
     fp_map_free(&p->builtin_map);
+    fp_map_free(&p->root_map);
     memset(p->code_cache, 0, sizeof(p->code_cache));
     if (p->tl != NULL)
         fp_tl_clear(p->tl); /* its spans name the functions and threads just dropped */
@@ -474,6 +480,7 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
             return NULL;
     }
     p->owner = PyThreadState_Get();
+    p->owner_tsid = PyThreadState_GetID(p->owner);
     fp_thread_cache_clear(p);
     Py_CLEAR(p->error);
     PyTypeObject *hook_type = NULL;

@@ -339,13 +339,17 @@ fp_node_enter(fp_profiler *p, fp_thread *t, int32_t fi)
     } else {
         /* a thread that reuses a finished thread's ident shares its root: one node per path
          * under each ident */
-        for (fp_thread *o = p->threads_list; t->root < 0 && o != NULL; o = o->next)
-            if (o != t && o->ident == t->ident)
-                t->root = o->root;
+        uint64_t key = (uint64_t)t->ident + 1;
+        if (t->root < 0)
+            t->root = fp_map_get(&p->root_map, key);
         if (t->root < 0) {
             if ((t->root = fp_node_new(p, -1, -1)) < 0)
                 return -2;
             p->nodes[t->root].ncalls = (int64_t)t->ident;
+            if (fp_map_put(&p->root_map, key, t->root) < 0) {
+                fp_set_sticky(p);
+                return -2;
+            }
         }
         parent = t->root;
     }
@@ -442,6 +446,146 @@ fp_thread_cache_clear(fp_profiler *p)
     p->fast_key = NULL;
 }
 
+/* Returns a new record of thread ts (id tsid) for p, listed, indexed and mapped as ts's
+ * newest record, or NULL when out of memory (sticky error set). */
+static fp_thread *
+fp_thread_new(fp_profiler *p, PyThreadState *ts, uint64_t tsid)
+{
+    if (p->nthreads == p->capthread_at) {
+        int32_t ncap = p->capthread_at ? p->capthread_at * 2 : 16;
+        fp_thread **grown = PyMem_RawRealloc(p->thread_at, (size_t)ncap * sizeof(fp_thread *));
+        if (grown == NULL)
+            goto error;
+        p->thread_at = grown;
+        p->capthread_at = ncap;
+    }
+    fp_thread *t = PyMem_RawCalloc(1, sizeof(fp_thread));
+    if (t == NULL)
+        goto error;
+    if (fp_map_put(&p->thread_map, (uint64_t)(uintptr_t)ts, p->nthreads) < 0) {
+        PyMem_RawFree(t);
+        goto error;
+    }
+    t->tstate = ts;
+    t->ident = PyThread_get_thread_ident();
+    t->tsid = tsid;
+    t->root = -1;
+    t->index = p->nthreads++;
+    t->native_id = PyThread_get_thread_native_id();
+    t->next = p->threads_list;
+    p->threads_list = t;
+    p->thread_at[t->index] = t;
+    return t;
+error:
+    fp_set_sticky(p);
+    return NULL;
+}
+
+/* Frees the stack and activation counts of t, a thread that has ended, when no frame of it is
+ * open: its counts stay in the tables and its record stays for the per-thread views, but a
+ * program that starts threads without end keeps a few dozen bytes per finished thread instead
+ * of kilobytes.  Returns nothing. */
+static void
+fp_thread_retire(fp_thread *t)
+{
+    if (t->depth != 0)
+        return;
+    PyMem_RawFree(t->stack);
+    PyMem_RawFree(t->func_rec);
+    PyMem_RawFree(t->edge_rec);
+    t->stack = NULL;
+    t->func_rec = t->edge_rec = NULL;
+    t->cap = t->nfunc_rec = t->nedge_rec = 0;
+}
+
+/* What a thread's dict holds for each profiler that has a record of the thread: when the
+ * thread ends, Python clears its dict (PyThreadState_Clear, holding the GIL) and the capsule's
+ * destructor retires the record, if the profiler and that record still exist. */
+typedef struct fp_thread_end {
+    PyObject *profiler; /* a weak reference */
+    uint64_t generation;
+    int32_t index;
+    uint64_t tsid;
+} fp_thread_end;
+
+#define FP_THREAD_END_NAME "fastprof.thread_end"
+
+/* The capsule's destructor: retires the record it names.  Returns nothing; never leaves an
+ * exception set. */
+static void
+fp_thread_end_run(PyObject *capsule)
+{
+    fp_thread_end *e = PyCapsule_GetPointer(capsule, FP_THREAD_END_NAME);
+    if (e == NULL) {
+        PyErr_Clear();
+        return;
+    }
+#if FP_PY313
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(e->profiler, &obj) < 0)
+        PyErr_Clear();
+#else
+    PyObject *obj = Py_XNewRef(PyWeakref_GetObject(e->profiler));
+    if (obj == Py_None)
+        Py_CLEAR(obj);
+#endif
+    fp_profiler *p = (fp_profiler *)obj;
+    if (p != NULL && p->generation == e->generation && e->index < p->nthreads &&
+        p->thread_at[e->index]->tsid == e->tsid)
+        fp_thread_retire(p->thread_at[e->index]);
+    Py_XDECREF(obj);
+    Py_DECREF(e->profiler);
+    PyMem_RawFree(e);
+}
+
+/* Puts in the running thread's dict what retires t when the thread ends.  Returns nothing:
+ * without it (no memory, a profiler without weak references) t is retired when another
+ * thread takes its tstate memory, or never. */
+static void
+fp_thread_watch(fp_profiler *p, fp_thread *t)
+{
+    PyObject *dict = PyThreadState_GetDict(), *key = NULL, *capsule = NULL;
+    fp_thread_end *e = NULL;
+    if (dict == NULL)
+        return;
+    e = PyMem_RawMalloc(sizeof(*e));
+    if (e == NULL)
+        goto error;
+    e->profiler = PyWeakref_NewRef((PyObject *)p, NULL);
+    if (e->profiler == NULL)
+        goto error;
+    e->generation = p->generation;
+    e->index = t->index;
+    e->tsid = t->tsid;
+    capsule = PyCapsule_New(e, FP_THREAD_END_NAME, fp_thread_end_run);
+    if (capsule == NULL) {
+        Py_DECREF(e->profiler);
+        goto error;
+    }
+    e = NULL; /* the capsule's now */
+    key = PyUnicode_FromFormat("fastprof.thread_end.%p", (void *)p);
+    if (key == NULL || PyDict_SetItem(dict, key, capsule) < 0)
+        goto error;
+    Py_DECREF(key);
+    Py_DECREF(capsule);
+    return;
+error:
+    PyErr_Clear();
+    PyMem_RawFree(e);
+    Py_XDECREF(key);
+    Py_XDECREF(capsule);
+}
+
+/* See fp_profile.h. */
+fp_thread *
+fp_thread_find(const fp_profiler *p, PyThreadState *ts)
+{
+    int32_t i = fp_map_get(&p->thread_map, (uint64_t)(uintptr_t)ts);
+    if (i < 0 || p->thread_at[i]->tsid != PyThreadState_GetID(ts))
+        return NULL;
+    return p->thread_at[i];
+}
+
 /* See fp_profile.h. */
 fp_thread *
 fp_thread_lookup(fp_profiler *p)
@@ -449,27 +593,22 @@ fp_thread_lookup(fp_profiler *p)
     if (!p->enabled || p->error != NULL)
         return NULL; /* not cached: enable() empties the cache */
     PyThreadState *ts = PyThreadState_Get();
-    fp_thread *t = NULL;
-    if (!p->threads && ts != p->owner)
-        goto done;
-    unsigned long ident = PyThread_get_thread_ident();
     uint64_t tsid = PyThreadState_GetID(ts);
-    for (t = p->threads_list; t != NULL; t = t->next)
-        if (t->tstate == ts && t->tsid == tsid) /* the id alone tells a later thread apart */
-            goto done;
-    t = PyMem_RawCalloc(1, sizeof(fp_thread));
-    if (t == NULL) {
-        fp_set_sticky(p);
-        return NULL;
+    fp_thread *t = NULL;
+    /* the id alone tells a later thread, given a finished one's tstate memory, apart */
+    if (!p->threads && (ts != p->owner || tsid != p->owner_tsid))
+        goto done;
+    int32_t i = fp_map_get(&p->thread_map, (uint64_t)(uintptr_t)ts);
+    fp_thread *newest = i >= 0 ? p->thread_at[i] : NULL;
+    if (newest != NULL && newest->tsid == tsid) {
+        t = newest;
+        goto done;
     }
-    t->tstate = ts;
-    t->ident = ident;
-    t->tsid = tsid;
-    t->root = -1;
-    t->index = p->nthreads++;
-    t->native_id = PyThread_get_thread_native_id();
-    t->next = p->threads_list;
-    p->threads_list = t;
+    if ((t = fp_thread_new(p, ts, tsid)) == NULL)
+        return NULL;
+    if (newest != NULL)
+        fp_thread_retire(newest); /* its thread has ended: its tstate memory is this one's */
+    fp_thread_watch(p, t);
 done:
     p->cache_key = FP_THREAD_KEY();
     p->cache_thread = t;
