@@ -288,3 +288,135 @@ def test_async_decorator_refuses_a_step_from_inside_its_own_step() -> None:
         me[0].send(None)
     assert stop.value.value == "done"
     assert reentrant.session._active == 0 and not reentrant.profiler.enabled
+
+
+async def in_task() -> str:
+    """Suspends once; returns the names of the tasks its two steps ran in."""
+    first = asyncio.current_task().get_name()  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    return first + "," + asyncio.current_task().get_name()  # type: ignore[union-attr]
+
+
+def _outcome(x: Any) -> Any:
+    return (type(x), str(x)) if isinstance(x, BaseException) else x
+
+
+def _awaited_twice(make: Any) -> Dict[str, Any]:
+    """What two tasks awaiting one call get, what awaiting it once finished gets, and what a
+    task stepping the call directly and a coroutine awaiting it meanwhile get."""
+    out: Dict[str, Any] = {}
+
+    async def main() -> None:
+        call = make()
+
+        async def waiter() -> Any:
+            return await call
+
+        tasks = [asyncio.create_task(waiter(), name=n) for n in "AB"]
+        out["tasks"] = [_outcome(x) for x in await asyncio.gather(*tasks, return_exceptions=True)]
+        try:
+            await call
+        except RuntimeError as e:
+            out["finished"] = _outcome(e)
+        closed = make()
+        closed.close()
+        try:
+            await closed
+        except RuntimeError as e:
+            out["closed"] = _outcome(e)
+        task = asyncio.create_task(make(), name="T")
+        await asyncio.sleep(0)  # its first step ran: suspended at the sleep
+        try:
+            await task.get_coro()  # type: ignore[misc]
+        except RuntimeError as e:
+            out["task"] = _outcome(e)
+        out["task result"] = await task
+
+    asyncio.run(main())
+    return out
+
+
+def test_async_decorator_second_await_raises_as_cpython_does() -> None:
+    """A second await of one call while the first is pending raises CPython's RuntimeError
+    in the second awaiter, the first await going on in its own task; a finished (or closed)
+    call raises what a finished coroutine raises."""
+    profiled = fastprof.profile(report="never")(in_task)
+    mine, ref = _awaited_twice(profiled), _awaited_twice(in_task)
+    assert mine == ref
+    assert ref["tasks"] == ["A,A", (RuntimeError, "coroutine is being awaited already")]
+    assert ref["finished"] == ref["closed"]
+    assert ref["finished"] == (RuntimeError, "cannot reuse already awaited coroutine")
+    assert ref["task"] == ref["tasks"][1] and ref["task result"] == "T,T"
+    assert profiled.session._active == 0 and not profiled.profiler.enabled
+    # two complete calls (two steps each) and one closed before it ran, as cProfile counts
+    assert profiled.session.stats().row("in_task").ncalls == 4
+
+
+def _coroutine_view(make: Any) -> Dict[str, Any]:
+    """What asyncio and inspect see of a call: its states before, during and after a task
+    runs it, the task's stack and repr while it is suspended and once it is done."""
+    out: Dict[str, Any] = {}
+
+    async def main() -> None:
+        call = make()
+        out["states"] = [inspect.getcoroutinestate(call)]
+        task = asyncio.create_task(call)
+        await asyncio.sleep(0)
+        out["states"].append(inspect.getcoroutinestate(call))
+        out["stack"] = [(f.f_code, f.f_lineno) for f in task.get_stack()]
+        out["repr"] = repr(task).split(" coro=<")[1].split(">")[0]
+        await task
+        out["states"].append(inspect.getcoroutinestate(call))
+        out["done"] = repr(task).split(" coro=<")[1].split(">")[0]
+        out["code"] = call.cr_code
+        out["names"] = (call.__name__, call.__qualname__)
+        out["after"] = (call.cr_frame, call.cr_await, call.cr_running)
+
+    asyncio.run(main())
+    return out
+
+
+def test_async_decorator_call_shows_the_coroutine_to_asyncio_and_inspect() -> None:
+    """A task's get_stack() and repr, and inspect.getcoroutinestate(), see the decorated
+    call as they see the undecorated coroutine."""
+    profiled = fastprof.profile(report="never")(in_task)
+    mine, ref = _coroutine_view(profiled), _coroutine_view(in_task)
+    assert mine == ref
+    assert ref["states"] == [inspect.CORO_CREATED, inspect.CORO_SUSPENDED, inspect.CORO_CLOSED]
+    assert ref["stack"] == [(in_task.__code__, in_task.__code__.co_firstlineno + 3)]
+    assert ref["repr"] == f"in_task() running at {HERE}:{in_task.__code__.co_firstlineno + 3}"
+    assert ref["done"] == f"in_task() done, defined at {HERE}:{in_task.__code__.co_firstlineno}"
+    assert ref["code"] is in_task.__code__ and ref["after"] == (None, None, False)
+    assert profiled.session._active == 0 and not profiled.profiler.enabled
+
+
+def test_async_decorator_call_coroutine_attributes() -> None:
+    """cr_await, cr_running, cr_suspended (3.11+) and cr_origin are the coroutine's, the
+    names are its own (a method's __name__ is not its __qualname__), and all are read-only."""
+
+    class Holder:
+        @fastprof.profile(report="never")
+        async def method(self) -> None:
+            await suspend()
+
+    depth = sys.get_coroutine_origin_tracking_depth()
+    sys.set_coroutine_origin_tracking_depth(1)
+    try:
+        call = Holder().method()
+    finally:
+        sys.set_coroutine_origin_tracking_depth(depth)
+    assert call.__name__ == "method"
+    assert call.__qualname__.endswith("Holder.method")
+    assert call.cr_origin[0][2] == "test_async_decorator_call_coroutine_attributes"
+    assert call.cr_await is None and call.cr_running is False
+    assert call.send(None) is None
+    assert call.cr_await is not None and call.cr_frame.f_code is call.cr_code
+    if sys.version_info >= (3, 11):
+        assert call.cr_suspended is True
+    for name in ("cr_frame", "cr_await", "cr_code", "cr_origin", "cr_running", "__name__"):
+        with pytest.raises(AttributeError):
+            setattr(call, name, None)
+    with pytest.raises(StopIteration):
+        call.send(None)
+    assert call.cr_frame is None and call.cr_await is None and call.cr_origin is not None
+    assert Holder.method.session._active == 0

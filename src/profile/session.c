@@ -35,7 +35,7 @@ typedef struct fp_guarded {
 typedef struct fp_gcall {
     PyObject_HEAD fp_session *session; /* strong */
     PyObject *inner;                   /* strong: the iterator awaited; NULL once finished */
-    PyObject *qualname;                /* strong: the coroutine's __qualname__ */
+    PyObject *coro;                    /* strong: what the function returned (its cr_* and names) */
     int started;                       /* its first step counted a call of the session */
     int running;                       /* a step is under way (steps do not nest) */
 } fp_gcall;
@@ -544,25 +544,106 @@ fp_call_am_send(PyObject *self, PyObject *arg, PyObject **result)
 }
 #endif
 
-/* __await__(): the call itself is the iterator awaited.  Returns a new reference. */
+/* Whether call c is suspended at an await, its first awaiter pending: for a coroutine, as
+ * CPython tells (its cr_await is set), else once a step ran and the iterator has not ended.
+ * Returns 1 or 0, or -1 with an exception set. */
+static int
+fp_call_is_awaited(fp_gcall *c)
+{
+    if (c->inner == NULL || c->running)
+        return 0; /* finished: the step says so; running: the step refuses it */
+    if (!PyCoro_CheckExact(c->inner))
+        return c->started;
+    PyObject *yf = PyObject_GetAttrString(c->inner, "cr_await");
+    if (yf == NULL)
+        return -1;
+    int r = yf != Py_None;
+    Py_DECREF(yf);
+    return r;
+}
+
+/* __await__(): the call itself is the iterator awaited; while an await of it is pending, a
+ * second one raises RuntimeError, as for a coroutine (a finished call raises at its first
+ * step, as a finished coroutine does).  Returns a new reference, or NULL with an exception
+ * set. */
 static PyObject *
 fp_call_await(PyObject *self)
 {
+    int awaited = fp_call_is_awaited((fp_gcall *)self);
+    if (awaited < 0)
+        return NULL;
+    if (awaited) {
+        PyErr_SetString(PyExc_RuntimeError, "coroutine is being awaited already");
+        return NULL;
+    }
     return Py_NewRef(self);
 }
 
-/* __name__ and __qualname__: the coroutine's.  Returns a new reference. */
+/* What an attribute of the coroutine gives where what the function returned has none (an
+ * awaitable that is not a coroutine). */
+enum { FP_CR_NONE, FP_CR_RUNNING, FP_CR_SUSPENDED, FP_CR_TYPE_NAME };
+
+/* One read-only attribute of the coroutine a call stands for (the closure of its getter). */
+typedef struct fp_cr_attr {
+    const char *name;
+    int fallback; /* FP_CR_* */
+} fp_cr_attr;
+
+static fp_cr_attr fp_cr_name = {"__name__", FP_CR_TYPE_NAME};
+static fp_cr_attr fp_cr_qualname = {"__qualname__", FP_CR_TYPE_NAME};
+static fp_cr_attr fp_cr_frame = {"cr_frame", FP_CR_NONE};
+static fp_cr_attr fp_cr_await = {"cr_await", FP_CR_NONE};
+static fp_cr_attr fp_cr_code = {"cr_code", FP_CR_NONE};
+static fp_cr_attr fp_cr_origin = {"cr_origin", FP_CR_NONE};
+static fp_cr_attr fp_cr_running = {"cr_running", FP_CR_RUNNING};
+#if FP_PY311
+static fp_cr_attr fp_cr_suspended = {"cr_suspended", FP_CR_SUSPENDED};
+#endif
+
+/* The default of attribute a for call c (see FP_CR_*).  Returns a new reference or NULL. */
 static PyObject *
-fp_call_get_qualname(PyObject *self, FP_UNUSED void *closure)
+fp_call_cr_default(fp_gcall *c, const fp_cr_attr *a)
 {
-    return Py_NewRef(((fp_gcall *)self)->qualname);
+    switch (a->fallback) {
+    case FP_CR_RUNNING:
+        return PyBool_FromLong(c->running);
+    case FP_CR_SUSPENDED:
+        return PyBool_FromLong(c->started && c->inner != NULL && !c->running);
+    case FP_CR_TYPE_NAME:
+        return PyUnicode_FromString(c->coro != NULL ? Py_TYPE(c->coro)->tp_name : "coroutine");
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+/* cr_frame, cr_await, cr_code, cr_origin, cr_running, cr_suspended (3.11+), __name__ and
+ * __qualname__: the coroutine's, read from what the function returned (asyncio's task repr
+ * and get_stack() and inspect.getcoroutinestate() read them), or a default (see FP_CR_*).
+ * Returns a new reference, or NULL with an exception set. */
+static PyObject *
+fp_call_get_cr(PyObject *self, void *closure)
+{
+    fp_gcall *c = (fp_gcall *)self;
+    const fp_cr_attr *a = closure;
+    if (c->coro != NULL) {
+        PyObject *v = PyObject_GetAttrString(c->coro, a->name);
+        if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return v;
+        PyErr_Clear();
+    }
+    return fp_call_cr_default(c, a);
 }
 
 /* repr: names the coroutine.  Returns a str or NULL. */
 static PyObject *
 fp_call_repr(PyObject *self)
 {
-    return PyUnicode_FromFormat("<fastprof.profile coroutine %S>", ((fp_gcall *)self)->qualname);
+    PyObject *name = fp_call_get_cr(self, &fp_cr_qualname);
+    if (name == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("<fastprof.profile coroutine %S>", name);
+    Py_DECREF(name);
+    return r;
 }
 
 /* tp_finalize: a call dropped while its coroutine is suspended is closed, as a coroutine is,
@@ -590,6 +671,7 @@ fp_call_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(c->session);
     Py_VISIT(c->inner);
+    Py_VISIT(c->coro);
     return 0;
 }
 
@@ -600,6 +682,7 @@ fp_call_clear(PyObject *self)
     fp_gcall *c = (fp_gcall *)self;
     Py_CLEAR(c->session);
     Py_CLEAR(c->inner);
+    Py_CLEAR(c->coro);
     return 0;
 }
 
@@ -611,7 +694,6 @@ fp_call_dealloc(PyObject *self)
         return; /* resurrected */
     PyObject_GC_UnTrack(self);
     fp_call_clear(self);
-    Py_CLEAR(((fp_gcall *)self)->qualname);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -624,8 +706,17 @@ static PyMethodDef fp_call_methods[] = {
 };
 
 static PyGetSetDef fp_call_getset[] = {
-    {"__name__", fp_call_get_qualname, NULL, "The coroutine's name.", NULL},
-    {"__qualname__", fp_call_get_qualname, NULL, "The coroutine's qualified name.", NULL},
+    {"__name__", fp_call_get_cr, NULL, "The coroutine's name.", &fp_cr_name},
+    {"__qualname__", fp_call_get_cr, NULL, "The coroutine's qualified name.", &fp_cr_qualname},
+    {"cr_frame", fp_call_get_cr, NULL, "The coroutine's frame (None once finished).", &fp_cr_frame},
+    {"cr_await", fp_call_get_cr, NULL, "What the coroutine awaits, or None.", &fp_cr_await},
+    {"cr_code", fp_call_get_cr, NULL, "The coroutine's code object.", &fp_cr_code},
+    {"cr_origin", fp_call_get_cr, NULL, "Where the coroutine was created, or None.", &fp_cr_origin},
+    {"cr_running", fp_call_get_cr, NULL, "Whether the coroutine runs now.", &fp_cr_running},
+#if FP_PY311
+    {"cr_suspended", fp_call_get_cr, NULL, "Whether it is suspended at an await.",
+     &fp_cr_suspended},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -686,16 +777,9 @@ fp_call_new(PyTypeObject *tp, fp_guarded *g, PyObject *args, PyObject *kwargs)
     c = (fp_gcall *)tp->tp_alloc(tp, 0);
     if (c == NULL)
         goto error;
-    c->qualname = PyObject_GetAttrString(res, "__qualname__");
-    if (c->qualname == NULL) {
-        PyErr_Clear();
-        c->qualname = PyUnicode_FromString(Py_TYPE(res)->tp_name);
-        if (c->qualname == NULL)
-            goto error;
-    }
     c->session = (fp_session *)Py_NewRef(g->session);
     c->inner = inner;
-    Py_DECREF(res);
+    c->coro = res;
     return (PyObject *)c;
 error:
     Py_XDECREF(c);
