@@ -233,6 +233,22 @@ def test_generator_throw_and_close():
     assert hits[L("gwork")] == 2 and hits[L("gyield")] == 2 and L("gend") not in hits
 
 
+def test_throw_into_a_generator_before_its_first_step():
+    """A generator (or a coroutine: a task cancelled before it ran) thrown into before its
+    first step runs none of its lines: no line of it is hit or charged, the def line
+    included, as line_profiler reports it (on 3.12+ the throw's offset maps to the def)."""
+    reads = iter(range(10**9))
+    lp = LineProfiler(T.gen, _timer=lambda: next(reads), _timer_unit=1.0)  # moves every read
+    with lp:
+        for _ in range(2):
+            g = T.gen(5)
+            with pytest.raises(KeyError):
+                g.throw(KeyError("x"))
+        assert list(T.gen(1)) == [0]
+    rows = lines_of(lp.get_stats(), T.gen)
+    assert rows == {L("gfor"): 2, L("gwork"): 1, L("gyield"): 1, L("gend"): 1}
+
+
 # --- what trips peers ---------------------------------------------------------------------
 
 

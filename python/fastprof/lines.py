@@ -324,6 +324,14 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _code_start(code: types.CodeType) -> int:
+    """Return the offset of code's first RESUME on 3.12+ (0 below): a generator or coroutine
+    thrown into before its first step reports an offset before it, on no line of its body."""
+    if sys.version_info < (3, 12):
+        return 0
+    return next((i.offset for i in dis.get_instructions(code) if i.opname == "RESUME"), 0)
+
+
 def _code_lines(code: types.CodeType) -> Tuple[int, int]:
     """The smallest and largest line number of code (its first line included)."""
     if hasattr(code, "co_lines"):
@@ -543,7 +551,7 @@ class LineProfiler(Wrapping):
 
     def _add_code(self, code: types.CodeType) -> bool:
         first, last = _code_lines(code)
-        added = bool(self._tracer.add_code(code, first, last))
+        added = bool(self._tracer.add_code(code, first, last, _code_start(code)))
         if added and self._tool is not None:
             self._set_local_events(code)
         return added

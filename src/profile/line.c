@@ -212,16 +212,17 @@ fp_line_dealloc(fp_ltracer *self)
     Py_DECREF(tp);
 }
 
-/* add_code(code, first, last): registers code with line numbers first..last.  Returns True
- * when it was new here, False when already registered, or NULL with an exception set. */
+/* add_code(code, first, last, start=0): registers code with line numbers first..last, its
+ * first RESUME at offset start.  Returns True when it was new here, False when already
+ * registered, or NULL with an exception set. */
 static PyObject *
 fp_line_add_code(fp_ltracer *self, PyObject *args)
 {
     PyObject *code;
-    int first, last, failed;
+    int first, last, start = 0, failed;
     fp_lrec *rec = NULL;
     fp_lmap *map, *grown;
-    if (!PyArg_ParseTuple(args, "Oii:add_code", &code, &first, &last))
+    if (!PyArg_ParseTuple(args, "Oii|i:add_code", &code, &first, &last, &start))
         goto error;
     if (!PyCode_Check(code)) {
         PyErr_Format(PyExc_TypeError, "add_code(): code must be a code object, not %.100s",
@@ -257,6 +258,7 @@ fp_line_add_code(fp_ltracer *self, PyObject *args)
     }
     rec->first = first;
     rec->nlines = last - first + 1;
+    rec->start = start;
     rec->hits = PyMem_RawCalloc((size_t)rec->nlines, sizeof(int64_t));
     rec->ticks = PyMem_RawCalloc((size_t)rec->nlines, sizeof(int64_t));
     if (rec->hits == NULL || rec->ticks == NULL) {

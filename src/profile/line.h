@@ -15,6 +15,8 @@ typedef struct fp_lrec {
     PyObject *code; /* strong reference */
     int first;      /* smallest line number of the code */
     int nlines;     /* lines first .. first + nlines - 1 */
+    int start;      /* 3.12+: offset of the code's first RESUME; a frame thrown into before
+                     * its first step (PY_THROW) reports an offset below it, on no line */
     int64_t *hits;
     int64_t *ticks;
 } fp_lrec;

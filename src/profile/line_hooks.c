@@ -177,7 +177,8 @@ fp_line_int_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i)
 }
 
 /* Pushes a frame of the registered code args[0] entered at now; resumed: it goes on after a
- * yield, on the line of the yield at offset args[1] (which gets no new line event).
+ * yield, on the line of the yield at offset args[1] (which gets no new line event), or it is
+ * thrown into before its first step (an offset below its first RESUME), on no line yet.
  * Returns None. */
 static PyObject *
 fp_line_begin(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs, int resumed, fp_tick now)
@@ -191,7 +192,8 @@ fp_line_begin(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs, int res
     int line = -1;
     if (resumed) {
         int offset = fp_line_int_arg(args, nargs, 1);
-        line = offset >= 0 ? PyCode_Addr2Line((PyCodeObject *)args[0], offset) : -1;
+        if (offset >= rec->start)
+            line = PyCode_Addr2Line((PyCodeObject *)args[0], offset);
     }
     fp_line_push(self, ts, rec, NULL, line, now);
 done:
