@@ -204,6 +204,9 @@ def test_without_numpy_kernels_raise_a_clear_importerror_and_profiling_works() -
         assert hint(lambda: _fastprof._evaluate_program([], [], [], 1, 0, None)) == "ImportError"
         # and so do the Python names that need NumPy
         assert hint(lambda: fastprof.kernels.convolve) == "ImportError"
+        # the module itself, imported by name, says so too
+        assert hint(lambda: __import__("fastprof.kernels")) == "ImportError"
+        assert hint(lambda: exec("from fastprof.kernels import convolve")) == "ImportError"
         assert hint(lambda: fastprof.cuda_timer) == "ImportError"
         assert hint(lambda: fastprof.cuda.DeviceArray) == "ImportError"
         assert _fastprof._get_num_threads() >= 1  # what needs no NumPy still works

@@ -5,6 +5,7 @@ what examples/hotspots.py imports, and CI runs the README's test command."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
@@ -70,3 +71,36 @@ def test_the_readme_main_command_installs_what_the_example_imports() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     (test_cmd,) = [c for c in _readme_commands() if "pytest" in c]
     assert test_cmd in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_sdist_holds_what_the_readme_commands_need(tmp_path: Path) -> None:
+    """An unpacked sdist runs both README commands: it holds every source, test file (the
+    helpers and stand-in sources the tests import or build included) and the example."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to list the tracked files")
+    pytest.importorskip("setuptools")
+    tracked = subprocess.run(
+        ["git", "ls-files", "src", "tests", "examples", "python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    env = dict(os.environ, FASTPROF_CUDA="0")
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        env=env,
+    )
+    (archive,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    missing = sorted(set(tracked) - names)
+    assert not missing, f"tracked files missing from the sdist: {missing[:20]}"
+    assert not [n for n in names if n.endswith((".pyc", ".so", ".o"))]

@@ -19,6 +19,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional
 
+try:
+    import numpy  # noqa: F401  (every kernel needs it: say how to get it when it is missing)
+except ImportError as _exc:
+    from .. import _numpy_hint
+
+    _hint = _numpy_hint(_exc, "kernels")
+    if _hint is None:
+        raise
+    raise _hint from _exc
+
 from . import cpu as _cpu
 from .args import (
     caller_names,
