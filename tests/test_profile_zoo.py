@@ -615,7 +615,7 @@ def test_finished_threads_keep_their_counts_and_threads() -> None:
         assert stats[(HERE, t_leaf.__code__.co_firstlineno, "t_leaf")][:2] == (120, 120)
         st = fastprof.Stats(p)
         others = [info.ident for info in st.threads() if info.ident != threading.get_ident()]
-        assert others and all(
-            st.for_thread(i).total_calls > 0 for i in others
-        ), "each finished thread keeps its own table"
+        assert others and all(st.for_thread(i).total_calls > 0 for i in others), (
+            "each finished thread keeps its own table"
+        )
         p.clear()

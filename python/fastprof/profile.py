@@ -25,6 +25,7 @@ from typing import (
     Tuple,
     TypeVar,
     Union,
+    overload,
 )
 
 from . import _fastprof
@@ -48,6 +49,7 @@ EdgeStats = Tuple[int, int, float, float]
 """A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R")
 SortArg = Union[str, int, Tuple[Union[str, int], ...]]
 """A pstats sort key (name or legacy integer), or a tuple of them."""
 
@@ -219,7 +221,7 @@ class Profile(_fastprof.Profiler):
             self.disable()
         return self
 
-    def runcall(self, func: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
+    def runcall(self, func: Callable[..., _R], /, *args: Any, **kw: Any) -> _R:
         """Profiles ``func(*args, **kw)`` and returns its result."""
         self.enable()
         try:
@@ -501,6 +503,14 @@ def _line_profiler() -> Any:
         return LineProfiler()
     except NotImplementedError as e:  # the line profiler part is not built yet
         raise NotImplementedError(f"lines=True needs fastprof.lines: {e}") from None
+
+
+@overload
+def profile(func: _F, **options: Any) -> _F: ...
+
+
+@overload
+def profile(func: None = None, **options: Any) -> "ProfileSession": ...
 
 
 def profile(func: Optional[_F] = None, **options: Any) -> Any:
