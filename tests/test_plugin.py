@@ -700,28 +700,6 @@ def _subprocess_env(monkeypatch):
     )
 
 
-def test_xdist_workers_skip_with_a_reason(inner, monkeypatch):
-    pytest.importorskip("xdist")
-    _subprocess_env(monkeypatch)
-    inner.makepyfile(
-        test_x="""
-        def test_b(fastprof_benchmark):
-            fastprof_benchmark(sum, [1, 2])
-
-        def test_plain():
-            pass
-    """
-    )
-    result = inner.runpytest_subprocess(
-        *PLUGIN_ARGS, "-n", "2", "-rs", "--fastprof-save=x", "--fastprof-storage=runs"
-    )
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(
-        ["*fastprof_benchmark: benchmarks do not run on pytest-xdist workers*-p no:xdist or -n 0*"]
-    )
-    assert not (inner.path / "runs").exists()
-
-
 def test_beside_pytest_benchmark(inner, monkeypatch):
     pytest.importorskip("pytest_benchmark")
     _subprocess_env(monkeypatch)

@@ -603,7 +603,7 @@ def test_finished_threads_keep_their_counts_and_threads() -> None:
     memory and ident) keep exact counts and one entry each in the per-thread view, also
     after clear() and a second round."""
     p = fastprof.Profile()
-    for rounds in (1, 2):
+    for _round in (1, 2):
         p.enable()
         for _ in range(40):
             t = threading.Thread(target=t_work, args=(3,))

@@ -1,6 +1,7 @@
 """fastprof's pytest plugin: the fastprof_benchmark and cuda_benchmark fixtures and the
---fastprof-save (--fastprof-save-data) / --fastprof-compare / --fastprof-compare-fail /
---fastprof-profile options.
+--fastprof-* options (save, compare, fail on a regression, profile; disable, skip, only; a JSON
+file of the run; session-wide rounds and times), pytest-benchmark's --benchmark-* under
+fastprof's names.
 
 Loaded through the pytest11 entry point; it works beside pytest-benchmark (distinct fixture and
 option names, and its ``@pytest.mark.benchmark(...)`` marker is read, not registered twice).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
@@ -25,15 +27,20 @@ if TYPE_CHECKING:
 
     from .bench.fixture import BenchmarkFixture, CudaBenchmarkFixture
     from .bench.rules import Rule
+    from .bench.runner import Options
 
 #: Makes the profiler of --fastprof-profile's extra round; None means fastprof.Profile.
 #: Tests may set a cProfile-compatible factory here.
 _profiler_factory: Optional[Callable[[], Any]] = None
 
-_XDIST_REASON = (
-    "{name}: benchmarks do not run on pytest-xdist workers (parallel workers compete for the "
-    "CPU and the results could not be saved or compared); run them apart with -p no:xdist or -n 0"
+_XDIST_NOTE = (
+    "{name} ran its function once, untimed: benchmarks are disabled on pytest-xdist workers "
+    "(parallel workers compete for the CPU, and the results could not be saved or compared); "
+    "time them apart with -p no:xdist or -n 0"
 )
+_SKIP_REASON = "a benchmark (--fastprof-skip)"
+_ONLY_REASON = "not a benchmark (--fastprof-only)"
+_FIXTURES = ("fastprof_benchmark", "cuda_benchmark")
 
 
 _NEEDS_NUMPY = (
@@ -79,6 +86,19 @@ class _State:
         self.cuda_used = False
         self.worker = hasattr(config, "workerinput")
         self.profile = bool(opt.fastprof_profile)
+        # as pytest-benchmark: --fastprof-only wins over --fastprof-skip, cannot go with
+        # --fastprof-disable, and --fastprof-enable undoes a --fastprof-disable from addopts
+        self.only = bool(opt.fastprof_only)
+        self.skip = bool(opt.fastprof_skip) and not self.only
+        explicit_disable = bool(opt.fastprof_disable) and not opt.fastprof_enable
+        if explicit_disable and self.only:
+            raise pytest.UsageError(
+                "--fastprof-only and --fastprof-disable contradict each other: the first runs "
+                "only the benchmarks, the second runs them untimed"
+            )
+        self.disabled = explicit_disable or self.worker
+        self.options = _session_options(opt)
+        self.json_path: Optional[str] = opt.fastprof_json
         self._storage: Optional[str] = opt.fastprof_storage or None
         self.save_name = opt.fastprof_save
         self.keep_data = bool(opt.fastprof_save_data)
@@ -136,6 +156,30 @@ class _State:
 _STATE_KEY = pytest.StashKey[_State]()
 
 
+def _session_options(opt: Any) -> Optional[Options]:
+    """Return the benchmark Options of the session: the defaults with --fastprof-min-rounds,
+    --fastprof-max-time and --fastprof-min-time applied (a marker's keys still win), or None
+    when none is given (nothing is imported then).  Raises pytest.UsageError naming the
+    option for a bad value."""
+    given = {
+        name: getattr(opt, f"fastprof_{name}")
+        for name in ("min_rounds", "max_time", "min_time")
+        if getattr(opt, f"fastprof_{name}") is not None
+    }
+    if not given:
+        return None
+    from .bench.runner import Options, options_from
+
+    try:
+        return options_from(Options(), given, "the --fastprof-* options")
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for name in given:  # the option as typed
+            option = "--fastprof-" + name.replace("_", "-")
+            message = message.replace(f"benchmark option {name}", option)
+        raise pytest.UsageError(message) from None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fastprof", "fastprof benchmarks")
     group.addoption(
@@ -182,6 +226,59 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="folder of saved runs (default: ROOTDIR/.fastprof/benchmarks/MACHINE)",
     )
     group.addoption(
+        "--fastprof-json",
+        metavar="PATH",
+        default=None,
+        help="also write the run, as --fastprof-save would save it, to PATH",
+    )
+    group.addoption(
+        "--fastprof-disable",
+        action="store_true",
+        default=False,
+        help="run each benchmarked function once, untimed, so the tests run fast and still "
+        "check their results (pytest-benchmark's --benchmark-disable)",
+    )
+    group.addoption(
+        "--fastprof-enable",
+        action="store_true",
+        default=False,
+        help="undo --fastprof-disable (from addopts, say)",
+    )
+    group.addoption(
+        "--fastprof-skip",
+        action="store_true",
+        default=False,
+        help="skip the tests that use fastprof_benchmark or cuda_benchmark",
+    )
+    group.addoption(
+        "--fastprof-only",
+        action="store_true",
+        default=False,
+        help="run only the tests that use fastprof_benchmark or cuda_benchmark (wins over "
+        "--fastprof-skip)",
+    )
+    group.addoption(
+        "--fastprof-min-rounds",
+        metavar="N",
+        type=int,
+        default=None,
+        help="timed rounds at least (default 5; a test's @pytest.mark.benchmark wins)",
+    )
+    group.addoption(
+        "--fastprof-max-time",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="seconds of timed rounds to aim for (default 1.0; the marker wins)",
+    )
+    group.addoption(
+        "--fastprof-min-time",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="shortest round (default 5e-06; the marker wins)",
+    )
+    group.addoption(
         "--fastprof-sort",
         default="min",
         choices=["min", "max", "mean", "median", "stddev", "name"],
@@ -214,8 +311,9 @@ def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, An
     where = f"@pytest.mark.benchmark on {node.nodeid}"
     from .bench.runner import Options, options_from
 
+    base = state.options if state.options is not None else Options()
     try:
-        opts = options_from(Options(), dict(marker.kwargs) if marker else {}, where)
+        opts = options_from(base, dict(marker.kwargs) if marker else {}, where)
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     callspec = getattr(node, "callspec", None)
@@ -228,7 +326,29 @@ def _fixture_args(request: pytest.FixtureRequest, state: _State) -> Dict[str, An
         "params": dict(callspec.params) if callspec else None,
         "param": callspec.id if callspec else None,
         "root": str(request.config.rootpath),
+        "disabled": state.disabled,
     }
+
+
+def _disabled_here(state: _State, name: str) -> None:
+    """Skip the test under --fastprof-skip; on an xdist worker, where the fixture runs its
+    function once untimed, warn so that the session's summary says so."""
+    if state.skip:
+        pytest.skip(_SKIP_REASON)
+    if state.worker:
+        warnings.warn(pytest.PytestWarning(_XDIST_NOTE.format(name=name)), stacklevel=2)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    state = config.stash.get(_STATE_KEY, None)
+    if state is None or not (state.skip or state.only):
+        return
+    for item in items:
+        uses = any(name in _FIXTURES for name in getattr(item, "fixturenames", ()))
+        if uses and state.skip:
+            item.add_marker(pytest.mark.skip(reason=_SKIP_REASON))
+        elif not uses and state.only:
+            item.add_marker(pytest.mark.skip(reason=_ONLY_REASON))
 
 
 @pytest.fixture
@@ -237,8 +357,7 @@ def fastprof_benchmark(request: pytest.FixtureRequest) -> Iterator[BenchmarkFixt
     ``fastprof_benchmark("label", fn, ...)`` for several benchmarks in one test;
     ``.pedantic(...)`` as in pytest-benchmark; options from ``@pytest.mark.benchmark(...)``."""
     state = _state(request.config)
-    if state.worker:
-        pytest.skip(_XDIST_REASON.format(name="fastprof_benchmark"))
+    _disabled_here(state, "fastprof_benchmark")
     fixture: BenchmarkFixture = _fixture_module().BenchmarkFixture(**_fixture_args(request, state))
     yield fixture
     fixture.test_finished()
@@ -249,8 +368,7 @@ def cuda_benchmark(request: pytest.FixtureRequest) -> Iterator[CudaBenchmarkFixt
     """Time GPU work with CUDA events around each round (one wait per round); the stats are
     device time, host time is kept beside them. Skipped with the reason when no GPU."""
     state = _state(request.config)
-    if state.worker:
-        pytest.skip(_XDIST_REASON.format(name="cuda_benchmark"))
+    _disabled_here(state, "cuda_benchmark")
     try:
         cuda = importlib.import_module("fastprof.cuda")
     except ImportError as exc:
@@ -298,13 +416,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     lines = state.summary
     if not state.results:
-        if state.save_name is not None:
-            lines.append("fastprof: not saving anything, no benchmarks have been run")
+        why = (
+            "the benchmarks were disabled (--fastprof-disable)"
+            if state.disabled
+            else "no benchmarks have been run"
+        )
+        if state.save_name is not None or state.json_path is not None:
+            lines.append(f"fastprof: not saving anything, {why}")
         if state.baseline is not None:
-            lines.append(
-                f"fastprof: nothing compared with {state.baseline_path}, "
-                "no benchmarks have been run"
-            )
+            lines.append(f"fastprof: nothing compared with {state.baseline_path}, {why}")
         return
     from . import __version__
     from .bench import storage
@@ -322,9 +442,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except (OSError, ValueError, ImportError) as exc:  # an error, never a pass nor a lost save
             lines.append(f"fastprof: cannot compare with {state.baseline_path}: {exc}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    targets: List[Callable[[], str]] = []  # each gives its path when its turn comes
     if state.save_name is not None:
+        name = state.save_name
+        targets.append(lambda: storage.next_path(state.storage, name))
+    if state.json_path is not None:
+        json_path = state.json_path
+        targets.append(lambda: json_path)
+    for target in targets:
         try:
-            path = storage.save(doc, storage.next_path(state.storage, state.save_name))
+            path = storage.save(doc, target())
         except (OSError, TypeError, ValueError, RecursionError) as exc:
             # TypeError/ValueError: a value JSON cannot hold; the run is not half-written
             lines.append(

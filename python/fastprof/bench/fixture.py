@@ -90,8 +90,11 @@ class BenchmarkFixture:
         params: Optional[Dict[str, Any]] = None,
         param: Optional[str] = None,
         root: Optional[str] = None,
+        disabled: bool = False,
     ) -> None:
         self.name = name
+        #: run each function once, untimed (--fastprof-disable, pytest-xdist workers)
+        self.disabled = disabled
         self.fullname = fullname
         self.options = options
         self._extra_info: Dict[str, Any] = {}
@@ -137,6 +140,8 @@ class BenchmarkFixture:
         """Time fn(*args, **kwargs) with calibrated rounds; return fn's result."""
         label, fn, rest = _split_label(self.fixture_name, args)
         self._claim(label)
+        if self.disabled:
+            return self._call_once(fn, rest, kwargs, None, None)
         resolution = self._resolution()
         plan = runner.calibrated_plan(self.options, resolution)
         seen = runner.foreign_hooks_active() and not inspect.iscoroutinefunction(fn)
@@ -159,6 +164,8 @@ class BenchmarkFixture:
         label, fn, rest = _split_label(where, (target,) + rest)
         p = _pedantic_args(where, *rest, **options)
         self._claim(label)
+        if self.disabled:
+            return self._call_once(fn, p["args"], p["kwargs"], p["setup"], p["teardown"])
         plan = runner.fixed_plan(p["rounds"], p["warmup_rounds"], p["iterations"])
         return self._run(
             label, fn, p["args"], p["kwargs"], p["setup"], p["teardown"], plan, self._resolution()
@@ -185,6 +192,25 @@ class BenchmarkFixture:
                 f"benchmark its own label: {self.fixture_name}('name', fn, ...)"
             )
         self._labels.add(label)
+
+    def _call_once(self, fn: Any, args: Tuple, kwargs: Dict, setup: Any, teardown: Any) -> Any:
+        """Return fn's result from one untimed call (setup before it and teardown after it,
+        when given); a coroutine function runs in a fresh event loop, or, when a loop is
+        running, the coroutine to await is returned, as a timed call's would be."""
+        a, k = _setup_call(f"{self.fixture_name}.pedantic", setup, args, kwargs)
+        if not inspect.iscoroutinefunction(fn):
+            result = fn(*a, **k)
+            if teardown is not None:
+                teardown(*a, **k)
+            return result
+
+        async def once() -> Any:
+            result = await fn(*a, **k)
+            if teardown is not None:
+                teardown(*a, **k)
+            return result
+
+        return once() if _loop_running() else _in_new_loop(once())
 
     def _where(self, label: Optional[str]) -> str:
         return f"{self.fixture_name}({self.fullname}{'::' + label if label else ''})"
@@ -318,12 +344,7 @@ class BenchmarkFixture:
 
         if _loop_running():
             return main()
-        loop = asyncio.new_event_loop()  # outside any except block: fn's errors chain to nothing
-        try:
-            return loop.run_until_complete(main())
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+        return _in_new_loop(main())
 
     def _wrap_round(self, run_round: Callable[[int], Any], is_async: bool) -> Callable[[int], Any]:
         """Hook for subclasses that time rounds differently (CUDA events)."""
@@ -395,6 +416,16 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _in_new_loop(coro: Any) -> Any:
+    """Return coro's result, run to the end in a new event loop, which is closed after."""
+    loop = asyncio.new_event_loop()  # outside any except block: fn's errors chain to nothing
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def _stats_of(prof: Any) -> Dict[Any, Any]:
