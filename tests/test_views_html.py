@@ -50,6 +50,16 @@ def test_script_end_tags_in_names_cannot_break_out_of_the_data() -> None:
     assert _data(page)["keys"][0][0] == key[0]
 
 
+def test_the_thread_selector_names_each_thread_as_the_tree_view_does() -> None:
+    tree = sample_tree()
+    tree.names = {1001: "MainThread", 2002: "worker\x1b[31m"}
+    labels = [t["label"] for t in report_data(None, tree)["threads"]]
+    assert labels == ["MainThread: thread 1 (id 1001)", "worker\\x1b[31m: thread 2 (id 2002)"]
+    tree.names = {}
+    labels = [t["label"] for t in report_data(None, tree)["threads"]]
+    assert labels == ["thread 1 (id 1001)", "thread 2 (id 2002)"]
+
+
 def test_line_timings_are_inlined_with_their_source(tmp_path: Any) -> None:
     from fastprof.lines import LineStats
 

@@ -5,6 +5,7 @@ rules, and trees as large and as deep as the core makes them."""
 from __future__ import annotations
 
 import io
+import os
 import re
 from typing import Any, List
 
@@ -46,6 +47,55 @@ def test_short_paths_tell_apart_files_of_the_same_name() -> None:
     }
     # a lone package __init__ still names its package
     assert short_paths(["/r/pkg/__init__.py"]) == {"/r/pkg/__init__.py": "pkg/__init__.py"}
+
+
+@pytest.mark.skipif(os.sep != "/" or os.altsep is not None, reason="POSIX paths")
+def test_short_paths_split_at_this_systems_separators_only() -> None:
+    """On POSIX a backslash is part of a file name (``my\\lib.py``), not a separator."""
+    odd = "/p/my\\lib.py"
+    assert short_paths([odd]) == {odd: "my\\lib.py"}
+    assert short_paths([odd, "/q/lib.py"]) == {odd: "my\\lib.py", "/q/lib.py": "lib.py"}
+    t = CallTree.from_raw(1e-3, [(odd, 1, "f")], [(-1, 0, 0, 20, 10, 10)], [1])
+    text = format_tree_report(t, min_percent=0)
+    assert "└─ f  my\\lib.py:1" in text and "  my\\lib.py:1(f)" in text, text
+
+
+def test_the_tree_view_names_each_thread_as_speedscope_does() -> None:
+    from fastprof.report.speedscope import to_speedscope
+
+    t = sample_tree()
+    t.names = {1001: "MainThread", 2002: "worker\x1b[31m"}
+    text = format_tree_report(t)
+    lines = _tree_lines(text)
+    assert "MainThread: thread 1 (id 1001): 71.4% of the run" in lines
+    assert "worker\\x1b[31m: thread 2 (id 2002): 28.6% of the run" in lines  # escaped
+    assert "\x1b" not in text
+    profiles = [p["name"] for p in to_speedscope(t)["profiles"]]
+    assert profiles == ["MainThread: thread 1 (id 1001)", "worker\x1b[31m: thread 2 (id 2002)"]
+    t.names = {1001: "MainThread"}  # a thread whose name is not known: as before
+    assert "thread 2 (id 2002): 28.6% of the run" in _tree_lines(format_tree_report(t))
+
+
+def test_the_tree_view_of_a_profile_names_its_threads() -> None:
+    import threading
+
+    from fastprof import Profile
+
+    def work() -> int:
+        return sum(range(1000))
+
+    p = Profile()
+    p.enable()
+    th = threading.Thread(target=work, name="worker-7")
+    th.start()
+    th.join()
+    work()
+    p.disable()
+    text = format_tree_report(CallTree.from_profile(p), min_percent=0)
+    assert re.search(r"^MainThread: thread \d \(id \d+\): ", text, re.M), text
+    # (an ident that a finished thread of the session had too names both: "worker-7, Thread-3")
+    m = re.search(rf"^(.*): thread \d+ \(id {th.ident}\): ", text, re.M)
+    assert m is not None and "worker-7" in m.group(1).split(", "), text
 
 
 def test_recursion_folds_into_one_row_with_its_depth() -> None:

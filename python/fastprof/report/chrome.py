@@ -6,7 +6,9 @@ named by thread_name metadata events); the CUDA recorder's events (its own track
 arrows from each launch to its kernel) are added as they come.  ``ts`` and ``dur`` are
 microseconds, as the format wants, from nanoseconds on ``time.monotonic_ns()``'s scale: three
 decimals keep every nanosecond, so nesting survives the conversion.  The counts of what the
-timeline left out go in ``otherData``.
+timeline left out go in ``otherData``.  Names, files and patterns keep their text, less lone
+surrogates (a file name that is not UTF-8): those are written as the text views write them
+(``\\udcff``), since strict JSON readers refuse the ``"\\udcff"`` escape.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import (
 )
 
 from ..keys import FuncKey
+from .escape import without_surrogates
 
 __all__ = ["chrome_trace", "chrome_trace_text", "write_chrome_trace"]
 
@@ -78,14 +81,26 @@ def _head(
         argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
         process_name = f"python {argv0}".strip()
     events: List[Dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process_name}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": pid,
+            "tid": 0,
+            "args": {"name": without_surrogates(process_name)},
+        },
     ]
     tids = {}
     for th in timeline.threads:
         tid = th.native_id or th.order + 1
         tids[th.order] = tid
         events.append(
-            {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": th.name}}
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": without_surrogates(th.name)},
+            }
         )
         events.append(
             {
@@ -109,7 +124,8 @@ def _spans(
     for start, end, func, thread, _depth in timeline.spans:
         got = funcs.get(func)
         if got is None:
-            got = funcs[func] = (timeline.name_of(func), None if func[0] == "~" else func[:2])
+            loc = None if func[0] == "~" else (without_surrogates(func[0]), func[1])
+            got = funcs[func] = (without_surrogates(timeline.name_of(func)), loc)
         yield got[0], tids.get(thread, thread + 1), start, end, got[1]
 
 
@@ -128,8 +144,8 @@ def _tail(timeline: TimelineLike) -> Dict[str, Any]:
             "filtered": timeline.filtered,
             "too_short": timeline.too_short,
             "min_duration_s": timeline.min_duration,
-            "include": list(timeline.include),
-            "exclude": list(timeline.exclude),
+            "include": [without_surrogates(p) for p in timeline.include],
+            "exclude": [without_surrogates(p) for p in timeline.exclude],
         },
     }
 

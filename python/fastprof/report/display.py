@@ -15,7 +15,7 @@ import re
 import sysconfig
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..tree import FuncKey, Node
+from ..tree import CallTree, FuncKey, Node
 
 __all__ = ["Row", "display_tree", "library_of", "short_paths", "key_label"]
 
@@ -73,11 +73,16 @@ def key_label(key: FuncKey) -> str:
     return key[2]
 
 
+# the separators of this system's paths: a backslash is part of a POSIX file name
+_SEPS = re.compile("|".join(re.escape(s) for s in (os.sep, os.altsep) if s))
+
+
 def short_paths(files: Iterable[str]) -> Dict[str, str]:
-    """For each file, the shortest suffix of its path (whole components) that no other file
-    shares; a package's ``__init__.py`` or ``__main__.py`` keeps at least its folder."""
+    """For each file, the shortest suffix of its path (whole components, split at this
+    system's separators: ``os.sep`` and ``os.altsep``) that no other file shares; a package's
+    ``__init__.py`` or ``__main__.py`` keeps at least its folder."""
     uniq = sorted(set(files))
-    parts = {f: re.split(r"[/\\]", f) for f in uniq}
+    parts = {f: _SEPS.split(f) for f in uniq}
     out: Dict[str, str] = {}
     for f in uniq:
         p = parts[f]
@@ -238,9 +243,21 @@ def roots_noun(n: int, processes: bool = False) -> str:
     return f"{n} thread{'s' if n != 1 else ''}"
 
 
-def thread_label(ident: int, index: int, processes: bool = False) -> str:
+def thread_label(
+    ident: int, index: int, processes: bool = False, name: Optional[str] = None
+) -> str:
     """How the views name a root of the call tree: a thread by its first-seen order and its
-    ident, or (``processes``: a job's merged tree) a process by its order and its pid."""
+    ident, after its name where known ("MainThread: thread 1 (id 42)"), or (``processes``: a
+    job's merged tree) a process by its order and its pid.  Not escaped: a view that prints
+    it escapes it (``escape.printable``)."""
     if processes:
-        return f"process {index + 1} (pid {ident})"
-    return f"thread {index + 1} (id {ident})"
+        label = f"process {index + 1} (pid {ident})"
+    else:
+        label = f"thread {index + 1} (id {ident})"
+    return f"{name}: {label}" if name else label
+
+
+def thread_name(tree: CallTree, ident: int) -> Optional[str]:
+    """The name of the thread ``ident`` of ``tree`` where the tree has it (None for a root of
+    a job's merged tree, which is a process)."""
+    return None if tree.processes else tree.names.get(ident)

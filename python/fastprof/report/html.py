@@ -6,6 +6,11 @@ profiling ran.  No network: the script, the styles and the data (JSON) are inlin
 ``render_html`` makes the page from a ``fastprof.Stats`` (the functions and their callers), a
 ``fastprof.tree.CallTree`` (the graph; None: the table alone) and ``LineStats``; ``diff`` pages
 (made by ``fastprof.diff``) colour each path by how its time changed.
+
+Every name, path, label and title reaches the page as the terminal views print it
+(``escape.printable``): a control character or a lone surrogate (a file name that is not
+UTF-8) is written as its Python escape, so the page is valid UTF-8 and the browser is given
+only text it can show.
 """
 
 from __future__ import annotations
@@ -13,20 +18,41 @@ from __future__ import annotations
 import html
 import json
 import linecache
+import os
+import stat
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..tree import CallTree, FuncKey
-from .display import is_runner_frame, key_label, library_of, short_paths, thread_label
+from .display import (
+    is_runner_frame,
+    key_label,
+    library_of,
+    short_paths,
+    thread_label,
+    thread_name,
+)
+from .escape import printable
 
 __all__ = ["render_html", "write_html", "report_data"]
 
 
 def _key_table(keys: Sequence[FuncKey]) -> List[List[Any]]:
+    """The page's row of each function: [file, line, name, library, label, location], the
+    strings escaped as the terminal views print them."""
     paths = short_paths(k[0] for k in keys)
     out = []
     for k in keys:
         loc = "" if k[0] == "~" else f"{paths.get(k[0], k[0])}:{k[1]}"
-        out.append([k[0], k[1], k[2], library_of(k) or "", key_label(k), loc])
+        out.append(
+            [
+                printable(k[0]),
+                k[1],
+                printable(k[2]),
+                printable(library_of(k) or ""),
+                printable(key_label(k)),
+                printable(loc),
+            ]
+        )
     return out
 
 
@@ -101,7 +127,7 @@ def _tree_threads(
                 bcalls.append(b[2])
         t: Dict[str, Any] = {
             "ident": ident,
-            "label": thread_label(ident, ti, tree.processes),
+            "label": printable(thread_label(ident, ti, tree.processes, thread_name(tree, ident))),
             "parent": parent,
             "key": key,
             "calls": calls,
@@ -132,14 +158,21 @@ def _functions(stats: Any, keys: _Keys) -> Tuple[List[List[Any]], List[List[Any]
 
 
 def _lines(line_stats: Any) -> List[Dict[str, Any]]:
+    """Each function's line timings with their source, escaped as the lines view prints
+    them (tabs kept)."""
     out = []
     for (file, first, name), rows in sorted(line_stats.timings.items()):
         linecache.checkcache(file)
         rs = [
-            [ln, hits, t * line_stats.unit, linecache.getline(file, ln).rstrip("\n")]
+            [
+                ln,
+                hits,
+                t * line_stats.unit,
+                printable(linecache.getline(file, ln).rstrip("\n").rstrip("\r"), keep="\t"),
+            ]
             for ln, hits, t in sorted(rows)
         ]
-        out.append({"file": file, "line": first, "name": name, "rows": rs})
+        out.append({"file": printable(file), "line": first, "name": printable(name), "rows": rs})
     return out
 
 
@@ -157,7 +190,7 @@ def report_data(
     threads = _tree_threads(tree, keys, before) if tree is not None else []
     funcs, edges = _functions(stats, keys) if stats is not None else ([], [])
     data: Dict[str, Any] = {
-        "title": title,
+        "title": printable(title),
         "threads": threads,
         "roots": "processes" if tree is not None and tree.processes else "threads",
         "funcs": funcs,
@@ -197,7 +230,7 @@ def render_html(
 
     data = report_data(stats, tree, line_stats, title=title, **kw)
     head, tail = PAGE.split("__DATA__")
-    return head.replace("__TITLE__", html.escape(title)) + _inline_json(data) + tail
+    return head.replace("__TITLE__", html.escape(printable(title))) + _inline_json(data) + tail
 
 
 def write_html(
@@ -207,7 +240,24 @@ def write_html(
     line_stats: Any = None,
     **kw: Any,
 ) -> None:
-    """Writes ``render_html(...)`` to ``path``."""
-    text = render_html(stats, tree, line_stats, **kw)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    """Writes ``render_html(...)`` to ``path`` (UTF-8).  The page is made and encoded before
+    the file is opened, so an error there leaves no file; one while writing (a full disk)
+    removes the partial file and is raised."""
+    data = render_html(stats, tree, line_stats, **kw).encode("utf-8")
+    f = open(path, "wb")
+    try:
+        with f:
+            f.write(data)
+    except BaseException:
+        _remove_partial(path)
+        raise
+
+
+def _remove_partial(path: Union[str, Any]) -> None:
+    """Removes the regular file ``path`` (a page left partly written); a device, a pipe or a
+    link (``/dev/stdout``) is left alone.  Returns nothing, raises nothing."""
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass

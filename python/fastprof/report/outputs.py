@@ -6,8 +6,10 @@ nor ``--filter`` was given, else the flat table (pstats' columns, sorted by ``-s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional, TextIO
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator, Optional, TextIO
 
 # The views load when they print, after the script ran, so a script's own imports (json,
 # sysconfig, ...) show in its profile.
@@ -86,11 +88,43 @@ def add_view_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _open_out(path: Optional[str], stream: TextIO) -> Any:
-    if path is None:
-        return None
-    # a script path that is not UTF-8 (its bytes kept by the file system's decoding) as it is
-    return open(path, "w", encoding="utf-8", errors="surrogateescape")
+# How an export's text becomes bytes, in a file and on the standard output alike: a path that
+# is not UTF-8 (its bytes kept by the file system's decoding) is written as it is.
+_ENCODING = "utf-8"
+_ERRORS = "surrogateescape"
+
+
+class _BinaryText:
+    """A text stream's ``write`` over a binary one: the text encoded as ``open(path, "w",
+    encoding=_ENCODING, errors=_ERRORS)`` encodes it (line ends as ``os.linesep``)."""
+
+    def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
+
+    def write(self, text: str) -> int:
+        """Writes ``text``; returns its length in characters."""
+        data = text if os.linesep == "\n" else text.replace("\n", os.linesep)
+        self.buffer.write(data.encode(_ENCODING, _ERRORS))
+        return len(text)
+
+
+@contextmanager
+def _export_to(path: Optional[str], stream: TextIO) -> Iterator[Any]:
+    """Where an export's text goes: the file ``path``, or (None) ``stream``, written through
+    its binary buffer when it has one (its text layer flushed first), so that the standard
+    output gets the bytes ``-o`` would write whatever its own encoding and errors are; a
+    stream without one (a StringIO) gets the text."""
+    if path is not None:
+        with open(path, "w", encoding=_ENCODING, errors=_ERRORS) as f:
+            yield f
+        return
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        yield stream
+        return
+    stream.flush()
+    yield _BinaryText(buffer)
+    buffer.flush()
 
 
 def emit(
@@ -127,9 +161,7 @@ def emit(
             if not getattr(stats, "_filters", ()):  # a filtered file's tree would not match it
                 save_tree(outfile, tree)  # the call tree beside it, as run -o writes it
         else:
-            out = _open_out(outfile, stream)
-            try:
-                dest = out if out is not None else stream
+            with _export_to(outfile, stream) as dest:
                 if fmt == "speedscope":
                     from .speedscope import write_speedscope
 
@@ -142,9 +174,6 @@ def emit(
                     write_collapsed(tree, dest)
                 else:
                     stats.to_callgrind(dest)
-            finally:
-                if out is not None:
-                    out.close()
         if outfile:
             notes.append(f"{fmt} written to {outfile}")
         if fmt in ("speedscope", "collapsed") and tree is not None and tree.merged:
@@ -241,5 +270,9 @@ def check_view_options(opts: argparse.Namespace) -> Optional[str]:
 
 
 def print_note(note: str) -> None:
+    """Prints ``note`` (what was written where) on stderr, escaped as the views escape names
+    (a path that is not UTF-8 shows as ``\\udcff``)."""
     if note:
-        print(f"fastprof: {note}", file=sys.stderr)
+        from .escape import printable
+
+        print(f"fastprof: {printable(note)}", file=sys.stderr)

@@ -1,6 +1,10 @@
 """speedscope's file format (https://www.speedscope.app/file-format-schema.json): one evented
 profile per thread, made from the call tree.
 
+Names, files and titles keep their text, less lone surrogates (a file name that is not UTF-8):
+those are written as the text views write them (``\\udcff``), since strict JSON readers refuse
+the ``"\\udcff"`` escape that ``json`` would write.
+
 A tree holds totals, not a timeline, so each path is laid out once: a node opens, its children
 follow one another from its start, and it closes after its total time (as a flame graph lays
 them out).  Times are in seconds.
@@ -12,7 +16,8 @@ import json
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
-from .display import thread_label
+from .display import thread_label, thread_name
+from .escape import without_surrogates
 
 __all__ = ["SCHEMA", "to_speedscope", "write_speedscope"]
 
@@ -20,9 +25,14 @@ SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
 def _frame(key: FuncKey) -> Dict[str, Any]:
+    """A function's frame in the file (its name, file and line; a builtin's name alone)."""
     if key[0] == "~":
-        return {"name": key[2]}
-    return {"name": key[2], "file": key[0], "line": key[1]}
+        return {"name": without_surrogates(key[2])}
+    return {
+        "name": without_surrogates(key[2]),
+        "file": without_surrogates(key[0]),
+        "line": key[1],
+    }
 
 
 def _events(
@@ -73,16 +83,13 @@ def to_speedscope(
     profiles = []
     for i, (ident, root) in enumerate(tree.threads.items()):
         events, end = _events(root, frame_of, frames)
-        known = (thread_names or {}).get(ident) or (
-            None if tree.processes else tree.names.get(ident)
-        )
-        label = thread_label(ident, i, tree.processes)
-        if known:  # the thread's name first, as the text and HTML views show it
-            label = f"{known}: {label}"
+        known = (thread_names or {}).get(ident) or thread_name(tree, ident)
+        # the thread's name first, as the text and HTML views show it
+        label = thread_label(ident, i, tree.processes, known)
         profiles.append(
             {
                 "type": "evented",
-                "name": label,
+                "name": without_surrogates(label),
                 "unit": "seconds",
                 "startValue": 0.0,
                 "endValue": end,
@@ -93,7 +100,7 @@ def to_speedscope(
         "$schema": SCHEMA,
         "shared": {"frames": frames},
         "profiles": profiles,
-        "name": name,
+        "name": without_surrogates(name),
         "activeProfileIndex": 0,
         "exporter": "fastprof",
     }

@@ -22,6 +22,7 @@ from .display import (
     roots_noun,
     short_paths,
     thread_label,
+    thread_name,
 )
 from .escape import printable
 from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT
@@ -271,7 +272,10 @@ def format_tree_report(
         groups: Sequence[Tuple[str, Node]] = [(f"{every}, summed by path", merged)]
     else:
         order = sorted(roots, key=lambda t: -t[2].cumtime)
-        groups = [(thread_label(ident, i, tree.processes), r) for ident, i, r in order]
+        groups = [
+            (printable(thread_label(ident, i, tree.processes, thread_name(tree, ident))), r)
+            for ident, i, r in order
+        ]
     for label, r in groups:
         if nthreads > 1:
             out.append(paint(f"{label}: {_pct(r.cumtime, total).strip()} of the run", _BOLD))
