@@ -340,3 +340,21 @@ def test_run_format_collapsed_to_a_strict_stdout(tmp_path: Any) -> None:
     assert r.returncode == 0, r.stderr
     leaves = [line.split(b";")[-1] for line in r.stdout.splitlines()]
     assert any(x.startswith(b"f (") and b"m4\xff.py:1) " in x for x in leaves), r.stdout
+
+
+def test_run_o_to_a_path_that_is_not_utf8_under_a_strict_stderr(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """The "profile written to" note names an -o path that is not UTF-8 with its escape, as
+    the views name files: a strict UTF-8 stderr (a notebook's, a test's capture) failed on it
+    after the run."""
+    script = _run_script(tmp_path)
+    out = os.path.join(str(tmp_path), "o\udcff.prof")
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    monkeypatch.setattr(sys, "stderr", strict)
+    assert cli.main(["run", "-o", out, script]) == 0
+    monkeypatch.undo()
+    assert b"profile written to " in raw.getvalue(), raw.getvalue()
+    assert b"o\\udcff.prof" in raw.getvalue()
+    assert os.path.exists(out)

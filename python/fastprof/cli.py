@@ -42,6 +42,14 @@ _DEFAULT_SORT = "tottime"
 _DEFAULT_TOP = 40
 
 
+def _shown(text: str) -> str:
+    """``text`` (a path, an error) as the views print names: a byte of a path that is not
+    UTF-8, or a control character, as its escape, so that no stderr encoding fails on it."""
+    from .report.escape import printable
+
+    return printable(str(text))
+
+
 def _sort_key(text: str) -> str:
     if text not in SORT_KEYS:
         raise argparse.ArgumentTypeError(
@@ -429,7 +437,7 @@ def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
         lost.append(f"{timeline.too_short} calls under --timeline-min-us")
     note = f" ({'; '.join(lost)})" if lost else ""
     print(
-        f"fastprof: timeline of {len(timeline.spans)} calls written to {opts.timeline}{note}",
+        f"fastprof: timeline of {len(timeline.spans)} calls written to {_shown(opts.timeline)}{note}",
         file=sys.stderr,
     )
 
@@ -598,7 +606,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         if job is None or not job.in_child():
             status = _report_after_run(status, prof, opts, line_mode, out, job, timeline)
     except _UsageError as e:
-        print(f"fastprof run: error: {e}", file=sys.stderr)
+        print(f"fastprof run: error: {_shown(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The table was piped into a command that stopped reading (fastprof ... | head).
@@ -886,8 +894,8 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
     job.write_own()
     if not job.reports():
         print(
-            f"fastprof: rank {job.rank}'s profile written to {job.run_dir} (rank 0 reports "
-            f"the job; see it with: python -m fastprof view {job.run_dir})",
+            f"fastprof: rank {job.rank}'s profile written to {_shown(job.run_dir)} (rank 0 reports "
+            f"the job; see it with: python -m fastprof view {_shown(job.run_dir)})",
             file=sys.stderr,
         )
         return
@@ -907,8 +915,8 @@ def _report_job(opts: argparse.Namespace, job: _Job, out: _ReportOutput) -> None
         write_merged(run, opts.outfile)
         sys.stderr.write(table)
         print(
-            f"fastprof: merged profile of {n} process(es) written to {opts.outfile}"
-            + (f" (each process's in {job.run_dir})" if job.keep else ""),
+            f"fastprof: merged profile of {n} process(es) written to {_shown(opts.outfile)}"
+            + (f" (each process's in {_shown(job.run_dir)})" if job.keep else ""),
             file=sys.stderr,
         )
         if opts.html:
@@ -967,8 +975,8 @@ def _report_job_lines(
         stats.to_file(opts.outfile)
         sys.stderr.write(notes + table)
         print(
-            f"fastprof: line timings of {n} process(es) written to {opts.outfile}"
-            + (f" (each process's in {job.run_dir})" if job.keep else ""),
+            f"fastprof: line timings of {n} process(es) written to {_shown(opts.outfile)}"
+            + (f" (each process's in {_shown(job.run_dir)})" if job.keep else ""),
             file=sys.stderr,
         )
         return
@@ -1010,7 +1018,7 @@ def _report(
             print_note(f"HTML report written to {opts.html}")
         if opts.outfile:
             prof.dump_stats(opts.outfile)
-            print(f"fastprof: line timings written to {opts.outfile}", file=sys.stderr)
+            print(f"fastprof: line timings written to {_shown(opts.outfile)}", file=sys.stderr)
             return
         if opts.html:
             return
@@ -1043,9 +1051,9 @@ def _report(
         wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
         where = save_tree(opts.outfile, tree_text(prof, wall=wall, drop_disable=True))
         print(
-            f"fastprof: profile written to {opts.outfile}"
-            + (f" (its call tree to {where})" if where is not None else "")
-            + f" (see it with: python -m fastprof view {opts.outfile})",
+            f"fastprof: profile written to {_shown(opts.outfile)}"
+            + (f" (its call tree to {_shown(where)})" if where is not None else "")
+            + f" (see it with: python -m fastprof view {_shown(opts.outfile)})",
             file=sys.stderr,
         )
         if opts.html:
@@ -1269,7 +1277,7 @@ def _view(argv: Sequence[str]) -> int:
             return 0
         if opts.callgrind:
             st.to_callgrind(opts.callgrind)
-            print(f"fastprof: callgrind file written to {opts.callgrind}", file=sys.stderr)
+            print(f"fastprof: callgrind file written to {_shown(opts.callgrind)}", file=sys.stderr)
             return 0
         note = emit(
             st,
@@ -1288,7 +1296,7 @@ def _view(argv: Sequence[str]) -> int:
     except BrokenPipeError:
         sys.stderr.close()
     except (OSError, ValueError) as e:
-        print(f"fastprof view: {e}", file=sys.stderr)
+        print(f"fastprof view: {_shown(str(e))}", file=sys.stderr)
         return 2
     return 0
 
