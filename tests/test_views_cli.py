@@ -9,6 +9,8 @@ import json
 import marshal
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from typing import Any, Dict, List, Tuple
 
@@ -374,3 +376,44 @@ def test_parsing_run_loads_none_of_the_views(tmp_path: Any) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_diff_matches_files_named_two_ways() -> None:
+    """A file that only one profile names is matched to the other's by the longest common
+    path ending, when unique and holding a function of the same line and name."""
+    from fastprof.diff import match_files
+
+    a = [("s.py", 1, "f"), ("s.py", 5, "g"), ("/x/lib/util.py", 3, "h"), ("~", 0, "<len>")]
+    b = [
+        ("/home/u/proj/s.py", 1, "f"),  # cProfile's "s.py" run from /home/u/proj
+        ("/y/lib/util.py", 3, "h"),  # another checkout
+        ("/y/other/util.py", 3, "h"),  # ... beside a file of the same name: lib/ decides
+        ("~", 0, "<len>"),
+    ]
+    assert match_files(a, b) == {"s.py": "/home/u/proj/s.py", "/x/lib/util.py": "/y/lib/util.py"}
+    # no function in common, or two equal candidates: left apart
+    assert match_files([("s.py", 2, "q")], [("/p/s.py", 1, "f")]) == {}
+    assert match_files([("s.py", 1, "f")], [("/p/s.py", 1, "f"), ("/q/s.py", 1, "f")]) == {}
+
+
+def test_diff_of_a_cprofile_run_and_a_fastprof_run(tmp_path: Any) -> None:
+    """python -m cProfile -o records the script as typed (s.py), fastprof run -o by its
+    absolute path: the diff shows the script's functions as one row each, not gone and new."""
+    (tmp_path / "s.py").write_text("def work():\n    return sum(range(1000))\n\nwork()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    for cmd in (
+        [sys.executable, "-m", "cProfile", "-o", "c.prof", "s.py"],
+        [sys.executable, "-m", "fastprof", "run", "-o", "f.prof", "s.py"],
+    ):
+        subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "diff", "c.prof", "f.prof", "--top", "1000"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if "s.py:1(work)" in line]
+    assert rows and not any("(new)" in x or "(gone)" in x for x in rows), r.stdout

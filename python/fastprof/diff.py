@@ -36,6 +36,62 @@ def _size(c: Change) -> float:
     return round(max(abs(tb - ta), abs(cb - ca)), 9)
 
 
+def match_files(a: Sequence[FuncKey], b: Sequence[FuncKey]) -> Dict[str, str]:
+    """{file of A: file of B} for the files that only one profile names, matched to the
+    other's by their longest common ending of path components (a script that cProfile
+    recorded as typed, ``script.py``, and fastprof by its absolute path; two checkouts of one
+    project), when the match is unique and the two hold a function of the same line and name.
+    Builtins' pseudo-files (``~``) are never matched."""
+    funcs_a: Dict[str, set] = {}
+    funcs_b: Dict[str, set] = {}
+    for keys, funcs in ((a, funcs_a), (b, funcs_b)):
+        for file, line, name in keys:
+            funcs.setdefault(file, set()).add((line, name))
+    only_a = [f for f in funcs_a if f not in funcs_b and f != "~"]
+    only_b = [f for f in funcs_b if f not in funcs_a and f != "~"]
+
+    def parts(path: str) -> List[str]:
+        return [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+
+    def common(x: List[str], y: List[str]) -> int:
+        n = 0
+        while n < min(len(x), len(y)) and x[-1 - n] == y[-1 - n]:
+            n += 1
+        return n
+
+    out: Dict[str, str] = {}
+    taken: Dict[str, int] = {}
+    for fa in only_a:
+        pa = parts(fa)
+        scored = [(common(pa, parts(fb)), fb) for fb in only_b if funcs_a[fa] & funcs_b[fb]]
+        scored = [(n, fb) for n, fb in scored if n > 0]
+        if not scored:
+            continue
+        best = max(n for n, _ in scored)
+        winners = [fb for n, fb in scored if n == best]
+        if len(winners) == 1:
+            out[fa] = winners[0]
+            taken[winners[0]] = taken.get(winners[0], 0) + 1
+    return {fa: fb for fa, fb in out.items() if taken[fb] == 1}
+
+
+def _renamed_figures(
+    figures: Dict[FuncKey, Figures], files: Dict[str, str]
+) -> Dict[FuncKey, Figures]:
+    """figures with each key's file renamed by files."""
+    return {(files.get(k[0], k[0]), k[1], k[2]): v for k, v in figures.items()}
+
+
+def _rename_tree(tree: CallTree, files: Dict[str, str]) -> None:
+    """Renames the files of every node of tree by files, in place."""
+    stack: List[Node] = list(tree.threads.values())
+    while stack:
+        n = stack.pop()
+        if n.key is not None and n.key[0] in files:
+            n.key = (files[n.key[0]], n.key[1], n.key[2])
+        stack.extend(n.children)
+
+
 def paths_of(root: Node) -> Dict[Tuple[FuncKey, ...], Figures]:
     """{path: (calls, own, total)} of every node below ``root``."""
     out: Dict[Tuple[FuncKey, ...], Figures] = {}
@@ -186,6 +242,11 @@ def main(argv: Sequence[str]) -> int:
         print(f"fastprof diff: {e}", file=sys.stderr)
         return 2
     fa, fb = totals_of(sa), totals_of(sb)
+    files = match_files(list(fa), list(fb))
+    if files:  # A's names for them become B's, so that a function is one row
+        fa = _renamed_figures(fa, files)
+        if ta is not None:
+            _rename_tree(ta, files)
     try:
         if opts.html:
             from .report.html import write_html
