@@ -494,7 +494,17 @@ def test_pipeline(fastprof_benchmark):
 
 def test_profile_attribution(inner):
     inner.makepyfile(test_prof=PROFILED.format(cost=1e-4))
-    run(inner, "--fastprof-profile", "--fastprof-save=base").assert_outcomes(passed=1)
+    first = run(inner, "--fastprof-profile", "--fastprof-save=base")
+    first.assert_outcomes(passed=1)
+    # the summary shows the profiled round per call, as --benchmark-cprofile's table
+    first.stdout.fnmatch_lines(
+        [
+            "profiled round of test_pipeline (per call of the benchmarked function):",
+            "  ncalls * tottime * cumtime  function",
+            "       1 * 200 us * 200 us  test_prof.py:*(parse)",
+            "       1 * 100 us * 100 us  test_prof.py:*(transform)",
+        ]
+    )
     (base,) = saved(inner)
     prof = base["benchmarks"][0]["fastprof"]["profile"]
     rows = {r["func"].rsplit("(", 1)[1].rstrip(")"): r for r in prof["rows"]}

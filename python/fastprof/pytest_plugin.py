@@ -506,5 +506,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         for line in tables.results_table(state.results, config.option.fastprof_sort):
             tr.write_line(line)
+        for line in tables.profile_tables(state.results):
+            tr.write_line(line)
     for line in state.summary:
         tr.write_line(line)

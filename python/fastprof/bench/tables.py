@@ -100,3 +100,36 @@ def results_table(benchmarks: List[Dict[str, Any]], sort: str = "min") -> List[s
                 )
         lines.append("")
     return lines
+
+
+#: how many rows of each benchmark's profiled round the terminal summary shows
+PROFILE_ROWS = 10
+
+
+def profile_tables(benchmarks: List[Dict[str, Any]], top: int = PROFILE_ROWS) -> List[str]:
+    """Return, for each benchmark with a profiled round (--fastprof-profile), its ``top``
+    functions by own time, per call of the benchmarked function (the round's figures divided
+    by its iterations), as pytest-benchmark's --benchmark-cprofile prints its table."""
+    lines: List[str] = []
+    for b in benchmarks:
+        prof = b.get("fastprof", {}).get("profile")
+        if not prof or not prof.get("rows"):
+            continue
+        n = max(1, int(prof.get("iterations", 1)))
+        rows = prof["rows"][:top]
+        unit = pick_unit([max(r["tottime"] for r in rows) / n])  # the top row's unit
+        body = [
+            [
+                f"{r['ncalls'] / n:.4g}",
+                fmt_time(r["tottime"] / n, unit),
+                fmt_time(r["cumtime"] / n, unit),
+            ]
+            for r in rows
+        ]
+        header = ["ncalls", "tottime", "cumtime"]
+        widths = [max(len(x[i]) for x in [header, *body]) for i in range(3)]
+        lines.append(f"profiled round of {b['name']} (per call of the benchmarked function):")
+        for cells, func in [(header, "function"), *zip(body, (r["func"] for r in rows))]:
+            lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(cells, widths)) + "  " + func)
+        lines.append("")
+    return lines
