@@ -269,6 +269,10 @@ def test_pedantic(inner):
             assert fastprof_benchmark.stats["iterations"] == 4
             assert fastprof_benchmark.stats["max"] < 1.1e-3
 
+        def test_setup_returns_a_list(fastprof_benchmark):  # pytest-benchmark unpacks it
+            r = fastprof_benchmark.pedantic(target, setup=lambda: [[7], {"b": 1}], rounds=2)
+            assert r == 8
+
         def test_plain_args(fastprof_benchmark):
             assert fastprof_benchmark.pedantic(target, (1,), {"b": 2}, rounds=2) == 3
 
@@ -280,7 +284,7 @@ def test_pedantic(inner):
     """
     )
     result = run(inner)
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*setup returned arguments, so args= and kwargs= must be left empty*",

@@ -445,7 +445,8 @@ def _setup_call(where: str, setup: Any, args: Tuple, kwargs: Dict) -> Tuple[Tupl
         raise FixtureUsageError(
             f"{where}: setup returned arguments, so args= and kwargs= must be left empty"
         )
-    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
+    # a list too: pytest-benchmark unpacks what setup returns (args, kwargs = ...)
+    if not (isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[1], dict)):
         raise FixtureUsageError(f"{where}: setup must return None or (args, kwargs), got {made!r}")
     return tuple(made[0]), made[1]
 
