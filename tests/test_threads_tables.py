@@ -355,10 +355,10 @@ def test_threads_report_headers_with_a_fake_timer() -> None:
     lines = text.splitlines()
     assert lines[0] == "run"
     assert lines[1].startswith("2 threads: each thread's table")
-    heads = [ln for ln in lines if ln.startswith("thread ")]
+    heads = [ln for ln in lines if re.match(r"(.+: )?thread \d+ \(id \d+\)$", ln)]
     assert heads == [
-        f"thread 1 'MainThread' (id {threading.get_ident()})",
-        f"thread 2 'worker-1' (id {worker})",
+        f"MainThread: thread 1 (id {threading.get_ident()})",
+        f"worker-1: thread 2 (id {worker})",
     ]
     own_lines = [ln for ln in lines if "the thread's own time" in ln]
     assert [float(re.search(r"in ([\d.]+) seconds", ln).group(1)) for ln in own_lines] == [  # type: ignore[union-attr]
@@ -401,7 +401,7 @@ def _tables(out: str) -> Dict[str, str]:
     tables: Dict[str, List[str]] = {}
     current: List[str] = []
     for line in out.splitlines():
-        if re.match(r"thread \d+ |all \d+ threads merged$", line):
+        if re.match(r"(.+: )?thread \d+ \(id \d+\)$|all \d+ threads merged$", line):
             current = tables.setdefault(line, [])
         current.append(line)
     return {head: "\n".join(lines) for head, lines in tables.items()}
@@ -415,8 +415,8 @@ def test_run_threads_prints_each_thread_then_the_run(
     assert cli.main(["run", "--threads", "--all", "two.py"]) == 0
     out = capsys.readouterr().out
     tables = _tables(out)
-    main_head = next(h for h in tables if h.startswith("thread 1 'MainThread'"))
-    work_head = next(h for h in tables if h.startswith("thread 2 'worker-1'"))
+    main_head = next(h for h in tables if h.startswith("MainThread: thread 1 "))
+    work_head = next(h for h in tables if h.startswith("worker-1: thread 2 "))
     assert re.search(r"\b50\s.*two\.py:4\(leaf\)", tables[work_head])
     assert re.search(r"\b20\s.*two\.py:4\(leaf\)", tables[main_head])
     merged = tables["all 2 threads merged"]
@@ -435,7 +435,7 @@ def test_view_threads_reads_the_saved_tree(
     capsys.readouterr()
     assert cli.main(["view", "--threads", "-s", "calls", "two.prof"]) == 0
     out = capsys.readouterr().out
-    assert "thread 2 'worker-1'" in out
+    assert "worker-1: thread 2 " in out
     assert "in 3.250000 seconds of wall time (the run)" in out
     with open(tmp_path / "two.prof", "rb") as f:
         merged = marshal.load(f)
@@ -477,7 +477,7 @@ def test_two_thread_script_as_a_subprocess(tmp_path: Any) -> None:
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
-    assert "thread 2 'worker-1'" in r.stdout
+    assert "worker-1: thread 2 " in r.stdout
     assert re.search(
         r"all 2 threads merged\n\d+ function calls in [\d.]+ seconds of wall", r.stdout
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 from .._runstats import is_disable
+from .display import thread_label
 from .escape import printable
 
 if TYPE_CHECKING:
@@ -40,12 +41,6 @@ def _merged_view(stats: Any) -> Any:
     out = type(stats)(without_runner(stats.to_dict()))
     out._whole, out._filters, out._rx = stats._whole, stats._filters, stats._rx
     return out
-
-
-def thread_title(index: int, ident: int, name: Optional[str]) -> str:
-    """How the view names a thread: its first-seen order, its name where known, its ident."""
-    named = f" {name!r}" if name else ""
-    return f"thread {index + 1}{named} (id {ident})"
 
 
 def format_threads_report(
@@ -88,7 +83,7 @@ def format_threads_report(
                 st = st.filter(rx)
             st.sort(*keys)
             whole = st._whole[2] if st._whole else st.total_tt
-            name = printable(thread_title(index, ident, tree.names.get(ident)))
+            name = printable(thread_label(ident, index, name=tree.names.get(ident)))
             out.append(
                 st.table(
                     top,
