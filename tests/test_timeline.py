@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 import types
 from typing import Any, Dict, Iterator, List
 
@@ -170,6 +171,11 @@ def test_fake_clock_timestamps_are_exact() -> None:
         ("short", 1010_000, 1011_000, 1),
         ("short", 1011_000, 1016_000, 1),
     ]
+    # the file says which clock its times are on
+    assert tr.chrome_trace()["otherData"]["clock"] == "timer"
+    with trace() as wall:
+        long_one()
+    assert wall.chrome_trace()["otherData"]["clock"] == "CLOCK_MONOTONIC"
 
 
 def test_exclude_leaves_builtins_out_and_counts_them() -> None:
@@ -655,3 +661,23 @@ def test_cuda_stops_when_disable_raises(fake_cuda: List[str]) -> None:
             fib(1)
     assert fake_cuda == ["start", "stop"]
     assert not real.enabled
+
+
+def test_spans_line_up_with_the_monotonic_clock() -> None:
+    """A time.monotonic_ns() read inside a call lies within that call's span: the anchor
+    between the profiler's ticks and the monotonic clock is the tightest of several reads
+    (one cold read put every span of a short block up to 1.7 us late)."""
+    marks: List[int] = []
+
+    def stamp() -> None:
+        marks.append(time.monotonic_ns())
+
+    for _ in range(20):
+        marks.clear()
+        with fastprof.trace() as tr:
+            for _ in range(20):
+                stamp()
+        spans = [s for s in tr.spans if s.func[2] == "stamp"]
+        assert len(spans) == len(marks) == 20
+        for s, m in zip(spans, marks):
+            assert s.start_ns <= m <= s.end_ns, (s.start_ns - m, m - s.end_ns)

@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import textwrap
+import time
 from typing import Any, Dict
 
 import pytest
@@ -75,7 +76,8 @@ def test_timeline_buffer_and_min(tmp_path: Any) -> None:
     data = json.loads((tmp_path / "t.json").read_text())
     assert sum(e["ph"] == "X" for e in data["traceEvents"]) == 7
     assert data["otherData"]["dropped"] > 0
-    assert "oldest calls dropped" in r.stderr
+    assert "fastprof: timeline of 7 calls written to " in r.stderr and "t.json; " in r.stderr
+    assert " calls dropped, the oldest: see --timeline-buffer" in r.stderr
     r = run_cli(["run", "--timeline", "m.json", "--timeline-min-us", "1e9", "s.py"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "m.json").read_text())
@@ -105,11 +107,62 @@ def test_timeline_written_when_the_script_fails(tmp_path: Any, arg: str, status:
         (["--timeline", "t.json", "--clock", "cpu"], "wall clock"),
         (["--timeline", "t.json", "--lines"], "does not yet combine"),
         (["--timeline", "nowhere/t.json"], "--timeline nowhere/t.json: cannot write"),
+        (
+            ["--timeline", "t.json", "--timeline-buffer", str(2**40)],
+            f"--timeline-buffer: expected at most {2**40 - 1} spans (2**40 - 1), got {2**40}",
+        ),
     ],
 )
 def test_timeline_usage_errors(tmp_path: Any, args: Any, words: str) -> None:
     (tmp_path / "s.py").write_text("open('ran', 'w').close()\n")
     r = run_cli(["run", *args, "s.py"], cwd=tmp_path)
     assert r.returncode == 2
-    assert words in r.stderr
+    assert words in r.stderr and "Traceback" not in r.stderr
     assert not os.path.exists(tmp_path / "ran")
+
+
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="AddressSanitizer aborts on an allocation this large instead of failing it",
+)
+def test_timeline_buffer_beyond_memory_is_a_usage_error(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text("open('ran', 'w').close()\n")
+    size = 2**40 - 1  # the most the core takes: tens of terabytes
+    r = run_cli(
+        ["run", "--timeline", "t.json", "--timeline-buffer", str(size), "s.py"], cwd=tmp_path
+    )
+    assert r.returncode == 2, r.stderr
+    assert f"--timeline-buffer {size}: not enough memory for a ring of that many spans" in r.stderr
+    assert "Traceback" not in r.stderr and not os.path.exists(tmp_path / "ran")
+
+
+FORKS = """
+import os, time
+
+def parent_work():
+    return sum(range(100))
+
+def child_work():
+    return sum(range(200))
+
+pid = os.fork()
+if pid == 0:
+    child_work()
+    time.sleep(0.3)  # ends after the parent: its write would come last
+else:
+    parent_work()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_child_that_runs_on_leaves_the_runs_timeline(tmp_path: Any) -> None:
+    """A child of os.fork that runs on to the script's end no longer overwrites the file
+    with its own trace: the file is the run's process's, as with multiprocessing's."""
+    (tmp_path / "s.py").write_text(FORKS)
+    r = run_cli(["run", "--timeline", "t.json", "s.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    time.sleep(0.6)  # the child outlives the run's process
+    data = json.loads((tmp_path / "t.json").read_text())
+    counts = _x_counts(data, "s.py")
+    assert counts.get("parent_work") == 1 and "child_work" not in counts, counts
+    assert r.stderr.count("timeline of ") == 1, r.stderr

@@ -413,33 +413,57 @@ def _nonnegative_float(text: str) -> float:
     return value
 
 
+#: the most spans --timeline-buffer takes: the core's 2**40, less the runner's own slot
+_MAX_TIMELINE_BUFFER = 2**40 - 1
+
+
 def _timeline_profile(opts: argparse.Namespace) -> Tuple[Any, Any]:
     """The Profile and the fastprof.timeline.Timeline over it that --timeline asks for."""
     from .timeline import DEFAULT_BUFFER_SIZE, Timeline
 
     min_us = opts.timeline_min_us
-    tl = Timeline._of_run(
-        opts.timeline_buffer or DEFAULT_BUFFER_SIZE,
-        0.0 if min_us is None else min_us / 1e6,
-        builtins=not opts.no_builtins,
-    )
+    size = opts.timeline_buffer or DEFAULT_BUFFER_SIZE
+    if size > _MAX_TIMELINE_BUFFER:
+        raise _UsageError(
+            f"--timeline-buffer: expected at most {_MAX_TIMELINE_BUFFER} spans "
+            f"(2**40 - 1), got {size}"
+        )
+    try:
+        tl = Timeline._of_run(
+            size, 0.0 if min_us is None else min_us / 1e6, builtins=not opts.no_builtins
+        )
+    except MemoryError:
+        raise _UsageError(
+            f"--timeline-buffer {size}: not enough memory for a ring of that many spans"
+        ) from None
     return tl.profiler, tl
 
 
 def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
-    """Writes --timeline's file from the finished run; says on stderr what it left out."""
+    """Writes --timeline's file from the finished run; says on stderr what it left out.  A
+    process the script forked (os.fork) that runs on to the script's end writes nothing: the
+    file is the run's process's, which the child would overwrite (multiprocessing's children
+    are left out alike)."""
+    if os.getpid() != getattr(opts, "runner_pid", os.getpid()):
+        return
     timeline._finish()
     timeline.export_chrome_trace(opts.timeline)
     lost = []
     if timeline.dropped:
-        lost.append(f"{timeline.dropped} oldest calls dropped (--timeline-buffer)")
+        lost.append(f"{_calls(timeline.dropped)} dropped, the oldest: see --timeline-buffer")
     if timeline.too_short:
-        lost.append(f"{timeline.too_short} calls under --timeline-min-us")
-    note = f" ({'; '.join(lost)})" if lost else ""
+        lost.append(f"{_calls(timeline.too_short)} shorter than --timeline-min-us")
+    note = f"; {', '.join(lost)}" if lost else ""
     print(
-        f"fastprof: timeline of {len(timeline.spans)} calls written to {_shown(opts.timeline)}{note}",
+        f"fastprof: timeline of {_calls(len(timeline.spans))} written to "
+        f"{_shown(opts.timeline)}{note}",
         file=sys.stderr,
     )
+
+
+def _calls(n: int) -> str:
+    """``n`` calls, in words: "1 call", "2 calls"."""
+    return f"{n} call" if n == 1 else f"{n} calls"
 
 
 def _execute(
@@ -568,6 +592,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
             prof: Any = lp
         elif opts.timeline is not None:
             prof, timeline = _timeline_profile(opts)
+            opts.runner_pid = os.getpid()
         else:
             from .profile import Profile
 

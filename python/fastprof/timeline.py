@@ -88,13 +88,23 @@ def _modules(value: Modules, name: str) -> Tuple[str, ...]:
     return names
 
 
+#: tries of an anchor: the pair read closest together is kept
+_ANCHOR_READS = 25
+
+
 def _anchor() -> Tuple[int, int]:
     """A (tick, monotonic ns) pair read back to back (the tick is the mean of two reads
-    around the monotonic one)."""
-    k0 = _fastprof.ticks()
-    m = time.monotonic_ns()
-    k1 = _fastprof.ticks()
-    return ((k0 + k1) // 2, m)
+    around the monotonic one), the tightest of _ANCHOR_READS tries: a single read, cold or
+    interrupted, put every span of a short block up to 1.7 us late on the monotonic clock."""
+    ticks, mono = _fastprof.ticks, time.monotonic_ns
+    best = (0, 0, -1)  # (tick, monotonic ns, spread in ticks)
+    for _ in range(_ANCHOR_READS):
+        k0 = ticks()
+        m = mono()
+        k1 = ticks()
+        if best[2] < 0 or k1 - k0 < best[2]:
+            best = ((k0 + k1) // 2, m, k1 - k0)
+    return best[0], best[1]
 
 
 def _thread_names() -> Dict[int, str]:

@@ -129,6 +129,12 @@ def _spans(
         yield got[0], tids.get(thread, thread + 1), start, end, got[1]
 
 
+def _on_wall_clock(timeline: TimelineLike) -> bool:
+    """Whether the timeline's spans are on the monotonic clock (its profiler's wall clock);
+    with a ``timer=`` they are on that timer's scale."""
+    return getattr(getattr(timeline, "profiler", None), "clock", "wall") == "wall"
+
+
 def _tail(timeline: TimelineLike) -> Dict[str, Any]:
     """The document's keys after ``traceEvents``."""
     from .._version import __version__
@@ -137,7 +143,8 @@ def _tail(timeline: TimelineLike) -> Dict[str, Any]:
         "displayTimeUnit": "ns",
         "otherData": {
             "producer": f"fastprof {__version__}",
-            "clock": "CLOCK_MONOTONIC",
+            # a timeline over a timer= of the user's is on that clock's scale (timeline.md)
+            "clock": "CLOCK_MONOTONIC" if _on_wall_clock(timeline) else "timer",
             "python_spans": len(timeline.spans),
             "buffer_size": timeline.capacity,
             "dropped": timeline.dropped,
