@@ -3,11 +3,15 @@ reference, over ranks, shapes, dtypes, strides, modes, origins and kernel sizes.
 
 from __future__ import annotations
 
+import gc
 import itertools
+import os
+from typing import Optional, Tuple
 
 import numpy as np
 import pytest
 
+import fastprof.kernels as fk
 from fastprof import _reference as ref
 from kernel_helpers import fast_kernels as kernels  # the fast paths (exact=False)
 
@@ -590,3 +594,59 @@ def test_long_box_costs_no_more_than_the_input(mode, monkeypatch):
         "nearest": (x[:1] + x[-1:]) / 2,
     }[mode]
     np.testing.assert_allclose(got, np.broadcast_to(limit, x.shape), atol=1e-6)
+
+
+def _malloc_in_use() -> Optional[int]:
+    """Bytes glibc's malloc holds for the program (mallinfo2), or None where it cannot say
+    (another C library, or AddressSanitizer's allocator)."""
+    import ctypes
+
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        info = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+
+    class _Info(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    info.restype = _Info
+    got = info()
+    return int(got.uordblks + got.hblkhd)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+@pytest.mark.parametrize("shape, ksize", [((2, 200_000), (3, 3)), ((300_000,), (5,))])
+def test_general_correlate_frees_its_index_maps(
+    shape: Tuple[int, ...], ksize: Tuple[int, ...], exact: bool
+) -> None:
+    """Each call's index maps (8 bytes per extended element of every axis) are
+    freed after a successful run: they were kept, every call of the general path."""
+    if _malloc_in_use() is None:
+        pytest.skip("needs glibc's mallinfo2 (and not AddressSanitizer's allocator)")
+    x = np.random.default_rng(0).random(shape)
+    w = np.random.default_rng(1).random(ksize)
+    fk.correlate(x, w, exact=exact)
+    gc.collect()
+    before = _malloc_in_use()
+    for _ in range(20):
+        fk.correlate(x, w, exact=exact)
+    gc.collect()
+    grown = (_malloc_in_use() or 0) - (before or 0)
+    assert grown < 20 * 4096, f"{grown / 20:.0f} bytes a call"

@@ -234,7 +234,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     double cval;
     fp_conv c;
     ptrdiff_t ntaps[FP_MAXDIM];
-    int perm[FP_MAXDIM], rc, nd, exact = 0;
+    int perm[FP_MAXDIM], rc, nd, exact = 0, maps = 0;
     c.ndim = 0;
     c.single = 0;
     c.map[0] = NULL;
@@ -259,6 +259,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     rc = fp_conv_setup(&c, in, out, modes, cval, origins, ntaps, perm);
     if (rc < 0)
         return NULL;
+    maps = rc > 0; /* the index maps setup made, freed at done (rc is the run's next) */
     if (rc > 0) {
         /* weights in the permuted axis order, C-contiguous */
         PyArray_Dims pd;
@@ -287,7 +288,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     }
     result = Py_NewRef(Py_None);
 done:
-    if (rc > 0 || (rc < 0 && c.map[0] != NULL))
+    if (maps)
         fp_conv_free_maps(&c);
     Py_XDECREF(wt);
     return result;
