@@ -11,6 +11,14 @@ the same kind, and, with ``--old PATH`` (a ``python`` folder of another fastprof
 ``git archive REV python | tar -x -C PATH`` makes it), that version's figures beside.
 
     python benchmarks/cli_report.py [--rounds 9] [--functions 400] [--old /tmp/old]
+
+With ``--view FILE`` (a pstats file) it times the report of a saved profile instead, all on
+that file and interleaved, each round in a shuffled order: ``python -m fastprof view FILE``
+and ``pstats.Stats(FILE)`` (each a new process; ``old``'s view too with ``--old``), and, in
+this process on the file's bytes, fastprof's compiled reader (``_marshal_reader.loads``), its
+Python reference (``_marshal_reader.reference_loads``) and ``marshal.loads``.
+
+    python benchmarks/cli_report.py --view FILE [--rounds 9] [--old /tmp/old]
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(os.path.dirname(HERE), "python")
@@ -68,12 +76,82 @@ def timed(argv: List[str], package: str) -> float:
     return time.perf_counter() - t0
 
 
+def view_commands(path: str) -> Dict[str, List[str]]:
+    """{name: argv after python} of the processes --view times."""
+    return {
+        "fastprof view": ["-m", "fastprof", "view", path],
+        "pstats.Stats(FILE)": ["-c", "import pstats, sys; pstats.Stats(sys.argv[1])", path],
+        "python (start-up)": ["-c", "pass"],
+    }
+
+
+def view_readers(data: bytes) -> Dict[str, Callable[[], object]]:
+    """{name: a call reading data} of the readers --view times in this process."""
+    import marshal
+
+    sys.path.insert(0, PACKAGE)
+    from fastprof import _marshal_reader
+
+    return {
+        "reader, compiled (loads)": lambda: _marshal_reader.loads(data),
+        "reader, Python (reference)": lambda: _marshal_reader.reference_loads(data),
+        "marshal.loads": lambda: marshal.loads(data),
+    }
+
+
+def view_report(path: str, rounds: int, old: Optional[str]) -> None:
+    """Prints the medians of fastprof view, pstats and the readers on the pstats file path."""
+    with open(path, "rb") as f:
+        data = f.read()
+    cmds = view_commands(path)
+    readers = view_readers(data)
+    runs: List[Tuple[str, str]] = [(name, PACKAGE) for name in cmds] + [
+        (name, "") for name in readers
+    ]
+    if old:
+        runs.append(("fastprof view", old))
+    times: Dict[Tuple[str, str], List[float]] = {r: [] for r in runs}
+    rng = random.Random(7)
+    for _ in range(rounds):
+        order = list(runs)
+        rng.shuffle(order)
+        for name, package in order:
+            if name in readers:
+                t0 = time.perf_counter()
+                readers[name]()
+                times[(name, package)].append(time.perf_counter() - t0)
+            else:
+                times[(name, package)].append(timed(cmds[name], package))
+    med = {r: statistics.median(v) for r, v in times.items()}
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}, {os.cpu_count()} cores; {os.path.basename(path)}, "
+        f"{len(data)} bytes; medians of {rounds} interleaved rounds"
+    )
+    print(f"{'':<28} {'seconds':>9} {'ratio':>7}")
+    pstats_s = med[("pstats.Stats(FILE)", PACKAGE)]
+    for name in cmds:
+        this = med[(name, PACKAGE)]
+        print(f"{name:<28} {this:9.3f} {this / pstats_s:7.2f}  (/pstats.Stats)")
+    if old:
+        this = med[("fastprof view", old)]
+        print(f"{'fastprof view (old)':<28} {this:9.3f} {this / pstats_s:7.2f}  (/pstats.Stats)")
+    marshal_s = med[("marshal.loads", "")]
+    for name in readers:
+        this = med[(name, "")]
+        print(f"{name:<28} {this:9.3f} {this / marshal_s:7.2f}  (/marshal.loads)")
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--functions", type=int, default=400)
     ap.add_argument("--old", help="the python folder of another fastprof, for its figures")
+    ap.add_argument("--view", metavar="FILE", help="time the report of this pstats file")
     opts = ap.parse_args(argv)
+    if opts.view:
+        view_report(opts.view, opts.rounds, opts.old)
+        return
     work = tempfile.mkdtemp(prefix="cli-report-")
     script = os.path.join(work, "paths.py")
     with open(script, "w") as f:

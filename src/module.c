@@ -1,5 +1,5 @@
 /* module.c - fastprof._fastprof: multi-phase init, module state, and the registration of
- * each part (clock, call profiler, line profiler, CPU kernels, CUDA). */
+ * each part (clock, call profiler, line profiler, CPU kernels, CUDA, the pstats reader). */
 #include "common.h"
 
 /* See common.h. */
@@ -48,6 +48,8 @@ fp_module_exec(PyObject *m)
     if (fp_watchdog_exec(m) < 0)
         return -1;
     if (fp_exit_gate_exec(m) < 0)
+        return -1;
+    if (fp_marshal_exec(m) < 0)
         return -1;
     return 0;
 }

