@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import cProfile
+import gc
 import io
 import marshal
 import os
@@ -228,8 +229,8 @@ def two_threads() -> Tuple[Any, int]:
 
 
 def test_thread_names_where_known() -> None:
-    """Names of the threads running at enable(), or whose Thread object is alive when the
-    profile is read; a thread started and dropped meanwhile shows by its ident alone."""
+    """Names of the threads running at enable(), and of those started meanwhile, a thread
+    dropped before the profile is read included (the core read its name)."""
     go, done = threading.Event(), threading.Event()
     early = threading.Thread(target=lambda: (go.wait(30), t_work(3)), name="early")
     early.start()
@@ -250,7 +251,7 @@ def test_thread_names_where_known() -> None:
     done.set()
     names = {t.ident: t.name for t in fastprof.Stats(prof).threads()}
     assert names[early_ident] == "early"
-    assert names[late_ident] is None
+    assert names[late_ident] == "late"
     assert names[threading.get_ident()] == "MainThread"
 
 
@@ -538,3 +539,30 @@ def test_stats_threads_table_and_print_threads() -> None:
         st.threads_table(wall="1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="threads_table: .*no per-thread data"):
         fastprof.Stats(st.to_dict()).threads_table()
+
+
+def test_finished_threads_keep_the_names_threading_gave_them() -> None:
+    """A thread that ended, its Thread object gone, is named in the per-thread views and the
+    timeline by the name it had: the core reads it when it first sees the thread named
+    (they showed as unnamed: threading no longer knows them when the stats are read)."""
+
+    def work() -> int:
+        return sum(range(10))
+
+    def start(name: str) -> None:
+        t = threading.Thread(target=work, name=name)
+        t.start()
+        t.join()
+
+    prof = fastprof.Profile()
+    prof.enable()
+    for i in range(3):
+        start(f"gone-{i}")
+    prof.disable()
+    gc.collect()
+    names = ", ".join(info.name or "" for info in fastprof.Stats(prof).threads())
+    assert all(f"gone-{i}" in names for i in range(3)), names
+    with fastprof.trace() as tr:
+        start("traced")
+    gc.collect()
+    assert "traced" in [t.name for t in tr.threads]

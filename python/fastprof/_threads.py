@@ -4,9 +4,9 @@ the profiler reads them at ``enable()`` without loading the tree or the views)."
 from __future__ import annotations
 
 import threading
-from typing import Dict, List
+from typing import Any, Dict, List
 
-__all__ = ["known_threads", "thread_names"]
+__all__ = ["known_threads", "thread_names", "profiled_thread_names"]
 
 
 def known_threads() -> List[threading.Thread]:
@@ -30,3 +30,30 @@ def thread_names() -> Dict[int, str]:
         if t.name not in names:
             names.append(t.name)
     return {i: ", ".join(n) for i, n in found.items()}
+
+
+def _joined(groups: Dict[int, List[str]]) -> Dict[int, str]:
+    """{key: "a, b"} of each key's names, in the order first given."""
+    return {k: ", ".join(v) for k, v in groups.items() if v}
+
+
+def profiled_thread_names(prof: Any, by: str = "ident") -> Dict[int, str]:
+    """{ident (or, with ``by="native"``, native id): name} of the threads profiler ``prof``
+    recorded: the name each had when the core first saw it named (a finished thread whose
+    Thread object is gone included), or, for a thread still running, the name it has now (it
+    may have been renamed).  A thread the core saw no name for takes the one ``threading``
+    gives its ident now or gave it at ``enable()``.  Threads that share an ident (one after
+    another) list all their names."""
+    live = {(t.ident, getattr(t, "native_id", None)): t.name for t in threading.enumerate()}
+    groups: Dict[int, List[str]] = {}
+    raw = getattr(prof, "_raw_thread_names", None)
+    for ident, native, name in raw() if raw is not None else []:
+        name = live.get((ident, native), name)
+        names = groups.setdefault(native if by == "native" else ident, [])
+        if name is not None and name not in names:
+            names.append(name)
+    out = _joined(groups)
+    if by == "ident":
+        for ident, name in {**getattr(prof, "_thread_names", {}), **thread_names()}.items():
+            out.setdefault(ident, name)
+    return out

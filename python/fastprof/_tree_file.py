@@ -18,7 +18,7 @@ from itertools import chain
 from typing import Any, Dict, List, Optional
 
 from ._proc_tree import _texts, _unique
-from ._threads import thread_names
+from ._threads import profiled_thread_names
 from .keys import is_disable, label
 
 __all__ = ["TreeText", "tree_text"]
@@ -93,7 +93,7 @@ def tree_text(
             up[i] = -1 if parent < 0 else local[parent]
     ticks = list(set(total).union(own))
     text = dict(zip(ticks, _texts([t * tspt for t in ticks])))
-    known = {**getattr(prof, "_thread_names", {}), **thread_names()}
+    known = profiled_thread_names(prof)
     entries = []
     for t, ident in enumerate(threads):
         idx = per[t]

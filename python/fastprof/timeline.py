@@ -22,7 +22,7 @@ import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _fastprof
-from ._threads import known_threads
+from ._threads import known_threads, profiled_thread_names
 from .keys import FuncKey, is_disable, label
 from .profile import Profile
 
@@ -252,7 +252,7 @@ class Timeline(_fastprof._Session):
         codes = [row[0] for row in self.profiler._raw()[1]]
         self._func_keys = [label(c) for c in codes]
         self._names = {k: getattr(c, "co_qualname", k[2]) for k, c in zip(self._func_keys, codes)}
-        names = _thread_names()
+        names = {**profiled_thread_names(self.profiler, by="native"), **_thread_names()}
         self._threads = [
             TimelineThread(
                 i,

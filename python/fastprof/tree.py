@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from ._threads import thread_names
+from ._threads import profiled_thread_names, thread_names
 from .keys import is_disable, label
 
 __all__ = ["CallTree", "Node", "FuncKey", "TREE_FORMAT", "save_tree", "thread_names", "tree_path"]
@@ -169,7 +169,7 @@ class CallTree:
         tree = cls.from_raw(
             1.0 if ticks else tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None)
         )
-        known = {**getattr(prof, "_thread_names", {}), **thread_names()}
+        known = profiled_thread_names(prof)
         tree.names = {i: known[i] for i in tree.threads if i in known}
         return tree
 

@@ -154,6 +154,8 @@ typedef struct fp_thread {
     int32_t root;            /* the thread's root node, -1 until the tree first needs it */
     int32_t index;           /* its place among the profiler's threads, in first-seen order */
     unsigned long native_id; /* the operating system's thread id */
+    PyObject *name;          /* strong: the name threading gave the thread, NULL until known */
+    int32_t name_tries;      /* lookups of it so far (see fp_thread_lookup) */
 } fp_thread;
 
 enum { FP_CLOCK_WALL, FP_CLOCK_CPU, FP_CLOCK_PROCESS_CPU, FP_CLOCK_USER };

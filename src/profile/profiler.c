@@ -20,6 +20,7 @@ fp_threads_free(fp_profiler *p)
         PyMem_RawFree(t->stack);
         PyMem_RawFree(t->func_rec);
         PyMem_RawFree(t->edge_rec);
+        Py_XDECREF(t->name);
         PyMem_RawFree(t);
         t = next;
     }
@@ -710,6 +711,29 @@ fp_profiler_get_tool_id(PyObject *self, FP_UNUSED void *closure)
     return PyLong_FromLong(p->tool_id);
 }
 
+/* _raw_thread_names() -> a list, by thread index, of (ident, native_id, name): the name threading
+ * gave each thread profiled, read when the thread was first seen after threading registered
+ * it (None when it never was).  Returns it, or NULL with an exception set. */
+static PyObject *
+fp_profiler_thread_names(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    PyObject *out = PyList_New(p->nthreads);
+    if (out == NULL)
+        return NULL;
+    for (int32_t i = 0; i < p->nthreads; i++) {
+        const fp_thread *t = p->thread_at[i];
+        PyObject *row =
+            Py_BuildValue("(kkO)", t->ident, t->native_id, t->name != NULL ? t->name : Py_None);
+        if (row == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    return out;
+}
+
 static PyMethodDef fp_profiler_methods[] = {
     {"enable", (PyCFunction)(void (*)(void))fp_profiler_enable, METH_VARARGS | METH_KEYWORDS,
      "enable(subcalls=None, builtins=None)\n--\n\nStart collecting profiling information."},
@@ -722,6 +746,8 @@ static PyMethodDef fp_profiler_methods[] = {
     {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
      "_raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in "
      "ticks."},
+    {"_raw_thread_names", fp_profiler_thread_names, METH_NOARGS,
+     "_raw_thread_names() -> [(ident, native_id, name or None)] by thread index."},
     {"_raw_timeline", fp_profiler_raw_timeline, METH_NOARGS,
      "_raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None: the timeline in "
      "ticks."},

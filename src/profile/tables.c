@@ -586,6 +586,48 @@ fp_thread_find(const fp_profiler *p, PyThreadState *ts)
     return p->thread_at[i];
 }
 
+/* How many events of a thread look its name up before giving up: a new thread's first
+ * events (threading's bootstrap) come before threading registers it; a thread that threading
+ * never registers (a C library's) stops asking after these. */
+#define FP_NAME_TRIES 64
+
+/* Sets t->name, once threading has registered the running thread t, to the name its Thread
+ * was given: threading._active[ident].__dict__["_name"], read from the dicts so that no
+ * Python code runs (this is a hook's slow path).  Counts the try.  Returns nothing; never
+ * leaves an exception set. */
+static void
+fp_thread_find_name(fp_thread *t)
+{
+    PyObject *modname = NULL, *mod = NULL, *active = NULL, *key = NULL, *dict = NULL;
+    t->name_tries++;
+    modname = PyUnicode_InternFromString("threading");
+    if (modname == NULL)
+        goto done;
+    mod = PyImport_GetModule(modname); /* a module already imported, or NULL */
+    if (mod == NULL)
+        goto done;
+    active = PyObject_GetAttrString(mod, "_active");
+    key = PyLong_FromUnsignedLong(t->ident);
+    if (active == NULL || key == NULL || !PyDict_Check(active))
+        goto done;
+    PyObject *thread = PyDict_GetItemWithError(active, key); /* borrowed */
+    if (thread == NULL)
+        goto done;
+    dict = PyObject_GenericGetDict(thread, NULL);
+    if (dict == NULL || !PyDict_Check(dict))
+        goto done;
+    PyObject *name = PyDict_GetItemString(dict, "_name"); /* borrowed */
+    if (name != NULL && PyUnicode_CheckExact(name))
+        t->name = Py_NewRef(name);
+done:
+    PyErr_Clear();
+    Py_XDECREF(modname);
+    Py_XDECREF(mod);
+    Py_XDECREF(active);
+    Py_XDECREF(key);
+    Py_XDECREF(dict);
+}
+
 /* See fp_profile.h. */
 fp_thread *
 fp_thread_lookup(fp_profiler *p)
@@ -610,6 +652,13 @@ fp_thread_lookup(fp_profiler *p)
         fp_thread_retire(newest); /* its thread has ended: its tstate memory is this one's */
     fp_thread_watch(p, t);
 done:
+    if (t != NULL && t->name == NULL && t->name_tries < FP_NAME_TRIES) {
+        fp_thread_find_name(t);
+        if (t->name == NULL && t->name_tries < FP_NAME_TRIES) {
+            fp_thread_cache_clear(p); /* the thread's next event asks again */
+            return t;
+        }
+    }
     p->cache_key = FP_THREAD_KEY();
     p->cache_thread = t;
     p->fast_key = p->clock == FP_CLOCK_WALL && t != NULL ? p->cache_key : NULL;
