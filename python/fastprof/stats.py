@@ -8,7 +8,7 @@ import os
 import re
 import reprlib
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -206,23 +206,25 @@ def _is_time(x: Any) -> bool:
 
 
 def _entry_error(key: Any, value: Any) -> Optional[str]:
-    """What is wrong with one pstats entry, or None when it is well formed."""
+    """What is wrong with one pstats entry, or None when it is well formed (the message is
+    formatted only for an entry that has a problem: files hold up to millions)."""
     if not _is_key(key):
         return f"key {_REPR.repr(key)} is not (file, line, name)"
-    where = f"entry {_REPR.repr(key)}"
     if not isinstance(value, tuple) or len(value) != 5:
-        return f"{where}: expected (calls, primitive calls, tottime, cumtime, callers)"
+        return (
+            f"entry {_REPR.repr(key)}: expected (calls, primitive calls, tottime, cumtime, callers)"
+        )
     cc, nc, tt, ct, callers = value
     if not (_is_count(cc) and _is_count(nc) and _is_time(tt) and _is_time(ct)):
         return (
-            f"{where}: counts and times must be non-negative finite numbers, got "
-            f"{_REPR.repr(value[:4])}"
+            f"entry {_REPR.repr(key)}: counts and times must be non-negative finite numbers, "
+            f"got {_REPR.repr(value[:4])}"
         )
     if not isinstance(callers, dict):
-        return f"{where}: callers are a {type(callers).__name__}, expected a dict"
+        return f"entry {_REPR.repr(key)}: callers are a {type(callers).__name__}, expected a dict"
     for ck, cv in callers.items():
         if not _is_key(ck):
-            return f"{where}: caller {_REPR.repr(ck)} is not (file, line, name)"
+            return f"entry {_REPR.repr(key)}: caller {_REPR.repr(ck)} is not (file, line, name)"
         if _is_count(cv):  # profile.py's bare call count
             continue
         if (
@@ -234,8 +236,8 @@ def _entry_error(key: Any, value: Any) -> Optional[str]:
             or not _is_time(cv[3])
         ):
             return (
-                f"{where}: caller {_REPR.repr(ck)} has {_REPR.repr(cv)}, expected "
-                f"(calls, primitive calls, tottime, cumtime)"
+                f"entry {_REPR.repr(key)}: caller {_REPR.repr(ck)} has {_REPR.repr(cv)}, "
+                f"expected (calls, primitive calls, tottime, cumtime)"
             )
     return None
 
@@ -452,9 +454,11 @@ class Stats:
         fields = _sort_fields(keys)
 
         def sort_key(k: FuncKey) -> Tuple[Any, ...]:
-            r = self._row(k, self._stats[k])
-            if strip_dirs and not r.is_builtin:
-                r = replace(r, file=os.path.basename(r.file))
+            cc, nc, tt, ct, _ = self._stats[k]
+            file = k[0]
+            if strip_dirs and not (file == "~" and k[1] == 0):
+                file = os.path.basename(file)
+            r = Row(k[2], file, k[1], nc, cc, tt, ct, ())  # no callers: no key reads them
             out = []
             for fld in fields:
                 get, desc = _FIELDS[fld]
@@ -652,11 +656,12 @@ class Stats:
 
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
             raise ValueError(f"top must be a non-negative int or None, got {top!r}")
-        rows = self.rows
+        keys = self._keys()
+        shown = keys if top is None else keys[:top]  # rows made for the rows shown only
         calls, prim, tt = self._whole or (self.total_calls, self.prim_calls, self.total_tt)
         return format_table(
-            rows if top is None else rows[:top],
-            nrows=len(rows),
+            [self._row(k, self._stats[k]) for k in shown],
+            nrows=len(keys),
             total_calls=calls,
             prim_calls=prim,
             total_tt=tt,
