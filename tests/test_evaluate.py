@@ -562,3 +562,61 @@ def test_names_local_dict_lacks_come_from_the_globals_as_numexpr():
         kernels.evaluate("L + G_ONLY", {"L": L}, global_dict={})
     with pytest.raises(TypeError, match="global_dict must be a dict"):
         kernels.evaluate("L", {"L": L}, global_dict=[1])
+
+
+needs_64_dims = pytest.mark.skipif(
+    np.lib.NumpyVersion(np.__version__) < "2.0.0", reason="this NumPy has at most 32 dimensions"
+)
+
+
+@needs_64_dims
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((1,) * 33, (1,) * 33),  # one element: NumPy's path
+        ((2,) * 17 + (1,) * 16, (1,) * 33),  # 131072 elements, one block layout: the VM
+        ((2,) * 17 + (1,) * 16, (1,) * 16 + (2,) + (1,) * 16),  # broadcast: blocks of rows
+        ((2,) * 17 + (1,) * 47, (2,) * 17 + (1,) * 47),  # 64 dimensions, NumPy's most
+    ],
+)
+def test_more_than_32_dimensions_as_numpy(a_shape, b_shape):
+    # np.broadcast_shapes stops at 32 dimensions; NumPy's arithmetic and numexpr do not
+    a = np.arange(np.prod(a_shape), dtype=np.float64).reshape(a_shape)
+    b = np.arange(np.prod(b_shape), dtype=np.float64).reshape(b_shape) + 1.0
+    got = kernels.evaluate("a * 2 + b", {"a": a, "b": b})
+    assert got.shape == (a * 2 + b).shape
+    assert np.array_equal(got, a * 2 + b)
+    out = np.empty(got.shape, np.float32)
+    assert kernels.evaluate("a * 2 + b", {"a": a, "b": b}, out=out) is out
+    assert np.array_equal(out, (a * 2 + b).astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    "shapes", [((2,), (3,)), ((2, 3), (4, 1), (3,)), ((5, 1), (1, 4), (5, 3)), ((3, 1, 2), (4, 3))]
+)
+def test_shapes_that_do_not_broadcast_raise_numpys_error(shapes):
+    values = {f"v{i}": np.ones(s) for i, s in enumerate(shapes)}
+    with pytest.raises(ValueError) as want:
+        np.broadcast_shapes(*shapes)
+    with pytest.raises(ValueError) as got:
+        kernels.evaluate(" + ".join(values), local_dict=values)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("n", [10, N])
+@pytest.mark.parametrize("expr", ["where(c, ia, fb)", "where(c, fb, ia)", "ia + fb", "ia * 3"])
+def test_out_of_another_dtype_gets_numpys_value_at_every_size(expr, n):
+    # NumPy computes the result's dtype (float64 for int64 with float64) and then casts into
+    # out: int64 -> float64 -> float32 rounds twice where a direct int64 -> float32 rounds once
+    c = np.arange(n) % 3 != 0
+    ia = np.full(n, 2**60 + 2**36 + 1, np.int64)
+    fb = np.full(n, 2.0**40 + 0.5)
+    v = {"c": c, "ia": ia, "fb": fb}
+    want = eval(expr, {"where": np.where, **v})  # noqa: S307
+    for dtype in (np.float32,):
+        out = np.empty(n, dtype)
+        assert kernels.evaluate(expr, v, out=out) is out
+        assert np.array_equal(out, want.astype(dtype)), (expr, n, dtype)
+        strided = np.empty(2 * n, dtype)[::2]  # the blocked path's other layout
+        kernels.evaluate(expr, v, out=strided)
+        assert np.array_equal(strided, want.astype(dtype))

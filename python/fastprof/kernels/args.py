@@ -376,9 +376,13 @@ def check_uniform_args(
 
 
 def rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
-    """1-D factors whose outer product is w (same zero pattern, equal to rounding), or None."""
+    """1-D factors whose outer product is w (same zero pattern, equal to rounding), or None
+    (also for weights holding inf or NaN, and where the factors' scale overflows or underflows
+    a double: such weights run tap by tap)."""
     if w.ndim == 1:
         return [np.ascontiguousarray(w)]
+    if not np.isfinite(w).all():
+        return None
     peak_at = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
     peak = float(w[peak_at])
     if peak == 0.0:
@@ -388,13 +392,21 @@ def rank1_factors(w: np.ndarray) -> Optional[List[np.ndarray]]:
         index: List[Any] = list(peak_at)
         index[d] = slice(None)
         factors.append(np.array(w[tuple(index)], dtype=np.float64))
-    factors[0] = factors[0] / peak ** (w.ndim - 1)
-    outer = factors[0]
-    for f in factors[1:]:
-        outer = np.multiply.outer(outer, f)
+    try:
+        scale = peak ** (w.ndim - 1)
+    except OverflowError:  # factors spanning beyond a double: the passes' products would too
+        return None
+    if not np.isfinite(scale) or abs(scale) < np.finfo(np.float64).tiny:
+        return None
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        factors[0] = factors[0] / scale
+        outer = factors[0]
+        for f in factors[1:]:
+            outer = np.multiply.outer(outer, f)
+        err = float(np.max(np.abs(outer - w)))
     if not np.array_equal(outer != 0, w != 0):
         return None
-    if np.max(np.abs(outer - w)) > 1e-14 * abs(peak):
+    if not err <= 1e-14 * abs(peak):  # NaN (an overflow on the way) is no factorisation
         return None
     return [np.ascontiguousarray(f) for f in factors]
 

@@ -59,7 +59,16 @@ def _float_input(x: np.ndarray) -> np.ndarray:
 
 
 def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
-    """Casts the float result into output (or a new array of out_dtype) as scipy's C cast does."""
+    """Casts the float result into output (or a new array of out_dtype) as scipy's C cast does
+    (silently: an overflow or a NaN stored into a float or an integer warns in NumPy, not in C);
+    returns output or the new array."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _store(target, output, out_dtype)
+
+
+def _store(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
+    """target stored into output (or a new array of out_dtype) with NumPy's cast, under the
+    caller's error settings; returns output, target (already out_dtype) or the new array."""
     if output is None:
         return target if target.dtype == out_dtype else target.astype(out_dtype)
     if target is not output:
@@ -75,12 +84,16 @@ def correlate(a: ConvArgs, exact: bool = False) -> np.ndarray:
     if x.ndim == 0:  # 0-d input, 0-d weights (ascontiguousarray made them (1,)): 0-d output
         w = float(a.weights.reshape(()))
         # a dropped weight (zeroed by the checker) is no tap: the sum of none is 0.0, NaN or not
-        res = (
-            np.asarray(_ndimage_exact.bool_bytes(x), np.float64) * w
-            if w != 0.0
-            else np.zeros((), np.float64)
-        )
-        return _finish(np.asarray(res, dtype=np.float64), output, a.out_dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # a product in C: no warning
+            res = (
+                np.asarray(_ndimage_exact.bool_bytes(x), np.float64) * w
+                if w != 0.0
+                else np.zeros((), np.float64)
+            )
+        res = np.asarray(res, dtype=np.float64)
+        if a.out_dtype.kind in "biu":  # scipy's store, as the n-d paths' (-0.5 -> False)
+            res = _ndimage_exact.c_cast(res, a.out_dtype, True)
+        return _finish(res, output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     if a.out_dtype.kind in "biu" and x.size:
@@ -95,7 +108,9 @@ def correlate(a: ConvArgs, exact: bool = False) -> np.ndarray:
             x.shape,
             dtype=a.out_dtype.newbyteorder("=") if a.out_dtype.type in FLOAT_TYPES else np.float64,
         )
-    if x.size and exact:
+    if x.size and (
+        exact or _cval_changes_class(a.cval, a.modes, (x.dtype, target.dtype), _reach(a.weights))
+    ):
         _correlate_exact(x, target, a)
     elif x.size:
         factors = rank1_factors(a.weights)
@@ -124,6 +139,12 @@ def _correlate_line_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> Non
     workers: the line extended by scipy's mode, then read as overlapping rows of _LINE_ROW + k - 1
     elements, each row's interior outputs those of its share of the line (every output sums
     the same taps in the same order whichever row holds it)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # scipy's C arithmetic and casts
+        _correlate_line_exact_quiet(x, target, a)
+
+
+def _correlate_line_exact_quiet(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
+    """_correlate_line_exact under the caller's error settings; returns nothing."""
     n, k = x.shape[0], a.weights.shape[0]
     before = k // 2 + a.origins[0]
     rows = -(-n // _LINE_ROW)
@@ -162,12 +183,14 @@ def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
     x = a.input
     output = a.output
     if x.ndim == 0 or x.size == 0 or all(s == 1 for s in a.sizes):
-        res = np.array(x, copy=True)
-        return _finish(res, output, a.out_dtype)
+        # no axis to filter: scipy assigns output[...] = input, NumPy's cast and its warnings
+        return _store(np.array(x, copy=True), output, a.out_dtype)
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
-    exact_float = exact and a.out_dtype.type in FLOAT_TYPES
+    exact_float = a.out_dtype.type in FLOAT_TYPES and (
+        exact or _cval_changes_class(a.cval, a.modes, (x.dtype, a.out_dtype), float(max(a.sizes)))
+    )
     if exact_float and all(b is None for b in boxes):
         return _uniform_exact(x, a, output)
     if a.out_dtype.kind in "biu" or exact_float:
@@ -192,12 +215,40 @@ def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
     # float outputs, exact=False, a box longer than its axis: one axis at a time, such a box
     # folded to the axis' length (equal to scipy's mean to rounding)
     cur = x
-    for d in a.axes:
-        s = a.sizes[d]
-        if s == 1:
-            continue
-        cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])
+    with np.errstate(over="ignore", invalid="ignore"):  # sums as a kernel's: silent in C
+        for d in a.axes:
+            s = a.sizes[d]
+            if s == 1:
+                continue
+            cur = _box_along(_float_input(cur), d, s, a.origins[d], a.modes, a.cval, boxes[d])
     return _finish(np.asarray(cur), output, a.out_dtype)
+
+
+def _reach(weights: np.ndarray) -> float:
+    """The sum of |weights|: the most cvals one output of a correlation sums (inf when a weight
+    is)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.sum(np.abs(weights)))
+
+
+def _cval_changes_class(
+    cval: float, modes: Tuple[int, ...], dtypes: Tuple[np.dtype, ...], reach: float
+) -> bool:
+    """True where the fast paths' handling of a constant mode's cval can change what class of
+    value (finite, inf, NaN) scipy's result holds, so the exact path must run: a cval of inf
+    or NaN (scipy's running sums and tap sums carry it as inf - inf = NaN where the fast
+    paths' do not), a cval beyond float32's range when the fast float32 path may round it to
+    float32 (inf where scipy's double is finite), or |cval| times reach (the most cvals an
+    output sums in scipy's order, which overflows to inf where the fast paths' scaled sums do
+    not) beyond float64's range.  False for any other mode."""
+    if 1 not in modes:
+        return False
+    if not np.isfinite(cval):
+        return True
+    big = np.finfo(np.float64).max
+    if abs(cval) * reach > big:  # a Python float: inf past the range, no warning
+        return True
+    return any(d == np.float32 for d in dtypes) and abs(cval) > float(np.finfo(np.float32).max)
 
 
 class _LongBox(NamedTuple):
@@ -369,14 +420,17 @@ def _run_blocks_inner(
     block: int,
     flat: bool,
 ) -> None:
-    # a register for each step but the last, which writes into dest
+    """_run_blocks under the caller's error settings: rows/elements [lo, hi) into dest."""
+    # a register for each step but the last, which writes into dest; a last step of another
+    # dtype than dest's gets one too: NumPy computes the result's dtype, then casts into out
+    # (int64 -> float64 -> float32 rounds twice, int64 -> float32 once)
+    last = len(steps) - 1 if steps[-1].dtype == dest.dtype else len(steps)
     regs = [
         np.empty(
             block * (1 if flat else int(np.prod(dest.shape[1:], dtype=np.int64))), dtype=st.dtype
         )
-        for st in steps[:-1]
+        for st in steps[:last]
     ]
-    last = len(steps) - 1
     start = lo
     while start < hi:
         stop = min(hi, start + block)
@@ -403,6 +457,8 @@ def _run_blocks_inner(
             else:
                 st.func(*args, out=target, casting="unsafe")
             cur[i] = target
+        if last == len(steps):  # the result's dtype differs from dest's: cast it in
+            np.copyto(dest[start:stop], cur[-1], casting="unsafe")
         start = stop
 
 
@@ -509,13 +565,37 @@ def _reduce_cpu(a: EvalArgs) -> Any:
     return out
 
 
+def _broadcast_shape(shapes: List[Tuple[int, ...]]) -> Tuple[int, ...]:
+    """The shape the given shapes broadcast to, by NumPy's rules, for any number of dimensions
+    (np.broadcast_shapes stops at 32); ValueError with NumPy's text for shapes that do not
+    broadcast (the first axis, left to right, that mismatches; the argument that set it)."""
+    nd = max((len(s) for s in shapes), default=0)
+    out: List[int] = []
+    for i in range(nd):
+        dim, src = 1, 0
+        for j, s in enumerate(shapes):
+            k = i + len(s) - nd  # shapes are aligned at their last axis
+            if k < 0 or s[k] == 1:
+                continue
+            if dim == 1:
+                dim, src = s[k], j
+            elif dim != s[k]:
+                raise ValueError(
+                    "shape mismatch: objects cannot be broadcast to a single shape.  Mismatch"
+                    f" is between arg {src} with shape {tuple(shapes[src])} and arg {j} with"
+                    f" shape {tuple(s)}."
+                )
+        out.append(dim)
+    return tuple(out)
+
+
 def evaluate(a: EvalArgs) -> Any:
     if a.tree.kind == "reduce":
         return _reduce_cpu(a)
     values = a.values
     out = a.out
     arrays = [v for v in values.values() if isinstance(v, np.ndarray)]
-    shape = np.broadcast_shapes(*[v.shape for v in arrays]) if arrays else ()
+    shape = _broadcast_shape([v.shape for v in arrays])
     if out is not None and tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
     probe = {

@@ -50,21 +50,29 @@ def c_cast(values: np.ndarray, dtype: np.dtype, wrap_negative: bool) -> np.ndarr
     (NumPy's cast is the same C cast); with wrap_negative, values <= -1 go to an unsigned
     dtype as ``-(T)(-v)`` (modulo 2**bits); bool is scipy's unsigned char.  Out-of-range
     values are undefined in C; these give what scipy's x86-64 build stores (uint32: the low 32
-    bits of the int64 conversion; the other dtypes: NumPy's cast, the same instructions)."""
+    bits of the int64 conversion; the other dtypes: NumPy's cast, the same instructions), and
+    as C does, silently (no overflow or invalid-value warning).  Returns a new array."""
     dtype = np.dtype(dtype)
     if dtype.kind == "b":  # npy_bool is an unsigned char: the byte scipy stores, as it is
         return c_cast(values, np.dtype(np.uint8), wrap_negative).view(np.bool_)
-    with np.errstate(invalid="ignore"):
-        if dtype.kind != "u" or not wrap_negative:
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype.kind != "u":
             return values.astype(dtype)
+        if not wrap_negative:
+            return _c_cast_unsigned(values, dtype)
         neg = values <= -1.0
-        mag = np.where(neg, -values, values)
-        if dtype.itemsize == 4:  # (npy_uint)v is a 64-bit conversion, then the low 32 bits
-            out = mag.astype(np.int64).astype(dtype)
-        else:
-            out = mag.astype(dtype)
+        out = _c_cast_unsigned(np.where(neg, -values, values), dtype)
         np.negative(out, out=out, where=neg)
     return out
+
+
+def _c_cast_unsigned(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float64 values stored into the unsigned dtype by a plain C cast on x86-64: a new array.
+    (npy_uint)v is a 64-bit conversion, then its low 32 bits (NumPy's own cast differs beyond
+    the range: 1e38 -> 2**31 where C stores 0); the other widths are NumPy's cast."""
+    if dtype.itemsize == 4:
+        return values.astype(np.int64).astype(dtype)
+    return values.astype(dtype)
 
 
 def uniform_filter1d(
@@ -139,7 +147,21 @@ def correlate(
 ) -> np.ndarray:
     """scipy.ndimage.correlate of x with weights (float64, x's rank >= 1, correlation form) in
     scipy's tap order, stored into dtype with its cast: a new array.  Runs in blocks of rows
-    of the first axis, each extended on its own, so the temporaries stay small."""
+    of the first axis, each extended on its own, so the temporaries stay small; silently, as
+    scipy's C arithmetic (inf * 0, an overflowing sum: no warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _correlate_quiet(x, weights, mode, cval, origins, dtype)
+
+
+def _correlate_quiet(
+    x: np.ndarray,
+    weights: np.ndarray,
+    mode: int,
+    cval: float,
+    origins: Tuple[int, ...],
+    dtype: np.dtype,
+) -> np.ndarray:
+    """correlate under the caller's floating-point error settings: a new array of dtype."""
     x = bool_bytes(x)
     out = np.empty(x.shape, dtype=dtype)
     pads = []
