@@ -675,9 +675,7 @@ def _report_after_run(
     except BrokenPipeError:
         raise  # fastprof ... | head: not an error of the report
     except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
-        from .report.escape import printable
-
-        print(f"fastprof: could not write the report: {printable(str(e))}", file=sys.stderr)
+        print(f"fastprof: could not write the report: {_shown(str(e))}", file=sys.stderr)
         return status or 2
     return status
 
@@ -1133,9 +1131,7 @@ def _rows(opts: argparse.Namespace, tree: Any) -> Optional[int]:
 def _fail(command: str, message: object) -> int:
     """Prints one line ``fastprof COMMAND: message`` to stderr (control characters escaped);
     returns 2, the exit status of an unreadable or malformed input."""
-    from .report.escape import printable
-
-    print(f"fastprof {command}: {printable(str(message))}", file=sys.stderr)
+    print(f"fastprof {command}: {_shown(str(message))}", file=sys.stderr)
     return 2
 
 

@@ -58,12 +58,11 @@ def _float_input(x: np.ndarray) -> np.ndarray:
     return x.astype(x.dtype.newbyteorder("=") if x.dtype.type in FLOAT_TYPES else np.float64)
 
 
+@_ndimage_exact.c_arithmetic
 def _finish(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
     """Casts the float result into output (or a new array of out_dtype) as scipy's C cast does
-    (silently: an overflow or a NaN stored into a float or an integer warns in NumPy, not in C);
-    returns output or the new array."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _store(target, output, out_dtype)
+    (silently); returns output or the new array."""
+    return _store(target, output, out_dtype)
 
 
 def _store(target: np.ndarray, output: Optional[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
@@ -134,17 +133,12 @@ def _correlate_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
 _LINE_ROW = 4096  # outputs per row of a long 1-D line cut into rows
 
 
+@_ndimage_exact.c_arithmetic
 def _correlate_line_exact(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
     """scipy's correlation of the float line x into the line target, bit for bit, on all the
     workers: the line extended by scipy's mode, then read as overlapping rows of _LINE_ROW + k - 1
     elements, each row's interior outputs those of its share of the line (every output sums
-    the same taps in the same order whichever row holds it)."""
-    with np.errstate(over="ignore", invalid="ignore"):  # scipy's C arithmetic and casts
-        _correlate_line_exact_quiet(x, target, a)
-
-
-def _correlate_line_exact_quiet(x: np.ndarray, target: np.ndarray, a: ConvArgs) -> None:
-    """_correlate_line_exact under the caller's error settings; returns nothing."""
+    the same taps in the same order whichever row holds it); silently, as scipy's C."""
     n, k = x.shape[0], a.weights.shape[0]
     before = k // 2 + a.origins[0]
     rows = -(-n // _LINE_ROW)

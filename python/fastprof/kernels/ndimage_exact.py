@@ -19,7 +19,8 @@ kernels.py takes these paths where the output dtype is an integer.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import functools
+from typing import Any, Callable, Tuple, TypeVar, cast
 
 import numpy as np
 
@@ -137,6 +138,22 @@ def index_map(j: np.ndarray, n: int, mode: int) -> np.ndarray:
     return np.where(p < n, p, 2 * n - 1 - p)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def c_arithmetic(fn: _F) -> _F:
+    """fn, run as scipy's C arithmetic and casts run: silently (an overflow, inf * 0 or a NaN
+    stored into an integer warns in NumPy, not in C)."""
+
+    @functools.wraps(fn)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return fn(*args, **kwargs)
+
+    return cast(_F, quiet)
+
+
+@c_arithmetic
 def correlate(
     x: np.ndarray,
     weights: np.ndarray,
@@ -149,19 +166,6 @@ def correlate(
     scipy's tap order, stored into dtype with its cast: a new array.  Runs in blocks of rows
     of the first axis, each extended on its own, so the temporaries stay small; silently, as
     scipy's C arithmetic (inf * 0, an overflowing sum: no warning)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _correlate_quiet(x, weights, mode, cval, origins, dtype)
-
-
-def _correlate_quiet(
-    x: np.ndarray,
-    weights: np.ndarray,
-    mode: int,
-    cval: float,
-    origins: Tuple[int, ...],
-    dtype: np.dtype,
-) -> np.ndarray:
-    """correlate under the caller's floating-point error settings: a new array of dtype."""
     x = bool_bytes(x)
     out = np.empty(x.shape, dtype=dtype)
     pads = []
