@@ -140,7 +140,6 @@ typedef struct fp_frame {
 } fp_frame;
 
 typedef struct fp_thread {
-    struct fp_thread *next;
     PyThreadState *tstate;
     unsigned long ident;
     uint64_t tsid; /* PyThreadState_GetID: unique, unlike tstate and ident, which a later
@@ -204,7 +203,6 @@ typedef struct fp_profiler {
         int32_t func;
     } code_cache[1 << FP_CODE_SET_BITS][2];
 
-    fp_thread *threads_list;
     fp_thread **thread_at; /* the thread records by index (first-seen order) */
     int32_t capthread_at;
     fp_map thread_map;       /* PyThreadState address -> index of the newest record made for

@@ -14,17 +14,14 @@ static double fp_profiler_unit(fp_profiler *p);
 static void
 fp_threads_free(fp_profiler *p)
 {
-    fp_thread *t = p->threads_list;
-    while (t != NULL) {
-        fp_thread *next = t->next;
+    for (int32_t i = 0; i < p->nthreads; i++) {
+        fp_thread *t = p->thread_at[i];
         PyMem_RawFree(t->stack);
         PyMem_RawFree(t->func_rec);
         PyMem_RawFree(t->edge_rec);
         Py_XDECREF(t->name);
         PyMem_RawFree(t);
-        t = next;
     }
-    p->threads_list = NULL;
     p->nthreads = 0;
     PyMem_RawFree(p->thread_at);
     p->thread_at = NULL;
@@ -649,15 +646,10 @@ fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
     if (spans == NULL || threads == NULL)
         goto error;
     for (int32_t i = 0; i < p->nthreads; i++) {
-        PyList_SET_ITEM(threads, i, Py_NewRef(Py_None));
-    }
-    for (fp_thread *t = p->threads_list; t != NULL; t = t->next) {
-        if (t->index < 0 || t->index >= p->nthreads)
-            continue;
-        PyObject *row = Py_BuildValue("(kk)", t->ident, t->native_id);
+        PyObject *row = Py_BuildValue("(kk)", p->thread_at[i]->ident, p->thread_at[i]->native_id);
         if (row == NULL)
             goto error;
-        PyList_SetItem(threads, t->index, row); /* steals row, drops the None */
+        PyList_SET_ITEM(threads, i, row);
     }
     int64_t dropped = p->tl->n > p->tl->cap ? p->tl->n - p->tl->cap : 0;
     result = Py_BuildValue("(dOO{sLsLsLsL})", fp_profiler_unit(p), spans, threads, "capacity",

@@ -446,8 +446,8 @@ fp_thread_cache_clear(fp_profiler *p)
     p->fast_key = NULL;
 }
 
-/* Returns a new record of thread ts (id tsid) for p, listed, indexed and mapped as ts's
- * newest record, or NULL when out of memory (sticky error set). */
+/* Returns a new record of thread ts (id tsid) for p, indexed and mapped as ts's newest
+ * record, or NULL when out of memory (sticky error set). */
 static fp_thread *
 fp_thread_new(fp_profiler *p, PyThreadState *ts, uint64_t tsid)
 {
@@ -472,8 +472,6 @@ fp_thread_new(fp_profiler *p, PyThreadState *ts, uint64_t tsid)
     t->root = -1;
     t->index = p->nthreads++;
     t->native_id = PyThread_get_thread_native_id();
-    t->next = p->threads_list;
-    p->threads_list = t;
     p->thread_at[t->index] = t;
     return t;
 error:
@@ -682,7 +680,7 @@ fp_leave_search(fp_profiler *p, fp_thread *t, const void *ident, fp_tick now)
 void
 fp_flush_all(fp_profiler *p, fp_tick now)
 {
-    for (fp_thread *t = p->threads_list; t != NULL; t = t->next)
-        while (t->depth > 0)
-            fp_leave_top_as(p, t, now, p->tl != NULL);
+    for (int32_t i = 0; i < p->nthreads; i++)
+        while (p->thread_at[i]->depth > 0)
+            fp_leave_top_as(p, p->thread_at[i], now, p->tl != NULL);
 }
