@@ -179,6 +179,7 @@ int fp_floors_exec(PyObject *m);    /* the benchmarks' floor hooks (profile/floo
 int fp_watchdog_exec(PyObject *m);  /* the SIGTERM watchdog of job children (exit_watchdog.c) */
 int fp_exit_gate_exec(PyObject *m); /* the os._exit of job children (exit_gate.c) */
 int fp_marshal_exec(PyObject *m);   /* the reader of pstats files (util/marshal_reader.c) */
+int fp_chrome_exec(PyObject *m);    /* a trace's span events as text (util/chrome_text.c) */
 
 #if FP_PY312
 /* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go

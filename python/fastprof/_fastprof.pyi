@@ -41,8 +41,11 @@ class Profiler:
     def _raw(self) -> Tuple[float, List[_FuncRecord], List[_EdgeRecord]]: ...
     def _raw_tree(self) -> Tuple[float, List[_NodeRecord], List[int], int]: ...
     def _raw_timeline(
-        self,
+        self, *, spans: bool = True
     ) -> Optional[Tuple[float, List[_SpanRecord], List[Tuple[int, int]], Dict[str, int]]]: ...
+    def _timeline_records(
+        self, m0: int, k0: int, scale: float, skip: Tuple[int, ...] = (), limit: int = -1
+    ) -> Optional[Tuple[bytes, int, int]]: ...
     def _raw_thread_names(self) -> List[Tuple[int, int, Optional[str]]]: ...
     @property
     def tree_nodes(self) -> int: ...
@@ -119,6 +122,16 @@ def _stop_first(cell: List[Any], then: Callable[..., Any]) -> Callable[..., Any]
 def _marshal_loads(
     data: bytes, /, *, allow_bytes: bool = False
 ) -> Any: ...  # _marshal_reader.loads
+def _chrome_x_events(
+    records: bytes,
+    lo: int,
+    hi: int,
+    names: List[bytes],
+    args: List[bytes],
+    tids: List[int],
+    pid: int,
+    /,
+) -> bytes: ...  # report.chrome
 
 class _EmptyCallback:  # a callback that does nothing: the benchmarks' sys.monitoring floor
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...

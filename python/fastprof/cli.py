@@ -455,7 +455,7 @@ def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
         lost.append(f"{_calls(timeline.too_short)} shorter than --timeline-min-us")
     note = f"; {', '.join(lost)}" if lost else ""
     print(
-        f"fastprof: timeline of {_calls(len(timeline.spans))} written to "
+        f"fastprof: timeline of {_calls(timeline._span_count())} written to "
         f"{_shown(opts.timeline)}{note}",
         file=sys.stderr,
     )

@@ -14,9 +14,10 @@ side (``trace(cuda=True)``) puts GPU activity on, so one Chrome trace file
 
 from __future__ import annotations
 
+import collections
 import math
-import operator
 import os
+import struct
 import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
@@ -36,6 +37,12 @@ DEFAULT_BUFFER_SIZE = 1_000_000
 _MIN_ANCHOR_SPAN_NS = 50_000_000
 
 Modules = Union[None, str, Iterable[str]]
+
+# One span as Profile._timeline_records writes it: start and end (ns), function index, thread,
+# depth and a pad, in the machine's byte order (C's fp_span); the function index is the
+# fifth 32-bit field.
+_RECORD = struct.Struct("=qqiii4x")
+_FUNC_FIELD = 4
 
 
 class Span(NamedTuple):
@@ -194,7 +201,8 @@ class Timeline(_fastprof._Session):
         self._state = "new"  # new -> recording -> done
         self._anchors: List[Tuple[int, int]] = []
         self._spt = 0.0
-        self._spans: List[Span] = []
+        self._records = b""  # the spans as _timeline_records gives them
+        self._spans: Optional[List[Span]] = None  # built from _records when first read
         self._threads: List[TimelineThread] = []
         self._counts: Dict[str, int] = {}
         self._func_keys: List[FuncKey] = []
@@ -242,14 +250,16 @@ class Timeline(_fastprof._Session):
         self._anchors = [_anchor()]
 
     def _finish(self) -> None:
-        """Reads the recording back from the (disabled) profiler."""
+        """Reads the recording back from the (disabled) profiler: its threads, counts and
+        function keys, and the spans as sorted records on the nanosecond axis (C), which
+        ``spans`` turns into Span objects when first read."""
         self._anchors.append(_anchor())
         self._state = "done"
-        raw = self.profiler._raw_timeline()
-        spt, spans, threads, counts = raw
+        spt, _spans, threads, counts = self.profiler._raw_timeline(spans=False)
         self._spt = spt
         self._counts = dict(counts)
-        codes = [row[0] for row in self.profiler._raw()[1]]
+        _, funcs, edges = self.profiler._raw()
+        codes = [row[0] for row in funcs]
         self._func_keys = [label(c) for c in codes]
         self._names = {k: getattr(c, "co_qualname", k[2]) for k, c in zip(self._func_keys, codes)}
         names = {**profiled_thread_names(self.profiler, by="native"), **_thread_names()}
@@ -263,17 +273,24 @@ class Timeline(_fastprof._Session):
             for i, (ident, native) in enumerate(t if t is not None else (0, 0) for t in threads)
         ]
         m0, k0, scale = self._affine()
-        keys = self._func_keys
-        # by thread, then start, a parent (less deep) before its children; spans of one depth
-        # starting at one tick keep the ring's order, which is the order they ended in
-        spans.sort(key=operator.itemgetter(3, 0, 4))
-        out = [
-            Span(m0 + round((t0 - k0) * scale), m0 + round((t1 - k0) * scale), keys[f], th, d)
-            for t0, t1, f, th, d in spans
-        ]
-        if self._runner:  # its call of disable() is not the script's (as own_stats)
-            out = self._without_runner(out)
-        self._spans = out
+        # the runner's own top-level calls of disable() are not the script's (as own_stats)
+        runner = {i: f[1] for i, f in enumerate(funcs) if self._runner and is_disable(label(f[0]))}
+        for _caller, callee, nc, *_ in edges:
+            if callee in runner:
+                runner[callee] -= nc
+        records, skipped, extra = self.profiler._timeline_records(
+            m0, k0, scale, tuple(runner), self.capacity if self._runner else -1
+        )
+        self._records = records
+        self._spans = None
+        if self._runner:
+            # the ring has one slot more than buffer_size for the runner's disable(); when no
+            # span of it took that slot (it was too short, or os._exit's gate stopped the
+            # profile from C), the oldest span went instead, and is counted as dropped
+            short = sum(runner.values()) - skipped
+            if short > 0:
+                self._counts["too_short"] = max(0, self.too_short - short)
+            self._counts["dropped"] = self.dropped + extra
 
     @classmethod
     def _of_run(cls, buffer_size: int, min_duration: float, builtins: bool) -> "Timeline":
@@ -292,33 +309,12 @@ class Timeline(_fastprof._Session):
         tl.include = tl.exclude = ()
         tl._want_cuda = False
         tl._cuda = None
-        tl._spans, tl._threads, tl._counts, tl._func_keys, tl._names = [], [], {}, [], {}
+        tl._records, tl._spans = b"", None
+        tl._threads, tl._counts, tl._func_keys, tl._names = [], {}, [], {}
         tl._spt = 0.0
         tl._runner = True
         tl._begin()
         return tl
-
-    def _without_runner(self, spans: List[Span]) -> List[Span]:
-        """spans without the runner's top-level calls of ``disable()`` (those with no caller
-        in the profile), and ``too_short`` without those too short to be among them.  When
-        no span of it took the ring's extra slot (it was too short, or os._exit's gate
-        stopped the profile from C), the span that ended first is dropped, and counted."""
-        kept = [s for s in spans if s.depth or not is_disable(s.func)]
-        _, funcs, edges = self.profiler._raw()
-        runner = {i: f[1] for i, f in enumerate(funcs) if is_disable(label(f[0]))}
-        for _caller, callee, nc, *_ in edges:
-            if callee in runner:
-                runner[callee] -= nc
-        short = sum(runner.values()) - (len(spans) - len(kept))
-        if short > 0:
-            self._counts["too_short"] = max(0, self.too_short - short)
-        extra = len(kept) - self.capacity
-        if extra > 0:  # the ring stores a span when its call ends, and drops the oldest
-            oldest = sorted(range(len(kept)), key=lambda i: kept[i].end_ns)[:extra]
-            drop = set(oldest)
-            kept = [s for i, s in enumerate(kept) if i not in drop]  # in the spans' order
-            self._counts["dropped"] = self.dropped + extra
-        return kept
 
     def _affine(self) -> Tuple[int, int, float]:
         """(m0, k0, scale): a tick t is monotonic nanosecond m0 + round((t - k0) * scale),
@@ -341,7 +337,23 @@ class Timeline(_fastprof._Session):
     @property
     def spans(self) -> List[Span]:
         """Every span kept, by thread, then by start (a parent before its children)."""
+        if self._spans is None:
+            keys = self._func_keys
+            self._spans = [
+                Span(t0, t1, keys[f], th, d)
+                for t0, t1, f, th, d in _RECORD.iter_unpack(self._records)
+            ]
         return self._spans
+
+    def _span_records(self) -> Tuple[bytes, List[FuncKey]]:
+        """(records, keys): the spans as 32-byte records (start_ns, end_ns, function index,
+        thread, depth, pad; native byte order), in the order of ``spans``, and the function
+        keys the indices name: what the Chrome trace's writer reads."""
+        return self._records, self._func_keys
+
+    def _span_count(self) -> int:
+        """``len(self.spans)``, without building the spans."""
+        return len(self._records) // _RECORD.size
 
     @property
     def threads(self) -> List[TimelineThread]:
@@ -385,9 +397,11 @@ class Timeline(_fastprof._Session):
 
     def call_counts(self) -> Dict[FuncKey, int]:
         """Calls per function (pstats key) among the spans kept."""
+        keys = self._func_keys
+        funcs = memoryview(self._records).cast("i")[_FUNC_FIELD :: _RECORD.size // 4]
         counts: Dict[FuncKey, int] = {}
-        for s in self._spans:
-            counts[s.func] = counts.get(s.func, 0) + 1
+        for f, n in collections.Counter(funcs).items():  # two functions may share a key
+            counts[keys[f]] = counts.get(keys[f], 0) + n
         return counts
 
     def stats(self) -> Any:
@@ -449,12 +463,12 @@ class Timeline(_fastprof._Session):
                 "function": self.name_of(s.func),
                 "firstlineno": s.func[1],
             }
-            for s in self._spans
+            for s in self.spans
         ]
 
     def __repr__(self) -> str:
         return (
-            f"<fastprof.Timeline {self._state}: {len(self._spans)} spans, "
+            f"<fastprof.Timeline {self._state}: {self._span_count()} spans, "
             f"{len(self._threads)} threads, dropped={self.dropped}, "
             f"filtered={self.filtered}, too_short={self.too_short}>"
         )

@@ -628,20 +628,25 @@ fp_profiler_tl_counts(const fp_profiler *p, int64_t *filtered, int64_t *too_shor
     *too_short = kept_calls - tl->n;
 }
 
-/* _raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None without a timeline:
- * spans a list of (t0, t1, func, thread, depth) in the ticks and function indices of _raw(),
- * oldest first; threads a list of (ident, native_id) by thread index; counts a dict of
- * capacity, dropped, filtered and too_short.  Returns it, or NULL with an exception set. */
+/* _raw_timeline(spans=True) -> (seconds_per_tick, spans, threads, counts) or None without a
+ * timeline: spans a list of (t0, t1, func, thread, depth) in the ticks and function indices of
+ * _raw(), oldest first (empty when spans is false: _timeline_records reads them then);
+ * threads a list of (ident, native_id) by thread index; counts a dict of capacity, dropped,
+ * filtered and too_short.  Returns it, or NULL with an exception set. */
 static PyObject *
-fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
+fp_profiler_raw_timeline(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *kwlist[] = {"spans", NULL};
     fp_profiler *p = (fp_profiler *)self;
     PyObject *spans = NULL, *threads = NULL, *result = NULL;
     int64_t filtered, too_short;
+    int with_spans = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:_raw_timeline", kwlist, &with_spans))
+        return NULL;
     if (p->tl == NULL)
         Py_RETURN_NONE;
     fp_profiler_tl_counts(p, &filtered, &too_short);
-    spans = fp_tl_spans(p->tl);
+    spans = with_spans ? fp_tl_spans(p->tl) : PyList_New(0);
     threads = PyList_New(p->nthreads);
     if (spans == NULL || threads == NULL)
         goto error;
@@ -658,6 +663,46 @@ fp_profiler_raw_timeline(PyObject *self, FP_UNUSED PyObject *unused)
 error:
     Py_XDECREF(spans);
     Py_XDECREF(threads);
+    return result;
+}
+
+/* _timeline_records(m0, k0, scale, skip=(), limit=-1) -> (records, skipped, extra) or None
+ * without a timeline: the spans as fp_tl_records reads them (timeline.h), skip a tuple of
+ * function indices whose top-level spans are left out.  Returns it, or NULL with an exception
+ * set (TypeError naming skip). */
+static PyObject *
+fp_profiler_timeline_records(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"m0", "k0", "scale", "skip", "limit", NULL};
+    fp_profiler *p = (fp_profiler *)self;
+    long long m0, k0, limit = -1;
+    double scale;
+    PyObject *skip = NULL, *result = NULL;
+    int32_t *ids = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLd|O!L:_timeline_records", kwlist, &m0, &k0,
+                                     &scale, &PyTuple_Type, &skip, &limit))
+        return NULL;
+    if (p->tl == NULL)
+        Py_RETURN_NONE;
+    Py_ssize_t nskip = skip != NULL ? PyTuple_GET_SIZE(skip) : 0;
+    ids = PyMem_Malloc((size_t)nskip * sizeof(int32_t) + 1);
+    if (ids == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < nskip; i++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(skip, i));
+        if (v == -1 && PyErr_Occurred())
+            goto error;
+        if (v < 0 || v > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "skip must hold function indices, not %ld", v);
+            goto error;
+        }
+        ids[i] = (int32_t)v;
+    }
+    result = fp_tl_records(p->tl, m0, k0, scale, ids, nskip, limit);
+error:
+    PyMem_Free(ids);
     return result;
 }
 
@@ -740,9 +785,14 @@ static PyMethodDef fp_profiler_methods[] = {
      "ticks."},
     {"_raw_thread_names", fp_profiler_thread_names, METH_NOARGS,
      "_raw_thread_names() -> [(ident, native_id, name or None)] by thread index."},
-    {"_raw_timeline", fp_profiler_raw_timeline, METH_NOARGS,
-     "_raw_timeline() -> (seconds_per_tick, spans, threads, counts) or None: the timeline in "
-     "ticks."},
+    {"_raw_timeline", (PyCFunction)(void (*)(void))fp_profiler_raw_timeline,
+     METH_VARARGS | METH_KEYWORDS,
+     "_raw_timeline(spans=True) -> (seconds_per_tick, spans, threads, counts) or None: the "
+     "timeline in ticks."},
+    {"_timeline_records", (PyCFunction)(void (*)(void))fp_profiler_timeline_records,
+     METH_VARARGS | METH_KEYWORDS,
+     "_timeline_records(m0, k0, scale, skip=(), limit=-1) -> (records, skipped, extra) or None: "
+     "the spans sorted, on the nanosecond axis, as 32-byte records."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,10 +29,11 @@ from typing import (
     Union,
 )
 
+from .. import _fastprof
 from ..keys import FuncKey
 from .escape import without_surrogates
 
-__all__ = ["chrome_trace", "chrome_trace_text", "write_chrome_trace"]
+__all__ = ["chrome_trace", "chrome_trace_chunks", "chrome_trace_text", "write_chrome_trace"]
 
 
 class TimelineLike(Protocol):
@@ -145,7 +146,7 @@ def _tail(timeline: TimelineLike) -> Dict[str, Any]:
             "producer": f"fastprof {__version__}",
             # a timeline over a timer= of the user's is on that clock's scale (timeline.md)
             "clock": "CLOCK_MONOTONIC" if _on_wall_clock(timeline) else "timer",
-            "python_spans": len(timeline.spans),
+            "python_spans": _span_count(timeline),
             "buffer_size": timeline.capacity,
             "dropped": timeline.dropped,
             "filtered": timeline.filtered,
@@ -187,20 +188,56 @@ def chrome_trace(
     return doc
 
 
-def chrome_trace_text(
-    timeline: TimelineLike,
-    *,
-    pid: Optional[int] = None,
-    process_name: Optional[str] = None,
-    extra_events: Iterable[Dict[str, Any]] = (),
-) -> str:
-    """The compact JSON text of :func:`chrome_trace` (the same bytes as ``json.dumps`` of it
-    with ``(",", ":")`` separators), written span by span without a dict per span: the
-    export of a large trace."""
-    pid, head, tids = _head(timeline, pid, process_name)
-    parts = [_dumps(ev) for ev in head]
+# Spans per chunk of the written text: the export holds one chunk's text at a time.
+_CHUNK = 1 << 16
+# The size of one span record (C's fp_span; fastprof.timeline reads its fields).
+_RECORD_BYTES = 32
+
+
+def _records(timeline: TimelineLike) -> Optional[Tuple[bytes, Sequence[FuncKey]]]:
+    """A fastprof Timeline's spans as C records and the keys their function indices name
+    (``Timeline._span_records``), or None for any other object with ``spans``."""
+    get = getattr(timeline, "_span_records", None)
+    return get() if callable(get) else None
+
+
+def _span_count(timeline: TimelineLike) -> int:
+    """How many spans ``timeline`` holds, without building them when it can."""
+    count = getattr(timeline, "_span_count", None)
+    return int(count()) if callable(count) else len(timeline.spans)
+
+
+def _x_texts(timeline: TimelineLike, keys: Sequence[FuncKey]) -> Tuple[List[bytes], List[bytes]]:
+    """(names, args): by function index, the JSON text of each function's name and of its
+    ``,"args":{...}`` part (empty for a builtin), as _chrome_x_events takes them."""
+    names: List[bytes] = []
+    args: List[bytes] = []
+    for func in keys:
+        names.append(_dumps(without_surrogates(timeline.name_of(func))).encode())
+        if func[0] == "~":
+            args.append(b"")
+        else:
+            loc = {"file": without_surrogates(func[0]), "line": func[1]}
+            args.append(f',"args":{_dumps(loc)}'.encode())
+    return names, args
+
+
+def _x_chunks_of_records(
+    records: bytes, texts: Tuple[List[bytes], List[bytes]], pid: int, tids: List[int]
+) -> Iterator[bytes]:
+    """The "X" events of the records, written in C a chunk at a time, each chunk's events
+    joined by commas."""
+    count = len(records) // _RECORD_BYTES
+    for lo in range(0, count, _CHUNK):
+        hi = min(count, lo + _CHUNK)
+        yield _fastprof._chrome_x_events(records, lo, hi, texts[0], texts[1], tids, pid)
+
+
+def _x_chunks_of_spans(timeline: TimelineLike, pid: int, tids: Dict[int, int]) -> Iterator[bytes]:
+    """The "X" events of ``timeline.spans`` (any TimelineLike), a chunk at a time."""
     names: Dict[str, str] = {}
     locs: Dict[Tuple[str, int], str] = {}
+    parts: List[str] = []
     for name, tid, start, end, loc in _spans(timeline, tids):
         jname = names.get(name)
         if jname is None:
@@ -214,18 +251,78 @@ def chrome_trace_text(
             f'{{"ph":"X","cat":"python","name":{jname},"pid":{pid},"tid":{tid},'
             f'"ts":{_us(start)!r},"dur":{_us(end - start)!r}{args}}}'
         )
-    parts.extend(_dumps(ev) for ev in extra_events)
-    return '{"traceEvents":[' + ",".join(parts) + "]," + _dumps(_tail(timeline))[1:]
+        if len(parts) == _CHUNK:
+            yield ",".join(parts).encode()
+            parts = []
+    if parts:
+        yield ",".join(parts).encode()
+
+
+def _joined(head: bytes, groups: Iterable[Iterable[bytes]], tail: bytes) -> Iterator[bytes]:
+    """head, the non-empty pieces of groups separated by commas, then tail."""
+    yield head
+    sep = b""
+    for group in groups:
+        for piece in group:
+            if piece:
+                yield sep + piece
+                sep = b","
+    yield tail
+
+
+def chrome_trace_chunks(
+    timeline: TimelineLike,
+    *,
+    pid: Optional[int] = None,
+    process_name: Optional[str] = None,
+    extra_events: Iterable[Dict[str, Any]] = (),
+) -> Iterator[bytes]:
+    """The compact JSON text of :func:`chrome_trace` (the same bytes as ``json.dumps`` of it
+    with ``(",", ":")`` separators, UTF-8), a piece at a time: a fastprof Timeline's spans
+    are written in C from its records, without a dict or a Span per span.  Everything but
+    the spans' text is made before this returns, so an error (a bad extra event) comes
+    before a file is opened."""
+    pid, head, tids = _head(timeline, pid, process_name)
+    meta = [",".join(_dumps(ev) for ev in head).encode()]
+    got = _records(timeline)
+    spans: Iterable[bytes]
+    if got is not None:
+        order = [tids.get(i, i + 1) for i in range(len(timeline.threads))]
+        spans = _x_chunks_of_records(got[0], _x_texts(timeline, got[1]), pid, order)
+    else:
+        spans = _x_chunks_of_spans(timeline, pid, tids)
+    extra = [_dumps(ev).encode() for ev in extra_events]
+    tail = b"]," + _dumps(_tail(timeline))[1:].encode()
+    return _joined(b'{"traceEvents":[', (meta, spans, extra), tail)
+
+
+def chrome_trace_text(
+    timeline: TimelineLike,
+    *,
+    pid: Optional[int] = None,
+    process_name: Optional[str] = None,
+    extra_events: Iterable[Dict[str, Any]] = (),
+) -> str:
+    """The compact JSON text of :func:`chrome_trace` (the same text as ``json.dumps`` of it
+    with ``(",", ":")`` separators), from :func:`chrome_trace_chunks`."""
+    chunks = chrome_trace_chunks(
+        timeline, pid=pid, process_name=process_name, extra_events=extra_events
+    )
+    return b"".join(chunks).decode("utf-8")
 
 
 def write_chrome_trace(
-    path: Union[str, "os.PathLike[str]"], trace: Union[str, Dict[str, Any]]
+    path: Union[str, "os.PathLike[str]"], trace: Union[str, Dict[str, Any], Iterable[bytes]]
 ) -> str:
-    """Writes ``trace`` (see :func:`chrome_trace`, or its text from
-    :func:`chrome_trace_text`) as JSON to ``path``; returns the path.  OSError says why it
-    could not."""
+    """Writes ``trace`` (see :func:`chrome_trace`, its text from :func:`chrome_trace_text`
+    or its pieces from :func:`chrome_trace_chunks`) as JSON to ``path``; returns the path.
+    OSError says why it could not."""
     out = os.fspath(path)
-    text = trace if isinstance(trace, str) else _dumps(trace)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(text)
+    if isinstance(trace, dict):
+        trace = _dumps(trace)
+    if isinstance(trace, str):
+        trace = (trace.encode("utf-8"),)
+    with open(out, "wb") as f:
+        for piece in trace:
+            f.write(piece)
     return out

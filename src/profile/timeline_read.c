@@ -1,0 +1,122 @@
+/* timeline_read.c - the timeline's spans read back for a reader (timeline.h): copied out of the
+ * ring oldest first, less the spans a caller leaves out, sorted by thread, start and depth
+ * with a stable merge sort (spans of one depth starting at one tick keep the ring's order),
+ * and put on the nanosecond axis, all without a Python object per span: a trace holds up to
+ * millions of them, and fastprof.timeline builds its Span objects only when they are read. */
+#include "timeline.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Returns whether span a goes before span b: by thread, then start, then depth. */
+static int
+fp_tlr_before(const fp_span *a, const fp_span *b)
+{
+    if (a->thread != b->thread)
+        return a->thread < b->thread;
+    if (a->t0 != b->t0)
+        return a->t0 < b->t0;
+    return a->depth < b->depth;
+}
+
+/* Sorts the n spans at a (tmp: room for n more) stably with fp_tlr_before, bottom-up.
+ * Returns a or tmp, whichever holds the sorted spans. */
+static fp_span *
+fp_tlr_sort(fp_span *a, fp_span *tmp, int64_t n)
+{
+    fp_span *src = a, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) /* the right run's span goes first only when strictly */
+                dst[k++] = fp_tlr_before(&src[j], &src[i]) ? src[j++] : src[i++]; /* before */
+            while (i < mid)
+                dst[k++] = src[i++];
+            while (j < hi)
+                dst[k++] = src[j++];
+        }
+        fp_span *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    return src;
+}
+
+/* Returns whether the span s is left out: a top-level call of one of the nskip functions of
+ * skip. */
+static int
+fp_tlr_skipped(const fp_span *s, const int32_t *skip, Py_ssize_t nskip)
+{
+    if (s->depth != 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < nskip; i++)
+        if (skip[i] == s->func)
+            return 1;
+    return 0;
+}
+
+/* Puts the tick t on the nanosecond axis: m0 + round((t - k0) * scale), rounding half to
+ * even as Python's round() does.  Returns 0, or -1 with OverflowError set when the result
+ * leaves int64. */
+static int
+fp_tlr_ns(fp_tick t, int64_t m0, int64_t k0, double scale, fp_tick *out)
+{
+    double x = nearbyint((double)(t - k0) * scale);
+    if (!(fabs(x) < 9.2e18)) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "a timeline span's time does not fit in 64-bit nanoseconds");
+        return -1;
+    }
+    int64_t ns = (int64_t)x;
+    if ((ns > 0 && m0 > INT64_MAX - ns) || (ns < 0 && m0 < INT64_MIN - ns)) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "a timeline span's time does not fit in 64-bit nanoseconds");
+        return -1;
+    }
+    *out = m0 + ns;
+    return 0;
+}
+
+/* See timeline.h. */
+PyObject *
+fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale, const int32_t *skip,
+              Py_ssize_t nskip, int64_t limit)
+{
+    fp_span *buf = NULL;
+    PyObject *bytes = NULL, *result = NULL;
+    int64_t count = tl->n < tl->cap ? tl->n : tl->cap;
+    buf = PyMem_RawMalloc(((size_t)count * 2 + 1) * sizeof(fp_span));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    int64_t slots = tl->cap + 1, next = tl->cur - tl->ring;
+    int64_t first = (next - count + slots) % slots, kept = 0, skipped = 0;
+    for (int64_t k = 0; k < count; k++) {
+        const fp_span *s = &tl->ring[(first + k) % slots];
+        if (fp_tlr_skipped(s, skip, nskip))
+            skipped++;
+        else
+            buf[kept++] = *s;
+    }
+    int64_t extra = limit >= 0 && kept > limit ? kept - limit : 0; /* the oldest go */
+    fp_span *sorted = fp_tlr_sort(buf + extra, buf + count, kept - extra);
+    int64_t n = kept - extra;
+    for (int64_t k = 0; k < n; k++) {
+        fp_span *s = &sorted[k];
+        if (fp_tlr_ns(s->t0, m0, k0, scale, &s->t0) < 0 ||
+            fp_tlr_ns(s->t1, m0, k0, scale, &s->t1) < 0)
+            goto error;
+        s->pad = 0;
+    }
+    bytes = PyBytes_FromStringAndSize((const char *)sorted, (Py_ssize_t)(n * sizeof(fp_span)));
+    if (bytes == NULL)
+        goto error;
+    result = Py_BuildValue("(OLL)", bytes, (long long)skipped, (long long)extra);
+error:
+    PyMem_RawFree(buf);
+    Py_XDECREF(bytes);
+    return result;
+}
