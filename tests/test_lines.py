@@ -338,22 +338,90 @@ def test_unregistered_code_not_recorded():
 
 @pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
 def test_tool_id_preference_and_release():
-    """The call profiler's order (2, 3, 4, 5, then 0 and 1), and the id given back."""
+    """3, 4, 5 first, then the profiler's id (2), then 0 and 1; the id given back."""
     mon = sys.monitoring
     lp = LineProfiler(T.loop)
-    if mon.get_tool(2) is None and mon.get_tool(3) is None:
+    assert all(mon.get_tool(i) is None for i in range(6))
+    with lp:
+        assert mon.get_tool(3) == "fastprof-lines" and mon.get_tool(2) is None
+        T.loop(1)
+    assert mon.get_tool(3) is None
+    busy = [3, 4, 5]
+    for i in busy:  # with 3-5 busy, 2 is next
+        mon.use_tool_id(i, "someone")
+    try:
         with lp:
             assert mon.get_tool(2) == "fastprof-lines"
-            T.loop(1)
         assert mon.get_tool(2) is None
-        # with 2 busy, 3 is next
-        mon.use_tool_id(2, "someone")
+    finally:
+        for i in busy:
+            mon.free_tool_id(i)
+
+
+@pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
+def test_beside_cprofile_and_line_profiler_which_want_the_profilers_id():
+    """cProfile insists on id 2 and line_profiler takes over whatever tool holds it: the
+    line profiler leaves it to them, and counts every line while they are on."""
+    import cProfile
+
+    lp = LineProfiler(T.loop)
+    cp = cProfile.Profile()
+    with lp:
+        cp.enable()  # would raise "Another profiling tool is already active" on id 2
         try:
-            with lp:
-                assert mon.get_tool(3) == "fastprof-lines"
-            assert mon.get_tool(3) is None
+            T.loop(3)
         finally:
-            mon.free_tool_id(2)
+            cp.disable()
+    ((_, rows),) = lp.get_stats().timings.items()
+    assert max(h for _, h, _ in rows) == 3 + 1  # the loop's header: 3 turns and the exit
+    calls = {k[2]: v[0] for k, v in _pstats_of(cp).items()}
+    assert calls["loop"] == 1
+
+
+@pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
+def test_beside_a_line_profiler_one_enabled_after_it():
+    line_profiler = pytest.importorskip("line_profiler", reason="line_profiler 5.1 needs 3.10+")
+    lp = LineProfiler(T.loop)
+    theirs = line_profiler.LineProfiler(T.timed)
+    with lp:
+        theirs.enable()
+        try:
+            T.loop(2)
+            T.timed(1)
+        finally:
+            theirs.disable()
+    ((_, rows),) = lp.get_stats().timings.items()
+    assert sorted(h for _, h, _ in rows) == [1, 1, 2, 3]
+    ((_, their_rows),) = theirs.get_stats().timings.items()
+    assert sorted(h for _, h, _ in their_rows) == [1, 1, 1, 2]
+
+
+def test_code_replaced_by_another_line_profiler_is_followed_or_reported():
+    """line_profiler's add_function puts a copy of a function's code in its place: enable()
+    times the new code too, and a swap while on is reported, not silently lost."""
+
+    def victim(n):
+        return [i for i in range(n)]
+
+    lp = LineProfiler(victim)
+    original = victim.__code__
+    victim.__code__ = original.replace()  # what line_profiler 5 does
+    with lp:
+        victim(2)
+    victim.__code__ = victim.__code__.replace(co_name="victim")
+    lp.enable()
+    victim(2)
+    victim.__code__ = original.replace()
+    with pytest.warns(RuntimeWarning, match="code of .*victim was replaced"):
+        lp.disable()
+    ((_, rows),) = lp.get_stats().timings.items()
+    assert {h for _, h, _ in rows} == {2}  # both runs counted, as one function
+
+
+def _pstats_of(cp):
+    import pstats
+
+    return pstats.Stats(cp).stats
 
 
 @pytest.mark.skipif(not MONITORING, reason="sys.monitoring is 3.12+")
@@ -930,3 +998,58 @@ def test_reinitialising_an_enabled_profiler_is_refused() -> None:
 def test_timer_unit_must_be_positive_seconds(unit: float) -> None:
     with pytest.raises(ValueError, match="_timer_unit must be a positive number"):
         LineProfiler(_timer=T.fake_timer, _timer_unit=unit)
+
+
+def test_a_line_begun_before_profiling_is_left_out_as_line_profiler_leaves_it():
+    """A generator suspended at its yield before enable(), finished inside: the yield line
+    has time after the resume but never began while on; no row with 0 hits (line_profiler's
+    readers divide by the hits)."""
+
+    def gen():
+        yield 1
+        x = 2
+        return x
+
+    g = gen()
+    next(g)  # suspended at the yield, before profiling
+    lp = LineProfiler(gen)
+    with lp:
+        with pytest.raises(StopIteration):
+            next(g)
+    ((key, rows),) = lp.get_stats().timings.items()
+    assert {ln - key[1]: h for ln, h, _ in rows} == {2: 1, 3: 1}
+    out = io.StringIO()
+    lp.print_stats(stream=out)
+    assert "x = 2" in out.getvalue()
+
+
+def test_runcall_passes_func_as_a_keyword_and_timer_unit_names_the_unit():
+    lp = LineProfiler(T.loop)
+
+    def apply(func, x):
+        return func(x)
+
+    assert lp.runcall(apply, func=abs, x=-3) == 3
+    assert lp.runcall(T.loop, 3) == 3
+    assert lp.timer_unit == lp.get_stats().unit > 0
+
+
+def test_a_suspended_decorated_generator_at_exit_prints_nothing(tmp_path):
+    import subprocess
+
+    script = tmp_path / "s.py"
+    script.write_text(
+        "from fastprof import LineProfiler\n"
+        "lp = LineProfiler()\n"
+        "@lp\n"
+        "def gen():\n"
+        "    yield 1\n"
+        "    yield 2\n"
+        "g = gen()\n"
+        "next(g)\n"
+    )
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -140,18 +140,90 @@ def test_ipythons_own_syntax_runs_as_under_prun(ip: Any) -> None:
 @pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
 def test_an_interrupt_still_shows_what_ran(ip: Any, capsys: Any, exc: str) -> None:
     """As %lprun: Ctrl-C or SystemExit in the profiled code ends the run, and the timings of
-    what ran come back (%fastprof too), with the line that says why."""
+    what ran come back, with the line that says why.  %fastprof, as %prun, catches
+    SystemExit; Ctrl-C shows what ran, then fails the cell (a notebook's queued cells are not
+    run), and no fastprof frame is in the profile."""
     import sys
 
     ip.run_cell(f"def fprof_stop(n):\n    fprof_work(n)\n    raise {exc}()\n")
     r = ip.run_line_magic("flprun", "-f fprof_work fprof_stop(4)")
     ((key, rows),) = r.stats.timings.items()
     assert {ln - key[1]: h for ln, h, _ in rows} == {1: 1, 2: 5, 3: 4, 4: 1}
-    p = ip.run_line_magic("fastprof", "fprof_stop(3)")
+    shown: list = []
+    import IPython.display
+
+    real_display = IPython.display.display
+    IPython.display.display = lambda obj: shown.append(obj)
+    try:
+        if exc == "KeyboardInterrupt":
+            with pytest.raises(KeyboardInterrupt):
+                ip.run_line_magic("fastprof", "fprof_stop(3)")
+            (p,) = shown
+        else:
+            p = ip.run_line_magic("fastprof", "fprof_stop(3)")
+            assert shown == []
+    finally:
+        IPython.display.display = real_display
     assert _row(p, "fprof_work").ncalls == 1 and _row(p, "fprof_stop").ncalls == 1
+    names = {row.name for row in p.stats.rows}  # exec: as %prun's runctx shows it
+    assert names == {"<built-in method builtins.exec>", "<module>", "fprof_stop", "fprof_work"}
     out = capsys.readouterr().out
     assert out.count(f"*** {exc} exception caught in code being profiled.") == 2
     assert sys.getprofile() is None or "fastprof" not in type(sys.getprofile()).__module__
+
+
+def test_the_statement_runs_as_written_and_the_kernels_threads_stay_out(ip: Any) -> None:
+    """No $name or {expr} expansion (as %prun), and by default the thread running the code
+    alone: a thread already running (a kernel's I/O loop) is in --threads only."""
+    import threading
+    import time
+
+    ip.user_ns["a"] = 7
+    ip.user_ns["time"] = time
+    ip.run_line_magic("fastprof", "s1 = {a, 1}; u1 = '{a} $a'.format(a='x')")
+    assert ip.user_ns["s1"] == {7, 1} and ip.user_ns["u1"] == "x $a"
+    stop = threading.Event()
+    started = threading.Event()
+
+    def kernel_loop() -> None:
+        started.set()
+        while not stop.is_set():
+            time.sleep(0.001)
+
+    t = threading.Thread(target=kernel_loop, name="kernel-io")
+    t.start()
+    started.wait()
+    try:
+        own = ip.run_line_magic("fastprof", "[time.sleep(0.01) for _ in range(3)]")
+        every = ip.run_line_magic("fastprof", "--threads [time.sleep(0.01) for _ in range(3)]")
+    finally:
+        stop.set()
+        t.join()
+    assert [th.name for th in own.stats.threads()] == [threading.current_thread().name]
+    assert "kernel-io" in [th.name for th in every.stats.threads()]
+    sleeps = [r for r in own.stats.rows if "sleep" in r.name]
+    assert sleeps[0].ncalls == 3
+
+
+def test_titles_name_the_magic_and_flprun_prints_microseconds(ip: Any, tmp_path: Any) -> None:
+    r = ip.run_cell_magic("fastprof", "", "import math\nfprof_work(2)\n")
+    assert r.title == "%%fastprof"
+    lines = ip.run_line_magic(
+        "flprun",
+        f"-f fprof_work -s -D {tmp_path / 'w.lprof'} -T {tmp_path / 'w.txt'} fprof_work(2)",
+    )
+    assert lines.title == "%flprun -f fprof_work fprof_work(2)"
+    assert "Timer unit: 1e-06 s" in lines.text()
+    assert (tmp_path / "w.txt").read_text() == lines.text()
+    from fastprof.lines import load_stats
+
+    assert load_stats(str(tmp_path / "w.lprof")).timings == lines.stats.timings
+    ns = ip.run_line_magic("flprun", "-u 1e-9 -f fprof_work fprof_work(2)")
+    assert "Timer unit: 1e-09 s" in ns.text()
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="-u: expected a number at least 0"):
+        ip.run_line_magic("flprun", "-u -1 -f fprof_work fprof_work(2)")
 
 
 def test_sort_keys_given_again_sort_by_each_in_turn(ip: Any) -> None:

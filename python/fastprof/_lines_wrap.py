@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 import warnings
 from typing import Any, Callable, List, NamedTuple, Optional, Set
@@ -279,7 +280,10 @@ class Wrapping:
         return wrapper
 
     def _step(self, advance: Callable[[], Any]) -> Any:
-        """advance() with profiling on (by count)."""
+        """advance() with profiling on (by count); at the interpreter's exit (a suspended
+        generator closed then), without: nothing of the profile is read after that."""
+        if sys.is_finalizing():
+            return advance()
         self.enable_by_count()
         try:
             return advance()

@@ -6,8 +6,11 @@
 
 Options of %fastprof: ``-s SORT`` (cProfile's flat table sorted by SORT instead of the call
 tree), ``--top N``, ``--min-percent P``, ``--expand-libs``, ``--html FILE`` (also save the HTML
-report).  Each magic returns a result object: a terminal shows its text (the call tree and the
-top functions, or the line timings); a notebook shows the HTML report inline.
+report), ``--threads`` (every thread, not only the one running the code).  Options of %flprun,
+as %lprun's: ``-f FUNC``, ``-m MODULE``, ``-u UNIT``, ``-s`` (leave out functions that never
+ran), ``-D FILE`` (save the timings), ``-T FILE`` (save the text).  Each magic returns a result
+object: a terminal shows its text (the call tree and the top functions, or the line timings);
+a notebook shows the HTML report inline.
 """
 
 from __future__ import annotations
@@ -104,15 +107,23 @@ class LineResult:
     """What ``%flprun`` returns: ``stats`` (``fastprof.lines.LineStats``), ``text()`` (as
     line_profiler prints it) and ``html()``."""
 
-    def __init__(self, stats: Any, title: str) -> None:
+    def __init__(
+        self, stats: Any, title: str, *, output_unit: float = 1e-6, stripzeros: bool = False
+    ) -> None:
         self.stats = stats
         self.title = title
+        self._output_unit = output_unit
+        self._stripzeros = stripzeros
 
     def text(self) -> str:
+        """The line timings as ``LineProfiler.print_stats()`` prints them (in microseconds
+        unless ``-u`` said otherwise)."""
         from .report.lines_text import show_text
 
         out = io.StringIO()
-        show_text(self.stats.timings, self.stats.unit, None, out, False, False)
+        show_text(
+            self.stats.timings, self.stats.unit, self._output_unit, out, self._stripzeros, False
+        )
         return out.getvalue()
 
     def html(self) -> str:
@@ -132,18 +143,27 @@ class LineResult:
 
 def _magics_class() -> Any:
     from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
-    from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class  # type: ignore[import-not-found, unused-ignore]
+    from IPython.core.magic import (  # type: ignore[import-not-found, unused-ignore]
+        Magics,
+        line_cell_magic,
+        line_magic,
+        magics_class,
+        no_var_expand,
+    )
 
     @magics_class
     class FastprofMagics(Magics):  # type: ignore[misc, unused-ignore]
         """The magics ``%fastprof``, ``%%fastprof`` and ``%flprun``."""
 
+        @no_var_expand  # type: ignore[misc, unused-ignore]
         @line_cell_magic  # type: ignore[misc, unused-ignore]
         def fastprof(self, line: str, cell: Optional[str] = None) -> ProfileResult:
             """Profile a statement (``%fastprof stmt``) or a cell (``%%fastprof``) with
             fastprof's call profiler; shows the call tree and the top functions (or, in a
             notebook, the HTML report).  Options: -s SORT, --top N, --min-percent P,
-            --expand-libs, --html FILE."""
+            --expand-libs, --html FILE, --threads (every thread: a notebook kernel's own
+            threads too).  The statement is run as written ({...} and $name are not
+            expanded, as under %prun)."""
             from ._runstats import own_stats, own_tree
             from .profile import Profile
             from .report.source import tree_of
@@ -156,6 +176,7 @@ def _magics_class() -> Any:
                 "min-percent=",
                 "expand-libs",
                 "html=",
+                "threads",
                 posix=False,
                 strict=True,
                 list_all=True,
@@ -179,16 +200,21 @@ def _magics_class() -> Any:
             ns = shell.user_ns
             # IPython's own syntax (!cmd, %magic lines, an indented cell), as %prun reads it
             compiled = compile(shell.transform_cell(code), "<fastprof>", "exec")
-            prof = Profile()
+            # the thread running the code, as %prun: a kernel's own threads (its I/O loops,
+            # blocked in poll) are not the user's
+            prof = Profile(threads="threads" in opts)
             caught = _run_caught(prof, compiled, ns)
-            what = code.strip().splitlines()[0]
+            if cell is None:
+                title = f"%fastprof {code.strip().splitlines()[0]}"
+            else:
+                title = f"%%fastprof {stmt.strip()}".strip()
             stats = Stats(own_stats(prof))  # without the call of disable, as the text omits it
             tree = own_tree(tree_of(prof))
             stats._tree = tree  # its per-thread tables (threads(), for_thread) and dump's tree
             result = ProfileResult(
                 stats,
                 tree,
-                f"%fastprof {what}",
+                title,
                 sort=tuple(sort) or None,
                 top=top,
                 min_percent=1.0 if minp is None else minp,
@@ -197,8 +223,16 @@ def _magics_class() -> Any:
             html = _last(opts, "html")
             if html:
                 result.save_html(html)
-            if caught:
-                print(caught)
+            if isinstance(caught, KeyboardInterrupt):
+                # as under %prun, Ctrl-C fails the cell (a notebook's queued cells do not
+                # run), once the profile of what ran is shown
+                from IPython.display import display  # type: ignore[import-not-found, unused-ignore]
+
+                display(result)
+                print(_CAUGHT.format("KeyboardInterrupt"))
+                raise caught
+            if caught is not None:
+                print(_CAUGHT.format(type(caught).__name__))
             return result
 
         @line_magic  # type: ignore[misc, unused-ignore]
@@ -207,15 +241,32 @@ def _magics_class() -> Any:
             statement`` times each line of the functions while the statement runs."""
             from .lines import LineProfiler
 
-            opts, stmt = self.parse_options(line, "f:", list_all=True, posix=False, strict=True)
+            opts, stmt = self.parse_options(
+                line, "f:m:u:sD:T:", list_all=True, posix=False, strict=True
+            )
             funcs = opts.get("f", [])
-            if not funcs:
+            modules = opts.get("m", [])
+            if not funcs and not modules:
                 raise UsageError("%flprun: give at least one function with -f func")
             if not stmt.strip():
                 raise UsageError("%flprun: give a statement to run")
+            unit = _number(_last(opts, "u"), "-u", float, 0, None, magic="%flprun")
+            if unit == 0:
+                raise UsageError("%flprun -u: expected a unit in seconds above 0, got 0")
             shell = _shell(self.shell)
             ns = shell.user_ns
             lp = LineProfiler()
+            for name in modules:
+                try:
+                    module = eval(name, ns, ns)
+                except Exception as e:
+                    raise UsageError(
+                        f"%flprun -m {name}: could not evaluate it: {type(e).__name__}: {e}"
+                    ) from None
+                try:
+                    lp.add_module(module)
+                except (TypeError, ValueError) as e:
+                    raise UsageError(f"%flprun -m {name}: {e}") from None
             for name in funcs:
                 try:
                     f = eval(name, ns, ns)
@@ -229,26 +280,43 @@ def _magics_class() -> Any:
                     raise UsageError(f"%flprun -f {name}: {e}") from None
             compiled = compile(shell.transform_cell(stmt), "<flprun>", "exec")
             caught = _run_caught(lp, compiled, ns)
-            result = LineResult(lp.get_stats(), f"%flprun {stmt.strip()}")
-            if caught:
-                print(caught)
+            targets = "".join(f" -m {m}" for m in modules) + "".join(f" -f {f}" for f in funcs)
+            result = LineResult(
+                lp.get_stats(),
+                f"%flprun{targets} {stmt.strip()}",
+                output_unit=1e-6 if unit is None else unit,
+                stripzeros="s" in opts,
+            )
+            dump = _last(opts, "D")
+            if dump:
+                lp.dump_stats(dump)
+                print(f"*** Profile stats pickled to file {dump!r}.")
+            text_file = _last(opts, "T")
+            if text_file:
+                with open(text_file, "w", encoding="utf-8") as f:
+                    f.write(result.text())
+                print(f"*** Profile printout saved to text file {text_file!r}.")
+            if caught is not None:  # as %lprun: the cell goes on, the timings are returned
+                print(_CAUGHT.format(type(caught).__name__))
             return result
 
     return FastprofMagics
 
 
-def _run_caught(prof: Any, compiled: Any, ns: Any) -> str:
-    """Runs compiled in ns with prof on.  Returns "" when it ran to its end, or the line that
-    says it ended by SystemExit or KeyboardInterrupt (caught, as %prun and %lprun catch them:
-    the profile of what ran is still shown); any other error propagates, prof off."""
+def _run_caught(prof: Any, compiled: Any, ns: Any) -> Optional[BaseException]:
+    """Runs compiled in ns with prof on.  Returns None when it ran to its end, or the
+    SystemExit or KeyboardInterrupt that ended it (caught, as %prun and %lprun catch them:
+    the profile of what ran is still shown); any other error propagates.  prof is off before
+    anything else of fastprof runs (no frame of the magic's own is profiled)."""
+    caught: Optional[BaseException] = None
     prof.enable()
     try:
         exec(compiled, ns, ns)
     except (SystemExit, KeyboardInterrupt) as e:
-        return _CAUGHT.format(type(e).__name__)
+        caught = e
     finally:
         prof.disable()
-    return ""
+    return caught
 
 
 def _last(opts: Any, name: str) -> Any:
@@ -268,7 +336,17 @@ def _shell(shell: Any) -> Any:
     return shell
 
 
-def _number(text: Any, name: str, kind: Any, low: float, high: Optional[float]) -> Any:
+def _number(
+    text: Any,
+    name: str,
+    kind: Any,
+    low: float,
+    high: Optional[float],
+    *,
+    magic: str = "%fastprof",
+) -> Any:
+    """text read as a kind between low and high (None when not given).  UsageError naming
+    the magic's option otherwise."""
     from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
 
     if text is None:
@@ -276,10 +354,10 @@ def _number(text: Any, name: str, kind: Any, low: float, high: Optional[float]) 
     try:
         x = kind(text)
     except ValueError:
-        raise UsageError(f"%fastprof {name}: expected a number, got {text!r}") from None
-    if x < low or (high is not None and x > high):
+        raise UsageError(f"{magic} {name}: expected a number, got {text!r}") from None
+    if not x >= low or (high is not None and x > high):
         bound = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        raise UsageError(f"%fastprof {name}: expected a number {bound}, got {text!r}")
+        raise UsageError(f"{magic} {name}: expected a number {bound}, got {text!r}")
     return x
 
 

@@ -845,10 +845,23 @@ class LineProfiler(Wrapping):
                     threading.settrace(_LEGACY.thread_prev)
                 _LEGACY.thread_prev = _LEGACY.thread_hook = None
 
+    def _replaced_code(self) -> List[Any]:
+        """The functions of ``functions`` whose ``__code__`` is not the code registered for
+        them: another line profiler (line_profiler's ``add_function``) puts a copy of a
+        function's code in its place."""
+        known = {id(code) for code in self._tracer.codes()}
+        return [f for f in self.functions if id(getattr(f, "__code__", None)) not in known]
+
     def enable(self) -> None:
-        """Install the hooks and start counting (no-op when already on)."""
+        """Install the hooks and start counting (no-op when already on).  A function whose
+        code another profiler replaced since it was added has its new code timed too (the
+        two count as one function)."""
         if self._tracer.enabled:
             return
+        for f in self._replaced_code():
+            self._add_code(f.__code__)
+            for nested in _nested_codes(f.__code__):
+                self._add_code(nested)
         if _MONITORING:
             self._enable_monitoring()
         else:
@@ -871,6 +884,18 @@ class LineProfiler(Wrapping):
             warnings.warn(
                 f"fastprof: the trace hook of this thread was {lost} while the line profiler "
                 "was on; lines run after that were not counted",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        replaced = self._replaced_code()
+        if replaced:
+            # the code was swapped while on (line_profiler's add_function inside a run):
+            # the calls of the new code were not counted; the next enable() times it
+            names = ", ".join(sorted({f.__qualname__ for f in replaced}))
+            warnings.warn(
+                f"fastprof: the code of {names} was replaced while the line profiler was on "
+                "(another line profiler's add_function does that); its calls after that were "
+                "not counted",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -910,8 +935,9 @@ class LineProfiler(Wrapping):
     def __exit__(self, *exc: Any) -> None:
         self.disable_by_count()
 
-    def runcall(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call func(*args, **kwargs) with profiling on; returns its result."""
+    def runcall(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call func(*args, **kwargs) with profiling on; returns its result (func is
+        positional only, so func= may be one of kwargs)."""
         self.enable_by_count()
         try:
             return func(*args, **kwargs)
@@ -945,6 +971,11 @@ class LineProfiler(Wrapping):
         self._companions.append(other)
         return other
 
+    @property
+    def timer_unit(self) -> float:
+        """Seconds per unit of the times in get_stats() (line_profiler's name)."""
+        return self._unit
+
     def get_stats(self) -> LineStats:
         """The timings so far: LineStats(timings, unit)."""
         timings: Dict[Key, List[LineTiming]] = {}
@@ -954,6 +985,9 @@ class LineProfiler(Wrapping):
             for other in self._companions:
                 every += [(c, t) for c, t in other._tracer.get_timings() if id(c) not in own]
         for code, lines in every:
+            # a line begun before profiling (a generator's yield, resumed once on) has time
+            # but no hit: left out, as line_profiler leaves it (readers divide by hits)
+            lines = [t for t in lines if t[1] > 0]
             key = code_key(code)
             if key in timings:  # same source compiled twice: add up
                 merged = {ln: [h, t] for ln, h, t in timings[key]}

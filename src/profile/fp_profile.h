@@ -666,10 +666,11 @@ int fp_hooks_check(fp_profiler *p);
 /* Creates the tool id shared by the call profilers (in m's state) and adds
  * _monitoring_claim / _monitoring_release to m.  Returns 0, or -1 with an exception set. */
 int fp_mon_exec(PyObject *m);
-/* Claims a free sys.monitoring tool id under name: 2, 3, 4, 5, then 0 (debuggers) and 1
- * (coverage).  The one way fastprof's profilers claim an id.  Returns it, or -1 with a
- * RuntimeError naming the tools holding every id. */
-int fp_mon_claim(PyObject *mon, const char *name);
+/* Claims a free sys.monitoring tool id under name: 2 (the profiler's id, first when
+ * profiler_first; else after 3, 4 and 5, and left to cProfile and line_profiler, which want
+ * it), 3, 4, 5, then 0 (debuggers) and 1 (coverage).  The one way fastprof's profilers claim
+ * an id.  Returns it, or -1 with a RuntimeError naming the tools holding every id. */
+int fp_mon_claim(PyObject *mon, const char *name, int profiler_first);
 /* Gives tool id back: clears its global events, unregisters its callbacks of events (a
  * mask) and frees it, without the interpreter's recursion check (it works on an exhausted
  * stack).  An id another tool now holds is left alone, with a RuntimeWarning; one another

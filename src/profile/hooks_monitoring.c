@@ -389,9 +389,10 @@ done:
 /* See fp_profile.h.  The order keeps the ids that PEP 669 reserves for debuggers (0) and
  * coverage (1) for last. */
 int
-fp_mon_claim(PyObject *mon, const char *name)
+fp_mon_claim(PyObject *mon, const char *name, int profiler_first)
 {
-    static const int order[] = {2, 3, 4, 5, 0, 1};
+    static const int first[] = {2, 3, 4, 5, 0, 1}, later[] = {3, 4, 5, 2, 0, 1};
+    const int *order = profiler_first ? first : later;
     PyObject *names = NULL;
     PyObject *uname = PyUnicode_FromString(name);
     if (uname == NULL)
@@ -691,7 +692,7 @@ fp_hooks_install(fp_profiler *p, PyTypeObject *hook_type)
         tool->profs = grown;
         tool->cap = cap;
     }
-    if (tool->id < 0 && (tool->id = fp_mon_claim(mon, "fastprof")) < 0)
+    if (tool->id < 0 && (tool->id = fp_mon_claim(mon, "fastprof", 1)) < 0)
         goto error;
     tool->profs[tool->n++] = (fp_profiler *)Py_NewRef(p);
     p->tool_id = tool->id;
@@ -729,8 +730,9 @@ fp_hooks_remove(fp_profiler *p)
 }
 
 /* _monitoring_claim(name) -> int: claims a free sys.monitoring tool id under name, in
- * fastprof's order (what the line profiler uses).  Returns it, or NULL with RuntimeError when
- * every id is held. */
+ * fastprof's order with the profiler's id (2) after 3, 4 and 5 (what the line profiler uses:
+ * cProfile insists on 2, and line_profiler takes over the callbacks of whatever tool holds
+ * it).  Returns it, or NULL with RuntimeError when every id is held. */
 static PyObject *
 fp_mon_py_claim(FP_UNUSED PyObject *module, PyObject *name)
 {
@@ -742,7 +744,7 @@ fp_mon_py_claim(FP_UNUSED PyObject *module, PyObject *name)
     const char *s = PyUnicode_AsUTF8(name);
     if (s == NULL || (mon = fp_mon_module()) == NULL)
         goto error;
-    int id = fp_mon_claim(mon, s);
+    int id = fp_mon_claim(mon, s, 0);
     if (id < 0)
         goto error;
     Py_DECREF(mon);
