@@ -121,6 +121,30 @@ def test_a_tree_of_another_profile_is_not_used(tmp_path: Any, capsys: Any) -> No
     assert "per call path" not in capsys.readouterr().out
 
 
+def test_a_tree_of_the_same_functions_with_other_counts_is_not_used(
+    tmp_path: Any, capsys: Any
+) -> None:
+    """pstats.Stats(a).add(b).dump_stats(a), two runs of one script summed in place: the same
+    functions, twice the calls; the tree of one run is not the file's."""
+    import pstats
+
+    script = tmp_path / "app.py"
+    script.write_text("def leaf():\n    return 1\n\nfor _ in range(7):\n    leaf()\n")
+    a, b = str(tmp_path / "a.prof"), str(tmp_path / "b.prof")
+    for out in (a, b):
+        assert cli.main(["run", "-o", out, str(script)]) == 0
+    capsys.readouterr()
+    assert cli.main(["view", a]) == 0
+    assert capsys.readouterr().err == ""  # its own tree
+    pstats.Stats(a).add(b).dump_stats(a)
+    assert cli.main(["view", a, "-s", "calls"]) == 0
+    captured = capsys.readouterr()
+    (note,) = captured.err.strip().splitlines()
+    assert "functions or call counts differ" in note
+    (row,) = [ln for ln in captured.out.splitlines() if "(leaf)" in ln]
+    assert row.split()[0] == "14"
+
+
 def test_a_matching_tree_is_used_with_or_without_an_older_runner_frame(
     tmp_path: Any, capsys: Any
 ) -> None:
@@ -142,7 +166,9 @@ def test_a_matching_tree_is_used_with_or_without_an_older_runner_frame(
     path = _save(str(tmp_path / "capped.prof"), stats, capped)
     assert cli.main(["view", path]) == 0
     assert capsys.readouterr().err == ""
-    assert not capped.describes([KEYS[1]])  # never more functions than the table
+    assert not capped.describes({KEYS[1]: 1})  # never more functions than the table
+    assert capped.describes({KEYS[0]: 5, KEYS[1]: 1})  # nor more calls
+    assert not capped.describes({KEYS[0]: 0, KEYS[1]: 1})
 
 
 # -- compare of two call profiles -----------------------------------------------------------
@@ -196,6 +222,28 @@ def test_compare_labels_builtins_as_pstats_does(tmp_path: Any, capsys: Any) -> N
     assert "<built-in" not in "\n".join(rows)
     assert cli.main(["view", a, "-s", "calls"]) == 0  # the same label as view's
     assert "{built-in method builtins.sum}" in capsys.readouterr().out
+
+
+def test_compare_pairs_a_script_cprofile_named_as_typed(tmp_path: Any, capsys: Any) -> None:
+    """cProfile keeps the script's path as typed (app.py), fastprof its absolute path: compare
+    pairs them, as diff does, one row a function."""
+    import cProfile
+
+    script = tmp_path / "app.py"
+    script.write_text("def leaf():\n    return 1\n\nfor _ in range(3):\n    leaf()\n")
+    old, new = str(tmp_path / "c.prof"), str(tmp_path / "f.prof")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cProfile.run(compile(script.read_text(), "app.py", "exec"), old)
+    finally:
+        os.chdir(here)
+    assert cli.main(["run", "-o", new, str(script)]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", old, new, "--all"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if "app.py:1(leaf)" in r]
+    assert len(rows) == 1 and rows[0].split()[:2] == ["3", "3"]
+    assert "gone" not in rows[0] and "new" not in rows[0]
 
 
 def test_compare_offers_the_statistics_the_benchmarks_compute() -> None:

@@ -254,7 +254,7 @@ def test_run_saves_the_tree_beside_the_profile(
         [("<built-in method builtins.sum>", 3)],
     )
     st = Stats.load(out)
-    assert saved.describes(r.key for r in st.rows)  # view shows it with this file
+    assert saved.describes({r.key: r.ncalls for r in st.rows})  # view shows it with this file
     assert any(k[0] == prog and k[2] == "work" for k in st.to_dict())
     assert "fastprof-data" in open(html).read()
     # a later run without a tree leaves no stale tree beside the new file
@@ -283,7 +283,12 @@ def test_run_html_with_line_timings(tmp_path: Any, capsys: Any) -> None:
         "    return x\n\nf()\n"
     )
     html = str(tmp_path / "l.html")
-    assert cli.main(["run", "--lines", "--html", html, str(p)]) == 0
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert cli.main(["run", "--lines", "--html", html, str(p)]) == 0
+    assert [str(w.message) for w in seen] == []
     text = open(html).read()
     import re
 

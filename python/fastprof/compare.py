@@ -159,6 +159,11 @@ def _compare_profiles(args: argparse.Namespace, old: Dict[Any, Any], new: Dict[A
     def totals(d: Dict[Any, Any]) -> Tuple[int, float]:
         return sum(v[1] for v in d.values()), sum(v[2] for v in d.values())
 
+    from .diff import match_files
+
+    files = match_files(list(old), list(new))
+    if files:  # a script cProfile named as typed and fastprof by its path: one row each
+        old = {(files.get(k[0], k[0]), k[1], k[2]): v for k, v in old.items()}
     changes = diff_profiles(old, new, args.by)
     sys.stdout.write(
         format_profile_diff(

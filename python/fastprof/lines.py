@@ -540,6 +540,9 @@ class LineProfiler(Wrapping):
         else:
             self._unit = _fastprof.LineTracer.seconds_per_tick()
         self.functions: List[types.FunctionType] = []
+        # id(function) -> the code registered when add_function took it (functions holds
+        # the function): what _replaced_code compares with
+        self._added_code: Dict[int, types.CodeType] = {}
         self._enable_count = 0
         self._tool: Optional[int] = None
         # profilers whose timings this one reports with its own (kernprof_builtin's)
@@ -572,6 +575,7 @@ class LineProfiler(Wrapping):
         for f in _unwrap(func):
             self._add_code(f.__code__)
             self.functions.append(f)
+            self._added_code[id(f)] = f.__code__
             for nested in _nested_codes(f.__code__):
                 self._add_code(nested)
 
@@ -850,7 +854,12 @@ class LineProfiler(Wrapping):
         them: another line profiler (line_profiler's ``add_function``) puts a copy of a
         function's code in its place."""
         known = {id(code) for code in self._tracer.codes()}
-        return [f for f in self.functions if id(getattr(f, "__code__", None)) not in known]
+        added = self._added_code
+        return [
+            f
+            for f in self.functions
+            if id(f) in added and f.__code__ is not added[id(f)] and id(f.__code__) not in known
+        ]
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on).  A function whose

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._threads import profiled_thread_names, thread_names
 from .keys import is_disable, label
@@ -194,14 +194,18 @@ class CallTree:
         """The summed total time of the threads' top-level calls, in seconds."""
         return sum(r.cumtime for r in self.threads.values())
 
-    def describes(self, keys: Iterable[FuncKey]) -> bool:
-        """Whether this tree can be the call tree of the pstats profile whose functions are
-        ``keys``: the same functions (the runner's own ``disable`` aside, which files of
-        earlier versions kept in the tree alone), or fewer when the node cap merged calls
-        (``merged``).  A pstats file rewritten since (by cProfile, say) fails it."""
-        mine = {n.key for n in self.nodes() if not is_disable(n.key)}
-        theirs = {k for k in keys if not is_disable(k)}
-        return mine <= theirs if self.merged else mine == theirs
+    def describes(self, calls: Mapping[FuncKey, int]) -> bool:
+        """Whether this tree can be the call tree of the pstats profile whose functions and
+        call counts are ``calls``: the same functions with the same counts (the runner's own
+        ``disable`` aside, which files of earlier versions kept in the tree alone), or fewer
+        functions and calls when the node cap merged calls (``merged``).  A pstats file
+        rewritten since fails it: by cProfile, say, or by ``pstats.Stats.add`` of another
+        run of the same script (the same functions, more calls)."""
+        mine = {k: v[0] for k, v in self.function_totals().items() if not is_disable(k)}
+        theirs = {k: n for k, n in calls.items() if not is_disable(k)}
+        if self.merged:
+            return all(k in theirs and n <= theirs[k] for k, n in mine.items())
+        return mine == theirs
 
     def merged_threads(self) -> Node:
         """One root that sums every thread's tree path by path."""

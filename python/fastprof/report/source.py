@@ -37,10 +37,11 @@ def load_profile(path: str) -> Tuple[Any, Optional[CallTree]]:
     if not os.path.exists(where):
         return st, None
     tree = CallTree.load(where)
-    if not tree.describes(r.key for r in st.rows):
+    if not tree.describes({r.key: r.ncalls for r in st.rows}):
         print(
             f"fastprof: {printable(where)} is not the call tree of {printable(path)} (their "
-            f"functions differ: the profile was rewritten since?); the tree is not used",
+            f"functions or call counts differ: the profile was rewritten since?); the tree is "
+            f"not used",
             file=sys.stderr,
         )
         return Stats(st.to_dict()), None  # nor by its per-thread tables
