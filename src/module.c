@@ -53,6 +53,8 @@ fp_module_exec(PyObject *m)
         return -1;
     if (fp_chrome_exec(m) < 0)
         return -1;
+    if (fp_quiet_exec(m) < 0)
+        return -1;
     return 0;
 }
 

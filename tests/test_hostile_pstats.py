@@ -430,3 +430,28 @@ def test_run_table_escapes_names(tmp_path: Any, capsys: Any) -> None:
     out = capsys.readouterr().out
     _harmless(out)
     assert ".py:1(f\\x1b[2J\\r\\nx)" in out
+
+
+def test_a_sampling_profilers_unknown_counts_read_as_zero_with_a_warning(
+    tmp_path: Any, capsys: Any
+) -> None:
+    """pyinstrument's pstats renderer stubs every count out as -1 (pstats reads them): the
+    file is read, its times as written, its counts 0, with a warning that says so; other
+    negative counts stay an error."""
+    stats = {
+        CALLER: (-1, -1, 0.5, 0.75, {}),
+        KEY: (-1, -1, 0.25, 0.25, {CALLER: (-1, -1, 0.25, 0.25)}),
+    }
+    path = tmp_path / "pyi.prof"
+    path.write_bytes(marshal.dumps(stats))
+    with pytest.warns(UserWarning, match="has no call counts"):
+        st = fastprof.Stats.load(str(path))
+    assert st.to_dict()[KEY] == (0, 0, 0.25, 0.25, {CALLER: (0, 0, 0.25, 0.25)})
+    with pytest.warns(UserWarning, match="has no call counts"):
+        assert cli.main(["view", str(path)]) == 0
+    assert "mod.py:3(work)" in capsys.readouterr().out
+    stats[KEY] = (-2, -1, 0.25, 0.25, {})
+    path.write_bytes(marshal.dumps(stats))
+    with pytest.warns(UserWarning):
+        assert cli.main(["view", str(path)]) == 2
+    assert "must be non-negative" in capsys.readouterr().err

@@ -99,6 +99,7 @@ def test_import_fastprof_loads_only_the_profilers() -> None:
     assert eval(loaded) == [
         "fastprof",
         "fastprof._fastprof",
+        "fastprof._quiet",
         "fastprof._version",
         "fastprof.keys",
         "fastprof.profile",

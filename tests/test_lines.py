@@ -1053,3 +1053,34 @@ def test_a_suspended_decorated_generator_at_exit_prints_nothing(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_class_whose_module_was_reassigned_keeps_its_own_functions():
+    """pandas sets DataFrame.__module__ = "pandas": add_class, add_callable and @lp judge
+    what the class body defined by its qualified names, as add_function does; a function
+    assigned into the class from elsewhere is left out."""
+
+    def elsewhere(self):
+        return 0
+
+    class Frame:
+        def total(self):
+            s = 0
+            for i in range(3):
+                s += i
+            return s
+
+        borrowed = elsewhere
+
+    Frame.__module__ = "mypkg"
+    for how in ("add_class", "add_callable", "decorate"):
+        lp = LineProfiler()
+        if how == "decorate":
+            lp(Frame)
+        else:
+            assert getattr(lp, how)(Frame) == 1
+        assert [f.__name__ for f in lp.functions] == ["total"]
+        with lp:
+            Frame().total()
+        ((_, rows),) = lp.get_stats().timings.items()
+        assert sum(h for _, h, _ in rows) == 1 + 4 + 3 + 1

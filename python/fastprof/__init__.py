@@ -23,6 +23,7 @@ comes with ``pip install 'fastprof[kernels]'``).
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import _fastprof  # noqa: F401  (the compiled core loads first)
+from ._quiet import quiet
 from ._version import __version__
 from .profile import Profile, profile, run, runctx
 
@@ -84,6 +85,7 @@ def _numpy_hint(exc: ImportError, name: str) -> Optional[ImportError]:
 # misspelt name.
 if not TYPE_CHECKING:
 
+    @quiet  # fastprof's loading of its own parts is not recorded by a profiler running now
     def __getattr__(name: str) -> Any:
         """Imports the module behind a lazy public name on first access and keeps it here.
 

@@ -48,17 +48,35 @@ def wrapper_info(obj: Any) -> Optional[WrapperInfo]:
 
 
 def child_of_class(cls: type, obj: Any) -> bool:
-    """Whether obj (a function or class) is defined directly in cls's body."""
+    """Whether obj (a function or class) is defined directly in cls's body: its qualified
+    name says so (not its ``__module__``: a class's may have been reassigned, as pandas'
+    ``DataFrame.__module__`` is ``"pandas"``)."""
+    name = getattr(obj, "__name__", None)
     return (
-        getattr(obj, "__module__", None) == cls.__module__
-        and getattr(obj, "__qualname__", None) == f"{cls.__qualname__}.{obj.__name__}"
+        isinstance(name, str) and getattr(obj, "__qualname__", None) == f"{cls.__qualname__}.{name}"
     )
 
 
 def same_module(namespace: Any, obj: Any) -> bool:
-    """Whether obj (a function or class) is defined in namespace's module."""
-    module = namespace.__name__ if isinstance(namespace, types.ModuleType) else namespace.__module__
-    return getattr(obj, "__module__", None) == module
+    """Whether obj (a function or class) is defined in namespace: in a class's own body (its
+    qualified name says so: a class's ``__module__`` may have been reassigned, as pandas'
+    ``DataFrame.__module__`` is ``"pandas"``), or in a module (its ``__module__``; for a
+    class, also when a function of its own body was defined there)."""
+    if isinstance(namespace, type):
+        qual = getattr(obj, "__qualname__", None)
+        return isinstance(qual, str) and qual.startswith(namespace.__qualname__ + ".")
+    module = namespace.__name__
+    if getattr(obj, "__module__", None) == module:
+        return True
+    if isinstance(obj, type):
+        prefix = obj.__qualname__ + "."
+        return any(
+            isinstance(v, types.FunctionType)
+            and v.__module__ == module
+            and v.__qualname__.startswith(prefix)
+            for v in vars(obj).values()
+        )
+    return False
 
 
 def underlying(

@@ -29,6 +29,7 @@ from typing import (
 )
 
 from . import _fastprof
+from ._quiet import quiet
 from .keys import FuncKey, label
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class Profile(_fastprof.Profiler):
 
     # -- reading the core's records ---------------------------------------------------------
 
+    @quiet
     def tree(self) -> "CallTree":
         """The calling-context tree recorded so far: one node per distinct path of functions
         from each thread's root (see ``fastprof.tree.CallTree``)."""
@@ -128,6 +130,7 @@ class Profile(_fastprof.Profiler):
 
         return CallTree.from_profile(self)
 
+    @quiet
     def getstats(self) -> List[ProfilerEntry]:
         """The records as ``_lsprof`` entries: times in seconds, one entry per function."""
         spt, funcs, edges = self._raw()
@@ -144,6 +147,7 @@ class Profile(_fastprof.Profiler):
             for i, (key, nc, nrec, tt, it) in enumerate(funcs)
         ]
 
+    @quiet
     def snapshot_stats(self) -> None:
         """Sets ``self.stats`` to pstats' dictionary, without disabling the profiler.
 
@@ -412,6 +416,7 @@ class ProfileSession(_fastprof._Session):
 
     # -- results ----------------------------------------------------------------------------
 
+    @quiet
     def stats(self) -> Any:
         """The call stats so far as a ``fastprof.Stats`` (not with ``lines=True``)."""
         from .stats import Stats
@@ -424,6 +429,7 @@ class ProfileSession(_fastprof._Session):
         if self.when == "exit":
             self.report()
 
+    @quiet
     def report(self) -> None:
         """Prints the table (and writes ``output`` when set) for what was profiled so far."""
         stream = self.stream if self.stream is not None else sys.stdout

@@ -8,6 +8,7 @@ import os
 import re
 import reprlib
 import sys
+import warnings
 from dataclasses import asdict, dataclass
 from typing import (
     TYPE_CHECKING,
@@ -25,6 +26,8 @@ from typing import (
 
 from . import _marshal_reader
 from ._files import read_regular_file
+from ._quiet import quiet
+from .report.escape import printable
 
 if TYPE_CHECKING:
     from .tree import CallTree
@@ -257,11 +260,39 @@ def load_pstats_file(src: Union[str, "os.PathLike[str]"]) -> PstatsDict:
         raise ValueError(f"{what} ({_one_line(e)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{what} (it holds a {type(data).__name__}, expected a dict)")
+    if _without_unknown_counts(data):
+        warnings.warn(
+            f"fastprof: {printable(path)} has no call counts (-1, as a sampling profiler such as "
+            f"pyinstrument writes them); they are shown as 0",
+            UserWarning,
+            stacklevel=2,
+        )
     for key, value in data.items():
         problem = _entry_error(key, value)
         if problem is not None:
             raise ValueError(f"{what}: {problem}")
     return data
+
+
+def _without_unknown_counts(data: Dict[Any, Any]) -> bool:
+    """Puts 0 for the call counts that a sampling profiler's file stubs out as -1 (both
+    counts of an entry or of a caller; pstats reads them as numbers).  Returns whether there
+    were any."""
+    found = False
+    for key, value in data.items():
+        if not (isinstance(value, tuple) and len(value) == 5):
+            continue
+        cc, nc, tt, ct, callers = value
+        if cc == nc == -1 and type(cc) is int and type(nc) is int:
+            data[key] = value = (0, 0, tt, ct, callers)
+            found = True
+        if isinstance(callers, dict):
+            for ck, cv in list(callers.items()):
+                if isinstance(cv, tuple) and len(cv) == 4 and cv[0] == cv[1] == -1:
+                    if type(cv[0]) is int and type(cv[1]) is int:
+                        callers[ck] = (0, 0, cv[2], cv[3])
+                        found = True
+    return found
 
 
 def _one_line(exc: BaseException) -> str:
@@ -294,6 +325,7 @@ class Stats:
     also has each thread's own table: ``threads()`` and ``for_thread(ident)``.
     """
 
+    @quiet  # reading a live profiler records none of this reading
     def __init__(self, *sources: Source) -> None:
         self._stats: Dict[FuncKey, List[Any]] = {}
         self._order: Optional[List[FuncKey]] = None
