@@ -253,3 +253,42 @@ def test_view_as_a_process(tmp_path: Any) -> None:
         timeout=120,
     )
     assert r.returncode == 0 and "nowhere.py" in r.stdout
+
+
+def test_fastprof_files_are_line_profilers_and_load_without_fastprof(tmp_path: Any) -> None:
+    """The pickle names line_profiler's LineStats, as kernprof's files do: line_profiler reads
+    it in a process without fastprof, and fastprof reads it without line_profiler."""
+    import pickletools
+    import subprocess
+
+    lp = LineProfiler(_work, _timer=iter(range(0, 10**6, 10)).__next__, _timer_unit=1e-6)
+    with lp:
+        _work(3)
+    path = tmp_path / "ours.lprof"
+    lp.dump_stats(path)
+    data = path.read_bytes()
+    globals_named = [
+        arg for op, arg, _ in pickletools.genops(data) if op.name in ("GLOBAL", "STACK_GLOBAL")
+    ]
+    assert globals_named == ["line_profiler.line_profiler LineStats"]
+    assert load_stats(path) == lp.get_stats()  # fastprof's reader: no line_profiler needed
+    pytest.importorskip("line_profiler")
+    code = (
+        "import sys, line_profiler\n"
+        "st = line_profiler.load_stats(sys.argv[1])\n"
+        "assert not any(m.startswith('fastprof') for m in sys.modules)\n"
+        "print(sorted((k[2], rows) for k, rows in st.timings.items()), st.unit)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    site = os.path.dirname(os.path.dirname(pytest.importorskip("line_profiler").__file__))
+    env["PYTHONPATH"] = site
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    want = sorted((k[2], rows) for k, rows in lp.get_stats().timings.items())
+    assert done.stdout.strip() == f"{want} 1e-06"

@@ -136,9 +136,11 @@ class LineStats:
         return cls.from_stats_objects(*(_load_one(p) for p in (path, *paths)))
 
     def to_file(self, path: "str | os.PathLike[str]") -> None:
-        """Write these stats as a .lprof file (a pickled LineStats)."""
+        """Write these stats as a .lprof file: the pickle kernprof writes, a line_profiler
+        ``LineStats`` of these timings and unit, so that line_profiler's readers load it
+        without fastprof (and fastprof.lines.load_stats without line_profiler)."""
         with open(path, "wb") as f:
-            pickle.dump(self, f, protocol=4)
+            f.write(_lprof_bytes(self.timings, self.unit))
 
     def print(
         self,
@@ -201,6 +203,17 @@ class _PickledLineStats:
 
     def __setstate__(self, state: Any) -> None:
         self.state = state
+
+
+def _lprof_bytes(timings: Dict[Key, List[LineTiming]], unit: float) -> bytes:
+    """The pickle of a ``line_profiler.line_profiler.LineStats`` whose state is timings and
+    unit, as line_profiler's dump_stats writes it (the class built without arguments, then
+    its state set), written without importing line_profiler: the class by name, the state
+    as pickle writes a plain dict (protocol 2, no frames; its memo numbered from 0, the
+    class taking no memo slot)."""
+    state = pickle.dumps({"timings": timings, "unit": unit}, protocol=2)
+    head = b"\x80\x02" + b"cline_profiler.line_profiler\nLineStats\n" + b")\x81"
+    return head + state[2:-1] + b"b."
 
 
 def _reconstruct(cls: Any, base: Any, state: Any) -> _PickledLineStats:
