@@ -254,11 +254,14 @@ def test_a_profiler_refused_while_joining_leaves_the_others_exact() -> None:
 
 @needs_monitoring
 @pytest.mark.parametrize(
-    "held,expected", [((), 2), ((2,), 3), ((2, 3, 4), 5), ((2, 3, 4, 5), 0), ((0, 2, 3, 4, 5), 1)]
+    "held,expected,lines",
+    [((), 2, 3), ((2,), 3, 3), ((3, 4, 5), 2, 2), ((2, 3, 4, 5), 0, 0), ((0, 2, 3, 4, 5), 1, 1)],
 )
 def test_tool_id_order_keeps_debugger_and_coverage_ids_for_last(
-    held: Tuple[int, ...], expected: int
+    held: Tuple[int, ...], expected: int, lines: int
 ) -> None:
+    """The call profiler takes the profiler's id (2) first, the line profiler 3, 4, 5 first
+    (2 then, left to cProfile and line_profiler); both take 0 and 1 last."""
     for i in held:
         sys.monitoring.use_tool_id(i, "other tool")
     try:
@@ -271,7 +274,7 @@ def test_tool_id_order_keeps_debugger_and_coverage_ids_for_last(
         lp = fastprof.LineProfiler(leaf)
         lp.enable()
         try:
-            assert lp._tool == expected  # the same order for the line profiler
+            assert lp._tool == lines
         finally:
             lp.disable()
     finally:

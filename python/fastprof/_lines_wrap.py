@@ -60,11 +60,14 @@ def child_of_class(cls: type, obj: Any) -> bool:
 def same_module(namespace: Any, obj: Any) -> bool:
     """Whether obj (a function or class) is defined in namespace: in a class's own body (its
     qualified name says so: a class's ``__module__`` may have been reassigned, as pandas'
-    ``DataFrame.__module__`` is ``"pandas"``), or in a module (its ``__module__``; for a
-    class, also when a function of its own body was defined there)."""
+    ``DataFrame.__module__`` is ``"pandas"``) or in the class's module, or in a module (its
+    ``__module__``; for a class, also when a function of its own body was defined there)."""
     if isinstance(namespace, type):
         qual = getattr(obj, "__qualname__", None)
-        return isinstance(qual, str) and qual.startswith(namespace.__qualname__ + ".")
+        if isinstance(qual, str) and qual.startswith(namespace.__qualname__ + "."):
+            return True
+        # a function of the class's module put in its body (line_profiler takes it too)
+        return getattr(obj, "__module__", None) == namespace.__module__
     module = namespace.__name__
     if getattr(obj, "__module__", None) == module:
         return True
