@@ -22,7 +22,7 @@ import signal
 import sys
 from typing import Any, Callable, List, Optional
 
-__all__ = ["catch", "release"]
+__all__ = ["catch", "finish", "hand_over", "release"]
 
 
 class _Handler:
@@ -39,7 +39,9 @@ class _Handler:
             _fastprof._sigterm_watchdog_cancel()
         except (AttributeError, OSError):
             pass
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        # a second SIGTERM (timeout sends one to the runner, then one to its process group)
+        # would end the report half written: ignored until the report is out, then the end
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if os.getpid() == self.pid else signal.SIG_DFL)
         if os.getpid() == self.pid:
             try:
                 sys.stderr.write(
@@ -48,7 +50,10 @@ class _Handler:
                 )
             except (OSError, ValueError):
                 pass
-            self.report()
+            try:
+                self.report()
+            finally:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -74,6 +79,56 @@ def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
 
     children.runner_sigterm = handler  # a fork child of a job replaces it with its own
     return handler
+
+
+class _Late:
+    """SIGTERM while the runner reports after the program ended (rank 0 waiting for the other
+    ranks' profiles, the merge, the tables): noted, the wait cut short (hurry), the report
+    finished, then the end by the signal (finish)."""
+
+    def __init__(self, hurry: Callable[[], None]) -> None:
+        self.hurry = hurry
+        self.got = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.got = True
+        self.hurry()
+
+
+def hand_over(handler: Optional[Any], hurry: Callable[[], None]) -> Optional[_Late]:
+    """release(handler), then, when catch had installed it and it was still in place, a
+    _Late handler for the report that follows.  Returns that handler (for finish) or None."""
+    if handler is None:
+        return None
+    try:
+        still = signal.getsignal(signal.SIGTERM) is handler
+    except ValueError:
+        still = False
+    release(handler)
+    if not still:
+        return None
+    late = _Late(hurry)
+    try:
+        signal.signal(signal.SIGTERM, late)
+    except ValueError:
+        return None
+    return late
+
+
+def finish(late: Optional[_Late]) -> None:
+    """Puts SIGTERM's default action back after the report; when a SIGTERM came during it,
+    the process ends by that signal now."""
+    if late is None:
+        return
+    handler: _Late = late
+    try:
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:
+        pass
+    if handler.got:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def release(handler: Optional[Any]) -> None:

@@ -523,6 +523,13 @@ def _after_fork_child() -> None:
             parent.prof.disable()
     except Exception:
         pass
+    if _sigterm_before_after_fork():
+        # a SIGTERM came between the fork and here (a pool's terminate() right after it
+        # started the worker): the interpreter's after-fork step dropped its Python handler's
+        # call, and the watchdog's nudges would wait 10 s for it.  The process has run none of
+        # the program's code: it ends by the signal at once, as it would without fastprof.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
     if _forked_to_exec():
         _session = None
         return
@@ -544,6 +551,16 @@ def _after_fork_child() -> None:
     except Exception as e:
         _session = None
         sys.stderr.write(f"fastprof: this process is not profiled: {e!r}\n")
+
+
+def _sigterm_before_after_fork() -> bool:
+    """Whether the SIGTERM watchdog inherited from the parent was set off in this fork child
+    before Python's after-fork step ran (it is stopped here either way).  Returns False when
+    the core has no watchdog."""
+    try:
+        return bool(_C()._sigterm_watchdog_cancel())
+    except Exception:
+        return False
 
 
 def _install_hooks() -> None:

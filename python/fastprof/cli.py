@@ -576,6 +576,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     out = _ReportOutput()
     job: Optional[_Job] = None
     timeline: Any = None
+    late: Any = None  # the SIGTERM handler while reporting (fastprof._runner_term)
     try:
         opts.outfile = _outfile(opts.outfile)
         if opts.timeline is not None:
@@ -614,7 +615,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
                 )
             finally:
                 if job is None or not job.in_child():
-                    _runner_term.release(term)
+                    late = _runner_term.hand_over(term, lambda: _hurry(job))
         except SystemExit as e:
             status = _exit_code(e.code)
         except BaseException:
@@ -640,6 +641,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         if job is not None:
             job.close()
         out.close()
+        _runner_term.finish(late)  # a SIGTERM during the report ends the process now
         if restore:
             sys.argv[:] = saved_argv
             sys.path[:] = saved_path
@@ -726,6 +728,12 @@ class _ReportAtOsExit:
                         stream.flush()
                 except (OSError, ValueError):
                     pass
+
+
+def _hurry(job: Any) -> None:
+    """A SIGTERM came while the runner reports: rank 0 stops waiting for the other ranks."""
+    if job is not None:
+        job.hurry = True
 
 
 class _TermReport:
@@ -863,7 +871,9 @@ class _Job:
         if self.size:
             from .merge import wait_for_ranks
 
-            wait_for_ranks(self.run_dir, self.size, 0.0 if self.hurry else _rank_wait())
+            wait_for_ranks(
+                self.run_dir, self.size, 0.0 if self.hurry else _rank_wait(), lambda: self.hurry
+            )
         return True
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ import re
 import stat
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ._proc_tree import ProcTree, to_call_tree, tree_json
 from .children import READS, TREE_SUFFIX
@@ -353,16 +353,19 @@ def _rank_done(run_dir: str, rank: int) -> bool:
     return False
 
 
-def wait_for_ranks(run_dir: str, size: int, timeout: float) -> List[int]:
-    """Waits (up to timeout seconds) until ranks 0..size-1 have each written their runner's
-    profile into run_dir; returns the ranks still without one."""
+def wait_for_ranks(
+    run_dir: str, size: int, timeout: float, stop: Optional[Callable[[], bool]] = None
+) -> List[int]:
+    """Waits (up to timeout seconds, or until stop() is true: a SIGTERM came) until ranks
+    0..size-1 have each written their runner's profile into run_dir; returns the ranks still
+    without one."""
     import time
 
     deadline = time.monotonic() + timeout
     pending = list(range(size))
     while True:
         pending = [r for r in pending if not _rank_done(run_dir, r)]
-        if not pending or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline or (stop is not None and stop()):
             return pending
         time.sleep(0.05)
 

@@ -33,6 +33,8 @@ static struct sigaction fp_wd_prev;
 static volatile sig_atomic_t fp_wd_armed;
 /* Nudges sent since the SIGTERM. */
 static volatile sig_atomic_t fp_wd_nudges;
+/* The process the nudges were started in (a fork child inherits the flag, not the timer). */
+static volatile pid_t fp_wd_pid;
 
 /* Sets SIGALRM's action to handler (SIG_DFL, or the nudge).  Returns 0, or -1 (errno set). */
 static int
@@ -115,6 +117,7 @@ fp_wd_start(long usec)
     if (fp_wd_armed || fp_wd_alarm_taken() || fp_wd_set_alarm_action(fp_wd_nudge) != 0)
         return 0;
     fp_wd_nudges = 0;
+    fp_wd_pid = getpid();
     fp_wd_armed = 1;
     fp_wd_timer(usec);
     return 1;
@@ -152,18 +155,21 @@ fp_wd_install(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
 }
 
 /* _sigterm_watchdog_cancel(): stops the nudges (SIGALRM back to its default action, the timer
- * disarmed).  Returns True when nudges were running, else False; NULL with OSError set when
- * sigaction fails. */
+ * disarmed).  Returns True when nudges were running for a SIGTERM this process got (in a fork
+ * child: one that came after the fork, before Python's after-fork step; the flag a parent's
+ * SIGTERM left is cleared, with False), else False; NULL with OSError set when sigaction
+ * fails. */
 static PyObject *
 fp_wd_cancel(FP_UNUSED PyObject *m, FP_UNUSED PyObject *unused)
 {
     if (!fp_wd_armed)
         Py_RETURN_FALSE;
+    int mine = fp_wd_pid == getpid();
     fp_wd_timer(0);
     fp_wd_armed = 0;
     if (fp_wd_set_alarm_action(SIG_DFL) < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(mine);
 }
 
 static PyMethodDef fp_wd_methods[] = {
