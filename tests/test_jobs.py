@@ -662,6 +662,36 @@ def test_per_rank_table_shows_the_spread_and_missing_ranks(tmp_path: Any) -> Non
     assert leaf == ["job.py:3(leaf)", "0.500", "0.500", "0.500", "0.500", "1.00", "0"]
 
 
+def test_a_rank_that_wrote_nothing_is_named_and_an_empty_profile_keeps_the_tree(
+    tmp_path: Any,
+) -> None:
+    """Rank 1 started (its record) but wrote no profile: it is a missing rank, named with its
+    rank; a process SIGTERMed as it began wrote an empty profile and no tree, which the
+    job's tree does not lack."""
+    from fastprof.children import FORMAT
+    from fastprof.merge import format_processes, read_run
+
+    _fake_process(tmp_path, 100, 1, 4, rank=0, world_size=2)
+    meta = {"format": FORMAT, "pid": 200, "ppid": 1, "root": True, "argv": ["job.py"]}
+    meta.update(rank=1, world_size=2, start=0.0, complete=False)
+    (tmp_path / "rank1-200.json").write_text(json.dumps(meta))
+    meta = dict(meta, pid=300, ppid=100, root=False, rank=0, complete=True, end=1.0, wall=1.0)
+    (tmp_path / "rank0-300.json").write_text(json.dumps(meta))
+    (tmp_path / "rank0-300.prof").write_bytes(marshal.dumps({}))
+    run = read_run(str(tmp_path))
+    assert run.missing_ranks == [1] and run.tree_left_out == []
+    assert run.tree is not None and len(run.tree.threads) == 1
+    text = format_processes(run)
+    assert "no profile from rank(s) 1" in text
+    (row,) = [ln.split() for ln in text.splitlines() if "missing:" in ln]
+    assert row[:4] == ["200", "1", "1", "missing:"]
+    out = tmp_path / "all.prof"
+    from fastprof.merge import write_merged
+
+    write_merged(run, str(out))
+    assert (tmp_path / "all.prof.tree.json").exists()
+
+
 def test_read_run_sums_functions_and_trees(tmp_path: Any) -> None:
     from fastprof.merge import format_processes, read_run
 

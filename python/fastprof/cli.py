@@ -641,7 +641,8 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         if job is not None:
             job.close()
         out.close()
-        _runner_term.finish(late)  # a SIGTERM during the report ends the process now
+        if late is not None:  # a SIGTERM during the report ends the process now
+            _runner_term.finish(late)
         if restore:
             sys.argv[:] = saved_argv
             sys.path[:] = saved_path

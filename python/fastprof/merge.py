@@ -176,7 +176,8 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
             problems.append(str(e))
             one = None
         if one is None:
-            left_out.append(pid)
+            if data:  # a process that recorded nothing (SIGTERM at its start) lacks nothing
+                left_out.append(pid)
         else:
             # one root per process, named by its pid (pids of ranks on other nodes can
             # repeat: those get a negative number of their own)
@@ -204,7 +205,7 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
 
         run.lines = LineStats.from_stats_objects(*line_stats)
     if sizes:
-        have = {p.rank for p in procs + missing}
+        have = {p.rank for p in procs}  # a rank whose processes all wrote nothing is missing
         run.missing_ranks = [r for r in range(max(sizes)) if r not in have]
     return run
 
@@ -400,8 +401,9 @@ def format_processes(run: Run) -> str:
         )
         lines.append(f"{'':>55}{_label(p.argv)}")
     for p in run.missing:
+        rank = str(p.rank) if p.rank is not None else "-"
         lines.append(
-            f"{p.pid:>8} {p.ppid:>8}  missing: started but wrote no profile "
+            f"{p.pid:>8} {p.ppid:>8} {rank:>5}  missing: started but wrote no profile "
             f"(killed, or still running?): {_label(p.argv)}"
         )
     for msg in run.problems:
