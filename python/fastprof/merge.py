@@ -162,7 +162,8 @@ def read_run(run_dir: str, *, trusted: bool = False) -> Run:
         try:
             data = _read_pstats(base + ".prof", own_files)
         except (OSError, ValueError, TypeError, EOFError) as e:
-            problems.append(f"{base}.prof: {e}")
+            msg = str(e)  # the reader's message names the file already
+            problems.append(msg if msg.startswith(base + ".prof") else f"{base}.prof: {msg}")
             continue
         _sum_into(summed, data)
         proc.total_calls = sum(v[1] for v in data.values())
