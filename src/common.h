@@ -181,6 +181,7 @@ int fp_exit_gate_exec(PyObject *m); /* the os._exit of job children (exit_gate.c
 int fp_marshal_exec(PyObject *m);   /* the reader of pstats files (util/marshal_reader.c) */
 int fp_chrome_exec(PyObject *m);    /* a trace's span events as text (util/chrome_text.c) */
 int fp_quiet_exec(PyObject *m);     /* readers run with hooks off (profile/quiet.c) */
+int fp_tl_read_exec(PyObject *m);   /* a timeline's Span objects (profile/timeline_read.c) */
 
 #if FP_PY312
 /* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go

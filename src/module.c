@@ -55,6 +55,8 @@ fp_module_exec(PyObject *m)
         return -1;
     if (fp_quiet_exec(m) < 0)
         return -1;
+    if (fp_tl_read_exec(m) < 0)
+        return -1;
     return 0;
 }
 

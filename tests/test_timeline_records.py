@@ -243,3 +243,21 @@ def test_a_failing_extra_event_leaves_no_file(tmp_path: Any) -> None:
         chrome.write_chrome_trace(out, chrome.chrome_trace_chunks(tr, extra_events=bad))
     assert not out.exists()
     assert fastprof.Profile  # the module is whole after the error
+
+
+def test_spans_built_in_c_equal_the_records_and_bad_input() -> None:
+    from fastprof.timeline import Span
+
+    spans = [(5, 9, 1, 0, 0), (-3, 2**62, 0, 7, 3)]
+    records = b"".join(RECORD.pack(*s) for s in spans)
+    keys: List[Any] = [("a.py", 1, "f"), ("~", 0, "<built-in method builtins.len>")]
+    got = _fastprof._spans_of_records(records, keys, Span)
+    assert got == [Span(5, 9, keys[1], 0, 0), Span(-3, 2**62, keys[0], 7, 3)]
+    assert all(type(s) is Span for s in got) and got[0].duration_ns == 4
+    with pytest.raises(ValueError, match="beyond keys"):
+        _fastprof._spans_of_records(records, keys[:1], Span)
+    with pytest.raises(ValueError, match="whole span records"):
+        _fastprof._spans_of_records(records[:-1], keys, Span)
+    with pytest.raises(TypeError, match="subclass of tuple"):
+        _fastprof._spans_of_records(records, keys, dict)
+    assert _fastprof._spans_of_records(b"", keys, Span) == []

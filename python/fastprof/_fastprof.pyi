@@ -131,6 +131,9 @@ class _Quiet:
 def _marshal_loads(
     data: bytes, /, *, allow_bytes: bool = False
 ) -> Any: ...  # _marshal_reader.loads
+def _spans_of_records(
+    records: bytes, keys: List[Any], span_type: Any, /
+) -> List[Any]: ...  # timeline.Timeline.spans
 def _chrome_x_events(
     records: bytes,
     lo: int,

@@ -337,12 +337,8 @@ class Timeline(_fastprof._Session):
     @property
     def spans(self) -> List[Span]:
         """Every span kept, by thread, then by start (a parent before its children)."""
-        if self._spans is None:
-            keys = self._func_keys
-            self._spans = [
-                Span(t0, t1, keys[f], th, d)
-                for t0, t1, f, th, d in _RECORD.iter_unpack(self._records)
-            ]
+        if self._spans is None:  # built in C from the records, when first read
+            self._spans = _fastprof._spans_of_records(self._records, self._func_keys, Span)
         return self._spans
 
     def _span_records(self) -> Tuple[bytes, List[FuncKey]]:

@@ -120,3 +120,75 @@ error:
     Py_XDECREF(bytes);
     return result;
 }
+
+/* _spans_of_records(records, keys, span_type) -> list: a span_type (a tuple subclass of five
+ * fields, fastprof.timeline.Span) per record of records (as _timeline_records gives them):
+ * (start_ns, end_ns, keys[func], thread, depth).  Returns the list, or NULL with an exception
+ * set (TypeError for a span_type that is no tuple subclass, ValueError for records of the
+ * wrong size or a function index beyond keys). */
+static PyObject *
+fp_tlr_spans_of_records(FP_UNUSED PyObject *m, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *keys, *list = NULL;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "y*O!O!:_spans_of_records", &view, &PyList_Type, &keys,
+                          &PyType_Type, &type))
+        return NULL;
+    if (!PyType_IsSubtype(type, &PyTuple_Type) || type->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "span_type must be a subclass of tuple");
+        goto error;
+    }
+    if (view.len % (Py_ssize_t)sizeof(fp_span) != 0) {
+        PyErr_SetString(PyExc_ValueError, "records must be whole span records");
+        goto error;
+    }
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(fp_span);
+    list = PyList_New(n);
+    if (list == NULL)
+        goto error;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        fp_span s;
+        memcpy(&s, (const char *)view.buf + k * (Py_ssize_t)sizeof(fp_span), sizeof s);
+        if (s.func < 0 || s.func >= PyList_GET_SIZE(keys)) {
+            PyErr_Format(PyExc_ValueError, "a span names function %d, beyond keys", s.func);
+            goto error;
+        }
+        PyObject *span = type->tp_alloc(type, 5);
+        if (span == NULL)
+            goto error;
+        PyList_SET_ITEM(list, k, span); /* the list owns it, filled below */
+        PyObject *fields[5] = {PyLong_FromLongLong(s.t0), PyLong_FromLongLong(s.t1),
+                               Py_NewRef(PyList_GET_ITEM(keys, s.func)), PyLong_FromLong(s.thread),
+                               PyLong_FromLong(s.depth)};
+        int failed = 0;
+        for (int i = 0; i < 5; i++) {
+            if (fields[i] == NULL)
+                failed = 1;
+            else
+                PyTuple_SET_ITEM(span, i, fields[i]);
+        }
+        if (failed)
+            goto error;
+    }
+    PyBuffer_Release(&view);
+    return list;
+error:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef fp_tlr_methods[] = {
+    {"_spans_of_records", fp_tlr_spans_of_records, METH_VARARGS,
+     "_spans_of_records(records, keys, span_type) -> list of span_type(start_ns, end_ns, "
+     "keys[func], thread, depth) (fastprof.timeline's Span objects)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* See common.h.  Returns 0, or -1 with an exception set. */
+int
+fp_tl_read_exec(PyObject *m)
+{
+    return PyModule_AddFunctions(m, fp_tlr_methods);
+}
