@@ -85,6 +85,40 @@ def test_timeline_buffer_and_min(tmp_path: Any) -> None:
     assert data["otherData"]["too_short"] > 90
 
 
+BACKGROUND = """\
+import threading, time
+started = threading.Event()
+def leaf():
+    time.sleep(0.3)
+def worker():
+    started.set()
+    leaf()
+threading.Thread(target=worker, name="bg").start()
+started.wait()
+def f():
+    pass
+f()
+"""
+
+
+def test_kept_and_dropped_add_up_with_a_thread_open_at_the_end(tmp_path: Any) -> None:
+    """A thread still in leaf() when the script ends has its open calls closed after the
+    runner's disable(): the counts of a small ring add up to a large ring's all the same."""
+    (tmp_path / "s.py").write_text(BACKGROUND)
+    seen = {}
+    for buffer in (1_000_000, 1, 2):
+        r = run_cli(
+            ["run", "--timeline", "t.json", "--timeline-buffer", str(buffer), "s.py"],
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        other = json.loads((tmp_path / "t.json").read_text())["otherData"]
+        seen[buffer] = (other["python_spans"], other["dropped"], other["filtered"])
+    (kept, dropped, filtered) = seen[1_000_000]
+    assert dropped == 0 and filtered == 0 and kept > 10
+    assert seen[1] == (1, kept - 1, 0) and seen[2] == (2, kept - 2, 0)
+
+
 @pytest.mark.parametrize("arg, status", [("3", 3), ("raise", 1)])
 def test_timeline_written_when_the_script_fails(tmp_path: Any, arg: str, status: int) -> None:
     (tmp_path / "s.py").write_text(SCRIPT)

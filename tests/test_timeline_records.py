@@ -40,24 +40,14 @@ def nest(n: int) -> int:
 
 
 def reference(
-    raw: List[Tuple[int, int, int, int, int]],
-    m0: int,
-    k0: int,
-    scale: float,
-    skip: Tuple[int, ...] = (),
-    limit: int = -1,
-) -> Tuple[List[Tuple[int, int, int, int, int]], int, int]:
-    """What _timeline_records gives, in Python: (spans, skipped, extra)."""
-    kept = [s for s in raw if not (s[4] == 0 and s[2] in skip)]
-    skipped = len(raw) - len(kept)
-    extra = max(0, len(kept) - limit) if limit >= 0 else 0
-    kept = kept[extra:]
-    kept.sort(key=operator.itemgetter(3, 0, 4))
-    out = [
+    raw: List[Tuple[int, int, int, int, int]], m0: int, k0: int, scale: float
+) -> List[Tuple[int, int, int, int, int]]:
+    """What _timeline_records gives, in Python (as the Timeline's reading did before)."""
+    kept = sorted(raw, key=operator.itemgetter(3, 0, 4))
+    return [
         (m0 + round((t0 - k0) * scale), m0 + round((t1 - k0) * scale), f, th, d)
         for t0, t1, f, th, d in kept
     ]
-    return out, skipped, extra
 
 
 def recorded(buffer: int) -> Any:
@@ -83,9 +73,8 @@ def test_records_equal_the_python_reading(buffer: int, axis: Tuple[int, int, flo
     _, raw, threads, _ = p._raw_timeline()
     assert len(threads) == 2 and len(raw) == min(buffer, len(raw))
     m0, k0, scale = axis
-    records, skipped, extra = p._timeline_records(m0, k0, scale)
-    assert (skipped, extra) == (0, 0)
-    want, _, _ = reference(raw, m0, k0, scale)
+    records = p._timeline_records(m0, k0, scale)
+    want = reference(raw, m0, k0, scale)
     assert list(RECORD.iter_unpack(records)) == want
     # the spans of one thread starting at one tick: sorted by depth, then the ring's order
     assert len({(s[3], s[0]) for s in want}) < len(want)
@@ -94,25 +83,11 @@ def test_records_equal_the_python_reading(buffer: int, axis: Tuple[int, int, flo
 def test_half_ticks_round_to_even_as_python_does() -> None:
     p = recorded(10_000)
     _, raw, _, _ = p._raw_timeline()
-    records, _, _ = p._timeline_records(0, 0, 0.5)  # every odd tick is a half
+    records = p._timeline_records(0, 0, 0.5)  # every odd tick is a half
     got = list(RECORD.iter_unpack(records))
-    assert got == reference(raw, 0, 0, 0.5)[0]
+    assert got == reference(raw, 0, 0, 0.5)
     odd = [s[0] for s in raw if s[0] % 2 == 1]  # halves, which round to the even neighbour
     assert odd and {t // 2 + (t // 2) % 2 for t in odd} <= {s[0] for s in got}
-
-
-@pytest.mark.parametrize("limit", [-1, 0, 5, 10**6])
-def test_skip_and_limit_leave_out_what_the_python_reading_does(limit: int) -> None:
-    p = recorded(10_000)
-    _, raw, _, _ = p._raw_timeline()
-    funcs = [row[0] for row in p._raw()[1]]
-    skip = (funcs.index(nest.__code__),)
-    got = p._timeline_records(3, 1, 1.5, skip, limit)
-    records, skipped, extra = got
-    want, want_skipped, want_extra = reference(raw, 3, 1, 1.5, skip, limit)
-    assert list(RECORD.iter_unpack(records)) == want
-    assert (skipped, extra) == (want_skipped, want_extra) and skipped == 40
-    assert (extra > 0) == (0 <= limit < len(raw) - skipped)
 
 
 def test_bad_arguments_and_times_beyond_int64() -> None:
@@ -121,10 +96,10 @@ def test_bad_arguments_and_times_beyond_int64() -> None:
         p._timeline_records(0, 0, 1e300)
     with pytest.raises(OverflowError, match="64-bit nanoseconds"):
         p._timeline_records(2**63 - 10, 0, 1000.0)
-    with pytest.raises(ValueError, match="function indices"):
-        p._timeline_records(0, 0, 1.0, (-1,))
+    with pytest.raises(OverflowError, match="64-bit nanoseconds"):
+        p._timeline_records(2**63 - 10, 0, 1.0)  # the exact path checks too
     with pytest.raises(TypeError):
-        p._timeline_records(0, 0, 1.0, [0])
+        p._timeline_records(0, 0)
     assert _fastprof.Profiler()._timeline_records(0, 0, 1.0) is None
 
 
@@ -261,3 +236,55 @@ def test_spans_built_in_c_equal_the_records_and_bad_input() -> None:
     with pytest.raises(TypeError, match="subclass of tuple"):
         _fastprof._spans_of_records(records, keys, dict)
     assert _fastprof._spans_of_records(b"", keys, Span) == []
+
+
+def test_a_timers_epoch_sized_nanoseconds_stay_exact() -> None:
+    """time.time_ns-sized ticks (above 2**53) with timeunit=1e-9: every span exact, as
+    cProfile keeps such a timer's values (a double would round them to multiples of 256)."""
+    start = 1_763_000_000_000_000_001
+    clock = [start]
+
+    def tick() -> int:
+        clock[0] += 1
+        return clock[0]
+
+    def inner() -> None:
+        pass
+
+    def outer() -> None:
+        inner()
+
+    with trace(timer=tick, timeunit=1e-9, builtins=False) as tr:
+        outer()
+    spans = sorted((s.start_ns - start, s.end_ns - start, s.func[2]) for s in tr.spans)
+    assert spans == [(2, 5, "outer"), (3, 4, "inner")]
+
+
+def test_a_wide_pid_is_written_whole() -> None:
+    with trace() as tr:
+        nest(1)
+    for pid in (-(10**18), 2**63 - 1):
+        text = chrome.chrome_trace_text(tr, pid=pid)
+        assert "\x00" not in text
+        assert json.loads(text) == json.loads(json.dumps(chrome.chrome_trace(tr, pid=pid)))
+
+
+def test_the_export_holds_a_chunk_not_the_file(tmp_path: Any, monkeypatch: Any) -> None:
+    """export_chrome_trace writes the chunks as they come: the whole text is never built."""
+    monkeypatch.setattr(chrome, "_CHUNK", 10)
+    with trace() as tr:
+        for i in range(30):
+            nest(i % 3)
+    built: List[int] = []
+    real = _fastprof._chrome_x_events
+
+    def counting(*args: Any) -> bytes:
+        out = real(*args)
+        built.append(len(out))
+        return out
+
+    monkeypatch.setattr(_fastprof, "_chrome_x_events", counting)
+    monkeypatch.setattr(chrome, "chrome_trace_text", None)  # not used by the export
+    path = tr.export_chrome_trace(tmp_path / "t.json")
+    assert len(built) > 5 and max(built) < 4000
+    assert chrome_trace_problems(json.loads(open(path).read())) == []

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import functools
 import os
 import sys
 import time
 import types
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, cast
 
 from ._runstats import own_stats as _own_stats
 from ._runstats import own_tree as _own_tree
@@ -169,6 +170,33 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
+# sys.path as it was before the script's folder went first, less the current folder that
+# `python -m` put first (set while `run` runs a script): the report's own imports (json, html,
+# sysconfig) must not find a script's json.py.
+_PATH_BEFORE_SCRIPT: Optional[List[str]] = None
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _fastprofs_path(fn: _F) -> _F:
+    """fn, run with sys.path as it was before the script's folder went first (the script's
+    comes back afterwards)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        saved = _PATH_BEFORE_SCRIPT
+        if saved is None:
+            return fn(*args, **kwargs)
+        current = sys.path[:]
+        sys.path[:] = saved
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.path[:] = current
+
+    return cast(_F, wrapper)
+
+
 # Options of `run` that take a value: the command line is split where the target starts.
 _VALUE_OPTS = {
     "-o",
@@ -189,6 +217,19 @@ _VALUE_OPTS = {
 }
 
 
+def _takes_value(arg: str) -> bool:
+    """Whether arg is an option of `run` that takes the next word as its value: one of
+    _VALUE_OPTS, or a long option abbreviated to a prefix only one of them has, as argparse
+    reads ``--out`` for ``--outfile``."""
+    if arg in _VALUE_OPTS:
+        return True
+    if not arg.startswith("--") or "=" in arg or len(arg) < 3:
+        return False
+    longs = [o for o in _run_parser()._option_string_actions if o.startswith("--")]
+    matches = [o for o in longs if o.startswith(arg)]
+    return len(matches) == 1 and matches[0] in _VALUE_OPTS
+
+
 def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
     """Splits ``argv`` into fastprof's options and the target with its own arguments.
 
@@ -204,7 +245,7 @@ def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
             return list(argv[: i + 2]), list(argv[i + 2 :])
         if a.startswith("-m") and not a.startswith("--"):  # -mpkg.mod
             return list(argv[:i]) + ["-m", a[2:]], list(argv[i + 1 :])
-        if a in _VALUE_OPTS:
+        if _takes_value(a):
             i += 2
             continue
         if a.startswith("-") and a != "-":
@@ -277,14 +318,16 @@ def _script_target(path: str) -> _Target:
         __spec__=None,
         __loader__=importlib.machinery.SourceFileLoader("__main__", full),
     )
-    return _Target(code, main, path, os.path.dirname(full), path)
+    # sys.path[0]: the folder of the file a symlink leads to, as python resolves it
+    return _Target(code, main, path, os.path.dirname(os.path.realpath(full)), path)
 
 
 def _set_path0(path0: str) -> None:
     """Puts path0 in place of sys.path[0] (fastprof's own entry), as ``python script.py`` and
     ``python -m name`` put the script's folder or the current one first; under ``-P`` /
-    PYTHONSAFEPATH (3.11+) they put nothing there, and sys.path stays as it is."""
-    if not getattr(sys.flags, "safe_path", False):
+    PYTHONSAFEPATH (3.11+) and ``-I`` (which implies ``-P`` from 3.11, and before it left the
+    script's folder out as well) they put nothing there, and sys.path stays as it is."""
+    if not (getattr(sys.flags, "safe_path", False) or sys.flags.isolated):
         sys.path[:1] = [path0]
 
 
@@ -298,6 +341,15 @@ def _module_target(name: str) -> _Target:
 
     _set_path0(os.getcwd())
     where = f"-m {name}"
+    package = name.rpartition(".")[0]
+    if package:
+        try:
+            __import__(package)
+        except ImportError as e:
+            # as runpy: an import the package itself makes fails with Python's traceback; a
+            # package that is not there is the usage error below
+            if e.name is None or (e.name != package and not package.startswith(e.name + ".")):
+                raise
     try:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
@@ -439,6 +491,7 @@ def _timeline_profile(opts: argparse.Namespace) -> Tuple[Any, Any]:
     return tl.profiler, tl
 
 
+@_fastprofs_path
 def _write_timeline(timeline: Any, opts: argparse.Namespace) -> None:
     """Writes --timeline's file from the finished run; says on stderr what it left out.  A
     process the script forked (os.fork) that runs on to the script's end writes nothing: the
@@ -570,6 +623,9 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
             parser.error("--timeline needs the wall clock (leave --clock out)")
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
+    global _PATH_BEFORE_SCRIPT
+    here = os.getcwd()  # python -m puts it first: a script's folder is often it
+    _PATH_BEFORE_SCRIPT = [p for p in saved_path if os.path.abspath(p or os.curdir) != here]
     saved_main = sys.modules.get("__main__")
     saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
@@ -577,13 +633,17 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     job: Optional[_Job] = None
     timeline: Any = None
     late: Any = None  # the SIGTERM handler while reporting (fastprof._runner_term)
+    script_raised = False
     try:
         opts.outfile = _outfile(opts.outfile)
         if opts.timeline is not None:
             opts.timeline = _outfile(opts.timeline, "--timeline", "the timeline")
         if opts.html is not None:
             opts.html = _outfile(opts.html, "--html", "the HTML report")
-        target = _module_target(opts.module) if opts.module else _script_target(opts.target)
+        if opts.module is not None:
+            target = _module_target(opts.module)
+        else:
+            target = _script_target(opts.target)
         sys.argv[:] = [target.argv0] + opts.args
         _set_path0(target.path0)
         sys.modules["__main__"] = target.main
@@ -621,6 +681,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         except BaseException:
             if job is not None and job.in_child():
                 raise  # a fork child of the script: its own profile is written at its exit
+            script_raised = True  # its BrokenPipeError too: not the report's, below
             # Report what ran, then let Python print the traceback and exit with 1.
             try:
                 if timeline is not None:
@@ -635,6 +696,8 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         print(f"fastprof run: error: {_shown(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
+        if script_raised:
+            raise  # the script's own error: its traceback and exit status 1, as in python
         # The table was piped into a command that stopped reading (fastprof ... | head).
         sys.stderr.close()
     finally:
@@ -644,6 +707,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         if late is not None:  # a SIGTERM during the report ends the process now
             _runner_term.finish(late)
         if restore:
+            _PATH_BEFORE_SCRIPT = None
             sys.argv[:] = saved_argv
             sys.path[:] = saved_path
             if saved_main is not None:
@@ -658,6 +722,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     return status
 
 
+@_fastprofs_path
 def _report_after_run(
     status: int,
     prof: Any,
@@ -1022,6 +1087,7 @@ def _report_job_lines(
     stream.write(("\n" + notes if notes else "") + "\n" + table)
 
 
+@_fastprofs_path
 def _report(
     prof: Any,
     opts: argparse.Namespace,

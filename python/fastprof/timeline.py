@@ -38,6 +38,10 @@ _MIN_ANCHOR_SPAN_NS = 50_000_000
 
 Modules = Union[None, str, Iterable[str]]
 
+# What `fastprof run --timeline` leaves out: fastprof's own functions (the runner's disable()
+# among them), as its call profile leaves out the runner's frames.
+_RUNNER_EXCLUDE = ("fastprof",)
+
 # One span as Profile._timeline_records writes it: start and end (ns), function index, thread,
 # depth and a pad, in the machine's byte order (C's fp_span); the function index is the
 # fifth 32-bit field.
@@ -273,40 +277,34 @@ class Timeline(_fastprof._Session):
             for i, (ident, native) in enumerate(t if t is not None else (0, 0) for t in threads)
         ]
         m0, k0, scale = self._affine()
-        # the runner's own top-level calls of disable() are not the script's (as own_stats)
-        runner = {i: f[1] for i, f in enumerate(funcs) if self._runner and is_disable(label(f[0]))}
-        for _caller, callee, nc, *_ in edges:
-            if callee in runner:
-                runner[callee] -= nc
-        records, skipped, extra = self.profiler._timeline_records(
-            m0, k0, scale, tuple(runner), self.capacity if self._runner else -1
-        )
+        records = self.profiler._timeline_records(m0, k0, scale)
         self._records = records
         self._spans = None
         if self._runner:
-            # the ring has one slot more than buffer_size for the runner's disable(); when no
-            # span of it took that slot (it was too short, or os._exit's gate stopped the
-            # profile from C), the oldest span went instead, and is counted as dropped
-            short = sum(runner.values()) - skipped
-            if short > 0:
-                self._counts["too_short"] = max(0, self.too_short - short)
-            self._counts["dropped"] = self.dropped + extra
+            # the runner's own top-level calls of disable() (fastprof's, which its timeline
+            # leaves out) are not the script's: not among the calls filtered out
+            runner = {i: f[1] for i, f in enumerate(funcs) if is_disable(label(f[0]))}
+            for _caller, callee, nc, *_ in edges:
+                if callee in runner:
+                    runner[callee] -= nc
+            self._counts["filtered"] = max(0, self.filtered - sum(runner.values()))
 
     @classmethod
     def _of_run(cls, buffer_size: int, min_duration: float, builtins: bool) -> "Timeline":
         """The timeline of ``fastprof run --timeline``, over a profiler the runner enables and
-        disables itself (``tl.profiler``); call ``_finish()`` once it is disabled.  The
-        runner's own call of ``disable()`` is in none of its spans and counts: the ring has
-        one slot more than ``buffer_size`` for it (the last call to end, so never dropped),
-        and ``too_short`` leaves it out when it was too short to be kept."""
+        disables itself (``tl.profiler``); call ``_finish()`` once it is disabled.  fastprof's
+        own functions are left out of its spans (the module filter), so the runner's call of
+        ``disable()``, which ends the recording, takes no slot of the ring and is in none of
+        its counts (it is not among those ``filtered``)."""
         tl = cls.__new__(cls)
         tl.profiler = Profile(
             builtins=builtins,
-            timeline=buffer_size + 1,
+            timeline=buffer_size,
             timeline_min=float(min_duration),
+            timeline_exclude=_RUNNER_EXCLUDE,
         )
         tl.min_duration = min_duration
-        tl.include = tl.exclude = ()
+        tl.include, tl.exclude = (), _RUNNER_EXCLUDE
         tl._want_cuda = False
         tl._cuda = None
         tl._records, tl._spans = b"", None
@@ -322,7 +320,8 @@ class Timeline(_fastprof._Session):
         timer."""
         spt = self._spt
         if self.profiler.clock != "wall":
-            return 0, 0, spt * 1e9
+            scale = spt * 1e9  # a timer's ns (1e-9 * 1e9 is 1 + 2**-52): made exact
+            return 0, 0, float(round(scale)) if abs(scale - round(scale)) < 1e-9 else scale
         (k0, m0), (k1, m1) = self._anchors[0], self._anchors[-1]
         if m1 - m0 >= _MIN_ANCHOR_SPAN_NS and k1 > k0:
             return m0, k0, (m1 - m0) / (k1 - k0)
@@ -374,7 +373,7 @@ class Timeline(_fastprof._Session):
     @property
     def capacity(self) -> int:
         """The ring's size in spans."""
-        return int(self.profiler.timeline or 0) - self._runner  # run's slot for its disable()
+        return int(self.profiler.timeline or 0)
 
     @property
     def start_ns(self) -> int:
@@ -422,11 +421,12 @@ class Timeline(_fastprof._Session):
         """Writes the Chrome trace to ``path`` (Perfetto and chrome://tracing open it);
         returns the path written."""
         self._require_done("export_chrome_trace()")
-        from .report.chrome import chrome_trace_text, write_chrome_trace
+        from .report.chrome import chrome_trace_chunks, write_chrome_trace
 
         pid = os.getpid()
         extra = self._cuda.chrome_events(pid) if self._cuda is not None else []
-        return write_chrome_trace(path, chrome_trace_text(self, pid=pid, extra_events=extra))
+        # written a chunk at a time: the file's text is never whole in memory
+        return write_chrome_trace(path, chrome_trace_chunks(self, pid=pid, extra_events=extra))
 
     def _cuda_or_error(self, what: str) -> Any:
         self._require_done(what)

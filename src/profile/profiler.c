@@ -666,44 +666,19 @@ error:
     return result;
 }
 
-/* _timeline_records(m0, k0, scale, skip=(), limit=-1) -> (records, skipped, extra) or None
- * without a timeline: the spans as fp_tl_records reads them (timeline.h), skip a tuple of
- * function indices whose top-level spans are left out.  Returns it, or NULL with an exception
- * set (TypeError naming skip). */
+/* _timeline_records(m0, k0, scale) -> bytes or None without a timeline: the spans as
+ * fp_tl_records reads them (timeline.h).  Returns it, or NULL with an exception set. */
 static PyObject *
-fp_profiler_timeline_records(PyObject *self, PyObject *args, PyObject *kwargs)
+fp_profiler_timeline_records(PyObject *self, PyObject *args)
 {
-    static char *kwlist[] = {"m0", "k0", "scale", "skip", "limit", NULL};
     fp_profiler *p = (fp_profiler *)self;
-    long long m0, k0, limit = -1;
+    long long m0, k0;
     double scale;
-    PyObject *skip = NULL, *result = NULL;
-    int32_t *ids = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLd|O!L:_timeline_records", kwlist, &m0, &k0,
-                                     &scale, &PyTuple_Type, &skip, &limit))
+    if (!PyArg_ParseTuple(args, "LLd:_timeline_records", &m0, &k0, &scale))
         return NULL;
     if (p->tl == NULL)
         Py_RETURN_NONE;
-    Py_ssize_t nskip = skip != NULL ? PyTuple_GET_SIZE(skip) : 0;
-    ids = PyMem_Malloc((size_t)nskip * sizeof(int32_t) + 1);
-    if (ids == NULL) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    for (Py_ssize_t i = 0; i < nskip; i++) {
-        long v = PyLong_AsLong(PyTuple_GET_ITEM(skip, i));
-        if (v == -1 && PyErr_Occurred())
-            goto error;
-        if (v < 0 || v > INT32_MAX) {
-            PyErr_Format(PyExc_ValueError, "skip must hold function indices, not %ld", v);
-            goto error;
-        }
-        ids[i] = (int32_t)v;
-    }
-    result = fp_tl_records(p->tl, m0, k0, scale, ids, nskip, limit);
-error:
-    PyMem_Free(ids);
-    return result;
+    return fp_tl_records(p->tl, m0, k0, scale);
 }
 
 /* timeline: the timeline's size in spans, None without one.  Returns an int or None. */
@@ -789,10 +764,9 @@ static PyMethodDef fp_profiler_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "_raw_timeline(spans=True) -> (seconds_per_tick, spans, threads, counts) or None: the "
      "timeline in ticks."},
-    {"_timeline_records", (PyCFunction)(void (*)(void))fp_profiler_timeline_records,
-     METH_VARARGS | METH_KEYWORDS,
-     "_timeline_records(m0, k0, scale, skip=(), limit=-1) -> (records, skipped, extra) or None: "
-     "the spans sorted, on the nanosecond axis, as 32-byte records."},
+    {"_timeline_records", fp_profiler_timeline_records, METH_VARARGS,
+     "_timeline_records(m0, k0, scale) -> bytes or None: the spans sorted, on the nanosecond "
+     "axis, as 32-byte records."},
     {NULL, NULL, 0, NULL},
 };
 

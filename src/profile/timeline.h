@@ -98,13 +98,10 @@ int fp_tl_modules_arg(PyObject *value, const char *name, PyObject **out);
 /* Returns the spans of tl, oldest first (the last min(n, cap) written), as a list of (t0, t1, func,
  * thread, depth), or NULL with an exception set. */
 PyObject *fp_tl_spans(const fp_timeline *tl);
-/* Returns (records, skipped, extra): the spans of tl as a bytes object of fp_span records
- * (timeline_read.c), with t0 and t1 put on the nanosecond axis m0 + round((t - k0) * scale)
- * and pad 0, sorted by thread, start and depth (ties in the ring's order).  Left out: the
- * top-level spans of the nskip function indices of skip (counted in skipped), then the
- * oldest spans beyond limit when limit >= 0 (counted in extra).  NULL with an exception set
- * (MemoryError, OverflowError for a time beyond int64). */
-PyObject *fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale,
-                        const int32_t *skip, Py_ssize_t nskip, int64_t limit);
+/* Returns the spans of tl as a bytes object of fp_span records (timeline_read.c), with t0 and
+ * t1 put on the nanosecond axis m0 + round((t - k0) * scale) and pad 0, sorted by thread,
+ * start and depth (ties in the ring's order); NULL with an exception set (MemoryError,
+ * OverflowError for a time beyond int64). */
+PyObject *fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale);
 
 #endif

@@ -44,25 +44,23 @@ fp_tlr_sort(fp_span *a, fp_span *tmp, int64_t n)
     return src;
 }
 
-/* Returns whether the span s is left out: a top-level call of one of the nskip functions of
- * skip. */
-static int
-fp_tlr_skipped(const fp_span *s, const int32_t *skip, Py_ssize_t nskip)
-{
-    if (s->depth != 0)
-        return 0;
-    for (Py_ssize_t i = 0; i < nskip; i++)
-        if (skip[i] == s->func)
-            return 1;
-    return 0;
-}
-
 /* Puts the tick t on the nanosecond axis: m0 + round((t - k0) * scale), rounding half to
- * even as Python's round() does.  Returns 0, or -1 with OverflowError set when the result
- * leaves int64. */
+ * even as Python's round() does; in integers when scale is 1 or 1000 (a user timer's
+ * nanoseconds or microseconds, which may be epoch-sized: a double holds 53 bits).  Returns 0,
+ * or -1 with OverflowError set when the result leaves int64. */
 static int
 fp_tlr_ns(fp_tick t, int64_t m0, int64_t k0, double scale, fp_tick *out)
 {
+    if (scale == 1.0 || scale == 1000.0) { /* a timer's ns or us: exact beyond 2**53 too */
+        int64_t ns;
+        if (__builtin_mul_overflow(t - k0, (int64_t)scale, &ns) ||
+            __builtin_add_overflow(m0, ns, out)) {
+            PyErr_SetString(PyExc_OverflowError,
+                            "a timeline span's time does not fit in 64-bit nanoseconds");
+            return -1;
+        }
+        return 0;
+    }
     double x = nearbyint((double)(t - k0) * scale);
     if (!(fabs(x) < 9.2e18)) {
         PyErr_SetString(PyExc_OverflowError,
@@ -81,11 +79,10 @@ fp_tlr_ns(fp_tick t, int64_t m0, int64_t k0, double scale, fp_tick *out)
 
 /* See timeline.h. */
 PyObject *
-fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale, const int32_t *skip,
-              Py_ssize_t nskip, int64_t limit)
+fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale)
 {
     fp_span *buf = NULL;
-    PyObject *bytes = NULL, *result = NULL;
+    PyObject *bytes = NULL;
     int64_t count = tl->n < tl->cap ? tl->n : tl->cap;
     buf = PyMem_RawMalloc(((size_t)count * 2 + 1) * sizeof(fp_span));
     if (buf == NULL) {
@@ -93,32 +90,21 @@ fp_tl_records(const fp_timeline *tl, int64_t m0, int64_t k0, double scale, const
         goto error;
     }
     int64_t slots = tl->cap + 1, next = tl->cur - tl->ring;
-    int64_t first = (next - count + slots) % slots, kept = 0, skipped = 0;
+    int64_t first = (next - count + slots) % slots;
+    for (int64_t k = 0; k < count; k++)
+        buf[k] = tl->ring[(first + k) % slots];
+    fp_span *sorted = fp_tlr_sort(buf, buf + count, count);
     for (int64_t k = 0; k < count; k++) {
-        const fp_span *s = &tl->ring[(first + k) % slots];
-        if (fp_tlr_skipped(s, skip, nskip))
-            skipped++;
-        else
-            buf[kept++] = *s;
-    }
-    int64_t extra = limit >= 0 && kept > limit ? kept - limit : 0; /* the oldest go */
-    fp_span *sorted = fp_tlr_sort(buf + extra, buf + count, kept - extra);
-    int64_t n = kept - extra;
-    for (int64_t k = 0; k < n; k++) {
         fp_span *s = &sorted[k];
         if (fp_tlr_ns(s->t0, m0, k0, scale, &s->t0) < 0 ||
             fp_tlr_ns(s->t1, m0, k0, scale, &s->t1) < 0)
             goto error;
         s->pad = 0;
     }
-    bytes = PyBytes_FromStringAndSize((const char *)sorted, (Py_ssize_t)(n * sizeof(fp_span)));
-    if (bytes == NULL)
-        goto error;
-    result = Py_BuildValue("(OLL)", bytes, (long long)skipped, (long long)extra);
+    bytes = PyBytes_FromStringAndSize((const char *)sorted, (Py_ssize_t)(count * sizeof(fp_span)));
 error:
     PyMem_RawFree(buf);
-    Py_XDECREF(bytes);
-    return result;
+    return bytes;
 }
 
 /* _spans_of_records(records, keys, span_type) -> list: a span_type (a tuple subclass of five

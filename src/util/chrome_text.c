@@ -119,12 +119,16 @@ static int
 fp_ct_event(fp_ctbuf *b, const fp_span *s, const char *name, size_t nname, const char *args,
             size_t nargs, long long pid, long long tid)
 {
-    char num[3][32];
+    char num[2][32], ids[64]; /* ids: two int64 and the text between them, 47 at most */
     Py_ssize_t nts = fp_ct_us(s->t0, num[0]);
     Py_ssize_t ndur = nts < 0 ? -1 : fp_ct_us(s->t1 - s->t0, num[1]);
     if (ndur < 0)
         return -1;
-    int nid = PyOS_snprintf(num[2], sizeof num[2], "%lld,\"tid\":%lld", pid, tid);
+    int nid = PyOS_snprintf(ids, sizeof ids, "%lld,\"tid\":%lld", pid, tid);
+    if (nid < 0 || nid >= (int)sizeof ids) {
+        PyErr_SetString(PyExc_ValueError, "pid and tid do not fit the event's text");
+        return -1;
+    }
     static const char head[] = "{\"ph\":\"X\",\"cat\":\"python\",\"name\":";
     if (fp_ct_reserve(b, sizeof head + nname + (size_t)nid + (size_t)nts + (size_t)ndur + nargs +
                              32) < 0)
@@ -132,7 +136,7 @@ fp_ct_event(fp_ctbuf *b, const fp_span *s, const char *name, size_t nname, const
     fp_ct_put(b, head, sizeof head - 1);
     fp_ct_put(b, name, nname);
     fp_ct_put(b, ",\"pid\":", 7);
-    fp_ct_put(b, num[2], (size_t)nid);
+    fp_ct_put(b, ids, (size_t)nid);
     fp_ct_put(b, ",\"ts\":", 6);
     fp_ct_put(b, num[0], (size_t)nts);
     fp_ct_put(b, ",\"dur\":", 7);

@@ -248,11 +248,26 @@ def _print_view(
             threads="merged" if opts.merge_threads else "each",
             totals=totals,
         )
-        stream.write(text)
+        stream.write(_drawable(text, stream))
     else:
         keys = opts.sort if isinstance(opts.sort, tuple) else (opts.sort or default_sort,)
         stats.sort(*keys, strip_dirs=strip_dirs)  # (several keys: %fastprof -s a -s b)
         stats.print(top=top, title=title, stream=stream, strip_dirs=strip_dirs)
+
+
+# The tree's lines in ASCII, for an output that cannot encode the box-drawing characters
+# (PYTHONIOENCODING=ascii, a C locale without Python's UTF-8 mode).
+_ASCII_LINES = str.maketrans({"└": "`", "├": "|", "│": "|", "─": "-"})
+
+
+def _drawable(text: str, stream: Any) -> str:
+    """text, its tree lines drawn in ASCII when stream's encoding cannot encode them."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        "└├│─".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return text.translate(_ASCII_LINES)
+    return text
 
 
 def check_view_options(opts: argparse.Namespace) -> Optional[str]:

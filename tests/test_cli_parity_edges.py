@@ -1,0 +1,98 @@
+"""`python -m fastprof run` against plain `python` on the command lines cProfile users write:
+the script's own BrokenPipeError, a script folder holding json.py or html.py, a symlinked
+script, an output that cannot encode the tree's lines, abbreviated long options, `-m ''`, and
+a `-m` package whose own import fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional
+
+from test_cli_run import run_cli
+
+
+def _python(args: List[str], cwd: Any, env: Optional[Dict[str, str]] = None) -> Any:
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    full.update(env or {})
+    return subprocess.run(
+        [sys.executable, *args], cwd=str(cwd), env=full, capture_output=True, text=True, timeout=90
+    )
+
+
+def test_the_scripts_own_broken_pipe_is_its_error(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text('def send():\n    raise BrokenPipeError(32, "gone")\n\nsend()\n')
+    plain = _python(["s.py"], tmp_path)
+    r = run_cli(["-o", "f.prof", "s.py"], tmp_path)
+    assert plain.returncode == r.returncode == 1
+    assert "BrokenPipeError: [Errno 32] gone" in r.stderr and "in send" in r.stderr
+
+
+def test_the_report_does_not_import_the_scripts_modules(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text("print('hello')\n")
+    for name in ("sysconfig", "json", "html"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the folder s {name}.py ran')\n")
+    for extra in ([], ["--html", "r.html"], ["-o", "s.prof"]):
+        r = run_cli([*extra, "s.py"], tmp_path)
+        assert r.returncode == 0, (extra, r.stderr)
+        assert "ran" not in r.stderr and r.stdout.startswith("hello")
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_symlinked_scripts_folder_is_its_targets(tmp_path: Any) -> None:
+    real, links = tmp_path / "real", tmp_path / "bin"
+    real.mkdir()
+    links.mkdir()
+    (real / "helper.py").write_text("WHERE = 'real'\n")
+    (real / "tool.py").write_text("import sys, helper\nprint(sys.path[0], helper.WHERE)\n")
+    (links / "tool.py").symlink_to(real / "tool.py")
+    plain = _python([str(links / "tool.py")], tmp_path)
+    r = run_cli(["-s", "calls", str(links / "tool.py")], tmp_path)
+    assert plain.returncode == r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == plain.stdout.strip() == f"{real} real"
+
+
+def test_an_ascii_output_gets_the_tree_in_ascii(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text(
+        "def f():\n    return sum(range(9))\n\nfor _ in range(3):\n    f()\n"
+    )
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    full["PYTHONIOENCODING"] = "ascii"
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "--min-percent", "0", "s.py"],
+        cwd=str(tmp_path),
+        env=full,
+        capture_output=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("ascii")  # nothing else in it
+    assert "`- " in text and "f  s.py:1" in text
+
+
+def test_abbreviated_long_options_take_their_values(tmp_path: Any) -> None:
+    (tmp_path / "argv.py").write_text("import sys\nprint(sys.argv[1:])\n")
+    r = run_cli(["--out", "a.prof", "--so", "cumulative", "argv.py", "X"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "['X']" and (tmp_path / "a.prof").exists()
+    r = run_cli(["--so", "cumulative", "--min-p", "0", "argv.py", "X"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "['X']" and "sorted by cumulative" in r.stdout
+
+
+def test_an_empty_module_name_and_a_package_whose_import_fails(tmp_path: Any) -> None:
+    r = run_cli(["-m", ""], tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("fastprof run: error: -m ")
+    pkg = tmp_path / "badpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import nonexistent_dep\n")
+    (pkg / "m.py").write_text("print('ran')\n")
+    plain = _python(["-m", "badpkg.m"], tmp_path)
+    r = run_cli(["-m", "badpkg.m"], tmp_path)
+    assert plain.returncode == r.returncode == 1
+    assert "No module named 'nonexistent_dep'" in r.stderr
+    assert 'badpkg/__init__.py", line 1' in r.stderr  # the traceback, as python's
+    r = run_cli(["-m", "nopkg.m"], tmp_path)
+    assert r.returncode == 2 and "No module named 'nopkg'" in r.stderr
