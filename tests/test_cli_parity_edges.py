@@ -96,3 +96,23 @@ def test_an_empty_module_name_and_a_package_whose_import_fails(tmp_path: Any) ->
     assert 'badpkg/__init__.py", line 1' in r.stderr  # the traceback, as python's
     r = run_cli(["-m", "nopkg.m"], tmp_path)
     assert r.returncode == 2 and "No module named 'nopkg'" in r.stderr
+
+
+def test_a_script_that_does_not_compile_gets_pythons_message(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text("def f(:\n    pass\n")
+    plain = _python(["s.py"], tmp_path)
+    r = run_cli(["s.py"], tmp_path)
+    assert plain.returncode == r.returncode == 1
+    assert r.stderr == plain.stderr  # File "...s.py", line 1 ... SyntaxError, no fastprof frame
+    (tmp_path / "n.py").write_bytes(b"x = 1\0\n")
+    r = run_cli(["n.py"], tmp_path)
+    assert r.returncode == 1 and "null bytes" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_tree_that_cannot_be_saved_is_a_note_even_under_w_error(tmp_path: Any) -> None:
+    (tmp_path / "s.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "p.prof.tree.json").mkdir()  # the tree's file cannot be written
+    r = run_cli(["-o", "p.prof", "s.py"], tmp_path, prog=("-W", "error", "-m", "fastprof"))
+    assert r.returncode == 3, r.stderr
+    assert "fastprof: the call tree was not saved beside" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -265,6 +265,15 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
+class _ScriptError(Exception):
+    """The script cannot be compiled: Python's own message for it (no traceback of fastprof's
+    frames), exit status 1, as ``python script.py`` prints and exits."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _UsageError(Exception):
     """A problem with the command line, found before the script runs: one line for stderr,
     exit status 2."""
@@ -308,7 +317,10 @@ def _script_target(path: str) -> _Target:
             source = f.read()
     except OSError as e:
         raise _UsageError(f"can't open file {path!r}: {e.strerror or e}") from None
-    code = compile(source, full, "exec", dont_inherit=True)  # no __future__ flag of ours
+    try:
+        code = compile(source, full, "exec", dont_inherit=True)  # no __future__ flag of ours
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
+        raise _ScriptError(e) from None
     main = _main_module(
         __name__="__main__",
         __file__=full,
@@ -695,6 +707,11 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     except _UsageError as e:
         print(f"fastprof run: error: {_shown(str(e))}", file=sys.stderr)
         return 2
+    except _ScriptError as e:
+        import traceback
+
+        sys.stderr.write("".join(traceback.format_exception_only(type(e.error), e.error)))
+        return 1
     except BrokenPipeError:
         if script_raised:
             raise  # the script's own error: its traceback and exit status 1, as in python
@@ -1149,7 +1166,13 @@ def _report(
             marshal.dump(stats, f)
         # the tree file from the core's records: no tree is built for it
         wall = getattr(opts, "wall", None)  # saved with it: view --threads shows it
-        where = save_tree(opts.outfile, tree_text(prof, wall=wall, drop_disable=True))
+        import warnings
+
+        with warnings.catch_warnings(record=True) as warned:  # a note, whatever -W says
+            warnings.simplefilter("always")
+            where = save_tree(opts.outfile, tree_text(prof, wall=wall, drop_disable=True))
+        for w in warned:
+            print(f"fastprof: {_shown(str(w.message))}", file=sys.stderr)
         print(
             f"fastprof: profile written to {_shown(opts.outfile)}"
             + (f" (its call tree to {_shown(where)})" if where is not None else "")
