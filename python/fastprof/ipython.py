@@ -256,28 +256,21 @@ def _magics_class() -> Any:
             shell = _shell(self.shell)
             ns = shell.user_ns
             lp = LineProfiler()
-            for name in modules:
-                try:
-                    module = eval(name, ns, ns)
-                except Exception as e:
-                    raise UsageError(
-                        f"%flprun -m {name}: could not evaluate it: {type(e).__name__}: {e}"
-                    ) from None
-                try:
-                    lp.add_module(module)
-                except (TypeError, ValueError) as e:
-                    raise UsageError(f"%flprun -m {name}: {e}") from None
-            for name in funcs:
-                try:
-                    f = eval(name, ns, ns)
-                except Exception as e:
-                    raise UsageError(
-                        f"%flprun -f {name}: could not evaluate it: {type(e).__name__}: {e}"
-                    ) from None
-                try:
-                    lp.add_function(f)
-                except (TypeError, ValueError) as e:
-                    raise UsageError(f"%flprun -f {name}: {e}") from None
+            for flag, names, add in (
+                ("-m", modules, lp.add_module),
+                ("-f", funcs, lp.add_function),
+            ):
+                for name in names:
+                    try:
+                        target = eval(name, ns, ns)
+                    except Exception as e:
+                        raise UsageError(
+                            f"%flprun {flag} {name}: could not evaluate it: {type(e).__name__}: {e}"
+                        ) from None
+                    try:
+                        add(target)
+                    except (TypeError, ValueError) as e:
+                        raise UsageError(f"%flprun {flag} {name}: {e}") from None
             compiled = compile(shell.transform_cell(stmt), "<flprun>", "exec")
             caught = _run_caught(lp, compiled, ns)
             targets = "".join(f" -m {m}" for m in modules) + "".join(f" -f {f}" for f in funcs)

@@ -160,7 +160,7 @@ fp_tlr_spans_of_records(FP_UNUSED PyObject *m, PyObject *args)
     PyBuffer_Release(&view);
     return list;
 error:
-    Py_XDECREF(list);
+    Py_XDECREF(list); /* its spans, filled or not, go with it */
     PyBuffer_Release(&view);
     return NULL;
 }

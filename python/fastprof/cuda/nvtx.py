@@ -14,11 +14,11 @@ ranges can stay in production code. In a build without CUDA they do nothing.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional, TypeVar, cast
+from typing import Any, Callable, Optional, TypeVar, cast, overload
 
 from .. import _fastprof as _C
 
-__all__ = ["range", "push", "pop", "enabled"]
+__all__ = ["range", "Range", "push", "pop", "enabled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,28 +42,21 @@ def pop() -> int:
     return _C._cuda_nvtx_pop() if _BUILT else -1
 
 
-class range:  # noqa: N801  (mirrors nvtx.annotate / torch.cuda.nvtx.range)
-    """An NVTX range: ``with range("name"):`` or ``@range("name")`` (default: the function's
-    qualified name when used as a bare decorator ``@range``)."""
+class Range:
+    """An NVTX range, as :func:`range` makes it: a context manager (``with``), and a decorator
+    whose calls each run inside the range (named after the function when the range has no
+    name)."""
 
     __slots__ = ("name",)
 
-    def __new__(cls, name: Any = None) -> Any:
-        if callable(name) and not isinstance(name, str):
-            # bare decorator: @range
-            return cls(getattr(name, "__qualname__", repr(name)))(name)
-        return super().__new__(cls)
-
     def __init__(self, name: Optional[str] = None) -> None:
-        if name is None:
-            name = "range"
-        if not isinstance(name, str):
+        if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         self.name = name
 
-    def __enter__(self) -> "range":
+    def __enter__(self) -> "Range":
         if _BUILT:
-            _C._cuda_nvtx_push(self.name)
+            _C._cuda_nvtx_push(self.name if self.name is not None else "range")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -73,7 +66,7 @@ class range:  # noqa: N801  (mirrors nvtx.annotate / torch.cuda.nvtx.range)
     def __call__(self, fn: F) -> F:
         if not callable(fn):
             raise TypeError(f"range(...) decorates a callable, got {type(fn).__name__}")
-        name = self.name
+        name = self.name if self.name is not None else _name_of(fn)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -89,3 +82,26 @@ class range:  # noqa: N801  (mirrors nvtx.annotate / torch.cuda.nvtx.range)
 
     def __repr__(self) -> str:
         return f"nvtx.range({self.name!r})"
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    """The label of a range decorating fn: its __qualname__ (else __name__, else its repr)."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+@overload
+def range(name: F, /) -> F: ...
+
+
+@overload
+def range(name: Optional[str] = None) -> Range: ...
+
+
+def range(name: Any = None) -> Any:  # noqa: A001  (mirrors nvtx.annotate / torch's range)
+    """An NVTX range: ``with range("name"):``, ``@range("name")``, or ``@range()`` and bare
+    ``@range``, named after the decorated function (its __qualname__).  A range with no name
+    in a ``with`` statement is labelled "range".  TypeError for a name that is no str."""
+    if callable(name) and not isinstance(name, str):
+        return Range()(name)  # bare decorator: @range
+    return Range(name)

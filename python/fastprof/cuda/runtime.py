@@ -5,6 +5,8 @@ Array Interface v3, DLPack).  Imports NumPy; nothing here calls CUDA at import."
 from __future__ import annotations
 
 import math
+import operator
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -109,32 +111,47 @@ def devices() -> list[DeviceInfo]:
     return [DeviceInfo(**_props(i)) for i in range(_probe()[0])]
 
 
-def synchronize(device: Optional[int] = None) -> None:
-    """Waits (GIL released) for all work queued on the current device, or on ``device``.
-    Errors of earlier asynchronous work (a failed kernel) surface here as CudaError."""
-    index = None if device is None else _check_device_index(device, "device")
+def synchronize(device: Any = None) -> None:
+    """Waits (GIL released) for all work queued on the current device, or on ``device`` (any
+    form :func:`parse_device` takes). Errors of earlier asynchronous work (a failed kernel)
+    surface here as CudaError."""
+    index = parse_device(device)
     _require()
     with _on_device(index):
         _C._cuda_synchronize()
 
 
-def _check_device_index(device: Any, what: str) -> int:
-    if isinstance(device, bool) or not isinstance(device, (int, np.integer)) or device < 0:
-        raise ValueError(f"{what} must be a device index >= 0, got {device!r}")
-    return int(device)
+_DEVICE_FORMS = "'cuda', 'gpu', 'cuda:N', 'gpu:N' (any case) or an index N >= 0"
+
+
+def device_spec(device: Any, allow_cpu: bool = False) -> Any:
+    """The one reading of a ``device=`` argument, shared by fastprof.kernels and this module:
+    "cpu" (only with allow_cpu), None for the current GPU ("cuda", "gpu", None), or a device
+    index ("cuda:N", "gpu:N", N >= 0). Names are case-insensitive and stripped of spaces.
+    Raises ValueError naming ``device`` for anything else; makes no CUDA call."""
+    if device is None:
+        return None
+    if isinstance(device, str):
+        name = device.strip().lower()
+        if name in ("cuda", "gpu"):
+            return None
+        if name == "cpu" and allow_cpu:
+            return "cpu"
+        head, sep, tail = name.partition(":")
+        if sep and head in ("cuda", "gpu") and tail.isdigit() and tail.isascii():
+            return int(tail)
+    elif not isinstance(device, bool) and isinstance(device, (int, np.integer)) and device >= 0:
+        return int(device)
+    forms = ("None, 'cpu', " if allow_cpu else "None, ") + _DEVICE_FORMS
+    raise ValueError(f"device must be {forms}, got {device!r}")
 
 
 def parse_device(device: Any) -> Optional[int]:
-    """Device index from "cuda", "gpu", "cuda:N", N or None ("cuda" and "gpu" mean the current
-    device: returns None). Raises ValueError for anything else; makes no CUDA call."""
-    if device is None or device in ("cuda", "gpu"):
-        return None
-    if isinstance(device, str):
-        head, _, tail = device.partition(":")
-        if head in ("cuda", "gpu") and tail.isdigit():
-            return int(tail)
-        raise ValueError(f"device must be 'cuda', 'gpu', 'cuda:N' or an index, got {device!r}")
-    return _check_device_index(device, "device")
+    """Device index from "cuda", "gpu", "cuda:N", "gpu:N", N or None (any case; "cuda" and
+    "gpu" mean the current device: returns None). Raises ValueError for anything else
+    (:func:`device_spec`); makes no CUDA call."""
+    index: Optional[int] = device_spec(device)
+    return index
 
 
 class _on_device:
@@ -161,26 +178,36 @@ class _on_device:
             _C._cuda_set_device(self.prev)
 
 
+_HANDLE_END = 1 << 64  # a cudaStream_t is a pointer: 0 <= handle < 2**64
+
+
+def _check_handle(value: Any, what: str) -> int:
+    """value as a cudaStream_t int: an int (not a bool) in [0, 2**64); TypeError or ValueError
+    naming what otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int cudaStream_t, got {type(value).__name__}")
+    handle = int(value)
+    if not 0 <= handle < _HANDLE_END:
+        raise ValueError(f"{what} must be a cudaStream_t in [0, 2**64), got {handle}")
+    return handle
+
+
 def stream_handle(stream: Any) -> int:
-    """The cudaStream_t of ``stream`` as an int: None is the default stream (0); an int is taken
-    as is; objects with ``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy) or ``.handle`` (Numba) give
-    theirs. Raises TypeError for anything else; makes no CUDA call."""
+    """The cudaStream_t of ``stream`` as an int: None is the default stream (0); an int in
+    [0, 2**64) is taken as is; objects with ``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy) or
+    ``.handle`` (Numba; a ctypes pointer whose None is 0) give theirs, checked the same way.
+    Raises TypeError or ValueError naming ``stream`` for anything else; makes no CUDA call."""
     if stream is None:
         return 0
-    if isinstance(stream, bool):
-        raise TypeError("stream must be None, an int handle or a stream object, got a bool")
-    if isinstance(stream, (int, np.integer)):
-        if stream < 0:
-            raise ValueError(f"stream handle must be >= 0, got {stream}")
-        return int(stream)
+    if isinstance(stream, (bool, int, np.integer)):
+        return _check_handle(stream, "stream")
     for attr in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attr, None)
         if value is not None:
             value = getattr(value, "value", value)  # ctypes c_void_p (Numba)
             if value is None:
                 return 0
-            if isinstance(value, (int, np.integer)):
-                return int(value)
+            return _check_handle(value, f"stream.{attr}")
     raise TypeError(
         "stream must be None, an int cudaStream_t, or an object with .cuda_stream, "
         f".ptr or .handle (PyTorch, CuPy, Numba), got {type(stream).__name__}"
@@ -278,17 +305,26 @@ class cuda_timer:
         if self._ev0:
             raise RuntimeError("cuda_timer is already running (nested use of one timer)")
         ev = _events.get()
-        _C._cuda_event_record(ev, self.stream)
+        try:
+            _C._cuda_event_record(ev, self.stream)
+        except BaseException:
+            _events.put(ev)  # the pooled event goes back whatever failed
+            raise
         self._ev0 = ev
         self._t0 = time.perf_counter_ns()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         t1 = time.perf_counter_ns()
+        ev0, self._ev0 = self._ev0, 0
         ev1 = _events.get()
-        _C._cuda_event_record(ev1, self.stream)
-        self._pending.append((self._ev0, ev1))
-        self._ev0 = 0
+        try:
+            _C._cuda_event_record(ev1, self.stream)
+        except BaseException:
+            _events.put(ev0)  # no sample: both events go back, the timer can run again
+            _events.put(ev1)
+            raise
+        self._pending.append((ev0, ev1))
         self._cpu.append((t1 - self._t0) / 1e6)
         if len(self._pending) > _TIMER_PENDING_MAX:
             # a timer never read keeps a bounded number of events: the oldest pairs (long
@@ -492,11 +528,15 @@ def benchmark(
         kwargs = {}
     elif not isinstance(kwargs, dict):
         raise TypeError(f"kwargs must be a dict or None, got {type(kwargs).__name__}")
+    if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
+        raise TypeError(f"args must be a sequence of arguments, got {type(args).__name__}")
     args = tuple(args)
     n_warmup = _check_count(n_warmup, "n_warmup", 0)
     n_repeat = _check_count(n_repeat, "n_repeat", 1)
     if max_duration is not None and not (
-        isinstance(max_duration, (int, float)) and max_duration > 0
+        not isinstance(max_duration, bool)
+        and isinstance(max_duration, (int, float, np.integer, np.floating))
+        and max_duration > 0
     ):
         raise ValueError(
             f"max_duration must be a number of seconds > 0 or None, got {max_duration!r}"
@@ -747,16 +787,36 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return out
 
 
-def _check_shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
-        shape = (int(shape),)
+def _shape_size(n: Any, shape: Any) -> int:
+    """n as one size of shape, as NumPy takes it (operator.index: no str, float or bool);
+    TypeError naming ``shape`` otherwise."""
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"shape must hold ints, got a bool in {shape!r}")
     try:
-        out = tuple(int(n) for n in shape)
+        return operator.index(n)
     except TypeError:
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    """shape as a tuple of non-negative ints (one int or a sequence of them); TypeError or
+    ValueError naming ``shape`` otherwise."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        out: tuple[int, ...] = (_shape_size(shape, shape),)
+    else:
+        out = tuple(_shape_size(n, shape) for n in shape)
     if any(n < 0 for n in out):
         raise ValueError(f"shape must be non-negative, got {out}")
     return out
+
+
+def _check_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """ValueError ("array is too big", as NumPy's) when the bytes of shape in dtype exceed what
+    an allocation can take (sys.maxsize, NumPy's limit too)."""
+    if math.prod(shape) * dtype.itemsize > sys.maxsize:
+        raise ValueError(
+            f"array is too big: shape {shape} of {dtype} is more than {sys.maxsize} bytes"
+        )
 
 
 class DeviceArray:
@@ -799,6 +859,7 @@ class DeviceArray:
         on ``stream`` (None: the default stream)."""
         shape = _check_shape(shape)
         dtype = _check_dtype(dtype)
+        _check_nbytes(shape, dtype)
         index = parse_device(device)
         handle = stream_handle(stream)
         _require()
@@ -809,9 +870,10 @@ class DeviceArray:
     @classmethod
     def zeros(cls, shape: Any, dtype: Any = np.float64, device: Any = None) -> "DeviceArray":
         """Zero-filled C-contiguous array (copied from a host zero buffer)."""
-        return cls.from_numpy(
-            np.zeros(_check_shape(shape), dtype=_check_dtype(dtype)), device=device
-        )
+        shape, dtype = _check_shape(shape), _check_dtype(dtype)
+        _check_nbytes(shape, dtype)
+        parse_device(device)
+        return cls.from_numpy(np.zeros(shape, dtype=dtype), device=device)
 
     @classmethod
     def from_numpy(cls, array: Any, device: Any = None, stream: Any = None) -> "DeviceArray":
@@ -890,6 +952,13 @@ class DeviceArray:
 
     copy_to_host = to_numpy
     get = to_numpy
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused, as CuPy refuses it: a device-to-host copy is never implicit."""
+        raise TypeError(
+            "a DeviceArray is not converted to a NumPy array implicitly (np.asarray, "
+            "np.array, NumPy functions): call .to_numpy() (or .get()) for a host copy"
+        )
 
     def copy(self) -> "DeviceArray":
         """A C-contiguous device copy, queued on this array's stream, which the copy records as
@@ -1008,6 +1077,30 @@ def is_device_array(obj: Any) -> bool:
     return False
 
 
+def _cai_stream(stream: Any) -> int:
+    """The cudaStream_t of a CUDA Array Interface v3 ``stream`` entry: None (no
+    synchronization asked) and 1 (the legacy default stream) are 0, 2 is the per-thread
+    default stream, another int in [0, 2**64) a stream handle; TypeError or ValueError
+    otherwise."""
+    if stream is None:
+        return 0
+    handle = _check_handle(stream, "__cuda_array_interface__['stream']")
+    return 0 if handle == 1 else handle
+
+
+def _on_stream(arr: DeviceArray, handle: int) -> DeviceArray:
+    """arr, or when its stream is not handle, a view of it that records handle, with handle
+    made to wait for the work queued on arr's stream so far (the consumer's side of CUDA Array
+    Interface v3 and DLPack)."""
+    if arr.stream == handle:
+        return arr
+    with _on_device(arr.device):
+        _wait_for_operands((arr,), handle)
+    return DeviceArray(
+        arr.ptr, arr.shape, arr.dtype, arr.strides, arr.device, arr._owner, stream=handle
+    )
+
+
 def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
     """A zero-copy DeviceArray view from a __cuda_array_interface__ dict."""
     if not isinstance(cai, dict) or "data" not in cai or "shape" not in cai or "typestr" not in cai:
@@ -1018,10 +1111,7 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
     shape = tuple(int(n) for n in cai["shape"])
     ptr = int(cai["data"][0] or 0)
     strides = cai.get("strides")
-    stream = cai.get("stream")
-    handle = 0
-    if stream is not None:
-        handle = 0 if int(stream) == 1 else int(stream)
+    handle = _cai_stream(cai.get("stream"))
     dev = _C._cuda_pointer_device(ptr) if ptr else _C._cuda_get_device()
     return DeviceArray(
         ptr, shape, dtype, tuple(strides) if strides is not None else None, dev, obj, stream=handle
@@ -1031,17 +1121,21 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> DeviceArray:
 def as_device_array(obj: Any, stream: Any = None) -> DeviceArray:
     """A zero-copy DeviceArray view of a device array from any library (DeviceArray,
     ``__cuda_array_interface__``, or ``__dlpack__`` on a CUDA device). The view keeps the
-    producer alive and records its stream (CAI ``stream``; for DLPack, ``stream`` or the
-    default stream is the one passed to the producer). Raises TypeError for other objects."""
+    producer alive and records the stream its work goes on: with ``stream`` None, the
+    producer's (a DeviceArray's own, the CAI ``stream``; for DLPack the default stream,
+    which is passed to the producer); with ``stream`` given (checked as
+    :func:`stream_handle` does), that one, made to wait for the producer's work first (for
+    DLPack the producer is passed it). Raises TypeError for other objects."""
+    handle = stream_handle(stream)
     if isinstance(obj, DeviceArray):
-        return obj
+        return obj if stream is None else _on_stream(obj, handle)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         _require()
-        return _from_cai(obj, cai)
+        view = _from_cai(obj, cai)
+        return view if stream is None else _on_stream(view, handle)
     if is_device_array(obj):
         _require()
-        handle = stream_handle(stream)
         try:
             cap = obj.__dlpack__(stream=handle if handle else 1)
         except TypeError:

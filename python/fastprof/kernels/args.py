@@ -50,18 +50,20 @@ def is_device_array(x: Any) -> bool:
 
 
 def wants_gpu(device: Any, *arrays: Any) -> bool:
-    """Whether a call goes to the GPU: device names it, or an input lives there."""
+    """Whether a call goes to the GPU: device names it (any form
+    fastprof.cuda.runtime.device_spec takes: "cuda", "gpu", "cuda:N", "gpu:N" in any case, an
+    index N; "cpu" for the CPU), or an input lives there.  ValueError for another device."""
     if device is None:
         return any(is_device_array(a) for a in arrays)
-    if isinstance(device, str):
-        d = device.strip().lower()
-        if d in ("cuda", "gpu") or (d.startswith("cuda:") and d[5:].isdigit()):
+    if type(device) is not str or device != "cpu":
+        # the one reading of device names, fastprof.cuda's (loaded on the first device=)
+        from ..cuda.runtime import device_spec
+
+        if device_spec(device, allow_cpu=True) != "cpu":
             return True
-        if d == "cpu":
-            if any(is_device_array(a) for a in arrays):
-                raise ValueError("device='cpu' but an input is a CUDA device array")
-            return False
-    raise ValueError(f"device must be None, 'cpu', 'cuda', 'gpu' or 'cuda:N', got {device!r}")
+    if any(is_device_array(a) for a in arrays):
+        raise ValueError(f"device={device!r} but an input is a CUDA device array")
+    return False
 
 
 def _dtype_of(x: Any) -> np.dtype:

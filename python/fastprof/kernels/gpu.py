@@ -129,9 +129,25 @@ def _check_filter_io(input: Any, output: Any, out_dtype: np.dtype) -> bool:
 class TimedArray(np.ndarray):
     """A NumPy result of a GPU kernel on NumPy input; ``.timings`` holds h2d_ms, kernel_ms,
     d2h_ms (and total_ms) of the call that made it (None on arrays derived from it: they read
-    the class's)."""
+    the class's).  Ufuncs and reductions that give a 0-d result give what they give on a plain
+    ndarray: a NumPy scalar (``r.sum()``, ``r.max()``), or a 0-d plain ndarray where NumPy
+    keeps an array."""
 
     timings: Optional[dict[str, float]] = None
+
+    def __array_wrap__(
+        self, arr: np.ndarray, context: Any = None, return_scalar: bool = False
+    ) -> Any:
+        """The result of a ufunc or reduction: a 0-d one as on a plain ndarray (the scalar
+        with return_scalar, NumPy 2, or always for NumPy 1, which converts plain 0-d results
+        itself), any other one a TimedArray without timings, as before."""
+        if arr.ndim == 0:
+            plain = arr.view(np.ndarray)
+            return plain[()] if return_scalar or _NUMPY_1 else plain
+        return arr if type(arr) is TimedArray else arr.view(TimedArray)
+
+
+_NUMPY_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
 
 
 _local = threading.local()
@@ -162,7 +178,8 @@ def _host_finish(
     output: Optional[np.ndarray],
 ) -> np.ndarray:
     """The result of a call on NumPy operands (its four events recorded): result as a
-    TimedArray with the call's timings (also this thread's last_timings()), or output filled
+    TimedArray with the call's timings (also this thread's last_timings()), a NumPy scalar
+    for a 0-d result (evaluate's whole-array reductions: the CPU's too), or output filled
     with it; waits for the events and gives the staging set back."""
     h2d, kernel, d2h = _cuda._staging.end(got, dev, sizes, total, handle)
     t = {"h2d_ms": h2d, "kernel_ms": kernel, "d2h_ms": d2h, "total_ms": h2d + kernel + d2h}
@@ -171,6 +188,8 @@ def _host_finish(
         if output is not result:
             output[...] = result
         return output
+    if result.ndim == 0:
+        return result.view(np.ndarray)[()]
     out = result if type(result) is TimedArray else result.view(TimedArray)
     out.timings = t
     return out
@@ -1331,6 +1350,18 @@ def _matmul_key(a: Any, b: Any) -> Optional[tuple]:
     return None
 
 
+def _check_matmul_dtypes(a: np.dtype, b: np.dtype) -> None:
+    """TypeError, naming a and b, when a @ b has an integer or bool result (NumPy's for both
+    operands integer or bool): cuBLAS has no integer GEMM, and an exact product is not to
+    become floats on the GPU."""
+    if a.kind in "biu" and b.kind in "biu":
+        raise TypeError(
+            f"matmul on the GPU takes float32 or float64 operands, got a: {a}, b: {b}"
+            " (cuBLAS has no integer GEMM; an exact integer product would come back as floats):"
+            " cast a or b to float32/float64, or use device='cpu'"
+        )
+
+
 class _MatmulPlan:
     """What a repeat matmul with the same operand layout runs: where the operands are, the
     compute dtype, the sizes, and for NumPy operands whether they need a contiguous copy in
@@ -1353,10 +1384,12 @@ class _MatmulPlan:
 
     def __init__(self, a: Any, b: Any) -> None:
         self.on_device = type(a) is not np.ndarray
+        _check_matmul_dtypes(np.dtype(a.dtype), np.dtype(b.dtype))
         if self.on_device:
             if a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
                 raise TypeError(
-                    f"device a and b must both be float32 or float64, got {a.dtype}, {b.dtype}"
+                    "matmul of device arrays: a and b must both be float32 or both float64,"
+                    f" got a: {a.dtype}, b: {b.dtype}"
                 )
             if not (_c_contiguous(a) and _c_contiguous(b)):
                 raise ValueError("device a and b must be C-contiguous")
@@ -1389,8 +1422,9 @@ def matmul_args(
     if key is None:  # other libraries' device arrays (or NumPy beside a device array)
         _cuda.parse_device(device)
         _cuda.stream_handle(stream)
+        _check_matmul_dtypes(np.dtype(a.dtype), np.dtype(b.dtype))
         _cuda._require()
-        a, b = _cuda.as_device_array(a, stream), _cuda.as_device_array(b, stream)
+        a, b = _device_operands(a, b, stream)
         plan = _MatmulPlan(a, b)
     else:
         hit = _plans.get(key)
@@ -1398,6 +1432,25 @@ def matmul_args(
     if _key is not None and _key != key:
         _plan_put(_key, plan, built=False)
     return _matmul_start(plan, a, b, device, stream)
+
+
+def _device_operands(a: Any, b: Any, stream: Any) -> tuple[Any, Any]:
+    """a and b as DeviceArrays for a matmul with at least one device operand: device arrays
+    viewed in place, a NumPy operand uploaded (as evaluate does) to the other's device, on
+    stream or else the other's stream."""
+    views = [
+        None if isinstance(op, np.ndarray) else _cuda.as_device_array(op, stream) for op in (a, b)
+    ]
+    ref = views[0] if views[0] is not None else views[1]
+    if ref is None:  # not reached: matmul_args runs NumPy pairs by their plan key
+        raise TypeError("matmul: neither a nor b is a device array")
+    handle = ref.stream if stream is None else _cuda.stream_handle(stream)
+    out = []
+    for op, view in zip((a, b), views):
+        if view is None:
+            view = _DeviceArray.from_numpy(op, device=ref.device, stream=handle)
+        out.append(view)
+    return out[0], out[1]
 
 
 def _c_contiguous(arr: _cuda.DeviceArray) -> bool:
