@@ -72,6 +72,11 @@ def test_the_wrapper_binds_as_a_method_and_shows_the_functions_attributes() -> N
     assert b.add(2, times=3) == 9 and Box.add(b, 1) == 4
     assert b.add.__self__ is b and Box.add.__self__ is None
     assert Box.add.__wrapped__.__name__ == "add" and Box.add.__name__ == "add"
+    import inspect
+
+    assert str(inspect.signature(Box.add)) == "(self, k: 'int', *, times: 'int' = 1) -> 'int'"
+    assert str(inspect.signature(b.add)) == "(k: 'int', *, times: 'int' = 1) -> 'int'"
+    assert b.add.__wrapped__.__self__ is b
     assert Box.add.__qualname__ == "Box.add" and Box.add.__doc__ == "Adds k times times."
     assert quiet(len)("abc") == 3
     many = quiet(lambda *a, **k: (a, k))

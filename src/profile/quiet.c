@@ -166,8 +166,19 @@ fp_quiet_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+/* __wrapped__: the function wrapped, as a method of the object bound when there is one (so
+ * that inspect.signature of a bound wrapper leaves self out, as of a bound method).  Returns a
+ * new reference, or NULL with an exception set. */
+static PyObject *
+fp_quiet_wrapped(PyObject *self, FP_UNUSED void *closure)
+{
+    fp_quiet *q = (fp_quiet *)self;
+    if (q->self == NULL)
+        return Py_NewRef(q->func);
+    return PyMethod_New(q->func, q->self);
+}
+
 static PyMemberDef fp_quiet_members[] = {
-    {"__wrapped__", T_OBJECT, offsetof(fp_quiet, func), READONLY, "The function wrapped."},
     {"__self__", T_OBJECT, offsetof(fp_quiet, self), READONLY, "The object bound, or None."},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(fp_quiet, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
@@ -178,6 +189,7 @@ static PyMemberDef fp_quiet_members[] = {
  * method when a class attribute). */
 static PyGetSetDef fp_quiet_getset[] = {
     {"__doc__", fp_quiet_doc, NULL, NULL, NULL},
+    {"__wrapped__", fp_quiet_wrapped, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
