@@ -183,6 +183,12 @@ int fp_chrome_exec(PyObject *m);    /* a trace's span events as text (util/chrom
 int fp_quiet_exec(PyObject *m);     /* readers run with hooks off (profile/quiet.c) */
 int fp_tl_read_exec(PyObject *m);   /* a timeline's Span objects (profile/timeline_read.c) */
 
+/* Suspends the profile and trace hooks (sys.monitoring's events too) of thread state ts, as
+ * CPython suspends them while a hook runs (profile/quiet.c).  Returns nothing. */
+void fp_quiet_enter(PyThreadState *ts);
+/* Resumes what fp_quiet_enter suspended.  Returns nothing. */
+void fp_quiet_leave(PyThreadState *ts);
+
 #if FP_PY312
 /* Frees the call profilers' shared tool (hooks_monitoring.c; NULL does nothing), letting go
  * of the profilers still on it: module.c's clear calls it.  Returns nothing. */

@@ -398,3 +398,55 @@ def test_a_decorated_generator_function_is_still_one() -> None:
     assert inspect.isgeneratorfunction(g) and list(g(3)) == [0, 1, 2]
     assert inspect.isasyncgenfunction(fastprof.profile(report="never")(agen))
     assert not inspect.isgeneratorfunction(fastprof.profile(report="never")(_leaf))
+
+
+def test_options_checked_at_decoration_paths_of_every_kind_and_titled_reports(
+    tmp_path: Any,
+) -> None:
+    """output may be str, bytes or os.PathLike (bytes made a file named "b'...'"); a stream
+    without write() or a non-path output raises when decorating, not at exit; each report
+    names the functions it profiled; pstats' legacy int sort keys are taken."""
+    import io
+
+    with pytest.raises(TypeError, match="stream must have a write"):
+        fastprof.profile(stream=42)
+    with pytest.raises(TypeError, match="output must be a path"):
+        fastprof.profile(output=3)
+    with pytest.raises(ValueError, match="lines=True"):
+        fastprof.profile(lines=True, clock="cpu")
+    out = io.StringIO()
+    target = os.fsencode(str(tmp_path / "b.prof"))
+
+    @fastprof.profile(output=target, stream=out, report="call", sort_by=-1, top_n=3)
+    def parse(n: int) -> int:
+        return sum(range(n))
+
+    parse(5)
+    assert (tmp_path / "b.prof").exists() and not list(tmp_path.glob("b'*"))
+    text = out.getvalue()
+    assert text.startswith("@fastprof.profile: test_options_checked_at_decoration_")
+    assert "<locals>.parse (test_profile_decorator.py:" in text.splitlines()[0]
+    assert "sorted by stdname" in text
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="sessions nest on 3.12+: no warning")
+def test_the_nesting_warning_below_3_12_is_not_in_the_outer_profile() -> None:
+    """Below 3.12 an inner session warns that it records nothing; the warnings module's
+    Python code that prints it was recorded by the outer session, which holds the hook."""
+
+    def leaf() -> int:
+        return 1
+
+    @fastprof.profile(report="never")
+    def inner() -> int:
+        return leaf()
+
+    @fastprof.profile(report="never")
+    def outer() -> int:
+        inner()
+        return leaf()
+
+    with pytest.warns(RuntimeWarning, match="nest on Python 3.12"):
+        outer()
+    files = {os.path.basename(r.file) for r in outer.session.stats().rows}
+    assert files == {"test_profile_decorator.py"}

@@ -327,8 +327,19 @@ class ProfileSession(_fastprof._Session):
             raise ValueError(f"top_n must be a positive int or None, got {top_n!r}")
         if report not in _REPORT_WHEN:
             raise ValueError(f"report must be one of {_REPORT_WHEN}, got {report!r}")
-        if output is not None and not isinstance(output, str):
-            output = str(output)  # accept os.PathLike
+        if output is not None:
+            if not isinstance(output, (str, bytes, os.PathLike)):
+                raise TypeError(
+                    f"output must be a path (str, bytes or os.PathLike), got {type(output).__name__}"
+                )
+            output = os.fsdecode(os.fspath(output))
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise TypeError(f"stream must have a write() method, got {type(stream).__name__}")
+        if lines and (clock != "wall" or builtins is not True or threads is not True):
+            raise ValueError(
+                "clock, builtins and threads apply to call profiles; lines=True times the "
+                "lines of the decorated functions (leave them out)"
+            )
         self.sort_by = sort_by
         self.top_n = top_n
         self.lines = bool(lines)
@@ -341,6 +352,7 @@ class ProfileSession(_fastprof._Session):
             self.profiler = Profile(builtins=builtins, clock=clock, threads=threads)
             self.profiler._nests = True  # sessions nest (one shared tool id on 3.12+)
         self._atexit = False
+        self._decorated: List[str] = []  # what the report's title names
         if report != "call":
             # nothing to do when a call ends: no frame of it under an outer session's profiler
             object.__setattr__(self, "_call_ended", None)  # the C base skips a None hook
@@ -382,6 +394,7 @@ class ProfileSession(_fastprof._Session):
         elif inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
             _mark_function_like(wrapper, func)  # a pytest yield fixture stays one, say
         wrapper.profiler = self.profiler
+        self._decorated.append(_where(func))
         self._register_exit_report()
         return wrapper
 
@@ -447,7 +460,9 @@ class ProfileSession(_fastprof._Session):
         if not st.rows:
             return
         sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
-        st.sort(*sort).print(top=self.top_n, stream=stream)
+        # each exit report says whose it is, as profilehooks' does
+        title = f"@fastprof.profile: {', '.join(self._decorated)}" if self._decorated else None
+        st.sort(*sort).print(top=self.top_n, stream=stream, title=title)
 
 
 def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
@@ -477,12 +492,33 @@ def _mark_function_like(wrapper: Any, func: Any) -> None:
         wrapper.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
 
 
+def _where(func: Any) -> str:
+    """func's name and place, as a report's title names it: ``qualname (file:line)``."""
+    code = getattr(_unwrapped(func), "__code__", None)
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    if code is None:
+        return str(name)
+    return f"{name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def _unwrapped(func: Any) -> Any:
+    """func without the wrappers functools.wraps marks (``__wrapped__``)."""
+    import inspect
+
+    try:
+        return inspect.unwrap(func)
+    except ValueError:  # a cycle of __wrapped__
+        return func
+
+
 def _check_sort_by(sort_by: Any) -> None:
-    """Raises TypeError or ValueError (naming sort_by) unless it is a pstats sort key or a
-    non-empty tuple of them."""
-    from .stats import SORT_KEYS
+    """Raises TypeError or ValueError (naming sort_by) unless it is a pstats sort key (or one
+    of pstats' legacy ints -1, 0, 1, 2) or a non-empty tuple of them."""
+    from .stats import _LEGACY, SORT_KEYS
 
     keys = sort_by if isinstance(sort_by, tuple) else (sort_by,)
+    if len(keys) == 1 and not isinstance(keys[0], bool) and keys[0] in _LEGACY:
+        return
     if not keys or not all(isinstance(k, str) for k in keys):
         raise TypeError(
             f"sort_by must be a pstats sort key (str) or a tuple of them, got {sort_by!r}"

@@ -499,7 +499,10 @@ class Stats:
             return tuple(out)
 
         self._order = sorted(self._stats, key=sort_key)
-        self.sort_keys = tuple(str(k) for k in keys)
+        # pstats' legacy ints named as their keys ("sorted by stdname", not "by -1")
+        self.sort_keys = tuple(
+            _LEGACY.get(k, str(k)) if isinstance(k, int) else str(k) for k in keys
+        )
         return self
 
     def filter(self, pattern: Union[str, "re.Pattern[str]"], *, flags: int = 0) -> "Stats":

@@ -366,6 +366,26 @@ fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefun
     return 0;
 }
 
+/* Warns (RuntimeWarning) with msg, a new reference to a str (NULL: an error already set,
+ * returned as one), with thread state ts's hooks suspended: the profiler that holds the hook
+ * must not record the warnings module printing it.  Returns 1 once warned, -1 with an
+ * exception set (the warning turned into an error, say). */
+static int
+fp_legacy_warn(PyThreadState *ts, PyObject *msg)
+{
+    if (msg == NULL)
+        return -1;
+    const char *text = PyUnicode_AsUTF8(msg);
+    int rc = -1;
+    if (text != NULL) {
+        fp_quiet_enter(ts);
+        rc = PyErr_WarnEx(PyExc_RuntimeWarning, text, 1);
+        fp_quiet_leave(ts);
+    }
+    Py_DECREF(msg);
+    return rc < 0 ? -1 : 1;
+}
+
 /* See fp_profile.h. */
 int
 fp_hooks_check_free(fp_profiler *p, int nests)
@@ -375,13 +395,11 @@ fp_hooks_check_free(fp_profiler *p, int nests)
         if (ts->c_profileobj == (PyObject *)p)
             return 0;
         if (nests == 2) /* one profile hook per thread: the session holding it goes on alone */
-            return PyErr_WarnEx(PyExc_RuntimeWarning,
-                                "fastprof: profile sessions nest on Python 3.12+ only; below, "
-                                "this inner session records nothing while an outer fastprof "
-                                "profiler holds this thread's profile hook",
-                                1) < 0
-                       ? -1
-                       : 1;
+            return fp_legacy_warn(
+                ts, PyUnicode_FromString(
+                        "fastprof: profile sessions nest on Python 3.12+ only; below, this inner "
+                        "session records nothing while an outer fastprof profiler holds this "
+                        "thread's profile hook"));
         PyErr_SetString(PyExc_ValueError,
                         "Another profiling tool is already active: another fastprof profiler is "
                         "enabled in this thread; disable it first");
@@ -391,18 +409,15 @@ fp_hooks_check_free(fp_profiler *p, int nests)
         /* another tool's hook (cProfile, IPython's %prun): the session's call goes on, as it
          * goes on under an outer fastprof profiler, where raising would break it */
         PyObject *holder = ts->c_profileobj;
-        int rc = holder != NULL
-                     ? PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                                        "fastprof: this profile session records nothing: the "
-                                        "profile hook of this thread is held by %R (one per "
-                                        "thread below Python 3.12)",
-                                        holder)
-                     : PyErr_WarnEx(PyExc_RuntimeWarning,
-                                    "fastprof: this profile session records nothing: the "
-                                    "profile hook of this thread is held by a C profile "
-                                    "function (one per thread below Python 3.12)",
-                                    1);
-        return rc < 0 ? -1 : 1;
+        return fp_legacy_warn(
+            ts, holder != NULL
+                    ? PyUnicode_FromFormat("fastprof: this profile session records nothing: the "
+                                           "profile hook of this thread is held by %R (one per "
+                                           "thread below Python 3.12)",
+                                           holder)
+                    : PyUnicode_FromString("fastprof: this profile session records nothing: the "
+                                           "profile hook of this thread is held by a C profile "
+                                           "function (one per thread below Python 3.12)"));
     }
     if (ts->c_profilefunc != NULL && ts->c_profileobj == NULL) {
         PyErr_SetString(PyExc_ValueError,

@@ -16,9 +16,8 @@ typedef struct fp_quiet {
     vectorcallfunc vectorcall;
 } fp_quiet;
 
-/* Suspends the profile and trace hooks (sys.monitoring's events too) of thread state ts.
- * Returns nothing. */
-static void
+/* See common.h. */
+void
 fp_quiet_enter(PyThreadState *ts)
 {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -28,8 +27,8 @@ fp_quiet_enter(PyThreadState *ts)
 #endif
 }
 
-/* Resumes what fp_quiet_enter suspended.  Returns nothing. */
-static void
+/* See common.h. */
+void
 fp_quiet_leave(PyThreadState *ts)
 {
 #if PY_VERSION_HEX >= 0x030B0000
