@@ -223,7 +223,7 @@ def test_bad_sources(tmp_path: Any) -> None:
     junk.write_bytes(b"not a profile")
     with pytest.raises(ValueError, match="not a profile"):
         fastprof.Stats(str(junk))
-    with pytest.raises(ValueError, match="not a pstats entry"):
+    with pytest.raises(ValueError, match="not a pstats dictionary: entry"):
         fastprof.Stats({("a", 1, "f"): (1, 2)})
     with pytest.raises(OSError):
         fastprof.Stats(str(tmp_path / "missing.prof"))
@@ -237,3 +237,66 @@ def test_row_lookup_errors() -> None:
     assert st.row("/b.py:2(f)").tottime == 0.2
     with pytest.raises(KeyError):
         st.row("g")
+
+
+def _profiled() -> fastprof.Profile:
+    p = fastprof.Profile()
+    p.enable()
+    sorted(str(i) for i in range(20))
+    p.disable()
+    return p
+
+
+def test_a_tree_file_of_another_profile_gives_no_per_thread_tables(tmp_path: Any) -> None:
+    """cProfile rewrote the file and left fastprof's tree beside it: Stats(path) does not
+    take that tree for the file's (view already refused it)."""
+    path = str(tmp_path / "out.prof")
+    _profiled().dump_stats(path)
+    assert len(fastprof.Stats(path).threads()) == 1
+    cp = cProfile.Profile()
+    cp.enable()
+    len("x")
+    cp.disable()
+    cp.dump_stats(path)
+    st = fastprof.Stats(path)
+    with pytest.raises(ValueError, match="out.prof.tree.json is not this profile's call tree"):
+        st.threads()
+    assert st.call_tree() is None
+
+
+def test_a_stats_made_from_a_filtered_one_has_no_tree() -> None:
+    st = fastprof.Stats(_profiled())
+    f = st.filter("genexpr")
+    g = fastprof.Stats(f)
+    assert g.call_tree() is None
+    with pytest.raises(ValueError, match="no per-thread data"):
+        g.for_thread(st.threads()[0].ident)
+
+
+def test_adding_a_bad_dict_changes_nothing() -> None:
+    st = fastprof.Stats(_profiled())
+    before = (st.to_dict(), st.threads())
+    bad = {("z.py", 1, "good"): (7, 7, 1.0, 1.0, {}), ("z.py", 2, "bad"): (1, 1, 0.1, 0.1, None)}
+    with pytest.raises(ValueError, match="callers are a NoneType"):
+        st.add(bad)
+    assert (st.to_dict(), st.threads()) == before
+
+
+def test_rows_alike_once_stripped_keep_what_tells_them_apart() -> None:
+    helper = (1, 1, 0.5, 0.5, {})
+    st = fastprof.Stats(
+        {
+            ("/pk/a/__init__.py", 1, "helper"): (100, 100, 0.002, 0.002, {}),
+            ("/pk/b/__init__.py", 1, "helper"): (50, 50, 0.001, 0.001, {}),
+            ("/pk/c.py", 3, "alone"): helper,
+        }
+    )
+    table = st.sort("calls").table()
+    assert "a/__init__.py:1(helper)" in table and "b/__init__.py:1(helper)" in table
+    assert " c.py:3(alone)" in table  # no clash: the base name, as pstats prints it
+
+
+def test_long_times_keep_six_decimals() -> None:
+    st = fastprof.Stats({("/x/app.py", 10, "slow"): (3, 3, 1234.5678, 4321.98765, {})})
+    row = [ln for ln in st.table().splitlines() if "slow" in ln][0].split()
+    assert row[1:5] == ["1234.567800", "411.522600", "4321.987650", "1440.662550"]

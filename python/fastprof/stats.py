@@ -337,6 +337,7 @@ class Stats:
         # the per-thread data: a CallTree, the path of a tree file not read yet, or None; and
         # how many sources were added (a sum of several has no per-thread tables)
         self._tree: Any = None
+        self._stale_tree: Optional[str] = None  # a tree file found not to be this profile's
         self._nsources = 0
         for src in sources:
             self.add(src)
@@ -371,7 +372,8 @@ class Stats:
         a pstats file, a fastprof profiler (its tree is read when first asked for), or None
         (cProfile's profiles, pstats files without one)."""
         if isinstance(src, Stats):
-            return src._tree if src._nsources == 1 else None
+            # a filtered Stats' table is not its tree's: no per-thread data goes with it
+            return src._tree if src._nsources == 1 and not src._rx else None
         if isinstance(src, (str, os.PathLike)):
             from .tree import tree_path
 
@@ -385,6 +387,11 @@ class Stats:
         """Adds the numbers of more sources (summing functions and callers); returns self."""
         for src in sources:
             data = self._as_dict(src)
+            if isinstance(src, dict):  # the caller's own data: checked whole before any of it
+                for key, value in data.items():  # is added, so an error changes nothing
+                    problem = _entry_error(key, value)
+                    if problem is not None:
+                        raise ValueError(f"not a pstats dictionary: {problem}")
             self._nsources += max(1, src._nsources) if isinstance(src, Stats) else 1
             self._tree = self._tree_of(src) if self._nsources == 1 else None
             for key, value in data.items():
@@ -551,7 +558,11 @@ class Stats:
         if isinstance(self._tree, str):
             from .tree import CallTree
 
-            self._tree = CallTree.load(self._tree)
+            where, self._tree = self._tree, CallTree.load(self._tree)
+            if not self._tree.describes({k: v[1] for k, v in self._stats.items()}):
+                # the pstats file was rewritten since (by cProfile, say): not its tree
+                self._tree = None
+                self._stale_tree = where
         elif self._tree is not None and not hasattr(self._tree, "threads"):  # a profiler
             tree = self._tree.tree()
             self._tree = tree if tree.threads or tree.merged else None
@@ -560,12 +571,19 @@ class Stats:
     def _per_thread(self, what: str) -> "CallTree":
         tree = self.call_tree() if self._nsources == 1 else None
         if tree is None:
-            why = (
-                f"it sums {self._nsources} profiles"
-                if self._nsources > 1
-                else "its source recorded no call tree (a cProfile profile, or a pstats file "
-                "without the FILE.tree.json that fastprof writes beside it)"
-            )
+            stale = self._stale_tree
+            if self._nsources > 1:
+                why = f"it sums {self._nsources} profiles"
+            elif stale is not None:
+                why = (
+                    f"{stale} is not this profile's call tree (their functions or call counts "
+                    "differ: the profile was rewritten since?)"
+                )
+            else:
+                why = (
+                    "its source recorded no call tree (a cProfile profile, or a pstats file "
+                    "without the FILE.tree.json that fastprof writes beside it)"
+                )
             raise ValueError(f"{what}: this Stats has no per-thread data: {why}")
         return tree
 

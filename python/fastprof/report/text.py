@@ -3,8 +3,9 @@ profiled time)."""
 
 from __future__ import annotations
 
+import collections
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 from .escape import printable
 
@@ -21,7 +22,27 @@ def format_location(row: Any, strip_dirs: bool = True) -> str:
 
 
 def _secs(x: float) -> str:
-    return f"{x:.6f}" if x < 1000 else f"{x:.1f}"
+    """Seconds with six decimals, however long (the columns widen)."""
+    return f"{x:.6f}"
+
+
+def _locations(rows: Sequence[Any], strip_dirs: bool) -> List[str]:
+    """Each row's ``file:line(name)``; with strip_dirs, rows whose base names would print
+    alike (``pk/a/__init__.py`` and ``pk/b/__init__.py`` defining ``helper`` at line 1) keep
+    as much of their paths as tells them apart."""
+    locs = [format_location(r, strip_dirs) for r in rows]
+    if not strip_dirs:
+        return locs
+    seen = collections.Counter(locs)
+    clash = [i for i, loc in enumerate(locs) if seen[loc] > 1 and not rows[i].is_builtin]
+    if clash:
+        from .display import short_paths
+
+        paths = short_paths(rows[i].file for i in clash)
+        for i in clash:
+            r = rows[i]
+            locs[i] = printable(f"{paths[r.file]}:{r.line}({r.name})")
+    return locs
 
 
 def format_table(
@@ -59,7 +80,7 @@ def format_table(
 
     cols = ("ncalls", "tottime", "percall", "cumtime", "percall", "%own", "function")
     body = []
-    for r in rows:
+    for r, loc in zip(rows, _locations(rows, strip_dirs)):
         nc = str(r.ncalls) if r.ncalls == r.primcalls else f"{r.ncalls}/{r.primcalls}"
         tper = _secs(r.tottime / r.ncalls) if r.ncalls else "-"
         cper = _secs(r.cumtime / r.primcalls) if r.primcalls else "-"
@@ -72,7 +93,7 @@ def format_table(
                 _secs(r.cumtime),
                 cper,
                 share,
-                format_location(r, strip_dirs),
+                loc,
             )
         )
     widths = [max([len(cols[i])] + [len(b[i]) for b in body]) for i in range(len(cols) - 1)]
