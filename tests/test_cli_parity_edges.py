@@ -116,3 +116,139 @@ def test_a_tree_that_cannot_be_saved_is_a_note_even_under_w_error(tmp_path: Any)
     assert r.returncode == 3, r.stderr
     assert "fastprof: the call tree was not saved beside" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_deleted_current_folder_still_runs_a_script_given_by_its_path(tmp_path: Any) -> None:
+    script = tmp_path / "work.py"
+    script.write_text("print(sum(range(10)))\n")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    cmd = (
+        f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m fastprof -s calls "{script}"'
+    )
+    r = subprocess.run(["sh", "-c", cmd], env=full, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "45" and "work.py:1(<module>)" in r.stdout
+
+
+NO_STDOUT = """\
+import sys
+import fastprof
+
+def work():
+    return sum(range(10))
+
+p = fastprof.Profile()
+p.runcall(work)
+fastprof.Stats(p).print()
+with fastprof.profile():
+    work()
+
+@fastprof.profile(report="call")
+def decorated():
+    return work()
+
+print(decorated(), file=sys.stderr)
+"""
+
+
+def test_reports_without_a_stdout_print_nothing_and_raise_nothing(tmp_path: Any) -> None:
+    """A program run without a console (sys.stdout is None): the reports are skipped, as
+    print() skips them, and the decorated call still returns its value."""
+    (tmp_path / "s.py").write_text(NO_STDOUT)
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    cmd = f'exec "{sys.executable}" s.py >&-'
+    r = subprocess.run(
+        ["sh", "-c", cmd], cwd=str(tmp_path), env=full, capture_output=True, text=True, timeout=90
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == "45"
+
+
+def test_no_temporary_folder_for_a_job_is_one_line(
+    tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    import tempfile
+
+    from fastprof import cli
+
+    def refuse(*args: Any, **kwargs: Any) -> str:
+        raise FileNotFoundError(2, "No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    (tmp_path / "s.py").write_text("print('ran')\n")
+    assert cli.main(["run", "--subprocesses", str(tmp_path / "s.py")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fastprof run: error: --subprocesses needs a temporary folder")
+    assert "TMPDIR" in err and "Traceback" not in err
+
+
+def test_a_copy_without_the_compiled_core_says_so(tmp_path: Any) -> None:
+    import shutil
+
+    import fastprof
+
+    pkg = tmp_path / "fastprof"
+    shutil.copytree(
+        os.path.dirname(fastprof.__file__), pkg, ignore=shutil.ignore_patterns("*.so", "*.pyd")
+    )
+    full = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-c", "import fastprof"],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 1
+    assert "fastprof's compiled core (fastprof._fastprof) could not be imported" in r.stderr
+    assert "built for this Python" in r.stderr
+
+
+OOM_SCRIPT = """\
+import resource
+ns = {}
+exec("\\n".join(f"def f{i}(): return {i}" for i in range(30000)), ns)
+fs = [ns[f"f{i}"] for i in range(30000)]
+def fill():
+    keep = []
+    size = 1 << 24
+    while size >= 64:
+        try:
+            keep.append(bytearray(size))
+        except MemoryError:
+            size //= 2
+    return keep
+def main():
+    keep = fill()
+    try:
+        for f in fs:
+            f()
+    except MemoryError:
+        pass
+    del keep
+    print("done")
+main()
+"""
+
+
+def test_a_hook_out_of_memory_gives_one_line_and_the_scripts_status(tmp_path: Any) -> None:
+    """Memory runs out inside the profiler's hook: no report of numbers that do not add up,
+    no traceback of fastprof's, one line that says why, and the script's exit status."""
+    import pytest
+
+    if "asan" in os.environ.get("LD_PRELOAD", "") or os.environ.get("ASAN_OPTIONS"):
+        pytest.skip("an address-space limit cannot be set under AddressSanitizer")
+    (tmp_path / "mem.py").write_text(OOM_SCRIPT)
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    cmd = f'ulimit -v 400000 && exec "{sys.executable}" -m fastprof -s tottime mem.py'
+    r = subprocess.run(
+        ["sh", "-c", cmd], cwd=str(tmp_path), env=full, capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+    if "no report" not in r.stderr:
+        pytest.skip("memory did not run out inside a hook on this run")
+    assert r.returncode == 0 and r.stdout.strip() == "done"
+    assert "fastprof: no report: the profile stopped recording" in r.stderr
+    assert "MemoryError" in r.stderr

@@ -20,9 +20,18 @@ cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on fi
 comes with ``pip install 'fastprof[kernels]'``).
 """
 
+import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import _fastprof  # noqa: F401  (the compiled core loads first)
+try:  # the compiled core loads first
+    from . import _fastprof  # noqa: F401
+except ImportError as _e:  # no build of it for this Python, or fastprof imported from a zip
+    raise ImportError(
+        f"fastprof's compiled core (fastprof._fastprof) could not be imported: {_e}. It must "
+        f"be built for this Python ({sys.implementation.cache_tag}) and loaded from a folder "
+        f"(a compiled extension cannot load from a zip file); reinstall fastprof with pip",
+        name="fastprof._fastprof",
+    ) from _e
 from ._quiet import quiet
 from ._version import __version__
 from .profile import Profile, profile, run, runctx

@@ -557,7 +557,12 @@ def _execute(
         try:
             exec(code, globs)
         finally:
-            prof.disable()
+            try:
+                prof.disable()
+            except RuntimeError as e:
+                # a hook met an error (memory ran out in it, say): the profile stopped where
+                # it did and its numbers do not add up; the script's own ending stands
+                opts.profile_error = e
     finally:
         if at_os_exit is not None:
             _exit_gate.restore()
@@ -636,8 +641,11 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     global _PATH_BEFORE_SCRIPT
-    here = os.getcwd()  # python -m puts it first: a script's folder is often it
-    _PATH_BEFORE_SCRIPT = [p for p in saved_path if os.path.abspath(p or os.curdir) != here]
+    try:
+        here = os.getcwd()  # python -m puts it first: a script's folder is often it
+        _PATH_BEFORE_SCRIPT = [p for p in saved_path if os.path.abspath(p or os.curdir) != here]
+    except OSError:  # the current folder was deleted: python runs a script by its path all the same
+        _PATH_BEFORE_SCRIPT = [p for p in saved_path if p not in ("", os.curdir)]
     saved_main = sys.modules.get("__main__")
     saved_profile = builtins.__dict__.get("profile", _MISSING)
     status = 0
@@ -813,6 +821,20 @@ class _ReportAtOsExit:
                     pass
 
 
+def _temp_dir(prefix: str) -> str:
+    """A new temporary folder for a job.  _UsageError (one line, exit 2) when none can be
+    made."""
+    import tempfile
+
+    try:
+        return tempfile.mkdtemp(prefix=prefix)
+    except OSError as e:
+        raise _UsageError(
+            f"--subprocesses needs a temporary folder and none could be made ({e}); "
+            f"set TMPDIR to a writable folder"
+        ) from None
+
+
 def _hurry(job: Any) -> None:
     """A SIGTERM came while the runner reports: rank 0 stops waiting for the other ranks."""
     if job is not None:
@@ -879,8 +901,6 @@ class _Job:
     back by close).  Under a launcher (MPI, torchrun, Slurm) each rank's runner is one."""
 
     def __init__(self, opts: argparse.Namespace, prof: Any, lines: Any = None) -> None:
-        import tempfile
-
         from . import children
 
         self.rank = children.process_rank()
@@ -902,14 +922,14 @@ class _Job:
                     f"({stale[0]}.json, ...): give an empty or new folder"
                 )
         else:
-            self.run_dir = tempfile.mkdtemp(prefix="fastprof-run-")
+            self.run_dir = _temp_dir("fastprof-run-")
         self.pid = os.getpid()
         self.hurry = False  # SIGTERM ends the job: rank 0 takes the ranks' profiles as they are
         self.lines = lines  # the runner's line profiler (run --lines / --lines-of), or None
         self.boot_dir: Optional[str] = None
         self.saved_env: Dict[str, Optional[str]] = {}
         if opts.subprocesses:
-            self.boot_dir = tempfile.mkdtemp(prefix="fastprof-boot-")
+            self.boot_dir = _temp_dir("fastprof-boot-")
             self.saved_env = {k: os.environ.get(k) for k in children.ENV_NAMES}
             try:
                 self.session = children.follow(
@@ -1117,6 +1137,15 @@ def _report(
     With job (run --subprocesses), the profile merged over the job's processes."""
     from .report.outputs import emit, print_note
 
+    error = getattr(opts, "profile_error", None)
+    if error is not None:
+        cause = error.__cause__ if error.__cause__ is not None else error
+        print(
+            f"fastprof: no report: the profile stopped recording when one of its hooks met "
+            f"an error ({type(cause).__name__}: {_shown(str(cause))})",
+            file=sys.stderr,
+        )
+        return
     if job is not None:
         _report_job(opts, job, out)
         return

@@ -155,7 +155,10 @@ class LineStats:
         config: Any = None,
     ) -> None:
         """Print kernprof's table (line_profiler's options; rich and config are accepted
-        and the output stays plain text)."""
+        and the output stays plain text); nothing when there is no stdout (a program run
+        without a console), as ``print()``."""
+        if stream is None and sys.stdout is None:
+            return
         show_text(
             self.timings,
             self.unit,

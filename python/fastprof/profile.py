@@ -445,10 +445,12 @@ class ProfileSession(_fastprof._Session):
     @quiet
     def report(self) -> None:
         """Prints the table (and writes ``output`` when set) for what was profiled so far."""
-        stream = self.stream if self.stream is not None else sys.stdout
+        stream = self.stream if self.stream is not None else sys.stdout  # None: no console
         if self.lines:
             if self.output is not None:
                 self.profiler.dump_stats(self.output)
+            if stream is None:
+                return
             if _accepts_stream(self.profiler.print_stats):
                 self.profiler.print_stats(stream=stream)
             else:

@@ -733,9 +733,11 @@ class Stats:
         strip_dirs: bool = True,
         title: Optional[str] = None,
     ) -> None:
-        """Prints ``table(top)`` to ``stream`` (stdout by default)."""
+        """Prints ``table(top)`` to ``stream`` (stdout by default; nothing when there is no
+        stdout, as ``print()`` prints nothing then: a program run without a console)."""
         out = sys.stdout if stream is None else stream
-        out.write(self.table(top, strip_dirs=strip_dirs, title=title))
+        if out is not None:
+            out.write(self.table(top, strip_dirs=strip_dirs, title=title))
 
     def __repr__(self) -> str:
         return (
