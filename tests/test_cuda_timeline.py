@@ -594,9 +594,16 @@ def test_chrome_events_have_tracks_and_flows(stub: Stub) -> None:
     assert isinstance(first["ts"], float)
     starts = {e["id"]: e for e in ev if e["ph"] == "s"}
     ends = {e["id"]: e for e in ev if e["ph"] == "f"}
-    assert set(starts) == set(ends) == {1, 10, 11, 12, 1000013, 20, 21, 22}
-    assert starts[1000013]["ts"] == (m0 + 4000) / 1000  # from the outer cudaLaunchKernel
-    assert starts[1]["tid"] == API_TID + tid and ends[1]["tid"] == GPU_TID and ends[1]["bp"] == "e"
+    assert set(starts) == set(ends) and len(starts) == 8  # one flow id per launch -> work
+    work = [e for e in ev if e.get("cat") in ("cuda_kernel", "cuda_memcpy", "cuda_memset")]
+    by_corr = {}
+    for flow_id, end in ends.items():  # each arrow ends where its work starts, on its lane
+        (w,) = [e for e in work if e["ts"] == end["ts"] and e["tid"] == end["tid"]]
+        by_corr[w["args"]["correlation"]] = (starts[flow_id], end)
+    assert set(by_corr) == {1, 10, 11, 12, 1000013, 20, 21, 22}
+    assert by_corr[1000013][0]["ts"] == (m0 + 4000) / 1000  # from the outer cudaLaunchKernel
+    start, end = by_corr[1]
+    assert start["tid"] == API_TID + tid and end["tid"] == GPU_TID and end["bp"] == "e"
     nvtx = [e for e in ev if e.get("cat") == "nvtx"]
     assert [(e["name"], e["ts"], e["dur"]) for e in nvtx] == [("forward", (m0 + 50) / 1000, 5.55)]
     assert any(e.get("cat") == "cuda_sync" and e["dur"] == 9.8 for e in ev)
@@ -758,3 +765,59 @@ def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
     assert kernel["ts"] == pytest.approx((m0 + 1000) / 1000, abs=1e-3)
     assert m0 / 1000 <= span["ts"] <= span["ts"] + span["dur"] <= m1 / 1000
     assert any(e.get("ph") == "s" for e in events) and any(e.get("ph") == "f" for e in events)
+
+
+def test_a_failing_wait_at_stop_keeps_the_records(stub: Stub, monkeypatch: Any) -> None:
+    """A kernel's fault surfaces at the stop's synchronize: the error is raised after the
+    records are read, so the trace of the faulting run is there to look at."""
+    stub.py.stub_set_clock_fixed(C0)
+    rec = _start(stub)
+    _workload(stub.py)
+
+    def fault() -> None:
+        raise RuntimeError("cudaErrorIllegalAddress")
+
+    monkeypatch.setattr(cuda_timeline, "_synchronize", fault)
+    with pytest.raises(RuntimeError, match="IllegalAddress"):
+        rec.stop()
+    assert len(rec.kernels) == 5 and len(rec.api_calls) > 0 and rec.stop_ns > 0
+    with pytest.raises(RuntimeError, match="without a start"):
+        rec.stop()
+
+
+def test_a_launch_inside_fastprof_kernels_is_charged_to_the_users_line(stub: Stub) -> None:
+    import fastprof.kernels as kernels_pkg
+
+    inner_src = "def inner_launch(api):\n    api(2, 0, b'cudaLaunchKernel', 5, 0, 10, 0, None)\n"
+    ns: dict = {}
+    exec(
+        compile(inner_src, os.path.join(os.path.dirname(kernels_pkg.__file__), "gpu.py"), "exec"),
+        ns,
+    )
+    stub.py.stub_set_clock_fixed(C0)
+    rec = _start(stub)
+    ns["inner_launch"](stub.py.stub_api)  # L_KERNELS
+    stub.py.stub_kernel(SAXPY, 0, 1, 7, 5, C0 + 100, C0 + 600)
+    rec.stop()
+    g = rec.gpu_by_python()
+    top = max(g.lines, key=lambda r: r.self_gpu_ns)
+    assert (top.filename, top.lineno, top.self_gpu_ns) == (__file__, _line("L_KERNELS"), 500)
+
+
+def test_every_flow_is_its_own_and_every_track_is_named(stub: Stub) -> None:
+    """Two kernels of one launch (a CUDA graph's) get an arrow each, with ids of their own;
+    a synchronisation whose API call was not recorded sits on a named track."""
+    from timeline_helpers import chrome_trace_problems
+
+    stub.py.stub_set_clock_fixed(C0)
+    rec = _start(stub)
+    stub.py.stub_api(RUNTIME, 0, b"cudaGraphLaunch", 300, C0 + 10, C0 + 20, 0, None)
+    stub.py.stub_kernel(SAXPY, 0, 1, 7, 300, C0 + 100, C0 + 200)
+    stub.py.stub_kernel(SAXPY, 0, 1, 7, 300, C0 + 300, C0 + 400)
+    stub.py.stub_sync(3, 1, 7, 777, C0 + 500, C0 + 600)
+    rec.stop()
+    events = rec.chrome_events(1)
+    doc = {"traceEvents": events, "displayTimeUnit": "ns"}
+    assert chrome_trace_problems(doc) == []
+    ids = [e["id"] for e in events if e["ph"] == "s"]
+    assert len(ids) == 2 and len(set(ids)) == 2

@@ -255,7 +255,9 @@ def check_cupti_driver(api: int, driver: int) -> None:
 
 
 #: fastprof's own folder: its frames are skipped when charging GPU time to Python lines.
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# fastprof's own package (fastprof/, not only fastprof/cuda/): a launch made inside
+# fastprof.kernels is charged to the user's line that called it
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _lock = threading.Lock()
 _running: list["CudaRecorder"] = []
@@ -315,13 +317,15 @@ class CudaRecorder:
         ready. Raises RuntimeError when not started."""
         if not self._running:
             raise RuntimeError("CudaRecorder.stop() without a start()")
+        failed: Optional[BaseException] = None
         try:
             _synchronize()
-        finally:
-            self._running = False
-            with _lock:
-                _running.remove(self)
-                raw, dropped, launches, ldropped, c0, c1 = _C._cuda_cupti_stop()
+        except BaseException as e:  # a kernel's fault surfaces here: the trace is kept for it
+            failed = e
+        self._running = False
+        with _lock:
+            _running.remove(self)
+            raw, dropped, launches, ldropped, c0, c1 = _C._cuda_cupti_stop()
         self.clock_start = (int(c0[0]), int(c0[1]), int(c0[2]))
         self.clock_stop = (int(c1[0]), int(c1[1]), int(c1[2]))
         self.start_ns = self.clock_start[1]
@@ -329,6 +333,8 @@ class CudaRecorder:
         self.dropped = int(dropped) + int(ldropped)
         self._take_launches(launches)
         self._take_records(raw)
+        if failed is not None:
+            raise failed  # after the records are read: the trace of a faulting run is kept
         return self
 
     def __enter__(self) -> "CudaRecorder":

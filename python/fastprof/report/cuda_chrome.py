@@ -89,9 +89,13 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
     calls = {a.correlation_id: a for a in rec.api_calls if a.domain == "runtime"}
     for a in rec.api_calls:
         calls.setdefault(a.correlation_id, a)
+    orphan = False  # a sync whose API call was not recorded goes on a track of its own
     for s in rec.syncs:
         call = calls.get(s.correlation_id)
         tid = API_TID + (call.tid if call is not None else 0)
+        if call is None and 0 not in threads and not orphan:
+            orphan = True
+            events += _meta(pid, API_TID, "CUDA API (thread unknown)", API_TID)
         events.append(
             {
                 "name": f"sync: {s.type}",
@@ -116,6 +120,7 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
                 "tid": NVTX_TID + n.tid,
             }
         )
+    flows = 0  # a flow id per launch -> work arrow: one launch (a CUDA graph's) may run several
     for r in gpu:
         lane = lanes[(r.device, r.stream)]
         args: dict[str, Any] = {
@@ -141,7 +146,8 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
         call = rec.api_call_of(r)
         if call is None:
             continue
-        flow = {"name": "launch", "cat": "cuda_flow", "id": r.correlation_id, "pid": pid}
+        flows += 1
+        flow = {"name": "launch", "cat": "cuda_flow", "id": flows, "pid": pid}
         events.append({**flow, "ph": "s", "ts": _us(call.start_ns), "tid": API_TID + call.tid})
         events.append({**flow, "ph": "f", "bp": "e", "ts": _us(r.start_ns), "tid": lane})
     return events
