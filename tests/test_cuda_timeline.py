@@ -767,7 +767,9 @@ def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
     assert any(e.get("ph") == "s" for e in events) and any(e.get("ph") == "f" for e in events)
 
 
-def test_a_failing_wait_at_stop_keeps_the_records(stub: Stub, monkeypatch: Any) -> None:
+def test_a_failing_wait_at_stop_keeps_the_records(
+    stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A kernel's fault surfaces at the stop's synchronize: the error is raised after the
     records are read, so the trace of the faulting run is there to look at."""
     stub.py.stub_set_clock_fixed(C0)
