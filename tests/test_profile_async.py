@@ -207,7 +207,9 @@ def test_async_decorator_report_after_each_call(capsys: Any) -> None:
     asyncio.run(profiled(2))
     out = capsys.readouterr().out
     assert "(a_work)" in out and "(a_leaf)" in out
-    assert "wrapper" not in out and "fastprof" not in out and "profile.py" not in out
+    title, rows = out.split("\n", 1)  # the title names the decorated function
+    assert title.startswith("@fastprof.profile: a_work (test_profile_async.py:")
+    assert "wrapper" not in rows and "fastprof" not in rows and "profile.py" not in rows
 
 
 def test_sync_decorator_and_session_block_show_no_profiler_frame() -> None:
