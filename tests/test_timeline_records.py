@@ -159,6 +159,18 @@ def test_a_range_of_the_records_and_bad_arguments() -> None:
         _fastprof._chrome_x_events(records, 0, 2, names, args[:1], [1], 2)
     with pytest.raises(TypeError, match="list of bytes"):
         _fastprof._chrome_x_events(records, 0, 2, ["f", "g"], args, [1], 2)
+    # a span longer than int64 nanoseconds (only crafted records hold one)
+    for t0, t1 in ((-(2**63), 1), (2**62 + 1, -(2**62))):
+        wide = RECORD.pack(t0, t1, 0, 0, 0)
+        with pytest.raises(OverflowError, match="shorter than 2\\*\\*63 ns"):
+            _fastprof._chrome_x_events(wide, 0, 1, names, args, [1], 2)
+
+
+def test_the_record_layout_is_the_one_c_writes() -> None:
+    from fastprof import timeline
+
+    assert RECORD.size == timeline._RECORD.size == _fastprof.TIMELINE_RECORD_SIZE == 32
+    assert chrome._RECORD_BYTES == _fastprof.TIMELINE_RECORD_SIZE
 
 
 class SpansOnly:

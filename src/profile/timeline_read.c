@@ -172,9 +172,12 @@ static PyMethodDef fp_tlr_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* See common.h.  Returns 0, or -1 with an exception set. */
+/* See common.h: adds _spans_of_records and TIMELINE_RECORD_SIZE (the bytes of one record, which
+ * fastprof.timeline and the Chrome writer read).  Returns 0, or -1 with an exception set. */
 int
 fp_tl_read_exec(PyObject *m)
 {
+    if (PyModule_AddIntConstant(m, "TIMELINE_RECORD_SIZE", (long)sizeof(fp_span)) < 0)
+        return -1;
     return PyModule_AddFunctions(m, fp_tlr_methods);
 }

@@ -120,6 +120,12 @@ fp_ct_event(fp_ctbuf *b, const fp_span *s, const char *name, size_t nname, const
             size_t nargs, long long pid, long long tid)
 {
     char num[2][32], ids[64]; /* ids: two int64 and the text between them, 47 at most */
+    if ((s->t0 < 0 && s->t1 > INT64_MAX + s->t0) || (s->t0 > 0 && s->t1 < INT64_MIN + s->t0)) {
+        PyErr_Format(PyExc_OverflowError,
+                     "records must hold spans shorter than 2**63 ns, not %lld to %lld",
+                     (long long)s->t0, (long long)s->t1);
+        return -1;
+    }
     Py_ssize_t nts = fp_ct_us(s->t0, num[0]);
     Py_ssize_t ndur = nts < 0 ? -1 : fp_ct_us(s->t1 - s->t0, num[1]);
     if (ndur < 0)

@@ -191,7 +191,7 @@ def chrome_trace(
 # Spans per chunk of the written text: the export holds one chunk's text at a time.
 _CHUNK = 1 << 16
 # The size of one span record (C's fp_span; fastprof.timeline reads its fields).
-_RECORD_BYTES = 32
+_RECORD_BYTES = _fastprof.TIMELINE_RECORD_SIZE
 
 
 def _records(timeline: TimelineLike) -> Optional[Tuple[bytes, Sequence[FuncKey]]]:
