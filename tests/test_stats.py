@@ -191,6 +191,21 @@ def test_to_pstats_and_files(tmp_path: Any) -> None:
     assert pstats.Stats(str(path)).stats == d
 
 
+def test_a_python_m_profile_file_is_refused_with_the_way_to_read_it(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "s.py"
+    script.write_text("def f():\n    return sum(range(9))\n\nf()\n")
+    out = tmp_path / "p.prof"
+    subprocess.run([sys.executable, "-m", "profile", "-o", str(out), str(script)], check=True)
+    with pytest.raises(ValueError, match=r"code object.*fastprof\.Stats\(pstats\.Stats\(path\)\)"):
+        fastprof.Stats(out)
+    # the way the message gives reads it, with the script's rows
+    names = {k[2] for k in fastprof.Stats(pstats.Stats(str(out))).to_dict()}
+    assert {"f", "<module>", "sum"} <= names
+
+
 def test_sources_and_merging() -> None:
     d = synthetic()
     twice = fastprof.Stats(d, d)

@@ -250,14 +250,23 @@ def load_pstats_file(src: Union[str, "os.PathLike[str]"]) -> PstatsDict:
     profile.py's).  Raises OSError when it cannot be read, ValueError naming the file when it
     is not a well-formed profile (wrong types, negative or non-finite numbers).  The file is
     read by fastprof's own reader of marshal's format, which builds plain data only and no
-    more of it than the file's size calls for."""
+    more of it than the file's size calls for: a file of ``python -m profile``, whose first
+    entry is keyed by the script's code object, is refused with a ValueError that says how to
+    read it through pstats."""
     path = os.fspath(src)
     raw = read_regular_file(path)
     what = f"{path}: not a profile file written by dump_stats"
     try:
         data = _marshal_reader.loads(raw)
     except ValueError as e:
-        raise ValueError(f"{what} ({_one_line(e)})") from None
+        hint = ""
+        if "type code 'c' " in str(e):
+            hint = (
+                "; `python -m profile` keys an entry by the script's code object, which this"
+                " reader does not build: fastprof.Stats(pstats.Stats(path)) reads such a file"
+                " through marshal, for a file you trust"
+            )
+        raise ValueError(f"{what} ({_one_line(e)}{hint})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{what} (it holds a {type(data).__name__}, expected a dict)")
     if _without_unknown_counts(data):
