@@ -232,6 +232,18 @@ def test_a_failing_extra_event_leaves_no_file(tmp_path: Any) -> None:
     assert fastprof.Profile  # the module is whole after the error
 
 
+def test_a_write_failing_part_way_removes_the_half_file(tmp_path: Any) -> None:
+    def pieces() -> Any:
+        yield b'{"traceEvents":['
+        raise MemoryError("made up")
+
+    out = tmp_path / "t.json"
+    out.write_text("an older trace")
+    with pytest.raises(MemoryError, match="made up"):
+        chrome.write_chrome_trace(out, pieces())
+    assert not out.exists()
+
+
 def test_spans_built_in_c_equal_the_records_and_bad_input() -> None:
     from fastprof.timeline import Span
 

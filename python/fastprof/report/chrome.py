@@ -316,13 +316,21 @@ def write_chrome_trace(
 ) -> str:
     """Writes ``trace`` (see :func:`chrome_trace`, its text from :func:`chrome_trace_text`
     or its pieces from :func:`chrome_trace_chunks`) as JSON to ``path``; returns the path.
-    OSError says why it could not."""
+    OSError says why it could not.  A write that fails part way (a full disk, an error while
+    the pieces are made) removes the regular file it began, so no half trace is left to
+    load."""
     out = os.fspath(path)
     if isinstance(trace, dict):
         trace = _dumps(trace)
     if isinstance(trace, str):
         trace = (trace.encode("utf-8"),)
-    with open(out, "wb") as f:
-        for piece in trace:
-            f.write(piece)
+    f = open(out, "wb")
+    try:
+        with f:
+            for piece in trace:
+                f.write(piece)
+    except BaseException:
+        if os.path.isfile(out):
+            os.unlink(out)
+        raise
     return out
