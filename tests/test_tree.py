@@ -111,6 +111,10 @@ def test_pstats_stay_exact_past_the_node_cap(name: str, cap: int) -> None:
         assert sum(n[3] for n in nodes) + merged == calls  # each call has a node or merged
         assert merged == 0 or len(nodes) == cap  # merging only once the cap is reached
         assert merged > 0 or cap == 40  # the small caps are reached on every workload
+        # a merged call's time is its caller's own time: each node's total is its own time
+        # and its children's totals, to the tick
+        for n in CallTree.from_profile(prof, ticks=True).nodes():
+            assert n.cumtime == n.tottime + sum(c.cumtime for c in n.children), n.key
 
 
 # -- known programs, trees written by hand ---------------------------------------------------

@@ -54,7 +54,10 @@ def tree_text(
     ukeys, kid = _unique([label(f[0]) for f in funcs])
     n = len(nodes)
     if n:
-        parents, raw_funcs, thread_of, ncalls, total, own = map(list, zip(*nodes))
+        parents, raw_funcs, thread_of, ncalls, total, _ = map(list, zip(*nodes))
+        from .tree import own_ticks
+
+        own = own_ticks(nodes, merged)
     else:
         parents = raw_funcs = thread_of = ncalls = total = own = []
     keep = [True] * n

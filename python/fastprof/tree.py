@@ -96,6 +96,20 @@ class Node:
         return None
 
 
+def own_ticks(nodes: Sequence[Tuple[int, int, int, int, int, int]], merged: int) -> List[int]:
+    """Each node's own time in the tree, in ticks, from the core's records ``nodes``
+    (parent, func, thread, ncalls, tt, it), a parent before its children: its ``it``, or past
+    the node cap (``merged`` calls without a node) its total less its children's totals, so
+    that the merged calls' time is their caller's own time (as the views show it)."""
+    if not merged:
+        return [n[5] for n in nodes]
+    below = [0] * len(nodes)
+    for parent, _, _, _, tt, _ in nodes:
+        if 0 <= parent < len(below):
+            below[parent] += tt
+    return [n[4] - b for n, b in zip(nodes, below)]
+
+
 class CallTree:
     """Per-thread calling-context trees of one profile.
 
@@ -138,17 +152,22 @@ class CallTree:
     ) -> "CallTree":
         """The tree from the core's records: ``nodes`` as (parent, func, thread, ncalls, tt,
         it) in ticks of ``spt`` seconds, a parent before its children (-1: a top-level frame
-        of thread ``threads[thread]``); ``keys[func]`` is each function's pstats key."""
+        of thread ``threads[thread]``); ``keys[func]`` is each function's pstats key.  Past
+        the node cap (``merged`` calls without a node), a node's own time is its total less
+        its children's totals: the merged calls' time is their caller's own time, as in
+        pyinstrument's and speedscope's views, and every node's total is its own time and its
+        children's."""
         roots = [Node(None) for _ in threads]
         made: List[Node] = []
-        for parent, func, thread, ncalls, tt, it in nodes:
+        owns = own_ticks(nodes, merged)
+        for (parent, func, thread, ncalls, tt, _), own in zip(nodes, owns):
             if parent >= len(made) or not 0 <= thread < len(roots):
                 raise ValueError(
                     f"malformed tree record {(parent, func, thread)!r}: a parent "
                     f"must precede its children and name a known thread"
                 )
             up = roots[thread] if parent < 0 else made[parent]
-            n = Node(keys[func], ncalls, it * spt, tt * spt, up, func)
+            n = Node(keys[func], ncalls, own * spt, tt * spt, up, func)
             up.children.append(n)
             made.append(n)
         for r in roots:
