@@ -630,3 +630,14 @@ def test_a_tree_that_cannot_be_written_warns_after_the_pstats_file(tmp_path, mon
     with pytest.warns(RuntimeWarning, match="call tree was not saved"):
         p.dump_stats(tmp_path / "x.prof")
     assert pstats.Stats(str(tmp_path / "x.prof")).stats[key(rec)][1] == 2
+
+
+def test_the_methods_signatures_name_self() -> None:
+    import inspect
+
+    p = fastprof.Profile()
+    for name, rest in (("enable", ["subcalls", "builtins"]), ("disable", []), ("clear", [])):
+        unbound = inspect.signature(getattr(fastprof.Profile, name))
+        assert list(unbound.parameters) == ["self", *rest], name
+        unbound.bind(p)  # the unbound method takes the profiler
+        assert list(inspect.signature(getattr(p, name)).parameters) == rest, name

@@ -748,11 +748,12 @@ fp_profiler_thread_names(PyObject *self, FP_UNUSED PyObject *unused)
 
 static PyMethodDef fp_profiler_methods[] = {
     {"enable", (PyCFunction)(void (*)(void))fp_profiler_enable, METH_VARARGS | METH_KEYWORDS,
-     "enable(subcalls=None, builtins=None)\n--\n\nStart collecting profiling information."},
+     "enable($self, /, subcalls=None, builtins=None)\n--\n\nStart collecting profiling "
+     "information."},
     {"disable", fp_profiler_disable, METH_NOARGS,
-     "disable()\n--\n\nStop collecting profiling information."},
+     "disable($self, /)\n--\n\nStop collecting profiling information."},
     {"clear", fp_profiler_clear, METH_NOARGS,
-     "clear()\n--\n\nClear all profiling information collected so far."},
+     "clear($self, /)\n--\n\nClear all profiling information collected so far."},
     {"_raw", fp_profiler_raw, METH_NOARGS,
      "_raw() -> (seconds_per_tick, funcs, edges): the tables in ticks."},
     {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
