@@ -27,7 +27,21 @@ def _tree_lines(text: str) -> List[str]:
 def test_library_of() -> None:
     assert library_of(KEYS[0]) is None
     assert library_of(KEYS[3]) == "numpy"
-    assert library_of(KEYS[5]) == "builtins"
+    # a C method is tagged with its package, or "builtins" for Python's own and the stdlib's
+    assert library_of(KEYS[5]) == "numpy"
+    assert library_of(KEYS[8]) == "builtins"
+    for name, lib in (
+        ("<method 'mean' of 'numpy.ndarray' objects>", "numpy"),
+        ("<built-in method torch._C._nn.linear>", "torch"),
+        ("<built-in method sum of torch._C.TensorBase object at 0x7f00>", "torch"),
+        ("<method 'append' of 'list' objects>", "builtins"),
+        ("<method 'acquire' of '_thread.lock' objects>", "builtins"),
+        ("<built-in method _json.scanstring>", "builtins"),
+        ("<built-in method time.sleep>", "builtins"),
+        ("<built-in method __exit__ of _thread.lock object at 0x7f00>", "builtins"),
+        ("<something else>", "builtins"),
+    ):
+        assert library_of(("~", 0, name)) == lib, name
     assert library_of(("/usr/lib/python3.11/json/decoder.py", 1, "decode")) == "stdlib"
     assert library_of(("<frozen importlib._bootstrap>", 1, "_find")) == "stdlib"
     assert library_of(("/x/lib/python3.12/site-packages/six.py", 1, "f")) == "six"

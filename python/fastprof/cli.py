@@ -85,8 +85,7 @@ def _run_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help=f"show the first N rows (default {_DEFAULT_TOP} in the flat table, "
-        f"15 in the call tree's table of top functions)",
+        help=_TOP_ROWS_HELP,
     )
     p.add_argument("--all", action="store_true", help="show every row")
     p.add_argument(
@@ -174,6 +173,12 @@ def _run_parser() -> argparse.ArgumentParser:
 # `python -m` put first (set while `run` runs a script): the report's own imports (json, html,
 # sysconfig) must not find a script's json.py.
 _PATH_BEFORE_SCRIPT: Optional[List[str]] = None
+
+# --top's help, for run and view alike (15: report.tree_text.DEFAULT_TOP)
+_TOP_ROWS_HELP = (
+    f"show the first N rows (default {_DEFAULT_TOP} in the flat table, 15 in the call "
+    f"tree's table of top functions)"
+)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -1339,7 +1344,7 @@ def _view(argv: Sequence[str]) -> int:
         type=_positive_int,
         default=None,
         metavar="N",
-        help=f"show the first N rows (default {_DEFAULT_TOP})",
+        help=_TOP_ROWS_HELP,
     )
     p.add_argument("--all", action="store_true", help="show every row")
     p.add_argument(

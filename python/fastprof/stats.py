@@ -215,7 +215,7 @@ def _entry_error(key: Any, value: Any) -> Optional[str]:
         return f"key {_REPR.repr(key)} is not (file, line, name)"
     if not isinstance(value, tuple) or len(value) != 5:
         return (
-            f"entry {_REPR.repr(key)}: expected (calls, primitive calls, tottime, cumtime, callers)"
+            f"entry {_REPR.repr(key)}: expected (primitive calls, calls, tottime, cumtime, callers)"
         )
     cc, nc, tt, ct, callers = value
     if not (_is_count(cc) and _is_count(nc) and _is_time(tt) and _is_time(ct)):

@@ -38,15 +38,61 @@ def _stdlib_dirs() -> Tuple[str, ...]:
 _STDLIB_DIRS = _stdlib_dirs()
 
 
+def _stdlib_names() -> frozenset:
+    """The top-level names of the standard library's modules: ``sys.stdlib_module_names``
+    (3.10+), else the builtin modules and those in the standard library's folders."""
+    import sys
+
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is not None:
+        return frozenset(names)
+    found = set(sys.builtin_module_names)
+    for d in _STDLIB_DIRS:
+        for sub in ("", "lib-dynload"):
+            try:
+                entries = os.listdir(os.path.join(d, sub))
+            except OSError:
+                continue
+            found.update(e.split(".", 1)[0] for e in entries)
+    return frozenset(found)
+
+
+_STDLIB_NAMES: Optional[frozenset] = None
+# a C function's or method's module, as its label names it: <built-in method mod.f>, <method
+# 'f' of 'mod.Type' objects>, <built-in method f of mod.Type object at 0x...>
+_C_OWNER = re.compile(
+    r"^<(?:built-in method ([\w.]+)>|method '[^']*' of '([\w.]+)' objects>|"
+    r"built-in method \w+ of ([\w.]+) object)"
+)
+
+
+def _c_library(name: str) -> str:
+    """The library of a builtin or C method labelled ``name``: its module's top-level name
+    when that is a package outside the standard library (``numpy`` for ``<method 'mean' of
+    'numpy.ndarray' objects>``), else "builtins"."""
+    global _STDLIB_NAMES
+    m = _C_OWNER.match(name)
+    owner = next((g for g in m.groups() if g), "") if m else ""
+    if "." not in owner:
+        return "builtins"
+    top = owner.split(".", 1)[0]
+    if _STDLIB_NAMES is None:
+        _STDLIB_NAMES = _stdlib_names()
+    if top in _STDLIB_NAMES or top.lstrip("_") in _STDLIB_NAMES or not top:
+        return "builtins"
+    return top
+
+
 def library_of(key: Optional[FuncKey]) -> Optional[str]:
-    """The library a function belongs to: "builtins" for builtins and C methods, the
-    package's top-level name for site-packages, "stdlib" for the standard library (and
+    """The library a function belongs to: "builtins" for builtins and C methods (a C
+    function or method of a package outside the standard library: that package's name, as
+    ``numpy`` for ndarray.mean), the package's top-level name for site-packages, "stdlib" for the standard library (and
     frozen modules), "fastprof" for this package; None for the user's own code."""
     if key is None:
         return None
     file = key[0]
     if file == "~":
-        return "builtins"
+        return _c_library(key[2])
     if file.startswith("<frozen "):
         return "stdlib"
     m = _SITE.search(file)
