@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import random
 import struct
 import threading
@@ -259,7 +260,20 @@ def test_spans_built_in_c_equal_the_records_and_bad_input() -> None:
         _fastprof._spans_of_records(records[:-1], keys, Span)
     with pytest.raises(TypeError, match="subclass of tuple"):
         _fastprof._spans_of_records(records, keys, dict)
+    # a struct sequence has hidden fields a five-item tuple would not hold
+    with pytest.raises(TypeError, match="not a struct sequence"):
+        _fastprof._spans_of_records(records, keys, type(os.stat(".")))
     assert _fastprof._spans_of_records(b"", keys, Span) == []
+    # the thread ids are ints exactly: an __index__ could free the texts being written
+    freed: List[bytes] = [b'"f"', b'"g"']
+
+    class Sly:
+        def __index__(self) -> int:
+            freed.clear()
+            return 1
+
+    with pytest.raises(TypeError, match="tids must be a list of int"):
+        _fastprof._chrome_x_events(records, 0, 2, freed, [b"", b""], [Sly()] * 8, 1)
 
 
 def test_a_timers_epoch_sized_nanoseconds_stay_exact() -> None:

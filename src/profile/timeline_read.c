@@ -107,6 +107,25 @@ error:
     return bytes;
 }
 
+/* Checks that type is a tuple subclass whose objects are plain tuples of their items (as a
+ * class statement or collections.namedtuple makes): not a struct sequence (os.stat_result),
+ * whose hidden fields a five-item allocation would not hold.  Returns 0, or -1 with
+ * TypeError. */
+static int
+fp_tlr_plain_tuple_type(PyTypeObject *type)
+{
+    int structseq = 0;
+    if (Py_IS_TYPE(type, &PyType_Type) && PyType_IsSubtype(type, &PyTuple_Type) &&
+        type->tp_alloc != NULL && type->tp_itemsize == PyTuple_Type.tp_itemsize) {
+        structseq = PyObject_HasAttrString((PyObject *)type, "n_sequence_fields");
+        if (!structseq)
+            return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "span_type must be a plain subclass of tuple%s, not %.100s",
+                 structseq ? " (not a struct sequence)" : "", type->tp_name);
+    return -1;
+}
+
 /* _spans_of_records(records, keys, span_type) -> list: a span_type (a tuple subclass of five
  * fields, fastprof.timeline.Span) per record of records (as _timeline_records gives them):
  * (start_ns, end_ns, keys[func], thread, depth).  Returns the list, or NULL with an exception
@@ -121,10 +140,8 @@ fp_tlr_spans_of_records(FP_UNUSED PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*O!O!:_spans_of_records", &view, &PyList_Type, &keys,
                           &PyType_Type, &type))
         return NULL;
-    if (!PyType_IsSubtype(type, &PyTuple_Type) || type->tp_alloc == NULL) {
-        PyErr_SetString(PyExc_TypeError, "span_type must be a subclass of tuple");
+    if (fp_tlr_plain_tuple_type(type) < 0)
         goto error;
-    }
     if (view.len % (Py_ssize_t)sizeof(fp_span) != 0) {
         PyErr_SetString(PyExc_ValueError, "records must be whole span records");
         goto error;

@@ -195,7 +195,14 @@ fp_chrome_x_events(FP_UNUSED PyObject *m, PyObject *args)
             goto error;
         long long tid = (long long)s.thread + 1;
         if (s.thread >= 0 && s.thread < PyList_GET_SIZE(tids)) {
-            tid = PyLong_AsLongLong(PyList_GET_ITEM(tids, s.thread));
+            /* an int exactly: converting it runs no Python code that could free the texts */
+            PyObject *item = PyList_GET_ITEM(tids, s.thread);
+            if (!PyLong_CheckExact(item)) {
+                PyErr_Format(PyExc_TypeError, "tids must be a list of int, not holding %.100s",
+                             Py_TYPE(item)->tp_name);
+                goto error;
+            }
+            tid = PyLong_AsLongLong(item);
             if (tid == -1 && PyErr_Occurred())
                 goto error;
         }
