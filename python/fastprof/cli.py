@@ -1477,6 +1477,7 @@ usage: fastprof [run] [options] (script.py | -m module) [args ...]
        fastprof diff A.prof B.prof [--html OUT]
        fastprof merge RUN_DIR -o OUT.prof
        fastprof compare A.prof B.prof | A.json B.json
+       fastprof demo [--size N] [--top N]
 
 Exact, low-overhead profiling of Python programs.
 
@@ -1488,6 +1489,8 @@ commands:
   diff      what changed between two saved profiles, per function and per call path
   merge     one pstats file from the per-process profiles of run --subprocesses --run-dir DIR
   compare   compare two saved profiles (pstats) or two saved benchmark runs (JSON)
+  demo      profile a small image pipeline, find its bottleneck and time the fixes
+            (needs NumPy)
 
 `fastprof COMMAND -h` describes each command's options; `fastprof --version` prints the
 version.
@@ -1517,6 +1520,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from . import merge
 
         return merge.main(args[1:])
+    if cmd == "demo":
+        from . import _demo
+
+        return _demo.main(args[1:])
     if cmd == "run":
         args = args[1:]
     # the command line itself (argv read from sys.argv) leaves the script's state in place
