@@ -131,6 +131,7 @@ class _Quiet:
 def _marshal_loads(
     data: bytes, /, *, allow_bytes: bool = False
 ) -> Any: ...  # _marshal_reader.loads
+
 TIMELINE_RECORD_SIZE: int  # bytes of one span record (timeline._RECORD, report.chrome)
 
 def _spans_of_records(

@@ -25,7 +25,7 @@ import sys
 import threading
 import types
 import warnings
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _fastprof
 from ._files import read_regular_file
@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _MONITORING = sys.version_info >= (3, 12)
+_T = TypeVar("_T")  # what the decorator takes and gives back: a function stays its type
 _TOOL_NAME = "fastprof-lines"
 # Code objects of comprehensions and generator expressions are not registered on their own:
 # their time is charged to the line of the registered function that runs them, as 3.12+
@@ -690,7 +691,7 @@ class LineProfiler(Wrapping):
                 found += 1
         return found
 
-    def __call__(self, func: Any) -> Any:
+    def __call__(self, func: _T) -> _T:
         """Decorator: register func and return a wrapper of the same kind (a generator
         function stays one, a coroutine function, an async generator function, a
         classmethod, staticmethod, property, cached_property, partial, partialmethod or bound

@@ -33,6 +33,7 @@ from ._quiet import quiet
 from .keys import FuncKey, label
 
 if TYPE_CHECKING:
+    from .lines import LineProfiler
     from .tree import CallTree
 
 __all__ = [
@@ -307,6 +308,10 @@ class ProfileSession(_fastprof._Session):
     RecursionError on an exhausted stack included.
     """
 
+    if TYPE_CHECKING:
+        # the C base class's __enter__ gives the session's profiler (no Python frame runs)
+        def __enter__(self) -> "Union[Profile, LineProfiler]": ...
+
     def __init__(
         self,
         *,
@@ -549,12 +554,37 @@ def _line_profiler() -> Any:
         raise NotImplementedError(f"lines=True needs fastprof.lines: {e}") from None
 
 
+# the options are ProfileSession's keywords: a misspelt one is a type error, not Any
 @overload
-def profile(func: _F, **options: Any) -> _F: ...
+def profile(
+    func: _F,
+    *,
+    sort_by: Union[str, Tuple[str, ...]] = ...,
+    top_n: Optional[int] = ...,
+    builtins: bool = ...,
+    lines: bool = ...,
+    output: Optional[str] = ...,
+    report: str = ...,
+    clock: Literal["wall", "cpu", "process_cpu"] = ...,
+    threads: bool = ...,
+    stream: Any = ...,
+) -> _F: ...
 
 
 @overload
-def profile(func: None = None, **options: Any) -> "ProfileSession": ...
+def profile(
+    func: None = None,
+    *,
+    sort_by: Union[str, Tuple[str, ...]] = ...,
+    top_n: Optional[int] = ...,
+    builtins: bool = ...,
+    lines: bool = ...,
+    output: Optional[str] = ...,
+    report: str = ...,
+    clock: Literal["wall", "cpu", "process_cpu"] = ...,
+    threads: bool = ...,
+    stream: Any = ...,
+) -> "ProfileSession": ...
 
 
 def profile(func: Optional[_F] = None, **options: Any) -> Any:

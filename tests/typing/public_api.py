@@ -35,3 +35,20 @@ def uses() -> None:
     assert_type(fastprof.profile(), ProfileSession)
     lines = fastprof.LineProfiler(plain)
     assert_type(lines, fastprof.LineProfiler)
+
+
+lp = fastprof.LineProfiler()
+
+
+@lp
+def line_profiled(x: int) -> float:
+    return x / 2
+
+
+def uses_more() -> None:
+    # a LineProfiler used as a decorator keeps the function's type
+    assert_type(line_profiled(3), float)
+    # the block's profiler is the session's: a call profiler, or the line profiler
+    with fastprof.profile(report="never") as prof:
+        pass
+    assert_type(prof, "fastprof.Profile | fastprof.LineProfiler")
