@@ -294,6 +294,9 @@ def test_every_id_held_gives_one_message_for_both_profilers() -> None:
         with pytest.raises(RuntimeError, match="every sys.monitoring tool id is held") as b:
             fastprof.LineProfiler(leaf).enable()
         assert str(a.value) == str(b.value)
+        # the holders as a plain list: "0: 'other tool', 1: 'other tool', ..."
+        listed = ", ".join(f"{i}: {sys.monitoring.get_tool(i)!r}" for i in range(6))
+        assert f"({listed});" in str(a.value)
     finally:
         for i in held:
             sys.monitoring.free_tool_id(i)

@@ -393,7 +393,7 @@ fp_mon_claim(PyObject *mon, const char *name, int profiler_first)
 {
     static const int first[] = {2, 3, 4, 5, 0, 1}, later[] = {3, 4, 5, 2, 0, 1};
     const int *order = profiler_first ? first : later;
-    PyObject *names = NULL;
+    PyObject *names = NULL, *joined = NULL;
     PyObject *uname = PyUnicode_FromString(name);
     if (uname == NULL)
         goto error;
@@ -424,13 +424,17 @@ fp_mon_claim(PyObject *mon, const char *name, int profiler_first)
             Py_CLEAR(names);
         Py_XDECREF(item);
     }
-    if (names == NULL)
+    PyObject *sep = names ? PyUnicode_FromString(", ") : NULL;
+    joined = sep ? PyUnicode_Join(sep, names) : NULL;
+    Py_XDECREF(sep);
+    if (joined == NULL)
         goto error;
     PyErr_Format(PyExc_RuntimeError,
-                 "fastprof cannot profile: every sys.monitoring tool id is held (%S); "
+                 "fastprof cannot profile: every sys.monitoring tool id is held (%U); "
                  "disable one of those tools first",
-                 names);
+                 joined);
 error:
+    Py_XDECREF(joined);
     Py_XDECREF(names);
     Py_XDECREF(uname);
     return -1;
