@@ -277,7 +277,39 @@ def _summary(values: np.ndarray) -> dict[str, float]:
 _TIMER_PENDING_MAX = 64  # event pairs a timer keeps unread
 
 
-class cuda_timer:
+class _GpuStatistics:
+    """The read-only statistics of GPU times in milliseconds, from ``_stat(key)``."""
+
+    def _stat(self, key: str) -> float:
+        raise NotImplementedError
+
+    @property
+    def median(self) -> float:
+        """Median GPU time (ms)."""
+        return self._stat("median")
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of GPU times (ms)."""
+        return self._stat("iqr")
+
+    @property
+    def min(self) -> float:
+        """Fastest GPU time (ms)."""
+        return self._stat("min")
+
+    @property
+    def mean(self) -> float:
+        """Mean GPU time (ms)."""
+        return self._stat("mean")
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of GPU times (ms)."""
+        return self._stat("std")
+
+
+class cuda_timer(_GpuStatistics):
     """Times a block on the GPU with a pair of CUDA events, and on the host.
 
     ``with cuda_timer(name=None, stream=None) as t: ...`` records a start event on ``stream``
@@ -374,11 +406,8 @@ class cuda_timer:
         """median, iqr, min, mean, std of the GPU samples (ms)."""
         return _summary(self.samples_ms)
 
-    median = property(lambda self: self.stats()["median"], doc="Median GPU time (ms).")
-    iqr = property(lambda self: self.stats()["iqr"], doc="Interquartile range of GPU times (ms).")
-    min = property(lambda self: self.stats()["min"], doc="Fastest GPU time (ms).")
-    mean = property(lambda self: self.stats()["mean"], doc="Mean GPU time (ms).")
-    std = property(lambda self: self.stats()["std"], doc="Standard deviation of GPU times (ms).")
+    def _stat(self, key: str) -> float:
+        return self.stats()[key]
 
     def __len__(self) -> int:
         return len(self._gpu) + len(self._pending)
@@ -400,7 +429,7 @@ class cuda_timer:
 
 
 @dataclass
-class BenchmarkResult:
+class BenchmarkResult(_GpuStatistics):
     """Times of :func:`benchmark` in milliseconds: ``gpu_times`` (events around each call) and
     ``cpu_times`` (host time of each call, launch included, wait excluded)."""
 
@@ -416,12 +445,6 @@ class BenchmarkResult:
 
     def _stat(self, key: str) -> float:
         return _summary(self.gpu_times)[key]
-
-    median = property(lambda self: self._stat("median"), doc="Median GPU time (ms).")
-    iqr = property(lambda self: self._stat("iqr"), doc="Interquartile range of GPU times (ms).")
-    min = property(lambda self: self._stat("min"), doc="Fastest GPU time (ms).")
-    mean = property(lambda self: self._stat("mean"), doc="Mean GPU time (ms).")
-    std = property(lambda self: self._stat("std"), doc="Standard deviation of GPU times (ms).")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: name, settings, GPU and CPU summaries, and the raw times (lists)."""
