@@ -27,9 +27,9 @@ class _Unreadable(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m fastprof compare",
+        prog="fastprof compare",
         description="Compare two saved benchmark runs (JSON written by --fastprof-save or "
-        "pytest-benchmark): the ratio new/old of each benchmark with its 95%% "
+        "pytest-benchmark): the ratio new/old of each benchmark with its 95% "
         "bootstrap confidence interval; a --fail rule is broken only when the "
         "whole interval lies beyond its threshold. Or compare two call profiles "
         "(pstats files written by fastprof -o, cProfile -o or dump_stats): calls, "
@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stat",
         choices=_STATS,
-        default="median",
-        help="benchmark runs: statistic shown in the table (default: median)",
+        default=None,
+        help="benchmark runs: statistic shown in the table (default: that of the first "
+        "--fail rule, else median, as the pytest plugin shows)",
     )
     p.add_argument(
         "--by",

@@ -14,6 +14,7 @@ checks and the reading and writing of saved runs do not.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import re
@@ -404,10 +405,19 @@ def _device_info(state: _State) -> Dict[str, Any]:
     return {"cuda": info}
 
 
+#: the most characters of the readable part of a .prof file's name (file names stop at 255)
+_PROF_NAME_CHARS = 150
+
+
 def _prof_path(folder: str, fullname: str) -> str:
-    """Return the .prof path of a benchmark: its node id made safe for a file name."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fullname).strip("_")
-    return os.path.join(folder, "profiles", f"{safe}.prof")
+    """Return the .prof path of a benchmark: its node id made safe for a file name (at most
+    _PROF_NAME_CHARS characters of it), then 12 hex digits of the node id's SHA-1, so that
+    two node ids that read alike once made safe (``t[a/b]``, ``t[a b]``) get two files, and a
+    benchmark the same file in every run."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fullname).strip("_.")[:_PROF_NAME_CHARS]
+    data = fullname.encode("utf-8", "surrogatepass")
+    digest = hashlib.sha1(data, usedforsecurity=False).hexdigest()[:12]  # a name, not a secret
+    return os.path.join(folder, "profiles", f"{safe or 'benchmark'}-{digest}.prof")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

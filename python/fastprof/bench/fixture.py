@@ -15,6 +15,8 @@ CUDA_EVENT_RESOLUTION = 5e-7
 
 Record = Callable[[Dict[str, Any], Optional[Dict[Any, Any]]], None]
 ProfilerFactory = Callable[[], Any]
+#: each call's (args, kwargs) in one round
+Calls = List[Tuple[Tuple, Dict]]
 
 
 class FixtureUsageError(TypeError):
@@ -215,6 +217,29 @@ class BenchmarkFixture:
     def _where(self, label: Optional[str]) -> str:
         return f"{self.fixture_name}({self.fullname}{'::' + label if label else ''})"
 
+    def _call_makers(
+        self, args: Tuple, kwargs: Dict, setup: Any, teardown: Any
+    ) -> Tuple[Callable[[int], Calls], Callable[[Calls], None]]:
+        """Return (prepare, finish): prepare(n) gives each call's (args, kwargs), from setup
+        (run once per call) when given; finish(calls) runs teardown after a round."""
+        where = f"{self.fixture_name}.pedantic"
+
+        def prepare(n: int) -> Calls:
+            """Return each call's (args, kwargs): setup's, run once per call, when given."""
+            if setup is None:
+                return [(args, kwargs)] * n
+            return [_setup_call(where, setup, args, kwargs) for _ in range(n)]
+
+        def finish(calls: Calls) -> None:
+            """Call teardown after a round: once per call with each call's arguments when
+            setup made them, else once per round (as pytest-benchmark does)."""
+            if teardown is None:
+                return
+            for a, k in calls if setup is not None else calls[:1]:
+                teardown(*a, **k)
+
+        return prepare, finish
+
     def _round_runner(
         self,
         fn: Any,
@@ -227,21 +252,7 @@ class BenchmarkFixture:
     ) -> Callable[[int], Any]:
         """Return the round runner: sync, or a coroutine function when is_async."""
         timer = self.options.timer
-        where = f"{self.fixture_name}.pedantic"
-
-        def prepare(n: int) -> List[Tuple[Tuple, Dict]]:
-            """Return each call's (args, kwargs): setup's, run once per call, when given."""
-            if setup is None:
-                return [(args, kwargs)] * n
-            return [_setup_call(where, setup, args, kwargs) for _ in range(n)]
-
-        def finish(calls: List[Tuple[Tuple, Dict]]) -> None:
-            """Call teardown after a round: once per call with each call's arguments when
-            setup made them, else once per round (as pytest-benchmark does)."""
-            if teardown is None:
-                return
-            for a, k in calls if setup is not None else calls[:1]:
-                teardown(*a, **k)
+        prepare, finish = self._call_makers(args, kwargs, setup, teardown)
 
         if is_async:
 
@@ -297,6 +308,66 @@ class BenchmarkFixture:
 
         return run_setup
 
+    def _profiled_runner(
+        self,
+        fn: Any,
+        args: Tuple,
+        kwargs: Dict,
+        setup: Any,
+        teardown: Any,
+        is_async: bool,
+        prof: Any,
+    ) -> Callable[[int], Any]:
+        """Return a round runner (a coroutine function when is_async) whose round has prof
+        enabled around fn's n calls only: setup before them and teardown after them run
+        outside the profiled span, as does the timer; the round's duration returned is 0.0."""
+        prepare, finish = self._call_makers(args, kwargs, setup, teardown)
+        enable, disable = prof.enable, prof.disable
+
+        if is_async:
+
+            async def profile_async(n: int) -> float:
+                calls = prepare(n)
+                enable()
+                try:
+                    for a, k in calls:
+                        await fn(*a, **k)
+                finally:
+                    disable()
+                finish(calls)
+                return 0.0
+
+            return profile_async
+
+        if setup is None:
+
+            def profile_plain(n: int) -> float:  # no list of n calls: n may be large
+                loop = range(n)
+                enable()
+                try:
+                    for _ in loop:
+                        fn(*args, **kwargs)
+                finally:
+                    disable()
+                if teardown is not None:
+                    teardown(*args, **kwargs)
+                return 0.0
+
+            return profile_plain
+
+        def profile_setup(n: int) -> float:
+            calls = prepare(n)
+            enable()
+            try:
+                for a, k in calls:
+                    fn(*a, **k)
+            finally:
+                disable()
+            finish(calls)
+            return 0.0
+
+        return profile_setup
+
     def _run(
         self,
         label: Optional[str],
@@ -320,7 +391,7 @@ class BenchmarkFixture:
                 samples, n = runner.drive(plan, run_round)
             sampled = Sampled(samples, n, box[0])
             extra = self._extra(sampled)
-            stats = self._profile_sync(run_round, n, where)
+            stats = self._profile_sync(fn, args, kwargs, setup, teardown, n, where)
             self._finish(label, sampled, resolution, stats, "sync", extra)
             return sampled.result
 
@@ -332,12 +403,10 @@ class BenchmarkFixture:
             stats = None
             if self._profiler_factory is not None:
                 prof = self._profiler_factory()
+                profiled = self._profiled_runner(fn, args, kwargs, setup, teardown, True, prof)
+                profiled = self._wrap_round(profiled, True)
                 with runner.quiet(self.options.disable_gc, where):  # foreign hooks paused
-                    prof.enable()
-                    try:
-                        await run_round(n)
-                    finally:
-                        prof.disable()
+                    await profiled(n)
                 stats = _stats_of(prof)
             self._finish(label, sampled, resolution, stats, "async", extra)
             return sampled.result
@@ -351,19 +420,25 @@ class BenchmarkFixture:
         return run_round
 
     def _profile_sync(
-        self, run_round: Callable[[int], float], n: int, where: str
+        self,
+        fn: Any,
+        args: Tuple,
+        kwargs: Dict,
+        setup: Any,
+        teardown: Any,
+        n: int,
+        where: str,
     ) -> Optional[Dict]:
-        """Run one more round under the call profiler when asked, foreign hooks paused as in
+        """Run one more round of n calls with the call profiler on around fn's calls only
+        (setup, teardown and the runner's bookkeeping outside it), foreign hooks paused as in
         the timed rounds; return its pstats dict (None when not asked)."""
         if self._profiler_factory is None:
             return None
         prof = self._profiler_factory()
+        profiled = self._profiled_runner(fn, args, kwargs, setup, teardown, False, prof)
+        profiled = self._wrap_round(profiled, False)
         with runner.quiet(self.options.disable_gc, where):
-            prof.enable()
-            try:
-                run_round(n)
-            finally:
-                prof.disable()
+            profiled(n)
         return _stats_of(prof)
 
     def _extra(self, sampled: Sampled) -> Dict[str, Any]:
@@ -429,9 +504,10 @@ def _in_new_loop(coro: Any) -> Any:
 
 
 def _stats_of(prof: Any) -> Dict[Any, Any]:
-    """Return the pstats dict of a stopped cProfile-compatible profiler."""
+    """Return the pstats dict of a stopped cProfile-compatible profiler, without the rows of
+    its own disable call (profiling.target_stats)."""
     prof.create_stats()
-    return dict(prof.stats)
+    return profiling.target_stats(dict(prof.stats))
 
 
 def _setup_call(where: str, setup: Any, args: Tuple, kwargs: Dict) -> Tuple[Tuple, Dict]:

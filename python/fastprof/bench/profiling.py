@@ -35,13 +35,27 @@ def func_label(key: Tuple[str, int, str], root: Optional[str] = None) -> str:
 
 
 def _is_machinery(key: Tuple[str, int, str]) -> bool:
-    """Return True for rows that belong to the benchmark machinery, not to the user's code."""
+    """Return True for rows that belong to the benchmark machinery, not to the user's code: the
+    profiler's own enable/disable calls (the profiled span holds nothing else of it now) and,
+    in runs saved by earlier versions, frames of fastprof.bench."""
     filename, _, name = key
     if filename.startswith(_BENCH_DIR):
         return True
-    return filename == "~" and (
-        "disable' of" in name or "enable' of" in name or "perf_counter" in name
-    )
+    return filename == "~" and ("disable' of" in name or "enable' of" in name)
+
+
+def target_stats(stats: Dict[Any, Any]) -> Dict[Any, Any]:
+    """Return a copy of a pstats dict without the machinery's rows (see _is_machinery), and
+    without them among the callers of the others: what the .prof file of a benchmark holds."""
+    out: Dict[Any, Any] = {}
+    for key, value in stats.items():
+        if _is_machinery(key):
+            continue
+        if len(value) > 4 and isinstance(value[4], dict):
+            callers = {k: v for k, v in value[4].items() if not _is_machinery(k)}
+            value = (*value[:4], callers, *value[5:])
+        out[key] = value
+    return out
 
 
 def top_rows(

@@ -30,6 +30,18 @@ _MAX_WARMUP_SECONDS = 0.5
 STUCK_TIMER_SECONDS = 1.0
 
 
+def _is_seconds(value: Any) -> bool:
+    """Return True when value is a number of seconds rounds can be planned with: an int or a
+    float (not a bool), >= 0 and finite as a float (NaN, infinity and an int beyond a
+    float's range are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return 0 <= float(value) < math.inf
+    except OverflowError:  # an int beyond a float's range
+        return False
+
+
 @dataclass
 class Options:
     """How a benchmark is run; the fields are pytest-benchmark's marker keys."""
@@ -54,8 +66,12 @@ class Options:
                 raise ValueError(f"benchmark option {name}: expected an int >= 1, got {value!r}")
         for name in ("min_time", "max_time"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"benchmark option {name}: expected a number >= 0, got {value!r}")
+            if not _is_seconds(value):
+                positive = type(value) is not bool and isinstance(value, (int, float)) and value > 0
+                why = " (a time must be finite)" if positive else ""
+                raise ValueError(
+                    f"benchmark option {name}: expected a number >= 0, got {value!r}{why}"
+                )
         if not callable(self.timer):
             raise TypeError(f"benchmark option timer: expected a callable, got {self.timer!r}")
         return self

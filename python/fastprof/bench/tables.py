@@ -24,6 +24,18 @@ def fmt_time(seconds: float, unit: Optional[Tuple[str, float]] = None) -> str:
     return f"{seconds / scale:.4g} {name}"
 
 
+def fmt_count(value: float) -> str:
+    """Return a count per call as text, never in e-notation: a whole number as an integer
+    (12345), else with 4 significant digits and at least 3 decimals, trailing zeros dropped
+    (0.5, 3.333, 0.0001667)."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == int(value):
+        return str(int(value))
+    decimals = max(3, 3 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> List[str]:
     """Return the lines of a left-aligned first column, right-aligned others table."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -120,7 +132,7 @@ def profile_tables(benchmarks: List[Dict[str, Any]], top: int = PROFILE_ROWS) ->
         unit = pick_unit([max(r["tottime"] for r in rows) / n])  # the top row's unit
         body = [
             [
-                f"{r['ncalls'] / n:.4g}",
+                fmt_count(r["ncalls"] / n),
                 fmt_time(r["tottime"] / n, unit),
                 fmt_time(r["cumtime"] / n, unit),
             ]
