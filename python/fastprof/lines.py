@@ -467,6 +467,8 @@ class _LegacyState:
     thread_prev: Any = None
     thread_hook: Any = None  # the bootstrap fastprof gave threading.settrace
     owner: Optional[int] = None  # the ident of the thread that installed the driver
+    settrace_prev: Any = None  # sys.settrace as it was before the driver was installed
+    settrace_hook: Any = None  # the sys.settrace fastprof put in its place meanwhile
 
 
 def _threading_gettrace() -> Any:
@@ -509,6 +511,21 @@ def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]
         return local
 
     return bootstrap
+
+
+def _settrace_unmuting(tracer: Any, prev: Callable[[Any], None]) -> Callable[[Any], None]:
+    """sys.settrace while a LineProfiler is on below 3.12: the trace function mutes the frames
+    of code it does not time (f_trace_lines); before another trace function replaces it in a
+    thread (pdb.set_trace(), breakpoint(), a coverage tool, sys.settrace(None)), their line
+    events are turned back on, so that one stops or counts on the next line as without
+    fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind."""
+
+    @functools.wraps(prev)
+    def settrace(function: Any) -> None:
+        tracer._unmute_thread()  # the calling thread's, whichever LineTracer traces it
+        prev(function)
+
+    return settrace
 
 
 _LEGACY = _LegacyState()
@@ -846,6 +863,9 @@ class LineProfiler(Wrapping):
                 _LEGACY.driver = _LEGACY.thread_prev = _LEGACY.thread_hook = None
                 self._tracer._stop()
                 raise
+            _LEGACY.settrace_prev = sys.settrace
+            _LEGACY.settrace_hook = _settrace_unmuting(self._tracer, sys.settrace)
+            sys.settrace = _LEGACY.settrace_hook
         elif driver is not self._tracer:
             # One trace function per thread: the installed tracer feeds this one too.
             driver._add_passenger(self._tracer)
@@ -861,10 +881,14 @@ class LineProfiler(Wrapping):
             try:
                 driver._uninstall_trace()
             finally:
-                # a hook set for new threads while fastprof was on stays
+                # a hook set for new threads while fastprof was on stays, and so does a
+                # sys.settrace put in place of fastprof's meanwhile
                 if _threading_gettrace() is _LEGACY.thread_hook:
                     threading.settrace(_LEGACY.thread_prev)
+                if _LEGACY.settrace_hook is not None and sys.settrace is _LEGACY.settrace_hook:
+                    sys.settrace = _LEGACY.settrace_prev
                 _LEGACY.thread_prev = _LEGACY.thread_hook = None
+                _LEGACY.settrace_prev = _LEGACY.settrace_hook = None
 
     def _replaced_code(self) -> List[Any]:
         """The functions of ``functions`` whose ``__code__`` is not the code registered for

@@ -462,11 +462,36 @@ fp_line_active(fp_ltracer *self, FP_UNUSED PyObject *unused)
     return PyBool_FromLong(self->enabled || self->npassengers > 0);
 }
 
+/* Takes self's trace function out of thread ts (calling: the calling thread's state),
+ * putting back (chain_func, chain_obj) when chained (ts is the thread it chained in), and
+ * turns line events back on in every frame of ts's stack unless chained (nothing is muted
+ * there).  A thread that has self as a Python trace function (sys.settrace(sys.gettrace())
+ * while on) keeps it, and drops it at its next event.  Returns nothing; never leaves an
+ * exception set. */
+static void
+fp_line_uninstall_one(fp_ltracer *self, PyThreadState *ts, PyThreadState *calling, int chained,
+                      Py_tracefunc chain_func, PyObject *chain_obj)
+{
+    if (ts->c_traceobj != (PyObject *)self)
+        return;
+    if (!chained)
+        fp_line_unmute_stack(self, ts);
+    if (ts->c_tracefunc != fp_line_trace)
+        return;
+    Py_tracefunc func = chained ? chain_func : NULL;
+    PyObject *obj = chained ? chain_obj : NULL;
+    if (ts == calling)
+        fp_legacy_set_quiet(1, func, obj);
+    else if (fp_legacy_set_on(ts, 1, func, obj) < 0)
+        PyErr_Clear(); /* that thread's trace function leaves at its next event (off) */
+}
+
 /* _uninstall_trace(): removes self's trace function from every thread that has it (the
  * calling one included), putting back the trace function it chained to in the thread it
- * found it in; a thread where Python refuses (an audit hook, or 3.11's race with another
- * thread's sys.settrace) removes it at its next event, finding self inactive.  Returns
- * None. */
+ * found it in, and turns line events back on in the frames of those threads (see
+ * fp_line_uninstall_one); a thread where Python refuses (an audit hook, or 3.11's race with
+ * another thread's sys.settrace) removes it at its next event, finding self inactive.
+ * Returns None. */
 static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
@@ -481,18 +506,21 @@ fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
     Py_INCREF(self); /* the last thread to drop it may hold the last reference */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
          ts = PyThreadState_Next(ts)) {
-        if (ts->c_tracefunc != fp_line_trace || ts->c_traceobj != (PyObject *)self)
-            continue;
         int chained = ts == chain_ts && ts->thread_id == chain_tid && chain_func != NULL;
-        Py_tracefunc func = chained ? chain_func : NULL;
-        PyObject *obj = chained ? chain_obj : NULL;
-        if (ts == self_ts)
-            fp_legacy_set_quiet(1, func, obj);
-        else if (fp_legacy_set_on(ts, 1, func, obj) < 0)
-            PyErr_Clear(); /* that thread's trace function leaves at its next event (off) */
+        fp_line_uninstall_one(self, ts, self_ts, chained, chain_func, chain_obj);
     }
     Py_XDECREF(chain_obj);
     Py_DECREF(self);
+    Py_RETURN_NONE;
+}
+
+/* _unmute_thread(): turns line events back on in the frames of the calling thread when its
+ * trace function is a LineTracer's (fastprof.lines calls it from sys.settrace while on,
+ * before another trace function replaces it).  Returns None. */
+static PyObject *
+fp_line_unmute_thread(FP_UNUSED PyObject *unused, FP_UNUSED PyObject *unused2)
+{
+    fp_line_unmute_calling_thread();
     Py_RETURN_NONE;
 }
 #endif
@@ -534,6 +562,8 @@ static PyMethodDef fp_line_methods[] = {
     {"_remove_passenger", (PyCFunction)fp_line_remove_passenger, METH_O, "Stop feeding a tracer."},
     {"_active", (PyCFunction)fp_line_active, METH_NOARGS,
      "Whether the trace function still counts or feeds others."},
+    {"_unmute_thread", (PyCFunction)fp_line_unmute_thread, METH_NOARGS | METH_STATIC,
+     "Turn line events back on in the calling thread's frames when a LineTracer traces it."},
 #endif
     {"seconds_per_tick", (PyCFunction)fp_line_seconds_per_tick, METH_NOARGS | METH_STATIC,
      "seconds_per_tick() -> float: seconds of one tick of the tick clock."},

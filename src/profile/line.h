@@ -113,6 +113,23 @@ PyObject *fp_line_cb_leave(PyObject *op, PyObject *const *args, Py_ssize_t nargs
 #else
 int fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg);
 PyObject *fp_line_trace_call(PyObject *op, PyObject *args, PyObject *kwargs);
+
+/* Muting.  The trace function turns line events off (f_trace_lines) in the frames of code
+ * no tracer registered, and never leaves a frame so once it is no longer the thread's trace
+ * function: a generator or coroutine gets them back when it yields; a thread's whole stack
+ * when the trace function is taken out (_uninstall_trace, or itself at its next event once
+ * off) or replaced through sys.settrace while on (_unmute_thread, which fastprof.lines calls
+ * from the sys.settrace it puts in place meanwhile). */
+
+/* Turns line events back on in every frame of ts's stack (self gives the field's offset).
+ * Returns nothing; never leaves an exception set (one set before is kept). */
+void fp_line_unmute_stack(fp_ltracer *self, PyThreadState *ts);
+
+/* Turns line events back on in every frame of the calling thread's stack when its trace
+ * function is a LineTracer's (the C one, or the tracer as a Python trace function), except in
+ * the thread whose own trace function it chains to (nothing is muted there).  Returns
+ * nothing; never leaves an exception set (one set before is kept). */
+void fp_line_unmute_calling_thread(void);
 #endif
 
 #endif

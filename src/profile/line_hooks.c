@@ -273,19 +273,81 @@ fp_line_frame_code(PyFrameObject *frame)
 #endif
 }
 
-/* Turns line events off for frame (a frame of a code not registered).  Never sets an
- * exception. */
-static void
-fp_line_mute(FP_UNUSED fp_ltracer *self, PyFrameObject *frame)
+#if FP_PY311
+/* fp_line_set_lines where the offset of f_trace_lines is not known: through the attribute.
+ * Never sets an exception. */
+static FP_NOINLINE void
+fp_line_set_lines_attr(fp_ltracer *self, PyFrameObject *frame, int on)
+{
+    if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, on ? Py_True : Py_False) < 0)
+        PyErr_Clear();
+}
+#endif
+
+/* Sets frame's f_trace_lines to on (1: line events reach the trace function, 0: they do
+ * not), writing the field directly where the frame's layout allows (self caches its offset
+ * on 3.11).  Never sets an exception. */
+FP_INLINE void
+fp_line_set_lines(FP_UNUSED fp_ltracer *self, PyFrameObject *frame, int on)
 {
 #if FP_PY311
     if (FP_LIKELY(self->trace_lines_offset > 0))
-        *((char *)frame + self->trace_lines_offset) = 0;
-    else if (PyObject_SetAttr((PyObject *)frame, self->name_trace_lines, Py_False) < 0)
-        PyErr_Clear();
+        *((char *)frame + self->trace_lines_offset) = (char)on;
+    else
+        fp_line_set_lines_attr(self, frame, on);
 #else
-    frame->f_trace_lines = 0;
+    frame->f_trace_lines = on;
 #endif
+}
+
+/* Turns line events off for frame (a frame of a code not registered).  Never sets an
+ * exception. */
+FP_INLINE void
+fp_line_mute(fp_ltracer *self, PyFrameObject *frame)
+{
+    fp_line_set_lines(self, frame, 0);
+}
+
+/* A frame of a code not registered leaves (returns, unwinds or yields): turns its line
+ * events back on, so that a generator or coroutine muted here never waits suspended with
+ * them off (a debugger or coverage.py that takes over later sees its lines; it is muted
+ * again when it resumes under fastprof).  A frame that returns for good is done with them:
+ * one store costs less than telling the two apart.  Never sets an exception. */
+FP_INLINE void
+fp_line_unmute_leaving(fp_ltracer *self, PyFrameObject *frame)
+{
+    fp_line_set_lines(self, frame, 1);
+}
+
+/* See line.h. */
+void
+fp_line_unmute_stack(fp_ltracer *self, PyThreadState *ts)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyFrameObject *frame = PyThreadState_GetFrame(ts); /* strong, or NULL */
+    while (frame != NULL) {
+        fp_line_set_lines(self, frame, 1);
+        PyFrameObject *back = PyFrame_GetBack(frame); /* strong, or NULL */
+        Py_DECREF(frame);
+        frame = back;
+    }
+    PyErr_Clear(); /* 3.11 makes frame objects on the way, which may fail */
+    PyErr_Restore(type, value, tb);
+}
+
+/* See line.h. */
+void
+fp_line_unmute_calling_thread(void)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    PyObject *obj = ts->c_traceobj;
+    if (obj == NULL || Py_TYPE(obj)->tp_call != fp_line_trace_call)
+        return; /* not a LineTracer's thread: nothing was muted by fastprof here */
+    fp_ltracer *tracer = (fp_ltracer *)obj;
+    if (tracer->chain_func != NULL && tracer->chain_key == FP_THREAD_KEY())
+        return; /* the thread it chains in: nothing is muted there */
+    fp_line_unmute_stack(tracer, ts);
 }
 
 /* Returns 1 when frame is a generator or coroutine going on after a yield (its line then is
@@ -373,6 +435,18 @@ fp_line_trace_events(fp_ltracer *self, PyFrameObject *frame, int what)
     return known;
 }
 
+/* After a call, line or return event of frame, a frame of no code registered: mutes it
+ * (call, line), or turns its line events back on as it leaves (return; see
+ * fp_line_unmute_leaving). */
+FP_INLINE void
+fp_line_mute_or_not(fp_ltracer *self, PyFrameObject *frame, int what)
+{
+    if (what != PyTrace_RETURN)
+        fp_line_mute(self, frame);
+    else
+        fp_line_unmute_leaving(self, frame);
+}
+
 /* Hands one event to the trace function self chained to (see fp_line_install_trace).
  * Returns 1 when the event was handed over, 0 when this thread has none to hand it to, -1
  * with an exception set when that function failed (the interpreter then propagates it as
@@ -405,6 +479,8 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
          * one it chained to in its thread). */
         int mine = self->chain_func != NULL && self->chain_key == FP_THREAD_KEY();
         Py_INCREF(op);
+        if (!mine) /* leaving: no frame of this thread stays muted */
+            fp_line_unmute_stack(self, PyThreadState_Get());
         fp_legacy_set_quiet(1, mine ? self->chain_func : NULL, mine ? self->chain_obj : NULL);
         Py_DECREF(op);
         goto done;
@@ -414,15 +490,14 @@ fp_line_trace(PyObject *op, PyFrameObject *frame, int what, PyObject *arg)
         Py_INCREF(op);
         chained = fp_line_chain(self, frame, what, arg);
         /* Line events stay on where a chained function may want them. */
-        if (chained >= 0 && !fp_line_trace_events(self, frame, what) && chained == 0 &&
-            what != PyTrace_RETURN)
-            fp_line_mute(self, frame);
+        if (chained >= 0 && !fp_line_trace_events(self, frame, what) && chained == 0)
+            fp_line_mute_or_not(self, frame, what);
         Py_DECREF(op);
         rc = chained < 0 ? -1 : 0;
         goto done;
     }
-    if (!fp_line_trace_events(self, frame, what) && what != PyTrace_RETURN)
-        fp_line_mute(self, frame);
+    if (!fp_line_trace_events(self, frame, what))
+        fp_line_mute_or_not(self, frame, what);
 done:
     return rc;
 }
