@@ -486,12 +486,14 @@ def test_where_with_a_non_bool_condition_on_every_path():
 
 
 def test_scalar_names_follow_the_ufunc_rule_on_every_path():
-    # a * 2 of Python scalars is np.multiply's NumPy scalar (float64, strong) on every path
+    # a * 2 of Python scalars is Python's float, weak, as in the same NumPy code `x + a * 2`
+    # (float32 stays float32), on every path
     for n in (SMALL, LARGE):
         x = np.linspace(0, 1, n, dtype=np.float32)
         got = kernels.evaluate("x + a * 2", {"x": x, "a": 1.5})
-        want = np.add(x, np.multiply(1.5, 2))
-        assert got.dtype == want.dtype == np.float64
+        a = 1.5
+        want = x + a * 2
+        assert got.dtype == want.dtype == np.float32
         np.testing.assert_array_equal(got, want)
         got = kernels.evaluate("x + a", {"x": x, "a": 1.5})
         assert got.dtype == np.float32  # alone, a Python float is weak

@@ -274,7 +274,7 @@ def test_bad_arguments(bad, exc, match, func):
 
 def test_uniform_filter_bad_arguments():
     with pytest.raises(ValueError, match="size"):
-        kernels.uniform_filter(np.zeros(5), 0)
+        kernels.uniform_filter(np.zeros(5), float("inf"))  # 0 skips the axis, as in scipy
     with pytest.raises(ValueError, match="size"):
         kernels.uniform_filter(np.zeros((5, 5)), (3, 3, 3))
     with pytest.raises(ValueError, match="origin"):

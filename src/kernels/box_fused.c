@@ -542,7 +542,8 @@ fp_box_perm(PyArrayObject *a, const long *order, int norder, int *perm)
 /* _uniform_filter_exact(input, output, sizes, modes, origins, cval, order): output = scipy's
  * uniform_filter of input, bit for bit (float32/float64 arrays of one shape, any strides, no
  * overlap; one size, mode and origin per axis; order: the filtered axes, sizes > 1, in the
- * order scipy filters them, at least one).  Returns None, or NULL with an exception set. */
+ * order scipy filters them, at least one).  The int sequences are read (tuple copies) before
+ * any array is looked at.  Returns None, or NULL with an exception set. */
 PyObject *
 fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
 {
@@ -550,13 +551,19 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
     PyArrayObject *a, *o;
     double cval;
     long size_in[FP_MAXDIM], mode_in[FP_MAXDIM], origin_in[FP_MAXDIM], order[FP_MAXDIM];
-    int perm[FP_MAXDIM], inv[FP_MAXDIM], nd, norder, nw, rc = 0;
+    int perm[FP_MAXDIM], inv[FP_MAXDIM], nd, nsize, nmode, norigin, norder, nw, rc = 0;
     fp_boxjob j;
     memset(&j, 0, sizeof j);
     if (!PyArg_ParseTuple(args, "OOOOOdO:_uniform_filter_exact", &in, &out, &sizes, &modes,
                           &origins, &cval, &orderseq))
         goto error;
     if (fp_numpy_ready() < 0)
+        goto error;
+    /* the ints first: their __index__ may run Python code that changes the arrays */
+    if ((nsize = fp_kernels_ints(sizes, FP_MAXDIM, 0, "sizes", size_in)) < 0 ||
+        (nmode = fp_kernels_ints(modes, FP_MAXDIM, 0, "modes", mode_in)) < 0 ||
+        (norigin = fp_kernels_ints(origins, FP_MAXDIM, 0, "origins", origin_in)) < 0 ||
+        (norder = fp_kernels_ints(orderseq, FP_MAXDIM, 0, "order", order)) < 0)
         goto error;
     if ((j.idbl = fp_kernels_float_kind(in, "input")) < 0 ||
         (j.odbl = fp_kernels_float_kind(out, "output")) < 0)
@@ -574,12 +581,13 @@ fp_uniform_filter_exact(FP_UNUSED PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "output must be writeable");
         goto error;
     }
-    if (fp_kernels_ints(sizes, nd, 1, "sizes", size_in) < 0 ||
-        fp_kernels_ints(modes, nd, 1, "modes", mode_in) < 0 ||
-        fp_kernels_ints(origins, nd, 1, "origins", origin_in) < 0)
+    if (fp_kernels_count(nsize, nd, "sizes") < 0 || fp_kernels_count(nmode, nd, "modes") < 0 ||
+        fp_kernels_count(norigin, nd, "origins") < 0)
         goto error;
-    if ((norder = fp_kernels_ints(orderseq, nd, 0, "order", order)) < 0)
+    if (norder > nd) {
+        PyErr_Format(PyExc_ValueError, "order: expected at most %d values, got %d", nd, norder);
         goto error;
+    }
     if (norder == 0) {
         PyErr_SetString(PyExc_ValueError, "order: at least one axis to filter");
         goto error;

@@ -450,9 +450,39 @@ fp_vm_kind(PyObject *o, const char *what)
     }
 }
 
+/* Reads the tuple of steps into steps: each a tuple (op, dst, a, b, c, round32) of ints, dst
+ * past the first nfixed registers (inputs and consts), all below nregs.  Returns 0, or -1 with
+ * an exception set (TypeError for a step that is not a tuple of 6 ints). */
+static int
+fp_vm_read_steps(PyObject *tuple, int nfixed, int nregs, fp_vm_step *steps)
+{
+    Py_ssize_t nsteps = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t s = 0; s < nsteps; s++) {
+        int v[6];
+        PyObject *t = PyTuple_GET_ITEM(tuple, s);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
+            PyErr_Format(PyExc_TypeError,
+                         "_evaluate_program: step %zd must be a tuple of 6 ints "
+                         "(op, dst, a, b, c, round32), not %.100s",
+                         s, PyTuple_Check(t) ? "a tuple of another length" : Py_TYPE(t)->tp_name);
+            return -1;
+        }
+        if (!PyArg_ParseTuple(t, "iiiiii", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
+            return -1;
+        if (v[0] < 0 || v[0] >= FP_OP_COUNT || v[1] < nfixed || v[1] >= nregs || v[2] < 0 ||
+            v[2] >= nregs || v[3] < 0 || v[3] >= nregs || v[4] < 0 || v[4] >= nregs) {
+            PyErr_Format(PyExc_ValueError, "_evaluate_program: bad step %zd", s);
+            return -1;
+        }
+        steps[s] = (fp_vm_step){v[0], v[1], v[2], v[3], v[4], v[5]};
+    }
+    return 0;
+}
+
 /* _evaluate_program(steps, inputs, consts, nregs, result, out): runs a register program (see
- * the file comment); steps is a sequence of (op, dst, a, b, c, round32).  Returns None, or
- * NULL with an exception set. */
+ * the file comment); steps is a sequence of (op, dst, a, b, c, round32) tuples.  Steps and
+ * consts are converted before any array is looked at, and tuple copies hold the arrays.
+ * Returns None, or NULL with an exception set. */
 PyObject *
 fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
 {
@@ -470,18 +500,41 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
         return NULL;
     if (fp_numpy_ready() < 0)
         return NULL;
-    sfast = PySequence_Fast(steps_obj, "steps must be a sequence");
-    ifast = PySequence_Fast(inputs_obj, "inputs must be a sequence");
-    cfast = PySequence_Fast(consts_obj, "consts must be a sequence");
+    if (!PySequence_Check(steps_obj) || !PySequence_Check(inputs_obj) ||
+        !PySequence_Check(consts_obj)) {
+        PyErr_SetString(PyExc_TypeError, "_evaluate_program: steps, inputs and consts must be "
+                                         "sequences");
+        goto done;
+    }
+    /* tuple copies hold every item (the input arrays included) for the whole run */
+    sfast = PySequence_Tuple(steps_obj);
+    ifast = sfast == NULL ? NULL : PySequence_Tuple(inputs_obj);
+    cfast = ifast == NULL ? NULL : PySequence_Tuple(consts_obj);
     if (sfast == NULL || ifast == NULL || cfast == NULL)
         goto done;
-    job.nsteps = (int)PySequence_Fast_GET_SIZE(sfast);
-    job.ninputs = (int)PySequence_Fast_GET_SIZE(ifast);
-    job.nconsts = (int)PySequence_Fast_GET_SIZE(cfast);
+    job.nsteps = (int)PyTuple_GET_SIZE(sfast);
+    job.ninputs = (int)PyTuple_GET_SIZE(ifast);
+    job.nconsts = (int)PyTuple_GET_SIZE(cfast);
     if (nregs < 1 || nregs > FP_VM_MAXREG || job.ninputs + job.nconsts > nregs || res < 0 ||
         res >= nregs || job.nsteps < 1) {
         PyErr_SetString(PyExc_ValueError, "_evaluate_program: bad register counts");
         goto done;
+    }
+    steps = (fp_vm_step *)calloc((size_t)job.nsteps, sizeof(fp_vm_step));
+    inputs = (fp_vm_input *)calloc((size_t)job.ninputs + 1, sizeof(fp_vm_input));
+    consts = (double *)calloc((size_t)job.nconsts + 1, sizeof(double));
+    if (steps == NULL || inputs == NULL || consts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* steps and consts first: their __index__/__float__ may run Python code that changes the
+     * arrays, which are looked at only after */
+    if (fp_vm_read_steps(sfast, job.ninputs + job.nconsts, nregs, steps) < 0)
+        goto done;
+    for (int k = 0; k < job.nconsts; k++) {
+        consts[k] = PyFloat_AsDouble(PyTuple_GET_ITEM(cfast, k));
+        if (consts[k] == -1.0 && PyErr_Occurred())
+            goto done;
     }
     if ((job.outkind = fp_vm_kind(out, "out")) < 0)
         goto done;
@@ -490,27 +543,8 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
         goto done;
     }
     job.n = PyArray_DIM((PyArrayObject *)out, 0);
-    steps = (fp_vm_step *)calloc((size_t)job.nsteps, sizeof(fp_vm_step));
-    inputs = (fp_vm_input *)calloc((size_t)job.ninputs + 1, sizeof(fp_vm_input));
-    consts = (double *)calloc((size_t)job.nconsts + 1, sizeof(double));
-    if (steps == NULL || inputs == NULL || consts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (int s = 0; s < job.nsteps; s++) {
-        int v[6];
-        PyObject *t = PySequence_Fast_GET_ITEM(sfast, s);
-        if (!PyArg_ParseTuple(t, "iiiiii", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
-            goto done;
-        if (v[0] < 0 || v[0] >= FP_OP_COUNT || v[1] < job.ninputs + job.nconsts || v[1] >= nregs ||
-            v[2] < 0 || v[2] >= nregs || v[3] < 0 || v[3] >= nregs || v[4] < 0 || v[4] >= nregs) {
-            PyErr_Format(PyExc_ValueError, "_evaluate_program: bad step %d", s);
-            goto done;
-        }
-        steps[s] = (fp_vm_step){v[0], v[1], v[2], v[3], v[4], v[5]};
-    }
     for (int r = 0; r < job.ninputs; r++) {
-        PyArrayObject *a = (PyArrayObject *)PySequence_Fast_GET_ITEM(ifast, r);
+        PyArrayObject *a = (PyArrayObject *)PyTuple_GET_ITEM(ifast, r);
         int kind = fp_vm_kind((PyObject *)a, "inputs");
         if (kind < 0)
             goto done;
@@ -523,11 +557,6 @@ fp_evaluate_program(FP_UNUSED PyObject *self, PyObject *args)
         inputs[r].len = PyArray_DIM(a, 0) == job.n ? job.n : 1;
         if (job.n == 1)
             inputs[r].len = 2; /* "full length": read in place */
-    }
-    for (int k = 0; k < job.nconsts; k++) {
-        consts[k] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(cfast, k));
-        if (consts[k] == -1.0 && PyErr_Occurred())
-            goto done;
     }
     job.steps = steps;
     job.inputs = inputs;

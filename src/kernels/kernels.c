@@ -19,31 +19,48 @@
  * taps per pass, the same rounding as scipy's float32 passes); longer kernels in double. */
 #define FP_SINGLE_MAX_TAPS 16
 
-/* See kernels_py.h. */
+/* See kernels_py.h.  The items are read from a tuple copy of seq: an item's __index__ that
+ * changes seq (clears a list) changes nothing here. */
 int
 fp_kernels_ints(PyObject *seq, int n, int exact, const char *what, long *out)
 {
-    PyObject *fast = PySequence_Fast(seq, what);
+    PyObject *items = NULL;
     Py_ssize_t len;
     int result = -1;
-    if (fast == NULL)
-        return -1;
-    len = PySequence_Fast_GET_SIZE(fast);
+    if (!PySequence_Check(seq)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, not %.100s", what,
+                     Py_TYPE(seq)->tp_name);
+        goto error;
+    }
+    items = PySequence_Tuple(seq);
+    if (items == NULL)
+        goto error;
+    len = PyTuple_GET_SIZE(items);
     if (exact ? len != n : len > n) {
         PyErr_Format(PyExc_ValueError, "%s: expected %s%d values, got %zd", what,
                      exact ? "" : "at most ", n, len);
-        goto done;
+        goto error;
     }
     for (Py_ssize_t d = 0; d < len; d++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, d));
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(items, d));
         if (v == -1 && PyErr_Occurred())
-            goto done;
+            goto error;
         out[d] = v;
     }
     result = (int)len;
-done:
-    Py_DECREF(fast);
+error:
+    Py_XDECREF(items);
     return result;
+}
+
+/* See kernels_py.h. */
+int
+fp_kernels_count(int got, int n, const char *what)
+{
+    if (got == n)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: expected %d values, got %d", what, n, got);
+    return -1;
 }
 
 /* See kernels_py.h. */
@@ -66,17 +83,35 @@ done:
     return result;
 }
 
+/* The modes and origins of a convolution, read before any array is looked at. */
+typedef struct {
+    long mode[FP_MAXDIM], origin[FP_MAXDIM];
+    int nmode, norigin;
+} fp_conv_ints;
+
+/* Reads the sequences modes and origins into ci (their __index__ may run Python code that
+ * changes any array argument, so this comes first).  Returns 0, or -1 with an exception set. */
+static int
+fp_conv_read_ints(PyObject *modes, PyObject *origins, fp_conv_ints *ci)
+{
+    ci->nmode = fp_kernels_ints(modes, FP_MAXDIM, 0, "modes", ci->mode);
+    if (ci->nmode < 0)
+        return -1;
+    ci->norigin = fp_kernels_ints(origins, FP_MAXDIM, 0, "origins", ci->origin);
+    return ci->norigin < 0 ? -1 : 0;
+}
+
 /* Fills c from the common arguments, with axes ordered by decreasing input stride, and
  * builds the index maps (ntaps must be filled in by the caller for the original axis order in
  * ntaps_in).  perm receives the order.  Returns 1 when there is work, 0 for an empty array,
  * or -1 with an exception set. */
 static int
-fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double cval,
-              PyObject *origins, const ptrdiff_t *ntaps_in, int *perm)
+fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, const fp_conv_ints *ci, double cval,
+              const ptrdiff_t *ntaps_in, int *perm)
 {
     PyArrayObject *a = (PyArrayObject *)in, *o = (PyArrayObject *)out;
     int nd, empty = 0;
-    long mode_in[FP_MAXDIM], origin_in[FP_MAXDIM];
+    const long *mode_in = ci->mode, *origin_in = ci->origin;
     int mode[FP_MAXDIM];
     ptrdiff_t shift[FP_MAXDIM];
     int result = -1;
@@ -97,8 +132,8 @@ fp_conv_setup(fp_conv *c, PyObject *in, PyObject *out, PyObject *modes, double c
         PyErr_SetString(PyExc_ValueError, "output must be writeable");
         goto done;
     }
-    if (fp_kernels_ints(modes, nd, 1, "modes", mode_in) < 0 ||
-        fp_kernels_ints(origins, nd, 1, "origins", origin_in) < 0)
+    if (fp_kernels_count(ci->nmode, nd, "modes") < 0 ||
+        fp_kernels_count(ci->norigin, nd, "origins") < 0)
         goto done;
     for (int d = 0; d < nd; d++) {
         if (mode_in[d] < FP_MODE_REFLECT || mode_in[d] > FP_MODE_WRAP) {
@@ -160,14 +195,16 @@ done:
 }
 
 /* _correlate_separable(input, output, factors, modes, cval, origins): output = correlation
- * of input with the outer product of the 1-D float64 arrays in factors.  Returns None, or
- * NULL with an exception set. */
+ * of input with the outer product of the 1-D float64 arrays in factors.  The factors are held
+ * by a tuple copy, and every argument that runs Python code is read before any data pointer is
+ * taken.  Returns None, or NULL with an exception set. */
 static PyObject *
 fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
 {
     PyObject *in, *out, *factors, *modes, *origins, *fast = NULL, *result = NULL;
     double cval;
     fp_conv c;
+    fp_conv_ints ci;
     ptrdiff_t ntaps[FP_MAXDIM];
     const double *fac[FP_MAXDIM];
     int perm[FP_MAXDIM], rc = 0, nd;
@@ -177,20 +214,26 @@ fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
         return NULL;
     if (fp_numpy_ready() < 0)
         return NULL;
-    if (!PyArray_Check(in)) {
-        PyErr_SetString(PyExc_TypeError, "input must be a numpy.ndarray");
+    if (!PySequence_Check(factors)) {
+        PyErr_SetString(PyExc_TypeError, "factors must be a sequence of arrays");
         return NULL;
     }
-    nd = PyArray_NDIM((PyArrayObject *)in);
-    fast = PySequence_Fast(factors, "factors must be a sequence of arrays");
+    fast = PySequence_Tuple(factors);
     if (fast == NULL)
         return NULL;
-    if (nd < 1 || nd > FP_MAXDIM || PySequence_Fast_GET_SIZE(fast) != nd) {
+    if (fp_conv_read_ints(modes, origins, &ci) < 0)
+        goto done;
+    if (!PyArray_Check(in)) {
+        PyErr_SetString(PyExc_TypeError, "input must be a numpy.ndarray");
+        goto done;
+    }
+    nd = PyArray_NDIM((PyArrayObject *)in);
+    if (nd < 1 || nd > FP_MAXDIM || PyTuple_GET_SIZE(fast) != nd) {
         PyErr_SetString(PyExc_ValueError, "factors: expected one 1-D array per input axis");
         goto done;
     }
     for (int d = 0; d < nd; d++) {
-        PyArrayObject *f = (PyArrayObject *)PySequence_Fast_GET_ITEM(fast, d);
+        PyArrayObject *f = (PyArrayObject *)PyTuple_GET_ITEM(fast, d);
         if (!PyArray_Check(f) || PyArray_TYPE(f) != NPY_DOUBLE || PyArray_NDIM(f) != 1 ||
             !PyArray_IS_C_CONTIGUOUS(f) || PyArray_DIM(f, 0) < 1) {
             PyErr_SetString(PyExc_TypeError,
@@ -200,7 +243,7 @@ fp_correlate_separable(FP_UNUSED PyObject *self, PyObject *args)
         ntaps[d] = PyArray_DIM(f, 0);
         fac[d] = (const double *)PyArray_DATA(f);
     }
-    rc = fp_conv_setup(&c, in, out, modes, cval, origins, ntaps, perm);
+    rc = fp_conv_setup(&c, in, out, &ci, cval, ntaps, perm);
     if (rc < 0)
         goto done;
     if (rc > 0) {
@@ -224,8 +267,8 @@ done:
 }
 
 /* _correlate_general(input, output, weights, modes, cval, origins): output = correlation of
- * input with the float64 C-contiguous weights (same rank).  Returns None, or NULL with an
- * exception set. */
+ * input with the float64 C-contiguous weights (same rank).  modes and origins are read
+ * before any array is looked at.  Returns None, or NULL with an exception set. */
 static PyObject *
 fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
 {
@@ -233,6 +276,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     PyArrayObject *w, *wt = NULL;
     double cval;
     fp_conv c;
+    fp_conv_ints ci;
     ptrdiff_t ntaps[FP_MAXDIM];
     int perm[FP_MAXDIM], rc, nd, exact = 0, maps = 0;
     c.ndim = 0;
@@ -242,6 +286,8 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
                           &origins, &exact))
         return NULL;
     if (fp_numpy_ready() < 0)
+        return NULL;
+    if (fp_conv_read_ints(modes, origins, &ci) < 0)
         return NULL;
     if (!PyArray_Check(in) || !PyArray_Check(wobj)) {
         PyErr_SetString(PyExc_TypeError, "input and weights must be numpy.ndarray");
@@ -256,7 +302,7 @@ fp_correlate_general(FP_UNUSED PyObject *self, PyObject *args)
     }
     for (int d = 0; d < nd; d++)
         ntaps[d] = PyArray_DIM(w, d);
-    rc = fp_conv_setup(&c, in, out, modes, cval, origins, ntaps, perm);
+    rc = fp_conv_setup(&c, in, out, &ci, cval, ntaps, perm);
     if (rc < 0)
         return NULL;
     maps = rc > 0; /* the index maps setup made, freed at done (rc is the run's next) */

@@ -9,6 +9,11 @@
  * them with exact, else at most n.  Returns their count, or -1 with an exception set. */
 int fp_kernels_ints(PyObject *seq, int n, int exact, const char *what, long *out);
 
+/* kernels.c: checks that a sequence named `what` gave n values (got of them).  Returns 0, or
+ * -1 with a ValueError set.  The entry points read their int sequences (which run Python code:
+ * __index__) before they look at any array, then check the counts with this. */
+int fp_kernels_count(int got, int n, const char *what);
+
 /* kernels.c: checks that o is an aligned native float32/float64 ndarray; `what` names it.
  * Returns its "is float64" flag (0 or 1), or -1 with a TypeError set. */
 int fp_kernels_float_kind(PyObject *o, const char *what);

@@ -7,7 +7,9 @@ mode codes and the rank-1 factorisation of weights (``rank1_factors``)."""
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -154,20 +156,22 @@ def _scalar0d(value: Any) -> Any:
     return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
-def _check_origins(origin: Any, sizes: Sequence[int], skip_unit: bool = False) -> Tuple[int, ...]:
+def _check_origins(
+    origin: Any, sizes: Sequence[int], skip_unit: bool = False, allow_bool: bool = False
+) -> Tuple[int, ...]:
     """One origin per axis, each with -(size // 2) <= origin <= (size - 1) // 2; with skip_unit
     an axis of size 1 takes any origin (scipy's uniform_filter leaves such axes out) and gets
-    0."""
+    0; with allow_bool a bool is the int it equals (scipy's uniform_filter takes True as 1)."""
     ndim = len(sizes)
     origin = _scalar0d(origin)
-    if isinstance(origin, (int, np.integer)) and not isinstance(origin, bool):
+    if isinstance(origin, (int, np.integer)) and (allow_bool or not isinstance(origin, bool)):
         origins = [int(origin)] * ndim
     elif isinstance(origin, (list, tuple, np.ndarray)):
         origins = list(origin)
         if len(origins) != ndim:
             raise ValueError(f"origin: expected {ndim} values (one per axis), got {len(origins)}")
         for o in origins:
-            if isinstance(o, bool) or not isinstance(o, (int, np.integer)):
+            if (isinstance(o, bool) and not allow_bool) or not isinstance(o, (int, np.integer)):
                 raise TypeError(f"origin must hold ints, got {o!r}")
         origins = [int(o) for o in origins]
     else:
@@ -328,6 +332,20 @@ class UniformArgs(NamedTuple):
     axes: Tuple[int, ...]  # the filtered axes in the order scipy filters them
 
 
+def _uniform_size(s: Any) -> int:
+    """One size of uniform_filter as scipy reads it: a real number (int, float, bool, NumPy's);
+    one above 1 filters with int(s) taps, any other (0, -1, True, NaN) leaves the axis out
+    (size 1).  TypeError for what is no real number, ValueError for an infinite size."""
+    s = _scalar0d(s)
+    if not isinstance(s, (int, float, np.integer, np.floating)):
+        raise TypeError(f"size must be a number or a sequence of numbers, got {s!r}")
+    if not s > 1:  # scipy filters only the axes whose size is > 1 (NaN included: skipped)
+        return 1
+    if not np.isfinite(s):
+        raise ValueError(f"size must be finite, got {s!r}")
+    return int(s)
+
+
 def check_uniform_args(
     input: Any,
     size: Any = 3,
@@ -344,24 +362,15 @@ def check_uniform_args(
     ax = _check_axes(axes, input.ndim)
     ndim = len(ax)
     size = _scalar0d(size)
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        sizes = [int(size)] * ndim
-    elif isinstance(size, (list, tuple, np.ndarray)):
-        sizes = list(size)
+    if isinstance(size, (list, tuple, np.ndarray)):
+        sizes = [_uniform_size(s) for s in size]
         if len(sizes) != ndim:
             raise ValueError(f"size: expected {ndim} values (one per axis), got {len(sizes)}")
-        for s in sizes:
-            if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
-                raise TypeError(f"size must hold ints, got {s!r}")
-        sizes = [int(s) for s in sizes]
     else:
-        raise TypeError(f"size must be an int or a sequence of ints, got {size!r}")
-    for s in sizes:
-        if s < 1:
-            raise ValueError(f"size must be >= 1, got {s}")
+        sizes = [_uniform_size(size)] * ndim
     output, out_dtype = _check_output(output, input)
     modes = _check_modes(mode, ndim, allow_sequence=True)
-    origins = _check_origins(origin, sizes, skip_unit=True)
+    origins = _check_origins(origin, sizes, skip_unit=True, allow_bool=True)
     full_sizes, full_modes, full_origins = [1] * input.ndim, [0] * input.ndim, [0] * input.ndim
     for a, s, m, o in zip(ax, sizes, modes, origins):
         full_sizes[a], full_modes[a], full_origins[a] = s, m, o
@@ -430,6 +439,7 @@ def check_matmul_args(a: Any, b: Any) -> Tuple[Any, Any]:
 
 _PARSED_MAX = 512
 _parsed: Dict[str, Tuple[_expr.Node, Tuple[str, ...]]] = {}
+_parsed_lock = threading.Lock()  # held to add and evict (a lookup reads the dict unlocked)
 
 
 def _parsed_names(expr: Any) -> Tuple[_expr.Node, Tuple[str, ...]]:
@@ -440,15 +450,45 @@ def _parsed_names(expr: Any) -> Tuple[_expr.Node, Tuple[str, ...]]:
     if hit is None:
         tree = _expr.parse_cached(expr)
         hit = (tree, tuple(_expr.names(tree)))
-        if len(_parsed) >= _PARSED_MAX:
-            _parsed.pop(next(iter(_parsed)))
-        _parsed[expr] = hit
+        with _parsed_lock:  # two threads must not evict the same oldest key
+            while len(_parsed) >= _PARSED_MAX:
+                _parsed.pop(next(iter(_parsed)))
+            _parsed[expr] = hit
     return hit
 
 
 def _tree_of(expr: str) -> _expr.Node:
     """The parsed tree of expr (fastprof.kernels.expr's cache, which the GPU path reads too)."""
     return _parsed_names(expr)[0]
+
+
+@functools.lru_cache(maxsize=_PARSED_MAX)
+def scalar_parts(
+    expr: str, scalars: Tuple[str, ...]
+) -> Tuple[_expr.Node, Tuple[Tuple[str, _expr.Node], ...]]:
+    """fastprof.kernels.expr.scalar_parts of expr's tree for the names (sorted) bound to Python
+    scalars: the tree with its Python-scalar subexpressions as names, and those (name, subtree)
+    pairs; computed once per expression and set of scalar names (both devices use it)."""
+    return _expr.scalar_parts(_parsed_names(expr)[0], frozenset(scalars))
+
+
+def bind_scalar_parts(
+    expr: str, tree: _expr.Node, values: Dict[str, Any]
+) -> Tuple[_expr.Node, Dict[str, Any]]:
+    """(tree, values) with each subexpression of Python scalars in tree (names bound to Python
+    bool/int/float, literals) a name bound to its value as Python computes it, so NumPy sees
+    the weak Python scalar the equivalent Python code gives it; unchanged when there is none.
+    Raises as fastprof.kernels.expr.scalar_value does."""
+    scalars = tuple(sorted(k for k, v in values.items() if _expr.is_python_scalar(v)))
+    if not scalars or type(expr) is not str:
+        return tree, values
+    bound, parts = scalar_parts(expr, scalars)
+    if not parts:
+        return tree, values
+    values = dict(values)
+    for name, sub in parts:
+        values[name] = _expr.scalar_value(sub, values, expr)
+    return bound, values
 
 
 class EvalArgs(NamedTuple):
@@ -524,4 +564,5 @@ def check_evaluate_args(
         values[name] = v
     if out is not None and not (isinstance(out, np.ndarray) or is_device_array(out)):
         raise TypeError(f"out must be an array, got {type(out).__name__}")
+    tree, values = bind_scalar_parts(expr, tree, values)
     return EvalArgs(expr, tree, values, out)

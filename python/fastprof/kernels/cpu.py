@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from .. import _fastprof
 from . import expr as _expr
 from . import ndimage_exact as _ndimage_exact
 from .args import FLOAT_TYPES, ConvArgs, EvalArgs, UniformArgs, rank1_factors
+from .fperr import ErrorLog
 
 
 def set_num_threads(n: int) -> None:
@@ -177,8 +178,12 @@ def uniform_filter(a: UniformArgs, exact: bool = False) -> np.ndarray:
     x = a.input
     output = a.output
     if x.ndim == 0 or x.size == 0 or all(s == 1 for s in a.sizes):
-        # no axis to filter: scipy assigns output[...] = input, NumPy's cast and its warnings
-        return _store(np.array(x, copy=True), output, a.out_dtype)
+        # no axis to filter: scipy assigns output[...] = input into a new C-order array (or
+        # output), NumPy's cast and its warnings, element by element from the input itself
+        if output is None:
+            output = np.empty(x.shape, dtype=a.out_dtype)
+        np.copyto(output, x, casting="unsafe")
+        return output
     if output is not None and np.may_share_memory(x, output):
         x = x.copy()
     boxes = [_long_box(x.shape[d], s, a.origins[d], a.modes[d]) for d, s in enumerate(a.sizes)]
@@ -397,12 +402,12 @@ def _run_blocks(
     hi: int,
     block: int,
     flat: bool,
-    errstate: Mapping[str, Any],
+    log: ErrorLog,
 ) -> None:
     """Computes rows/elements [lo, hi) of the result into dest, block by block, with private
-    registers, under the caller's floating-point error settings."""
-    with np.errstate(**errstate):
-        _run_blocks_inner(steps, views, dest, lo, hi, block, flat)
+    registers (in a worker thread), noting floating-point errors in log."""
+    with log.trap():
+        _run_blocks_inner(steps, views, dest, lo, hi, block, flat, log)
 
 
 def _run_blocks_inner(
@@ -413,8 +418,10 @@ def _run_blocks_inner(
     hi: int,
     block: int,
     flat: bool,
+    log: ErrorLog,
 ) -> None:
-    """_run_blocks under the caller's error settings: rows/elements [lo, hi) into dest."""
+    """_run_blocks in a thread where log traps errors: rows/elements [lo, hi) into dest (each
+    step's name set in log before it runs, as NumPy's error messages name the ufunc)."""
     # a register for each step but the last, which writes into dest; a last step of another
     # dtype than dest's gets one too: NumPy computes the result's dtype, then casts into out
     # (int64 -> float64 -> float32 rounds twice, int64 -> float32 once)
@@ -425,6 +432,16 @@ def _run_blocks_inner(
         )
         for st in steps[:last]
     ]
+    # where's Python-scalar branches, converted once as np.where itself converts them
+    wheres = {
+        i: {
+            j: _where_scalar(views[val] if kind == "v" else val, st.dtype)
+            for j, (kind, val) in enumerate(st.args)
+            if j > 0 and kind != "r" and _expr.is_python_scalar(views[val] if kind == "v" else val)
+        }
+        for i, st in enumerate(steps)
+        if st.kind == "where"
+    }
     start = lo
     while start < hi:
         stop = min(hi, start + block)
@@ -443,17 +460,29 @@ def _run_blocks_inner(
                     args.append(cur[val])
             target = dest[start:stop] if i == last else regs[i][:size].reshape(shape)
             if st.kind == "where":
+                log.step("cast")
+                for j, v in wheres[i].items():
+                    args[j] = v
                 np.copyto(target, args[2], casting="unsafe")
                 cond = args[0]
                 if np.asarray(cond).dtype != np.bool_:  # np.where reads any condition's truth
                     cond = np.not_equal(cond, 0)
                 np.copyto(target, args[1], casting="unsafe", where=cond)
             else:
+                log.step(st.func.__name__, args)
                 st.func(*args, out=target, casting="unsafe")
             cur[i] = target
         if last == len(steps):  # the result's dtype differs from dest's: cast it in
+            log.step("cast")
             np.copyto(dest[start:stop], cur[-1], casting="unsafe")
         start = stop
+
+
+def _where_scalar(v: Any, dtype: np.dtype) -> np.ndarray:
+    """The Python scalar v as np.where reads it into a result of dtype: converted by np.where
+    itself (NumPy 2.4 wraps an out-of-range Python int into an int8 result, later NumPy
+    raises OverflowError), so the blocked path gives NumPy's result at every size."""
+    return np.where(np.ones(1, np.bool_), v, np.zeros(1, dtype))
 
 
 _VM_TYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_))
@@ -528,11 +557,11 @@ def _vm_program(
     return out_steps, inputs, consts, nregs, nin + nk + len(steps) - 1
 
 
-def _reduce_cpu(a: EvalArgs) -> Any:
+def _reduce_cpu(a: EvalArgs, log: ErrorLog) -> Any:
     """sum/prod of an expression: its elementwise value, then NumPy's reduction of it (so the
     result is np.sum's / np.prod's of that array, bit for bit)."""
     tree = a.tree
-    inner = evaluate(EvalArgs(a.expr, tree.args[0], a.values, None))
+    inner = _evaluate(EvalArgs(a.expr, tree.args[0], a.values, None), log)
     inner = np.asarray(inner)
     axis = tree.value
     if axis is not None and not -inner.ndim <= axis < max(inner.ndim, 1):
@@ -544,6 +573,7 @@ def _reduce_cpu(a: EvalArgs) -> Any:
         raise ValueError(
             f"expr {_expr._shown(a.expr)}: {tree.op}() of a scalar takes no axis, got {axis}"
         )
+    log.step("reduce")
     res = _expr.REDUCTIONS[tree.op].reduce(inner, axis=axis)
     out = a.out
     if out is None:
@@ -555,6 +585,7 @@ def _reduce_cpu(a: EvalArgs) -> Any:
         raise TypeError(
             f"out has dtype {out.dtype}; the result's dtype {res.dtype} cannot be cast to it"
         )
+    log.step("cast")
     np.copyto(out, res, casting="same_kind")
     return out
 
@@ -584,8 +615,20 @@ def _broadcast_shape(shapes: List[Tuple[int, ...]]) -> Tuple[int, ...]:
 
 
 def evaluate(a: EvalArgs) -> Any:
+    """The value of the checked expression arguments a on the CPU.  NumPy's floating-point
+    errors of its pieces (blocks, threads, steps) are reported once each, at the caller's
+    line, under the caller's np.errstate, as one NumPy expression would report them."""
+    log = ErrorLog(np.geterr())
+    with log.trap():
+        res = _evaluate(a, log)
+    log.report()
+    return res
+
+
+def _evaluate(a: EvalArgs, log: ErrorLog) -> Any:
+    """evaluate within log's trap (its errors noted in log)."""
     if a.tree.kind == "reduce":
-        return _reduce_cpu(a)
+        return _reduce_cpu(a, log)
     values = a.values
     out = a.out
     arrays = [v for v in values.values() if isinstance(v, np.ndarray)]
@@ -603,7 +646,8 @@ def evaluate(a: EvalArgs) -> Any:
     planned = _PLANS.get(signature)
     if planned is None:
         try:
-            planned = _plan(a.tree, probe)
+            with np.errstate(all="ignore"):  # typing on probes: the run itself reports
+                planned = _plan(a.tree, probe)
         except TypeError as exc:  # e.g. ~ on floats, & on floats: NumPy has no such loop
             raise TypeError(f"expr {_expr._shown(a.expr)}: {exc}") from None
         _PLANS[signature] = planned
@@ -611,16 +655,20 @@ def evaluate(a: EvalArgs) -> Any:
             _PLANS.popitem(last=False)
     steps, ref = planned
     size = int(np.prod(shape, dtype=np.int64))
-    res_dtype = (
-        steps[-1].dtype if ref[0] == "r" else np.asarray(_expr.evaluate_numpy(a.tree, probe)).dtype
-    )
+    with np.errstate(all="ignore"):  # a probe, as typing: the run itself reports
+        res_dtype = (
+            steps[-1].dtype
+            if ref[0] == "r"
+            else np.asarray(_expr.evaluate_numpy(a.tree, probe)).dtype
+        )
     if out is not None and not np.can_cast(res_dtype, out.dtype, "same_kind"):
         raise TypeError(
             f"out has dtype {out.dtype}; the result's dtype {res_dtype} cannot be cast to it"
         )
     nthreads = get_num_threads()
     if ref[0] != "r" or size < _SMALL or len(shape) == 0:
-        res = _expr.evaluate_numpy(a.tree, values)
+        res = _expr.evaluate_numpy(a.tree, values, log)
+        log.step("cast")
         if out is None:
             # a bare name is the caller's own array: a new one, as numexpr returns
             return res.copy() if any(res is v for v in arrays) else res
@@ -635,7 +683,8 @@ def evaluate(a: EvalArgs) -> Any:
             for v in arrays
             if np.may_share_memory(out, v)
         ):
-            res = evaluate(EvalArgs(a.expr, a.tree, values, None))
+            res = _evaluate(EvalArgs(a.expr, a.tree, values, None), log)
+            log.step("cast")
             np.copyto(out, res, casting="same_kind")
             return out
     flat = all((v.shape == shape and v.flags.c_contiguous) or v.size == 1 for v in arrays) and (
@@ -661,6 +710,7 @@ def evaluate(a: EvalArgs) -> Any:
         block = max(1, _BLOCK // rowsize)
         n = shape[0]
     if flat:
+        log.step("cast")  # the program's constants, converted to their steps' dtypes
         prog = _vm_program(steps, views, probe)
         if prog is not None:
             vm_steps, inputs, consts, nregs, result = prog
@@ -680,17 +730,16 @@ def evaluate(a: EvalArgs) -> Any:
     nblocks = -(-n // block)
     ntasks = min(nthreads, nblocks)
     if ntasks <= 1:
-        _run_blocks_inner(steps, views, dest, 0, n, block, flat)
+        _run_blocks_inner(steps, views, dest, 0, n, block, flat, log)
     else:
         per = -(-nblocks // ntasks)
         futures = []
-        errstate = np.geterr()
         pool = _executor(nthreads)
         for t in range(ntasks):
             lo, hi = t * per * block, min(n, (t + 1) * per * block)
             if lo < hi:
                 futures.append(
-                    pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat, errstate)
+                    pool.submit(_run_blocks, steps, views, dest, lo, hi, block, flat, log)
                 )
         for f in futures:
             f.result()

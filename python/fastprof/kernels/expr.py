@@ -396,32 +396,32 @@ _PY_UNARY: Dict[str, Callable[..., Any]] = {
 }
 
 
-def _checked_constant(v: Any, expr: str) -> Any:
+def _checked_constant(v: Any, expr: str, where: str = "") -> Any:
     """v when it is a bool, an int of at most MAX_INT_BITS bits or a float; ValueError
-    naming expr otherwise."""
+    naming expr otherwise.  where: "" for literals, else what computed v from Python
+    scalars (a complex value of those is a TypeError, as a complex operand is)."""
     if isinstance(v, bool) or isinstance(v, float):
         return v
+    what = f"an integer value of {where}" if where else "an integer constant"
     if isinstance(v, int):
         if v.bit_length() > MAX_INT_BITS:
             raise _bad(
-                expr,
-                f"an integer constant has {v.bit_length()} bits; at most"
-                f" {MAX_INT_BITS} are allowed",
+                expr, f"{what} has {v.bit_length()} bits; at most {MAX_INT_BITS} are allowed"
             )
         return v
-    if isinstance(v, complex):
-        raise _bad(expr, "a constant subexpression has a complex value")
-    raise _bad(expr, f"a constant subexpression has a {type(v).__name__} value")
+    if isinstance(v, complex) and where:
+        raise TypeError(f"expr {_shown(expr)}: {where} has a complex value")
+    raise _bad(expr, f"{where or 'a constant subexpression'} has a {type(v).__name__} value")
 
 
-def fold_constant(op: str, args: List[Any], expr: str = "") -> Any:
-    """An operator applied to Python literals, as Python computes it (the value NumPy then sees
-    as a weakly typed scalar).  Integer powers whose result would exceed MAX_INT_BITS are
-    refused before they are computed.  Raises ValueError naming expr for a result out of
-    bounds, a division by zero or an overflow, TypeError for an operator the operands lack."""
+def _fold(op: str, args: List[Any], expr: str, where: str) -> Any:
+    """op of Python scalars args, by Python's operator, checked by _checked_constant (where:
+    "" for literals, else what computes it, for messages); a power
+    wider than MAX_INT_BITS is refused (ValueError) before it is computed.  Python's
+    ZeroDivisionError and OverflowError pass through."""
     try:
         if len(args) == 1:
-            return _checked_constant(_PY_UNARY[op](args[0]), expr)
+            return _checked_constant(_PY_UNARY[op](args[0]), expr, where)
         a, b = args
         if (
             op == "**"
@@ -431,14 +431,30 @@ def fold_constant(op: str, args: List[Any], expr: str = "") -> Any:
             and abs(a) > 1
             and (abs(a).bit_length() - 1) * b > MAX_INT_BITS
         ):
-            raise _bad(expr, f"a constant power is larger than {MAX_INT_BITS} bits")
-        return _checked_constant(_PY_OPS[op](a, b), expr)
+            raise _bad(
+                expr,
+                f"a power in {where} is larger than {MAX_INT_BITS} bits"
+                if where
+                else f"a constant power is larger than {MAX_INT_BITS} bits",
+            )
+        return _checked_constant(_PY_OPS[op](a, b), expr, where)
+    except TypeError as exc:
+        if str(exc).startswith("expr "):
+            raise
+        raise TypeError(f"expr {_shown(expr)}: {exc}") from None
+
+
+def fold_constant(op: str, args: List[Any], expr: str = "") -> Any:
+    """An operator applied to Python literals, as Python computes it (the value NumPy then sees
+    as a weakly typed scalar).  Integer powers whose result would exceed MAX_INT_BITS are
+    refused before they are computed.  Raises ValueError naming expr for a result out of
+    bounds, a division by zero or an overflow, TypeError for an operator the operands lack."""
+    try:
+        return _fold(op, args, expr, "")
     except ZeroDivisionError:
         raise _bad(expr, "division by zero in a constant subexpression") from None
     except OverflowError:
         raise _bad(expr, "a constant subexpression overflows") from None
-    except TypeError as exc:
-        raise TypeError(f"expr {_shown(expr)}: {exc}") from None
 
 
 def _operation(op: str, *args: Node, expr: str) -> Node:
@@ -448,20 +464,105 @@ def _operation(op: str, *args: Node, expr: str) -> Node:
     return Node("unary" if len(args) == 1 else "binary", op=op, args=tuple(args))
 
 
-def evaluate_numpy(tree: Node, values: Dict[str, Any]) -> Any:
+# --- subexpressions of Python scalars: computed in Python, as NumPy's caller would --------
+
+
+def is_python_scalar(v: Any) -> bool:
+    """Whether v is a Python bool, int or float (not a NumPy scalar: np.float64 subclasses
+    float but is strongly typed)."""
+    return isinstance(v, (bool, int, float)) and not isinstance(v, np.generic)
+
+
+def show(n: Node) -> str:
+    """The source text of an operator tree of names and literals (binary operations in
+    parentheses): the name under which a Python-scalar subexpression is bound."""
+    if n.kind == "name":
+        return str(n.value)
+    if n.kind == "const":
+        return repr(n.value)
+    if n.kind == "unary":
+        return f"{n.op}{show(n.args[0])}"
+    if n.kind == "binary":
+        return f"({show(n.args[0])} {n.op} {show(n.args[1])})"
+    return f"{n.op}({', '.join(show(a) for a in n.args)})"
+
+
+def scalar_parts(tree: Node, scalars: Any) -> Tuple[Node, Tuple[Tuple[str, Node], ...]]:
+    """(tree', parts): tree with each largest operator subtree whose operands are all literals
+    or names in the set scalars (names bound to Python scalars) replaced by a name node, and
+    the (name, subtree) of each.  The caller binds each name to the subtree's value computed
+    by :func:`scalar_value`, so NumPy meets that Python scalar weakly typed, as in the
+    equivalent Python code (``x * (1 - a)`` with ``a`` a Python float evaluates ``1 - a`` in
+    Python first).  Functions are NumPy's even of scalars (``sqrt(a)`` stays strongly typed)."""
+    parts: Dict[str, Node] = {}
+
+    def pure(n: Node) -> bool:
+        if n.kind == "const":
+            return True
+        if n.kind == "name":
+            return n.value in scalars
+        return n.kind in ("unary", "binary") and all(pure(a) for a in n.args)
+
+    def visit(n: Node) -> Node:
+        if n.kind in ("unary", "binary") and pure(n):
+            name = show(n)
+            parts[name] = n
+            return Node("name", value=name)
+        if not n.args:
+            return n
+        args = tuple(visit(a) for a in n.args)
+        if all(a is b for a, b in zip(args, n.args)):
+            return n
+        return Node(n.kind, op=n.op, value=n.value, args=args)
+
+    out = visit(tree)
+    return out, tuple(parts.items())
+
+
+def scalar_value(n: Node, values: Dict[str, Any], expr: str = "") -> Any:
+    """The value of an operator tree of literals and Python-scalar names, computed by Python's
+    operators (as Python code computes it before NumPy sees it).  Raises ZeroDivisionError or
+    OverflowError naming expr where Python raises them, ValueError for an integer wider than
+    MAX_INT_BITS (or a power that would be), TypeError for a complex value or an operator the
+    operands lack."""
+    if n.kind == "const":
+        return n.value
+    if n.kind == "name":
+        return values[n.value]
+    args = [scalar_value(a, values, expr) for a in n.args]
+    where = f"{show(n)}, a subexpression of Python scalars computed by Python's operators"
+    try:
+        return _fold(n.op, args, expr, where)
+    except ZeroDivisionError:
+        raise ZeroDivisionError(
+            f"expr {_shown(expr)}: division by zero in {where} (as NumPy's equivalent Python"
+            " code raises)"
+        ) from None
+    except OverflowError:
+        raise OverflowError(f"expr {_shown(expr)}: {where} overflows") from None
+
+
+def evaluate_numpy(tree: Node, values: Dict[str, Any], log: Any = None) -> Any:
     """The tree's value computed by plain NumPy calls, one temporary per operation: every
     operator and function is its NumPy ufunc, ``**`` NumPy's operator (the reference
-    semantics)."""
+    semantics).  log: None, or an object whose ``step(name, operands)`` is called before each
+    operation runs (fastprof.kernels.fperr.ErrorLog: which ufunc an error came from)."""
     if tree.kind == "name":
         return values[tree.value]
     if tree.kind == "const":
         return tree.value
     if tree.kind == "reduce":
-        return REDUCTIONS[tree.op].reduce(evaluate_numpy(tree.args[0], values), axis=tree.value)
-    args = [evaluate_numpy(a, values) for a in tree.args]
+        operand = evaluate_numpy(tree.args[0], values, log)
+        if log is not None:
+            log.step("reduce")
+        return REDUCTIONS[tree.op].reduce(operand, axis=tree.value)
+    args = [evaluate_numpy(a, values, log) for a in tree.args]
+    func = numpy_function(tree)
+    if log is not None:
+        log.step(func.__name__, args)
     if tree.kind == "binary" and tree.op == "**":
         return power(*args)
-    return numpy_function(tree)(*args)
+    return func(*args)
 
 
 def power(a: Any, b: Any) -> Any:

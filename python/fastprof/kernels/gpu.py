@@ -42,6 +42,7 @@ from .args import (
     EvalArgs,
     UniformArgs,
     _own_device_types,
+    bind_scalar_parts,
     caller_names,
     check_convolve_args,
     check_evaluate_args,
@@ -966,6 +967,8 @@ def generate_source(expr: str, operands: dict[str, Any]) -> _expr_cuda.Source:
     ValueError for expressions outside the language, TypeError for operations NumPy has no
     loop for or the GPU cannot compute (e.g. float16 results)."""
     tree = _expr.parse_cached(expr)
+    # Python-scalar subexpressions are names bound to their Python values, as on the CPU
+    tree, operands = bind_scalar_parts(expr, tree, operands)
     probe = {n: np.empty(0, v) if isinstance(v, np.dtype) else v for n, v in operands.items()}
     try:
         typed = _expr.typed(tree, probe)
