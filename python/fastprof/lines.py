@@ -894,13 +894,12 @@ class LineProfiler(Wrapping):
         """The functions of ``functions`` whose ``__code__`` is not the code registered for
         them: another line profiler (line_profiler's ``add_function``) puts a copy of a
         function's code in its place."""
-        known = {id(code) for code in self._tracer.codes()}
         added = self._added_code
-        return [
-            f
-            for f in self.functions
-            if id(f) in added and f.__code__ is not added[id(f)] and id(f.__code__) not in known
-        ]
+        swapped = [f for f in self.functions if f.__code__ is not added.get(id(f), f.__code__)]
+        if not swapped:  # the common case, on every call of a decorated function: no set built
+            return swapped
+        known = {id(code) for code in self._tracer.codes()}
+        return [f for f in swapped if id(f.__code__) not in known]
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on).  A function whose
