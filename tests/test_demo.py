@@ -53,4 +53,28 @@ def test_without_numpy_the_demo_says_what_it_needs() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 2
-    assert "NumPy is needed" in r.stdout
+    assert "NumPy is needed" in r.stderr and r.stdout == ""
+
+
+def test_under_another_profiler_the_demo_says_it_cannot_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import fastprof
+
+    with fastprof.Profile():
+        status = main(["demo", "--size", "16"])
+    assert status == 2
+    assert "fastprof demo: cannot profile here:" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_demo_quietly() -> None:
+    code = "import sys\nfrom fastprof.cli import main\nsys.exit(main(['demo', '--size', '16']))\n"
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.readline()
+    p.stdout.close()  # as `| head -1` does
+    err = p.stderr.read()
+    assert p.wait() == 0
+    assert b"Traceback" not in err

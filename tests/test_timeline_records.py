@@ -243,6 +243,13 @@ def test_a_write_failing_part_way_removes_the_half_file(tmp_path: Any) -> None:
     with pytest.raises(MemoryError, match="made up"):
         chrome.write_chrome_trace(out, pieces())
     assert not out.exists()
+    # a symlink named as the path is the user's: it stays (its target keeps the half)
+    target = tmp_path / "keep.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with pytest.raises(MemoryError, match="made up"):
+        chrome.write_chrome_trace(link, pieces())
+    assert link.is_symlink() and target.exists()
 
 
 def test_spans_built_in_c_equal_the_records_and_bad_input() -> None:

@@ -263,3 +263,39 @@ def test_control_characters_in_names_are_escaped() -> None:
         assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     d = format_diff({evil: (1, 0.1, 0.2)}, {evil: (2, 0.2, 0.3)}, t, t, names=("a\x1b", "b"))
     assert "\x1b" not in d and "\r" not in d
+
+
+def test_a_capped_tree_reports_shares_of_the_tables_time() -> None:
+    # calls merged at the top level have no node: the header and the shares are of the
+    # table's own time, so no function's self% passes 100
+    import fastprof
+    from fastprof.report.source import totals_of
+
+    ticks = [0]
+
+    def clock() -> int:
+        ticks[0] += 1
+        return ticks[0]
+
+    def first() -> int:
+        return sum(second(i) for i in range(3))
+
+    def second(i: int) -> int:
+        return i
+
+    def later() -> int:
+        return sum(second(i) for i in range(40))
+
+    prof = fastprof.Profile(clock, 1.0, builtins=False, tree_nodes=2)
+    prof.enable()
+    first()
+    later()  # a new top-level function past the cap: merged, with no caller node
+    prof.disable()
+    stats = fastprof.Stats(prof)
+    tree = prof.tree()
+    assert tree.merged > 0 and tree.total_time < stats.total_tt
+    text = format_tree_report(tree, totals=totals_of(stats), top=10)
+    assert f"in {stats.total_tt:.6f} seconds" in text.splitlines()[0]
+    table = text[text.index("self%") :].splitlines()[1:]
+    shares = [float(line.split()[0].rstrip("%")) for line in table if line.strip()]
+    assert shares and max(shares) <= 100.0 and sum(shares) <= 100.5

@@ -134,7 +134,7 @@ def run_demo(size: int, top: int, out: TextIO) -> int:
     try:
         import numpy as np
     except ImportError:
-        out.write("fastprof demo: NumPy is needed (pip install fastprof[kernels])\n")
+        sys.stderr.write("fastprof demo: NumPy is needed (pip install fastprof[kernels])\n")
         return 2
     import fastprof
 
@@ -150,7 +150,11 @@ def run_demo(size: int, top: int, out: TextIO) -> int:
         f"Which step takes the time?  Step 2 looks expensive.  Profile before you rewrite:\n\n"
     )
     prof = fastprof.Profile()
-    prof.enable()
+    try:
+        prof.enable()
+    except (ValueError, RuntimeError) as e:  # run under another profiler: it holds the hook
+        sys.stderr.write(f"fastprof demo: cannot profile here: {e}\n")
+        return 2
     try:
         slow, nslow = pipeline(np, img, smooth_loop)
     finally:
@@ -178,18 +182,22 @@ def run_demo(size: int, top: int, out: TextIO) -> int:
     fast, nfast = pipeline(np, img, smooth_table)
     # the table's sums round differently from the window's: equal to 1e-9 (values near 5)
     if nfast != nslow or not np.allclose(fast, slow, rtol=0, atol=1e-9):
-        out.write("fastprof demo: the summed-area table disagrees with the loop\n")
+        sys.stderr.write("fastprof demo: the summed-area table disagrees with the loop\n")
         return 1
     kernel = uniform_filter(img, 5, mode="nearest")
     inner = (slice(2, -2), slice(2, -2))  # the borders: the loop clips, scipy's modes extend
     if not np.allclose(kernel[inner], slow[inner], rtol=0, atol=1e-9):
-        out.write("fastprof demo: fastprof.kernels.uniform_filter disagrees with the loop\n")
+        sys.stderr.write("fastprof demo: fastprof.kernels.uniform_filter disagrees with the loop\n")
         return 1
-    loop_s = _best_of(lambda: smooth_loop(np, img, 2), 1)  # unprofiled, as the others
+    # unprofiled, as the others; best of 5 where that takes under a second or so
+    loop_s = _best_of(lambda: smooth_loop(np, img, 2), 1)
+    if loop_s < 0.2:
+        loop_s = min(loop_s, _best_of(lambda: smooth_loop(np, img, 2), 4))
     table_s = _best_of(lambda: smooth_table(np, img, 2), 5)
     kernel_s = _best_of(lambda: uniform_filter(img, 5, mode="nearest"), 5)
     out.write(
-        f"The smoothing step, {size}x{size} float64 (host clock, best of 5; the loop once):\n"
+        f"The smoothing step, {size}x{size} float64 (host clock, best of 5; the loop once "
+        f"where it takes over 0.2 s):\n"
         f"  loop over the pixels                {_ms(loop_s)}\n"
         f"  summed-area table (NumPy)           {_ms(table_s)}   {loop_s / table_s:8.0f}x\n"
         f"  fastprof.kernels.uniform_filter     {_ms(kernel_s)}   {loop_s / kernel_s:8.0f}x\n"
@@ -221,4 +229,8 @@ def main(argv: Sequence[str], out: Optional[TextIO] = None) -> int:
         p.error(f"--size must be at least 8, got {opts.size}")
     if opts.top < 1:
         p.error(f"--top must be at least 1, got {opts.top}")
-    return run_demo(opts.size, opts.top, sys.stdout if out is None else out)
+    try:
+        return run_demo(opts.size, opts.top, sys.stdout if out is None else out)
+    except BrokenPipeError:  # | head: the reader is gone, as the other commands end then
+        sys.stderr.close()
+        return 0

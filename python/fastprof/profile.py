@@ -293,6 +293,12 @@ def runctx(
 _REPORT_WHEN = ("exit", "call", "never")
 
 
+# what sort_by takes (pstats' keys, its legacy ints -1 to 2, or a tuple of keys) and output
+# (a path: str, bytes or os.PathLike)
+_SortBy = Union[str, int, Tuple[Union[str, int], ...]]
+_Output = Optional[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]
+
+
 class ProfileSession(_fastprof._Session):
     """What ``fastprof.profile(...)`` returns: a decorator and a context manager.
 
@@ -315,11 +321,11 @@ class ProfileSession(_fastprof._Session):
     def __init__(
         self,
         *,
-        sort_by: Union[str, Tuple[str, ...]] = "cumulative",
+        sort_by: _SortBy = "cumulative",
         top_n: Optional[int] = 30,
         builtins: bool = True,
         lines: bool = False,
-        output: Optional[str] = None,
+        output: _Output = None,
         report: str = "exit",
         clock: Literal["wall", "cpu", "process_cpu"] = "wall",
         threads: bool = True,
@@ -559,11 +565,11 @@ def _line_profiler() -> Any:
 def profile(
     func: _F,
     *,
-    sort_by: Union[str, Tuple[str, ...]] = ...,
+    sort_by: _SortBy = ...,
     top_n: Optional[int] = ...,
     builtins: bool = ...,
     lines: bool = ...,
-    output: Optional[str] = ...,
+    output: _Output = ...,
     report: str = ...,
     clock: Literal["wall", "cpu", "process_cpu"] = ...,
     threads: bool = ...,
@@ -575,11 +581,11 @@ def profile(
 def profile(
     func: None = None,
     *,
-    sort_by: Union[str, Tuple[str, ...]] = ...,
+    sort_by: _SortBy = ...,
     top_n: Optional[int] = ...,
     builtins: bool = ...,
     lines: bool = ...,
-    output: Optional[str] = ...,
+    output: _Output = ...,
     report: str = ...,
     clock: Literal["wall", "cpu", "process_cpu"] = ...,
     threads: bool = ...,

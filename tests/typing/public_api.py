@@ -4,6 +4,7 @@ function's type, or a runcall returning Any, fails the lint."""
 
 from __future__ import annotations
 
+import pathlib
 from typing import assert_type
 
 import fastprof
@@ -52,3 +53,14 @@ def uses_more() -> None:
     with fastprof.profile(report="never") as prof:
         pass
     assert_type(prof, "fastprof.Profile | fastprof.LineProfiler")
+
+
+# the documented option forms: a legacy pstats int or a tuple of keys, a PathLike output
+@fastprof.profile(sort_by=2, output=pathlib.Path("by_int.prof"), report="never")
+def by_int(x: int) -> int:
+    return x
+
+
+@fastprof.profile(sort_by=("tottime", "calls"), output=b"by_tuple.prof", report="never")
+def by_tuple(x: int) -> int:
+    return x

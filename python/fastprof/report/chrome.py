@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from typing import (
     Any,
@@ -330,7 +331,13 @@ def write_chrome_trace(
             for piece in trace:
                 f.write(piece)
     except BaseException:
-        if os.path.isfile(out):
+        # only the regular file named itself: a symlink (to a file, /proc/self/fd/1), a
+        # device or a FIFO is not this call's to remove
+        try:
+            regular = stat.S_ISREG(os.lstat(out).st_mode)
+        except OSError:
+            regular = False
+        if regular:
             os.unlink(out)
         raise
     return out

@@ -245,6 +245,10 @@ def format_tree_report(
     total = sum(r.cumtime for _, _, r in roots)
     if totals is None:
         totals = _totals(tree, roots)
+    elif tree.merged:
+        # merged calls made at the top level have no node: the tree is short of the table by
+        # their time; the header and every share are of the table's (the run's) own time
+        total = max(total, sum(v[1] for v in totals.values()))
     calls = sum(v[0] for v in totals.values())
     head = []
     if title:
