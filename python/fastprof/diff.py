@@ -13,7 +13,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .report.options import positive_int as _positive_int
 from .tree import CallTree, FuncKey, Node
 
-__all__ = ["function_changes", "path_changes", "format_diff", "main"]
+__all__ = [
+    "CallPaths",
+    "function_changes",
+    "interned_paths_of",
+    "paths_of",
+    "path_changes",
+    "format_diff",
+    "main",
+]
 
 Figures = Tuple[int, float, float]  # calls, own time, total time
 Change = Tuple[Figures, Figures]  # before, after
@@ -92,28 +100,111 @@ def _rename_tree(tree: CallTree, files: Dict[str, str]) -> None:
         stack.extend(n.children)
 
 
-def paths_of(root: Node) -> Dict[Tuple[FuncKey, ...], Figures]:
-    """{path: (calls, own, total)} of every node below ``root``."""
-    out: Dict[Tuple[FuncKey, ...], Figures] = {}
-    stack: List[Tuple[Node, Tuple[FuncKey, ...]]] = [(c, ()) for c in root.children]
+class CallPaths:
+    """Call paths interned: path ``i`` is its caller's path ``parent[i]`` (-1: a top-level
+    call) and its function ``key[i]``, so that a path costs one entry whatever its depth (a
+    tuple of keys per path is quadratic in a deep tree's depth).  One ``CallPaths`` shared by
+    two trees gives the same path the same id in both."""
+
+    __slots__ = ("ids", "parent", "key", "depth", "_run", "_before_run")
+
+    def __init__(self) -> None:
+        # {(the caller's path id, -1 at the top; the function): the path's id}
+        self.ids: Dict[Tuple[int, FuncKey], int] = {}
+        self.parent: List[int] = []
+        self.key: List[FuncKey] = []
+        self.depth: List[int] = []
+        # the length of the direct recursion (calls of one function in a row) that ends a
+        # path, and the path before it (-1: none)
+        self._run: List[int] = []
+        self._before_run: List[int] = []
+
+    def intern(self, up: int, key: FuncKey) -> int:
+        """The id of path ``up`` (-1: the root) extended by ``key``, made when new."""
+        i = self.ids.get((up, key))
+        if i is None:
+            i = self.ids[(up, key)] = len(self.parent)
+            self.parent.append(up)
+            self.key.append(key)
+            self.depth.append(1 if up < 0 else self.depth[up] + 1)
+            same = up >= 0 and self.key[up] == key
+            self._run.append(self._run[up] + 1 if same else 1)
+            self._before_run.append(self._before_run[up] if same else up)
+        return i
+
+    def path(self, i: int) -> Tuple[FuncKey, ...]:
+        """The keys of path ``i``, outermost call first."""
+        out: List[FuncKey] = []
+        while i >= 0:
+            out.append(self.key[i])
+            i = self.parent[i]
+        return tuple(reversed(out))
+
+    def last_runs(self, i: int, n: int) -> Tuple[List[Tuple[FuncKey, int]], bool]:
+        """The last ``n`` runs of path ``i`` (a function and how many calls of it in a row),
+        outermost first, and whether more runs come before them; in O(n) whatever the
+        depth."""
+        out: List[Tuple[FuncKey, int]] = []
+        while i >= 0 and len(out) < n:
+            out.append((self.key[i], self._run[i]))
+            i = self._before_run[i]
+        out.reverse()
+        return out, i >= 0
+
+    def ranks(self) -> List[int]:
+        """Each path's place among the paths of its depth in the order of their keys'
+        tuples (the order of ``path``), found level by level from the callers' places."""
+        levels: Dict[int, List[int]] = {}
+        for i, d in enumerate(self.depth):
+            levels.setdefault(d, []).append(i)
+        rank = [0] * len(self.parent)
+
+        def order(i: int) -> Tuple[int, FuncKey]:
+            up = self.parent[i]
+            return (rank[up] if up >= 0 else 0, self.key[i])
+
+        for d in sorted(levels):
+            ids = levels[d]
+            ids.sort(key=order)
+            for r, i in enumerate(ids):
+                rank[i] = r
+        return rank
+
+
+def interned_paths_of(root: Node, paths: CallPaths) -> Dict[int, Figures]:
+    """{path id in ``paths``: (calls, own, total)} of every node below ``root``, the nodes of
+    one path summed; interns the paths into ``paths`` (linear in the tree's size)."""
+    out: Dict[int, Figures] = {}
+    stack: List[Tuple[Node, int]] = [(c, -1) for c in root.children]
     while stack:
         n, up = stack.pop()
         assert n.key is not None
-        p = up + (n.key,)
+        p = paths.intern(up, n.key)
         prev = out.get(p, (0, 0.0, 0.0))
         out[p] = (prev[0] + n.ncalls, prev[1] + n.tottime, prev[2] + n.cumtime)
         stack.extend((c, p) for c in n.children)
     return out
 
 
-def path_changes(a: CallTree, b: CallTree) -> List[Tuple[Tuple[FuncKey, ...], Change]]:
+def paths_of(root: Node) -> Dict[Tuple[FuncKey, ...], Figures]:
+    """{path: (calls, own, total)} of every node below ``root``, each path a tuple of keys
+    (as large as the square of a deep tree's depth: ``interned_paths_of`` is not)."""
+    paths = CallPaths()
+    return {paths.path(i): f for i, f in interned_paths_of(root, paths).items()}
+
+
+def path_changes(a: CallTree, b: CallTree) -> Tuple[CallPaths, List[Tuple[int, Change]]]:
     """Every call path of either tree (threads summed by path) with its figures before and
-    after, the largest change in total or own time first."""
-    pa, pb = paths_of(a.merged_threads()), paths_of(b.merged_threads())
+    after, the largest change in total or own time first (then the shorter path, then the
+    order of the keys' tuples): the paths, and [(path id, change)]."""
+    paths = CallPaths()
+    pa = interned_paths_of(a.merged_threads(), paths)
+    pb = interned_paths_of(b.merged_threads(), paths)
     zero: Figures = (0, 0.0, 0.0)
     out = [(p, (pa.get(p, zero), pb.get(p, zero))) for p in set(pa) | set(pb)]
-    out.sort(key=lambda kv: (-_size(kv[1]), len(kv[0]), kv[0]))
-    return out
+    rank, depth = paths.ranks(), paths.depth
+    out.sort(key=lambda kv: (-_size(kv[1]), depth[kv[0]], rank[kv[0]]))
+    return paths, out
 
 
 def _secs(x: float, sign: bool = False) -> str:
@@ -130,21 +221,12 @@ def _name(key: FuncKey, paths: Dict[str, str]) -> str:
     return printable(f"{paths.get(key[0], key[0])}:{key[1]}({key[2]})")
 
 
-def _path_text(p: Tuple[FuncKey, ...], paths: Dict[str, str], keep: int = 4) -> str:
-    # direct recursion shown once with its depth
-    parts: List[str] = []
-    last: Optional[FuncKey] = None
-    count = 0
-    for k in p:
-        if k == last:
-            count += 1
-            parts[-1] = f"{_name(k, paths)} x{count}"
-            continue
-        last, count = k, 1
-        parts.append(_name(k, paths))
-    if len(parts) > keep:
-        parts = ["..."] + parts[-keep:]
-    return " > ".join(parts)
+def _path_text(cp: CallPaths, i: int, paths: Dict[str, str], keep: int = 4) -> str:
+    """Path ``i`` of ``cp`` as one line: its last ``keep`` functions, direct recursion shown
+    once with its depth (``f x3``), "..." first when more came before them."""
+    runs, more = cp.last_runs(i, keep)
+    parts = [_name(k, paths) + (f" x{count}" if count > 1 else "") for k, count in runs]
+    return " > ".join((["..."] if more else []) + parts)
 
 
 def format_diff(
@@ -195,12 +277,13 @@ def format_diff(
         tag = " (new)" if c[0] == (0, 0.0, 0.0) else " (gone)" if c[1] == (0, 0.0, 0.0) else ""
         out.append(line(c, _name(k, paths) + tag))
     if a_tree is not None and b_tree is not None:
-        pc = [x for x in path_changes(a_tree, b_tree) if x[1][0] != x[1][1]]
+        cp, changes = path_changes(a_tree, b_tree)
+        pc = [x for x in changes if x[1][0] != x[1][1]]
         out.append("")
         out.append(f"call paths that changed most ({min(top, len(pc))} of {len(pc)})")
         out.append(head + "path")
         for p, c in pc[:top]:
-            out.append(line(c, _path_text(p, paths)))
+            out.append(line(c, _path_text(cp, p, paths)))
     else:
         out.append("")
         out.append(
@@ -253,7 +336,9 @@ def main(argv: Sequence[str]) -> int:
 
             before = None
             if ta is not None and tb is not None:
-                before = {k: (v[2], v[1], v[0]) for k, v in paths_of(ta.merged_threads()).items()}
+                cp = CallPaths()
+                figures = interned_paths_of(ta.merged_threads(), cp)
+                before = (cp.ids, {i: (v[2], v[1], v[0]) for i, v in figures.items()})
             write_html(
                 opts.html,
                 sb,

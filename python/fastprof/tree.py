@@ -330,6 +330,8 @@ class CallTree:
                 raise ValueError(f"roots {roots!r} is not 'threads' or 'processes'")
             if wall is not None and (type(wall) not in (int, float) or not 0 <= wall < 1e300):
                 raise ValueError(f"wall time {wall!r} is not a non-negative number of seconds")
+            if cap is not None and (type(cap) is not int or cap < 0):
+                raise ValueError(f"malformed call tree: node cap {cap!r} is not a count >= 0")
             out: Dict[int, Node] = {}
             names: Dict[int, str] = {}
             for t in data["threads"]:
@@ -346,12 +348,12 @@ class CallTree:
                     made.append(n)
                 root.cumtime = sum(c.cumtime for c in root.children)
                 out[int(t["ident"])] = root
-        except (KeyError, TypeError, IndexError, AttributeError) as e:
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
             raise ValueError(f"malformed call tree: {type(e).__name__}: {e}") from None
         return cls(
             out,
             merged,
-            None if cap is None else int(cap),
+            cap,
             names,
             None if wall is None else wall,
             processes=roots == "processes",

@@ -7,15 +7,19 @@ from __future__ import annotations
 from typing import Dict, Iterator, List, TextIO, Tuple
 
 from ..tree import CallTree, FuncKey, Node
+from .escape import printable
 
 __all__ = ["frame_name", "collapsed_lines", "write_collapsed"]
 
 
 def frame_name(key: FuncKey) -> str:
-    """A frame's name in folded stacks: ``name (file:line)``, or a builtin's label; the
-    separators of the format (";" and line ends) are replaced."""
+    """A frame's name in folded stacks: ``name (file:line)``, or a builtin's label; control
+    characters (line ends included) and bidirectional overrides are written as the text
+    views write them (``\\x1b``, ``\\n``, ``\\u202e``), the lone surrogates of a file name
+    that is not UTF-8 kept (the file keeps its bytes), and the format's separator ";" is
+    replaced by ","."""
     text = key[2] if key[0] == "~" else f"{key[2]} ({key[0]}:{key[1]})"
-    return text.replace(";", ",").replace("\n", " ").replace("\r", " ")
+    return printable(text, keep_surrogates=True).replace(";", ",")
 
 
 def collapsed_lines(tree: CallTree, *, merge_threads: bool = True) -> Iterator[str]:

@@ -3,7 +3,8 @@ sequences, newlines, carriage returns, bidirectional overrides) are written as P
 so a function or file name can neither break a report's layout nor drive the terminal.
 
 One rule for every view: a character is written as its Python escape (``\\x1b``, ``\\udcff``).
-``printable`` applies it to every character that is not printable (the text and HTML views);
+``printable`` applies it to every character that is not printable (the text and HTML views;
+the folded stacks too, less the lone surrogates, whose bytes they keep);
 ``without_surrogates`` only to lone surrogates, the bytes of a file name that is not UTF-8 as
 the file system's decoding keeps them (``m\\xff.py`` is ``'m\\udcff.py'``), which no UTF-8
 text and no strict JSON reader can hold (the JSON exports)."""
@@ -22,14 +23,21 @@ def _escape(c: str) -> str:
     return repr(c)[1:-1]
 
 
-def printable(text: str, keep: str = "") -> str:
+def printable(text: str, keep: str = "", *, keep_surrogates: bool = False) -> str:
     """``text`` with each character that is not printable (``str.isprintable``: control
-    characters, lone surrogates) written as its Python escape (``\\x1b``, ``\\n``,
-    ``\\u202e``, ``\\udcff``); characters in ``keep`` stay as they are.  Printable text is
-    returned unchanged."""
+    characters, bidirectional overrides, lone surrogates) written as its Python escape
+    (``\\x1b``, ``\\n``, ``\\u202e``, ``\\udcff``); characters in ``keep`` stay as they are,
+    and so do lone surrogates with ``keep_surrogates`` (for an output written with
+    ``surrogateescape``, where they are a file name's bytes).  Printable text is returned
+    unchanged."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c in keep else _escape(c) for c in text)
+    return "".join(
+        c
+        if c.isprintable() or c in keep or (keep_surrogates and "\ud800" <= c <= "\udfff")
+        else _escape(c)
+        for c in text
+    )
 
 
 def without_surrogates(text: str) -> str:

@@ -56,6 +56,28 @@ def _key_table(keys: Sequence[FuncKey]) -> List[List[Any]]:
     return out
 
 
+BeforeFigures = Tuple[float, float, int]  # an earlier profile's total, own time and calls
+# its call paths' ids: {(the caller's path id, -1 at the top; the function): the path's id}
+PathIds = Dict[Tuple[int, FuncKey], int]
+# a diff's earlier profile: its path ids (``fastprof.diff.CallPaths.ids``) and figures by
+# path id, or its figures by the path's tuple of keys
+Before = Union[Tuple[PathIds, Dict[int, BeforeFigures]], Dict[Tuple[FuncKey, ...], BeforeFigures]]
+
+
+def _interned(before: Before) -> Tuple[PathIds, Dict[int, BeforeFigures]]:
+    """``before`` as path ids and figures by id (a dict keyed by tuples is numbered)."""
+    if isinstance(before, tuple):
+        return before
+    ids: PathIds = {}
+    figures: Dict[int, BeforeFigures] = {}
+    for keys, fig in before.items():
+        i = -1
+        for k in keys:
+            i = ids.setdefault((i, k), len(ids))
+        figures[i] = fig
+    return ids, figures
+
+
 class _Keys:
     def __init__(self) -> None:
         self.index: Dict[FuncKey, int] = {}
@@ -72,12 +94,14 @@ class _Keys:
 def _tree_threads(
     tree: CallTree,
     keys: _Keys,
-    before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None,
+    before: Optional[Before] = None,
 ) -> List[Dict[str, Any]]:
     """Each thread as columns: parent (index into the thread's nodes, -1 for top level),
     key, calls, own and total time, and the levels of direct recursion folded into the node
     (a chain f -> f -> f is drawn as one frame, as the terminal view shows it); with
-    ``before`` (a diff), the earlier profile's total, own time and calls of the same path."""
+    ``before`` (a diff), the earlier profile's total, own time and calls of the same path
+    (each node's path found from its caller's path id: linear in the tree's size)."""
+    bids, bfigures = _interned(before) if before is not None else ({}, {})
     out = []
     for ti, (ident, root) in enumerate(tree.threads.items()):
         parent: List[int] = []
@@ -91,7 +115,8 @@ def _tree_threads(
         bcalls: List[int] = []
         # a node's row, and how deep in a chain of direct recursion it is
         index: Dict[int, Tuple[int, int]] = {id(root): (-1, 0)}
-        paths: Dict[int, Tuple[FuncKey, ...]] = {id(root): ()}
+        # a node's path id in bids (-1: the root, -2: a path the earlier profile lacks)
+        pid: Dict[int, int] = {id(root): -1}
         for n in root.walk():
             if n.key is None:
                 continue
@@ -100,10 +125,11 @@ def _tree_threads(
             if up is root and is_runner_frame(n.key) and not n.children:
                 continue
             row, level = index[id(up)]
-            b = (0.0, 0.0, 0)
+            b: BeforeFigures = (0.0, 0.0, 0)
             if before is not None:
-                p = paths[id(n)] = paths[id(up)] + (n.key,)
-                b = before.get(p, b)
+                p = pid[id(up)]
+                p = pid[id(n)] = -2 if p == -2 else bids.get((p, n.key), -2)
+                b = bfigures.get(p, b)
             if up.key == n.key and row >= 0:
                 # direct recursion: folded into the outermost call's row
                 index[id(n)] = (row, level + 1)
@@ -182,7 +208,7 @@ def report_data(
     line_stats: Any = None,
     *,
     title: str = "fastprof profile",
-    before: Optional[Dict[Tuple[FuncKey, ...], Tuple[float, float, int]]] = None,
+    before: Optional[Before] = None,
     before_funcs: Optional[Dict[FuncKey, Tuple[int, float, float]]] = None,
 ) -> Dict[str, Any]:
     """The JSON the page reads (see the module docstring)."""
