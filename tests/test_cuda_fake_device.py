@@ -535,7 +535,7 @@ def test_evaluate_plans_keep_numpys_python_int_rules(dev) -> None:
 def test_plans_keep_rejecting_bad_arguments(dev) -> None:
     x = np.ones((8, 9))
     fast_gpu.uniform_filter(x, 3)
-    for bad in (dict(size=0), dict(mode="bogus"), dict(origin=5), dict(size=[3])):
+    for bad in (dict(size=float("inf")), dict(mode="bogus"), dict(origin=5), dict(size=[3])):
         with pytest.raises(ValueError):
             fast_gpu.uniform_filter(x, **{"size": 3, **bad})
         with pytest.raises(ValueError):  # the failed call cached nothing
