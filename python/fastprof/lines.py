@@ -513,20 +513,28 @@ def _legacy_bootstrap(tracer: Any, prev: Any) -> Callable[[Any, str, Any], None]
     return bootstrap
 
 
-def _settrace_unmuting(tracer: Any, prev: Callable[[Any], None]) -> Callable[[Any], None]:
+def _settrace_unmuting(prev: Callable[[Any], None]) -> Callable[[Any], None]:
     """sys.settrace while a LineProfiler is on below 3.12: the trace function mutes the frames
     of code it does not time (f_trace_lines); before another trace function replaces it in a
     thread (pdb.set_trace(), breakpoint(), a coverage tool, sys.settrace(None)), their line
     events are turned back on, so that one stops or counts on the next line as without
-    fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind."""
+    fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind.  Made
+    once per prev: a decorated function turns the profiler on at every outermost call."""
+    if _UNMUTING and _UNMUTING[0] is prev:
+        return _UNMUTING[1]  # type: ignore[no-any-return]
 
     @functools.wraps(prev)
     def settrace(function: Any) -> None:
-        tracer._unmute_thread()  # the calling thread's, whichever LineTracer traces it
+        # the calling thread's, whichever LineTracer traces it
+        _fastprof.LineTracer._unmute_thread()
         prev(function)
 
+    _UNMUTING[:] = [prev, settrace]
     return settrace
 
+
+# [prev, _settrace_unmuting(prev)] once made: compared by identity (any callable may be prev)
+_UNMUTING: List[Any] = []
 
 _LEGACY = _LegacyState()
 
@@ -574,9 +582,9 @@ class LineProfiler(Wrapping):
         else:
             self._unit = _fastprof.LineTracer.seconds_per_tick()
         self.functions: List[types.FunctionType] = []
-        # id(function) -> the code registered when add_function took it (functions holds
-        # the function): what _replaced_code compares with
-        self._added_code: Dict[int, types.CodeType] = {}
+        # the functions add_function took, in this profiler (a companion shares functions):
+        # their code was registered then, so one whose code is not now was swapped
+        self._added: List[types.FunctionType] = []
         self._enable_count = 0
         self._tool: Optional[int] = None
         # profilers whose timings this one reports with its own (kernprof_builtin's)
@@ -609,7 +617,7 @@ class LineProfiler(Wrapping):
         for f in _unwrap(func):
             self._add_code(f.__code__)
             self.functions.append(f)
-            self._added_code[id(f)] = f.__code__
+            self._added.append(f)
             for nested in _nested_codes(f.__code__):
                 self._add_code(nested)
 
@@ -768,10 +776,15 @@ class LineProfiler(Wrapping):
         if sys.version_info < (3, 12):  # the type checker reads this check too
             raise RuntimeError("sys.monitoring needs Python 3.12+")
         assert self._tool is not None  # called only while the tool id is held
+        sys.monitoring.set_local_events(self._tool, code, self._local_events())
+
+    @staticmethod
+    def _local_events() -> int:
+        """The events turned on in each registered code."""
+        if sys.version_info < (3, 12):  # the type checker reads this check too
+            raise RuntimeError("sys.monitoring needs Python 3.12+")
         E = sys.monitoring.events
-        sys.monitoring.set_local_events(
-            self._tool, code, E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD
-        )
+        return E.LINE | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD
 
     @staticmethod
     def _monitoring_events() -> int:
@@ -801,8 +814,7 @@ class LineProfiler(Wrapping):
             mon.register_callback(tool, E.PY_YIELD, t._on_leave)
             mon.register_callback(tool, E.PY_UNWIND, t._on_leave)
             t._start()
-            for code in t.codes():
-                self._set_local_events(code)
+            t._set_local_events(mon.set_local_events, tool, self._local_events())
             mon.set_events(tool, E.PY_UNWIND | E.PY_THROW)
         except BaseException:
             t._stop()
@@ -827,10 +839,9 @@ class LineProfiler(Wrapping):
         if freed:  # by another tool (its stop): fastprof's events stay there until cleared
             steps.append(functools.partial(mon.use_tool_id, tool, _TOOL_NAME))
         if freed or mon.get_tool(tool) == _TOOL_NAME:  # else another tool's: release warns
-            steps += [
-                functools.partial(mon.set_local_events, tool, code, 0)
-                for code in self._tracer.codes()
-            ]
+            steps.append(
+                functools.partial(self._tracer._set_local_events, mon.set_local_events, tool, 0)
+            )
         # the call profiler's release: global events, callbacks, the id (and the warning)
         steps.append(
             lambda: _fastprof._monitoring_release(
@@ -864,7 +875,7 @@ class LineProfiler(Wrapping):
                 self._tracer._stop()
                 raise
             _LEGACY.settrace_prev = sys.settrace
-            _LEGACY.settrace_hook = _settrace_unmuting(self._tracer, sys.settrace)
+            _LEGACY.settrace_hook = _settrace_unmuting(sys.settrace)
             sys.settrace = _LEGACY.settrace_hook
         elif driver is not self._tracer:
             # One trace function per thread: the installed tracer feeds this one too.
@@ -891,15 +902,11 @@ class LineProfiler(Wrapping):
                 _LEGACY.settrace_prev = _LEGACY.settrace_hook = None
 
     def _replaced_code(self) -> List[Any]:
-        """The functions of ``functions`` whose ``__code__`` is not the code registered for
-        them: another line profiler (line_profiler's ``add_function``) puts a copy of a
-        function's code in its place."""
-        added = self._added_code
-        swapped = [f for f in self.functions if f.__code__ is not added.get(id(f), f.__code__)]
-        if not swapped:  # the common case, on every call of a decorated function: no set built
-            return swapped
-        known = {id(code) for code in self._tracer.codes()}
-        return [f for f in swapped if id(f.__code__) not in known]
+        """The functions add_function took whose ``__code__`` is not registered: another line
+        profiler (line_profiler's ``add_function``) or a reloader (IPython's autoreload) put
+        other code in its place.  One C loop: it runs on every outermost call of a decorated
+        function."""
+        return list(self._tracer._unregistered(self._added))
 
     def enable(self) -> None:
         """Install the hooks and start counting (no-op when already on).  A function whose

@@ -103,6 +103,10 @@ fp_lthread *fp_line_thread_slow(fp_ltracer *self);
  * exception set. */
 fp_tick fp_line_now_slow(fp_ltracer *self);
 
+/* enable() and disable()'s walks over the registered codes (line_toggle.c): see there. */
+PyObject *fp_line_unregistered(fp_ltracer *self, PyObject *functions);
+PyObject *fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs);
+
 /* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an
  * exception set. */
 #if FP_PY312

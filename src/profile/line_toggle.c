@@ -1,0 +1,64 @@
+/* line_toggle.c - what the line profiler's enable() and disable() do for every registered
+ * code object, in one C loop: a decorated function toggles the profiler on every outermost
+ * call, so the per-code step costs what the interpreter's own work costs and no more. */
+#include "line.h"
+
+/* _unregistered(functions): returns a new list of the items of the sequence functions that
+ * are Python functions whose __code__ is not registered in self (another line profiler, or a
+ * reloader, replaced it since it was added), or NULL with an exception set.  One code-object
+ * extra read per function. */
+PyObject *
+fp_line_unregistered(fp_ltracer *self, PyObject *functions)
+{
+    PyObject *out = NULL,
+             *seq = PySequence_Fast(functions, "_unregistered(): functions must be a sequence");
+    if (seq == NULL)
+        goto error;
+    out = PyList_New(0);
+    if (out == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *f = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyFunction_Check(f) || fp_line_lookup(self, PyFunction_GET_CODE(f)) != NULL)
+            continue;
+        if (PyList_Append(out, f) < 0)
+            goto error;
+    }
+    Py_DECREF(seq);
+    return out;
+error:
+    Py_XDECREF(seq);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* _set_local_events(set_local_events, tool, events): calls set_local_events(tool, code,
+ * events) for every registered code, going on past a failure.  Returns None, or NULL with
+ * the first failure's exception set. */
+PyObject *
+fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *first_type = NULL, *first_value = NULL, *first_tb = NULL;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "_set_local_events() takes 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nrecs; i++) {
+        PyObject *call[3] = {args[1], self->recs[i]->code, args[2]};
+        PyObject *res = PyObject_Vectorcall(args[0], call, 3, NULL);
+        if (res != NULL) {
+            Py_DECREF(res);
+            continue;
+        }
+        if (first_type == NULL)
+            PyErr_Fetch(&first_type, &first_value, &first_tb);
+        else
+            PyErr_Clear(); /* the first failure is the one reported */
+    }
+    if (first_type != NULL) {
+        PyErr_Restore(first_type, first_value, first_tb);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
