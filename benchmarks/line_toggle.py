@@ -20,6 +20,7 @@ filters in its callback, which costs the same for any N.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -85,14 +86,14 @@ def measure(sizes: List[int], repeats: int) -> List[Dict[str, Any]]:
         lp_fast = fastprof.LineProfiler()
         fast = [lp_fast(f) for f in _functions(n)][0]
         modes: Dict[str, Callable[[], Optional[float]]] = {
-            "fastprof": lambda: _per_call(fast, calls)
+            "fastprof": functools.partial(_per_call, fast, calls)
         }
         if line_profiler is not None:
             lp_ref = line_profiler.LineProfiler()
             ref = [lp_ref(f) for f in _functions(n)][0]
-            modes["line_profiler"] = lambda: _per_call(ref, calls)
+            modes["line_profiler"] = functools.partial(_per_call, ref, calls)
         if sys.version_info >= (3, 12):
-            modes["floor"] = lambda: _floor(n, calls)
+            modes["floor"] = functools.partial(_floor, n, calls)
         samples: Dict[str, List[float]] = {m: [] for m in modes}
         names = list(modes)
         for r in range(repeats):
@@ -110,8 +111,10 @@ def print_table(rows: List[Dict[str, Any]], repeats: int) -> None:
     ref = "line_profiler" if line_profiler is not None else None
     version = getattr(line_profiler, "__version__", "absent")
     print(f"line_profiler {version}\n")
-    print("| functions registered | fastprof us | line_profiler us | fastprof / line_profiler "
-          "| floor: set_local_events on+off, us |")
+    print(
+        "| functions registered | fastprof us | line_profiler us | fastprof / line_profiler "
+        "| floor: set_local_events on+off, us |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for row in rows:
         lp = row.get(ref) if ref else None

@@ -3,7 +3,7 @@ tracer and the CPU kernels' entry points (the private _cuda_* functions are type
 fastprof.cuda wraps them)."""
 
 from types import CodeType, FrameType
-from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
 _FuncRecord = Tuple[Union[CodeType, str], int, int, int, int]
 """(key, ncalls, recursive calls, cumulative ticks, own ticks); key is a code object or, for a
@@ -163,6 +163,12 @@ class LineTracer:
     def _stop(self) -> Optional[BaseException]: ...
     @staticmethod
     def seconds_per_tick() -> float: ...
+    @staticmethod
+    def _unmute_thread() -> None: ...
+    def _unregistered(self, functions: Sequence[Any]) -> List[Any]: ...
+    def _set_local_events(
+        self, set_local_events: Callable[[int, CodeType, int], Any], tool: int, events: int
+    ) -> None: ...
     def __getattr__(self, name: str) -> Any: ...  # the private hooks and their switches
 
 def _uniform_filter1d(

@@ -521,7 +521,7 @@ def _settrace_unmuting(prev: Callable[[Any], None]) -> Callable[[Any], None]:
     fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind.  Made
     once per prev: a decorated function turns the profiler on at every outermost call."""
     if _UNMUTING and _UNMUTING[0] is prev:
-        return _UNMUTING[1]  # type: ignore[no-any-return]
+        return _UNMUTING[1]  # type: ignore[no-any-return,unused-ignore]
 
     @functools.wraps(prev)
     def settrace(function: Any) -> None:

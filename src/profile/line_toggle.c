@@ -40,8 +40,7 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
 {
     PyObject *first_type = NULL, *first_value = NULL, *first_tb = NULL;
     if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "_set_local_events() takes 3 arguments (%zd given)",
-                     nargs);
+        PyErr_Format(PyExc_TypeError, "_set_local_events() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < self->nrecs; i++) {
