@@ -182,6 +182,37 @@ def test_report_at_program_exit(tmp_path: Any) -> None:
     assert "3 of 4" in table
 
 
+def test_an_output_that_cannot_be_written_keeps_the_table(tmp_path: Any, capsys: Any) -> None:
+    """A missing directory in output= (found only when the report is written, as with
+    cProfile's -o): the table is printed all the same, then an OSError naming output= is
+    raised; at program exit it is one line on stderr, not a traceback."""
+    missing = tmp_path / "no-such-dir" / "p.prof"
+
+    @fastprof.profile(output=missing, report="call")
+    def work() -> int:
+        return sum(range(5))
+
+    with pytest.raises(FileNotFoundError, match="output=.*no-such-dir.*could not be written"):
+        work()
+    assert "builtins.sum" in capsys.readouterr().out
+    script = tmp_path / "deco.py"
+    script.write_text(
+        "import fastprof\n"
+        f"@fastprof.profile(output={str(missing)!r})\n"
+        "def work():\n    return sum(range(5))\n"
+        "work()\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    r = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert "builtins.sum" in r.stdout
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().startswith("fastprof: [Errno 2] output=")
+
+
 def test_lines_true_uses_the_line_profiler(fake_lines: list, tmp_path: Any, capsys: Any) -> None:
     out = tmp_path / "l.lprof"
 

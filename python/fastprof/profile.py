@@ -450,32 +450,53 @@ class ProfileSession(_fastprof._Session):
         return Stats(self.profiler)
 
     def _exit_report(self) -> None:
-        if self.when == "exit":
+        if self.when != "exit":
+            return
+        try:
             self.report()
+        except OSError as exc:
+            # at exit a traceback says less than this: the table was printed (report() prints
+            # before it raises), only the file is missing
+            print(f"fastprof: {exc}", file=sys.stderr)
 
     @quiet
     def report(self) -> None:
-        """Prints the table (and writes ``output`` when set) for what was profiled so far."""
+        """Prints the table and writes ``output`` when set, for what was profiled so far.
+        When ``output`` cannot be written, the table is still printed, then OSError (naming
+        ``output``) is raised."""
         stream = self.stream if self.stream is not None else sys.stdout  # None: no console
         if self.lines:
-            if self.output is not None:
-                self.profiler.dump_stats(self.output)
-            if stream is None:
-                return
-            if _accepts_stream(self.profiler.print_stats):
-                self.profiler.print_stats(stream=stream)
-            else:
-                self.profiler.print_stats()
-            return
-        st = self.stats()  # a snapshot: the profiler stays as it is
-        if self.output is not None:
-            st.dump(self.output)
-        if not st.rows:
-            return
-        sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
-        # each exit report says whose it is, as profilehooks' does
-        title = f"@fastprof.profile: {', '.join(self._decorated)}" if self._decorated else None
-        st.sort(*sort).print(top=self.top_n, stream=stream, title=title)
+            failed = self._write(self.profiler.dump_stats)
+            if stream is not None:
+                if _accepts_stream(self.profiler.print_stats):
+                    self.profiler.print_stats(stream=stream)
+                else:
+                    self.profiler.print_stats()
+        else:
+            st = self.stats()  # a snapshot: the profiler stays as it is
+            failed = self._write(st.dump)
+            if st.rows:
+                sort = self.sort_by if isinstance(self.sort_by, tuple) else (self.sort_by,)
+                # each exit report says whose it is, as profilehooks' does
+                who = ", ".join(self._decorated)
+                title = f"@fastprof.profile: {who}" if self._decorated else None
+                st.sort(*sort).print(top=self.top_n, stream=stream, title=title)
+        if failed is not None:
+            raise OSError(
+                failed.errno,
+                f"output={os.fspath(self.output)!r} could not be written: "  # type: ignore[arg-type]
+                f"{failed.strerror or failed}",
+            ) from failed
+
+    def _write(self, dump: Callable[[Any], Any]) -> Optional[OSError]:
+        """dump(output) when output is set; returns the OSError it raised, or None."""
+        if self.output is None:
+            return None
+        try:
+            dump(self.output)
+        except OSError as exc:
+            return exc
+        return None
 
 
 def _mark_coroutine_function(wrapper: Any, func: Any) -> None:
