@@ -5,11 +5,16 @@ Python they replaced did: every code visited, failures reported, nothing left be
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import textwrap
+import threading
 from typing import Any, Callable, Dict, List
 
 import pytest
 
+import fastprof.lines
 from fastprof import LineProfiler
 
 MONITORING = sys.version_info >= (3, 12)
@@ -114,3 +119,143 @@ def test_the_sys_settrace_wrapper_is_made_once_and_removed_after_each_call():
     assert sys.settrace is original
     assert seen[0] is seen[1] and seen[0] is not original
     assert seen[0].__name__ == original.__name__  # it still reads as sys.settrace
+
+
+def _no_hooks_left() -> None:
+    if MONITORING:
+        assert [sys.monitoring.get_tool(i) for i in range(6)].count("fastprof-lines") == 0
+    else:
+        assert sys.gettrace() is None
+        assert sys.settrace is _SETTRACE
+        assert getattr(threading, "_trace_hook", None) is None
+
+
+_SETTRACE = sys.settrace
+
+
+def test_a_decorated_function_called_from_threads_at_once_counts_exactly():
+    """The switch is one at a time: two threads must not both switch on (3.12+: two tool ids
+    feeding one tracer, one never given back) nor interleave the trace-hook bookkeeping
+    (below 3.12: sys.settrace left wrapped, or None)."""
+
+    def f(n: int) -> int:
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+
+    lp = LineProfiler()
+    hot = lp(f)
+    errors: List[BaseException] = []
+
+    def loop() -> None:
+        try:
+            for _ in range(1500):
+                hot(3)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=loop) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    ((_, rows),) = lp.get_stats().timings.items()
+    first = f.__code__.co_firstlineno
+    hits = {line - first: h for line, h, _ in rows}
+    assert hits == {1: 6000, 2: 24000, 3: 18000, 4: 6000}
+    assert lp.enable_count == 0 and not lp.enabled
+    _no_hooks_left()
+
+
+def test_a_reload_of_fastprof_lines_keeps_what_disable_must_take_out():
+    """importlib.reload(fastprof.lines) while a profiler is on (in a child: a reload changes
+    the module's classes for everything after it)."""
+    script = textwrap.dedent(
+        """
+        import importlib, sys, threading
+        import fastprof.lines
+        from fastprof import LineProfiler
+        settrace = sys.settrace
+        def work():
+            return sum(range(3))
+        lp = LineProfiler(work)
+        lp.enable()
+        importlib.reload(fastprof.lines)
+        work()
+        lp.disable()
+        if sys.version_info >= (3, 12):
+            print([sys.monitoring.get_tool(i) for i in range(6)].count("fastprof-lines"))
+        else:
+            print(sys.gettrace(), sys.settrace is settrace, threading._trace_hook)
+        ((_, rows),) = lp.get_stats().timings.items()
+        print([h for _, h, _ in rows])
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    left, hits = r.stdout.splitlines()
+    assert left == ("0" if MONITORING else "None True None")
+    assert hits == "[1]"
+
+
+@pytest.mark.skipif(MONITORING, reason="the sys.settrace wrapper is the trace-function path's")
+def test_a_tracer_installed_while_on_sees_no_frame_of_fastprof():
+    """sys.settrace while the line profiler is on unmutes the thread in C: the stdlib trace
+    module or coverage, installed then, counts no line of fastprof's."""
+    events: List[Any] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        events.append((frame.f_code.co_filename, frame.f_code.co_name, event))
+        return tracer
+
+    def work() -> int:
+        return sum(range(3))
+
+    lp = LineProfiler(work)
+    lp.enable()
+    sys.settrace(tracer)
+    work()
+    sys.settrace(None)
+    with pytest.warns(RuntimeWarning, match="trace hook of this thread was removed"):
+        lp.disable()
+    assert [e for e in events if "fastprof" in e[0]] == []
+    assert ("work", "call") in [(name, ev) for _, name, ev in events]
+    _no_hooks_left()
+
+
+def test_a_timer_failure_leaves_no_negative_time_and_the_file_reads_back(tmp_path: Any):
+    ticks = iter(range(0, 10**6, 5))
+    calls = [0]
+
+    def timer() -> int:
+        calls[0] += 1
+        if calls[0] == 6:
+            raise OSError("clock gone")
+        return next(ticks)
+
+    def work() -> int:
+        total = 0
+        for i in range(4):
+            total += i
+        return total
+
+    lp = LineProfiler(work, _timer=timer)
+    lp.enable()
+    work()
+    with pytest.raises(RuntimeError, match="the timer raised"):
+        lp.disable()
+    ((_, rows),) = lp.get_stats().timings.items()
+    assert all(t >= 0 for _, _, t in rows), rows
+    path = tmp_path / "t.lprof"
+    lp.dump_stats(path)
+    assert fastprof.lines.load_stats(path).timings == lp.get_stats().timings

@@ -226,6 +226,21 @@ def test_view_finds_a_pickle_without_the_extension(tmp_path: Any, capsys: Any) -
     assert "     2         7         70.0     10.0    100.0  " in out
 
 
+def test_a_source_shorter_than_the_function_keeps_the_header(tmp_path: Any, capsys: Any) -> None:
+    """The file is there but ends before the function's lines (it was shortened since the
+    run): the block still names the file and the function, as line_profiler's does, and
+    lists the lines that ran."""
+    src = tmp_path / "short.py"
+    src.write_text("x = 1\n")
+    path = tmp_path / "t.lprof"
+    LineStats({(str(src), 40, "gone"): [(41, 3, 30)]}, 1e-6).to_file(path)
+    assert cli.main(["view", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"File: {src}" in out and "Function: gone at line 40" in out
+    assert "Could not find file" not in out
+    assert "    41         3         30.0     10.0    100.0  " in out
+
+
 def test_view_of_line_timings_escapes_names_and_reads_no_device(tmp_path: Any, capsys: Any) -> None:
     timings = {
         ("/dev/zero", 1, "z"): [(1, 1, 1)],

@@ -237,3 +237,32 @@ def test_finished_threads_cost_a_few_bytes_each() -> None:
     (mine,) = _run(_PER_THREAD, "fastprof", n)
     (theirs,) = _run(_PER_THREAD, "cprofile", n)
     assert mine < 400 + max(theirs, 0), f"fastprof {mine:.0f} bytes a thread, cProfile {theirs:.0f}"
+
+
+def test_a_small_finished_profile_stays_small() -> None:
+    """Per-request profiles (werkzeug's ProfilerMiddleware makes one per request) kept
+    around: a profile of a few calls holds its fixed code cache (16 KiB) and tables that
+    start small and double, not tables sized for thousands of functions up front."""
+    import gc
+    import tracemalloc
+
+    def work() -> int:
+        return sum(range(10))
+
+    def one() -> Any:
+        p = fastprof.Profile()
+        p.enable()
+        work()
+        p.disable()
+        return p
+
+    one()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        keep = [one() for _ in range(50)]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(keep) == 50
+    assert held / 50 < 28 * 1024, f"{held / 50:.0f} bytes per finished profile"

@@ -26,10 +26,19 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 try:  # the compiled core loads first
     from . import _fastprof  # noqa: F401
 except ImportError as _e:  # no build of it for this Python, or fastprof imported from a zip
+    if "subinterpreter" in str(_e):  # an isolated interpreter (its own GIL): no reinstall helps
+        _advice = (
+            "It loads in the main interpreter and in subinterpreters that share its GIL "
+            "(legacy ones), not in an isolated one: profile from the main interpreter"
+        )
+    else:
+        _advice = (
+            f"It must be built for this Python ({sys.implementation.cache_tag}) and loaded "
+            "from a folder (a compiled extension cannot load from a zip file); reinstall "
+            "fastprof with pip"
+        )
     raise ImportError(
-        f"fastprof's compiled core (fastprof._fastprof) could not be imported: {_e}. It must "
-        f"be built for this Python ({sys.implementation.cache_tag}) and loaded from a folder "
-        f"(a compiled extension cannot load from a zip file); reinstall fastprof with pip",
+        f"fastprof's compiled core (fastprof._fastprof) could not be imported: {_e}. {_advice}",
         name="fastprof._fastprof",
     ) from _e
 from ._quiet import quiet

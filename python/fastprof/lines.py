@@ -518,25 +518,24 @@ def _settrace_unmuting(prev: Callable[[Any], None]) -> Callable[[Any], None]:
     of code it does not time (f_trace_lines); before another trace function replaces it in a
     thread (pdb.set_trace(), breakpoint(), a coverage tool, sys.settrace(None)), their line
     events are turned back on, so that one stops or counts on the next line as without
-    fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind.  Made
-    once per prev: a decorated function turns the profiler on at every outermost call."""
+    fastprof.  It is sys.settrace only while the profiler is on: nothing is left behind.  A C
+    callable (a tracer being installed sees no frame of fastprof's), made once per prev: a
+    decorated function turns the profiler on at every outermost call."""
     if _UNMUTING and _UNMUTING[0] is prev:
         return _UNMUTING[1]  # type: ignore[no-any-return,unused-ignore]
-
-    @functools.wraps(prev)
-    def settrace(function: Any) -> None:
-        # the calling thread's, whichever LineTracer traces it
-        _fastprof.LineTracer._unmute_thread()
-        prev(function)
-
+    settrace = _fastprof.LineTracer._settrace_unmuting(prev)
     _UNMUTING[:] = [prev, settrace]
     return settrace
 
 
+# The state below outlives a reload of this module (importlib.reload while a profiler is on
+# must not lose the hooks it has to take out).
 # [prev, _settrace_unmuting(prev)] once made: compared by identity (any callable may be prev)
-_UNMUTING: List[Any] = []
-
-_LEGACY = _LegacyState()
+_UNMUTING: List[Any] = globals().get("_UNMUTING", [])
+_LEGACY: _LegacyState = globals().get("_LEGACY") or _LegacyState()
+# held to switch any LineProfiler on or off (its enable count, its tool id, _LEGACY): threads
+# calling decorated functions at once switch one at a time
+_SWITCH: "threading.RLock" = globals().get("_SWITCH") or threading.RLock()
 
 
 def _legacy_hook_lost(tracer: Any) -> Optional[str]:
@@ -912,77 +911,86 @@ class LineProfiler(Wrapping):
         """Install the hooks and start counting (no-op when already on).  A function whose
         code another profiler replaced since it was added has its new code timed too (the
         two count as one function)."""
-        if self._tracer.enabled:
-            return
-        for f in self._replaced_code():
-            self._add_code(f.__code__)
-            for nested in _nested_codes(f.__code__):
-                self._add_code(nested)
-        if _MONITORING:
-            self._enable_monitoring()
-        else:
-            self._enable_legacy()
+        with _SWITCH:
+            if self._tracer.enabled:
+                return
+            for f in self._replaced_code():
+                self._add_code(f.__code__)
+                for nested in _nested_codes(f.__code__):
+                    self._add_code(nested)
+            if _MONITORING:
+                self._enable_monitoring()
+            else:
+                self._enable_legacy()
 
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self._tracer:
-            return
-        lost = None if _MONITORING else _legacy_hook_lost(self._tracer)
-        error = self._tracer._stop()
-        if _MONITORING:
-            self._disable_monitoring()
-        else:
-            self._disable_legacy()
-        if lost is not None:
-            # as the call profiler warns when its profile hook is taken (line_profiler says
-            # nothing): the counts stopped there
-            warnings.warn(
-                f"fastprof: the trace hook of this thread was {lost} while the line profiler "
-                "was on; lines run after that were not counted",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        replaced = self._replaced_code()
-        if replaced:
-            # the code was swapped while on (line_profiler's add_function inside a run):
-            # the calls of the new code were not counted; the next enable() times it
-            names = ", ".join(sorted({f.__qualname__ for f in replaced}))
-            warnings.warn(
-                f"fastprof: the code of {names} was replaced while the line profiler was on "
-                "(another line profiler's add_function does that); its calls after that were "
-                "not counted",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        if error is not None:
-            raise RuntimeError(f"line profiling failed during the run: {error}") from error
+        with _SWITCH:
+            if (
+                not self._tracer.enabled
+                and self._tool is None
+                and _LEGACY.driver is not self._tracer
+            ):
+                return
+            lost = None if _MONITORING else _legacy_hook_lost(self._tracer)
+            error = self._tracer._stop()
+            if _MONITORING:
+                self._disable_monitoring()
+            else:
+                self._disable_legacy()
+            if lost is not None:
+                # as the call profiler warns when its profile hook is taken (line_profiler says
+                # nothing): the counts stopped there
+                warnings.warn(
+                    f"fastprof: the trace hook of this thread was {lost} while the line profiler "
+                    "was on; lines run after that were not counted",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            replaced = self._replaced_code()
+            if replaced:
+                # the code was swapped while on (line_profiler's add_function inside a run):
+                # the calls of the new code were not counted; the next enable() times it
+                names = ", ".join(sorted({f.__qualname__ for f in replaced}))
+                warnings.warn(
+                    f"fastprof: the code of {names} was replaced while the line profiler was on "
+                    "(another line profiler's add_function does that); its calls after that were "
+                    "not counted",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            if error is not None:
+                raise RuntimeError(f"line profiling failed during the run: {error}") from error
 
     def __del__(self) -> None:
         # Dropped while enabled: give the tool id back (3.12+), remove the trace function
         # from every thread it was installed in (below 3.12).
         try:
-            if getattr(self, "_tool", None) is not None:
-                self._tracer._stop()
-                self._disable_monitoring()
-            elif not _MONITORING and getattr(self, "_tracer", None) is not None:
-                self._tracer._stop()
-                self._disable_legacy()
+            with _SWITCH:
+                if getattr(self, "_tool", None) is not None:
+                    self._tracer._stop()
+                    self._disable_monitoring()
+                elif not _MONITORING and getattr(self, "_tracer", None) is not None:
+                    self._tracer._stop()
+                    self._disable_legacy()
         except Exception:
             pass
 
     def enable_by_count(self) -> None:
         """enable(), counting nested calls: only the first call switches on."""
-        if self._enable_count == 0:
-            self.enable()
-        self._enable_count += 1
+        with _SWITCH:
+            if self._enable_count == 0:
+                self.enable()
+            self._enable_count += 1
 
     def disable_by_count(self) -> None:
         """disable() once every enable_by_count() has been matched."""
-        if self._enable_count > 0:
-            self._enable_count -= 1
-            if self._enable_count == 0:
-                self.disable()
+        with _SWITCH:
+            if self._enable_count > 0:
+                self._enable_count -= 1
+                if self._enable_count == 0:
+                    self.disable()
 
     def __enter__(self) -> "LineProfiler":
         self.enable_by_count()

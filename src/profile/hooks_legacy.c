@@ -401,8 +401,10 @@ fp_hooks_check_free(fp_profiler *p, int nests)
                         "session records nothing while an outer fastprof profiler holds this "
                         "thread's profile hook"));
         PyErr_SetString(PyExc_ValueError,
-                        "Another profiling tool is already active: another fastprof profiler is "
-                        "enabled in this thread; disable it first");
+                        "Another profiling tool is already active: another fastprof profiler "
+                        "holds this thread's profile hook (enabled here, or in another thread "
+                        "with threads=True); below Python 3.12 a thread has one: disable it "
+                        "first, or give both threads=False in threads of their own");
         return -1;
     }
     if (ts->c_profilefunc != NULL && nests == 2) {

@@ -568,6 +568,8 @@ static PyMethodDef fp_line_methods[] = {
      "Whether the trace function still counts or feeds others."},
     {"_unmute_thread", (PyCFunction)fp_line_unmute_thread, METH_NOARGS | METH_STATIC,
      "Turn line events back on in the calling thread's frames when a LineTracer traces it."},
+    {"_settrace_unmuting", (PyCFunction)fp_line_settrace_unmuting, METH_O | METH_STATIC,
+     "_settrace_unmuting(prev) -> prev behind a C callable that first unmutes the thread."},
 #endif
     {"seconds_per_tick", (PyCFunction)fp_line_seconds_per_tick, METH_NOARGS | METH_STATIC,
      "seconds_per_tick() -> float: seconds of one tick of the tick clock."},

@@ -57,6 +57,7 @@ typedef struct fp_ltracer {
     const void *cache_key;          /* the thread last looked up ... */
     fp_lthread *cache_ts;           /* ... and its stack (threads live as long as the tracer) */
     PyObject *timer;                /* NULL: fp_clock_ticks(); else a callable returning an int */
+    fp_tick last_tick;              /* the injected timer's last good reading */
     PyObject *name_trace_lines;     /* "f_trace_lines" (used below 3.12) */
     Py_ssize_t trace_lines_offset;  /* 3.11: offset of the frame's f_trace_lines, or -1 */
     struct fp_ltracer **passengers; /* below 3.12: tracers fed by this one's trace function */
@@ -99,13 +100,16 @@ fp_line_lookup(fp_ltracer *self, PyObject *code)
 fp_lthread *fp_line_thread_slow(fp_ltracer *self);
 
 /* Returns the current time in ticks of self's timer (the tick clock unless a timer was
- * injected).  A failing injected timer gives 0, recorded in self->error; never leaves an
- * exception set. */
+ * injected).  A failing injected timer gives its last good reading (0 before any), recorded
+ * in self->error; never leaves an exception set. */
 fp_tick fp_line_now_slow(fp_ltracer *self);
 
 /* enable() and disable()'s walks over the registered codes (line_toggle.c): see there. */
 PyObject *fp_line_unregistered(fp_ltracer *self, PyObject *functions);
 PyObject *fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs);
+#if !FP_PY312
+PyObject *fp_line_settrace_unmuting(PyObject *unused, PyObject *prev);
+#endif
 
 /* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an
  * exception set. */

@@ -67,11 +67,13 @@ fp_line_now_slow(fp_ltracer *self)
     Py_DECREF(r);
     if (t == -1 && PyErr_Occurred())
         goto error;
+    self->last_tick = t;
     return t;
 error:
     fp_sticky_set_what(&self->error, PyExc_RuntimeError,
                        "the timer raised or did not return an int");
-    return 0;
+    /* the last good reading: no interval around the failure comes out negative */
+    return self->last_tick;
 }
 
 /* Returns the current time of self's timer.  Never sets an exception. */

@@ -61,3 +61,35 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
     }
     Py_RETURN_NONE;
 }
+
+#if !FP_PY312
+/* The sys.settrace a LineTracer's enable() puts in place below 3.12 (self: the sys.settrace it
+ * stands for): turns line events back on in the calling thread's frames, then calls it.
+ * Returns what it returns, or NULL with an exception set.  C, so that a tracer being
+ * installed sees no frame of fastprof's. */
+static PyObject *
+fp_line_settrace_call(PyObject *prev, PyObject *const *args, Py_ssize_t nargs)
+{
+    fp_line_unmute_calling_thread();
+    return PyObject_Vectorcall(prev, args, (size_t)nargs, NULL);
+}
+
+static PyMethodDef fp_line_settrace_def = {
+    "settrace", (PyCFunction)(void (*)(void))fp_line_settrace_call, METH_FASTCALL,
+    "settrace($module, function, /)\n--\n\nSet the global debug tracing function (while fastprof's "
+    "line "
+    "profiler is on, line events are first turned back on in this thread's frames)."};
+
+/* _settrace_unmuting(prev): returns a new callable that turns line events back on in the
+ * calling thread's frames and then calls prev, or NULL with an exception set. */
+PyObject *
+fp_line_settrace_unmuting(FP_UNUSED PyObject *unused, PyObject *prev)
+{
+    if (!PyCallable_Check(prev)) {
+        PyErr_Format(PyExc_TypeError, "_settrace_unmuting(): prev must be callable, not %.100s",
+                     Py_TYPE(prev)->tp_name);
+        return NULL;
+    }
+    return PyCFunction_New(&fp_line_settrace_def, prev);
+}
+#endif

@@ -76,7 +76,7 @@ fp_index_put(const fp_profiler *p, fp_index_map *m, uint64_t key, int32_t idx,
 {
     uint32_t cap = m->slots ? m->mask + 1 : 0;
     if ((m->used + 1) * 2 > cap) {
-        uint32_t ncap = cap ? cap * 2 : 256;
+        uint32_t ncap = cap ? cap * 2 : 32;
         fp_index_map grown = {0};
         grown.slots = PyMem_RawCalloc(ncap, sizeof(int32_t));
         if (grown.slots == NULL)
@@ -185,7 +185,7 @@ static int32_t
 fp_func_new(fp_profiler *p, PyObject *key)
 {
     if (p->nfuncs == p->capfuncs) {
-        int32_t ncap = p->capfuncs ? p->capfuncs * 2 : 256;
+        int32_t ncap = p->capfuncs ? p->capfuncs * 2 : 16;
         fp_func *grown = PyMem_RawRealloc(p->funcs, (size_t)ncap * sizeof(fp_func));
         if (grown == NULL) {
             Py_DECREF(key);
@@ -274,7 +274,7 @@ fp_edge_add(fp_profiler *p, int32_t caller, int32_t callee)
 {
     int32_t ei;
     if (p->nedges == p->capedges) {
-        int32_t ncap = p->capedges ? p->capedges * 2 : 512;
+        int32_t ncap = p->capedges ? p->capedges * 2 : 16;
         fp_edge *grown = PyMem_RawRealloc(p->edges, (size_t)ncap * sizeof(fp_edge));
         if (grown == NULL)
             goto error;
@@ -312,7 +312,7 @@ fp_node_new(fp_profiler *p, int32_t parent, int32_t func)
     if (p->nnodes == p->capnodes) {
         if (p->capnodes > INT32_MAX / 2)
             goto error;
-        int32_t ncap = p->capnodes ? p->capnodes * 2 : 512;
+        int32_t ncap = p->capnodes ? p->capnodes * 2 : 16;
         fp_node *grown = PyMem_RawRealloc(p->nodes, (size_t)ncap * sizeof(fp_node));
         if (grown == NULL)
             goto error;
@@ -390,7 +390,7 @@ fp_edge_inner(const fp_thread *t, int32_t caller, int32_t fi)
 static int
 fp_grow_zeroed(int32_t **arr, int32_t *n, int32_t i)
 {
-    int32_t ncap = *n ? *n : 256;
+    int32_t ncap = *n ? *n : 16;
     while (ncap <= i)
         ncap *= 2;
     int32_t *grown = PyMem_RawRealloc(*arr, (size_t)ncap * sizeof(int32_t));
@@ -426,7 +426,7 @@ fp_grow_edge_rec(fp_profiler *p, fp_thread *t, int32_t ei)
 int
 fp_grow_stack(fp_profiler *p, fp_thread *t)
 {
-    int32_t ncap = t->cap ? t->cap * 2 : 128;
+    int32_t ncap = t->cap ? t->cap * 2 : 32;
     fp_frame *grown = PyMem_RawRealloc(t->stack, (size_t)ncap * sizeof(fp_frame));
     if (grown == NULL) {
         fp_set_sticky(p);

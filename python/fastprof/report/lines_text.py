@@ -28,15 +28,19 @@ COLUMN_WIDTHS: Mapping[str, int] = {"line": 6, "hits": 9, "time": 12, "perhit": 
 _EMPTY = ("", "", "", "")
 
 
-def _source_block(filename: str, start_lineno: int) -> List[str]:
-    """The lines of the function starting at start_lineno of filename ([] when unreadable)."""
+def _source_block(filename: str, start_lineno: int) -> Optional[List[str]]:
+    """The lines of the function starting at start_lineno of filename: None when the file
+    cannot be read, [] when it ends before start_lineno (it changed since the run, or the
+    code was compiled under its name)."""
     # Sources linecache holds already (IPython cells) or regular files: never a device or
     # a pipe that a file name from a saved .lprof could point at.
     if filename not in linecache.cache and not os.path.isfile(filename):
-        return []
+        return None
     linecache.checkcache(filename)
     all_lines = linecache.getlines(filename)
-    if not all_lines or start_lineno < 1 or start_lineno > len(all_lines):
+    if not all_lines:
+        return None
+    if start_lineno < 1 or start_lineno > len(all_lines):
         return []
     try:
         return inspect.getblock(all_lines[start_lineno - 1 :])
@@ -91,10 +95,12 @@ def show_func(
     block = _source_block(filename, start_lineno)
     shown_file, shown_name = printable(filename), printable(func_name)
     cells = _cells(timings, scale, total_time)
-    if block:
+    if block is not None:
         stream.write(f"File: {shown_file}\n")
         stream.write(f"Function: {shown_name} at line {start_lineno}\n")
         numbered = [(start_lineno + offset, text) for offset, text in enumerate(block)]
+        if not block:  # the file is shorter than the function's lines: the ones that ran
+            numbered = [(lineno, "") for lineno in sorted(cells)]
     else:
         stream.write("\n")
         stream.write(f"Could not find file {shown_file}\n")
