@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import fastprof
 from fastprof import _fastprof
 
 PY312 = sys.version_info >= (3, 12)
@@ -377,6 +378,28 @@ def test_bad_arguments() -> None:
         _fastprof.Profiler(subcalls="yes")
     with pytest.raises(TypeError, match="builtins"):
         _fastprof.Profiler().enable(builtins=[])
+
+
+def test_subcalls_and_builtins_none_is_false_as_in_cprofile() -> None:
+    """cProfile 3.12+ reads subcalls=None / builtins=None as false (its "p" format; 3.11's
+    refuses None); a drop-in must not read them as the default."""
+
+    def names(p: Any) -> set:
+        p.create_stats()
+        return {k[2] for k in p.stats}
+
+    classes = [fastprof.Profile]
+    if sys.version_info >= (3, 12):
+        classes.append(cProfile.Profile)
+    for cls in classes:
+        p = cls(builtins=None)
+        p.runcall(len, "ab")
+        assert not any("len" in n for n in names(p)), cls
+        q = cls()
+        q.enable(builtins=None)
+        len("ab")
+        q.disable()
+        assert not any("len" in n for n in names(q)), cls
 
 
 def test_cpu_clocks_record_the_same_counts() -> None:

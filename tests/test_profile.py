@@ -614,6 +614,29 @@ def test_dump_stats_takes_what_cprofile_takes(tmp_path) -> None:
     before = set(os.listdir("/dev"))
     p.dump_stats(os.devnull)
     assert set(os.listdir("/dev")) == before  # no /dev/null.tree.json
+    # a descriptor, as open() takes (and closes, as under cProfile)
+    p.dump_stats(os.open(tmp_path / "by_fd.prof", os.O_WRONLY | os.O_CREAT))
+    assert pstats.Stats(str(tmp_path / "by_fd.prof")).stats[key(rec)][1] == 3
+
+
+def test_a_long_file_name_gets_its_tree_under_a_short_name(tmp_path, recwarn) -> None:
+    """pytest-profiling names a .prof after the test id: up to the 255-byte limit, where
+    FILE.tree.json cannot be; the tree goes under FILE cut short and a digest of its name,
+    without a warning (which -W error would turn into pytest's INTERNALERROR), and reads back."""
+    from fastprof.tree import tree_path
+
+    p = fastprof.Profile()
+    p.runcall(rec, 2)
+    names = ["a" * 250 + ".prof", "b" * 250 + ".prof", "é" * 120 + ".prof"]
+    for name in names:
+        p.dump_stats(tmp_path / name)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    trees = {os.path.basename(tree_path(str(tmp_path / n))) for n in names}
+    assert len(trees) == 3 and all(len(os.fsencode(t)) <= 255 for t in trees)
+    assert trees <= set(os.listdir(tmp_path))
+    for name in names:
+        assert fastprof.Stats(str(tmp_path / name)).call_tree() is not None
+    assert tree_path("x.prof") == "x.prof.tree.json"
 
 
 def test_a_tree_that_cannot_be_written_warns_after_the_pstats_file(tmp_path, monkeypatch) -> None:
@@ -641,3 +664,38 @@ def test_the_methods_signatures_name_self() -> None:
         assert list(unbound.parameters) == ["self", *rest], name
         unbound.bind(p)  # the unbound method takes the profiler
         assert list(inspect.signature(getattr(p, name)).parameters) == rest, name
+
+
+def test_a_subclass_getstats_is_what_the_stats_are_built_from(tmp_path) -> None:
+    """cProfile builds snapshot_stats (so create_stats, print_stats, dump_stats and
+    pstats.Stats(p)) from self.getstats(): a subclass that filters it filters them all."""
+
+    def noise():
+        return sum(range(10))
+
+    def work():
+        noise()
+        return sorted([3, 1, 2])
+
+    results = {}
+    for base in (cProfile.Profile, fastprof.Profile):
+
+        class Filtered(base):  # type: ignore[misc,valid-type]
+            def getstats(self):
+                return [e for e in super().getstats() if getattr(e.code, "co_name", "") != "noise"]
+
+        p = Filtered()
+        p.runcall(work)
+        st = pstats.Stats(p)
+        out = tmp_path / f"{base.__module__}.prof"
+        p.dump_stats(out)
+        results[base] = (
+            {(k[2], v[1]) for k, v in st.stats.items() if "disable" not in k[2]},
+            {k[2] for k in pstats.Stats(str(out)).stats},
+            {c[2] for c in st.stats[key(work)][4]} if key(work) in st.stats else None,
+        )
+    mine, theirs = results[fastprof.Profile], results[cProfile.Profile]
+    assert ("noise", 1) not in mine[0] and mine[0] == theirs[0]
+    assert "noise" not in mine[1]
+    assert mine[2] == theirs[2]
+    assert not (tmp_path / "fastprof.profile.prof.tree.json").exists()

@@ -15,7 +15,7 @@ from typing import Any, List, Tuple
 
 import pytest
 
-from fastprof import cli
+from fastprof import Stats, cli
 from fastprof.tree import CallTree
 from test_cli_run import CHDIR_SCRIPT, run_cli
 from view_helpers import KEYS, sample_stats, sample_tree
@@ -140,9 +140,34 @@ def test_a_tree_of_the_same_functions_with_other_counts_is_not_used(
     assert cli.main(["view", a, "-s", "calls"]) == 0
     captured = capsys.readouterr()
     (note,) = captured.err.strip().splitlines()
-    assert "functions or call counts differ" in note
+    assert "functions, call counts or own times differ" in note
     (row,) = [ln for ln in captured.out.splitlines() if "(leaf)" in ln]
     assert row.split()[0] == "14"
+
+
+def test_a_tree_of_the_same_calls_with_other_times_is_not_used(tmp_path: Any, capsys: Any) -> None:
+    """Another run's table written over the file (pstats.Stats(b).dump_stats(a)): the same
+    functions and calls, other times; a's tree would show a's times beside b's table."""
+    import pstats
+
+    script = tmp_path / "app.py"
+    script.write_text("def leaf():\n    return sum(range(50))\n\nfor _ in range(7):\n    leaf()\n")
+    a, b = str(tmp_path / "a.prof"), str(tmp_path / "b.prof")
+    for out in (a, b):
+        assert cli.main(["run", "-o", out, str(script)]) == 0
+    capsys.readouterr()
+    st = pstats.Stats(b)
+    # the same calls, b's times made surely unlike a's
+    st.stats = {
+        k: (cc, nc, tt * 3 + 1e-3, ct * 3 + 1e-3, callers)
+        for k, (cc, nc, tt, ct, callers) in st.stats.items()
+    }
+    st.dump_stats(a)
+    assert cli.main(["view", a]) == 0
+    (note,) = capsys.readouterr().err.strip().splitlines()
+    assert "own times differ" in note
+    stats = Stats(a)
+    assert stats.call_tree() is None
 
 
 def test_a_matching_tree_is_used_with_or_without_an_older_runner_frame(

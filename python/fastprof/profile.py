@@ -22,6 +22,7 @@ from typing import (
     Literal,
     NamedTuple,
     Optional,
+    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -152,8 +153,13 @@ class Profile(_fastprof.Profiler):
     def snapshot_stats(self) -> None:
         """Sets ``self.stats`` to pstats' dictionary, without disabling the profiler.
 
-        Two functions with the same key (say two builtins of the same label) are summed.
+        Two functions with the same key (say two builtins of the same label) are summed.  A
+        subclass that overrides ``getstats()`` gets the stats of what it returns, as
+        cProfile's ``snapshot_stats`` builds them from ``getstats()``.
         """
+        if type(self).getstats is not Profile.getstats:
+            self.stats = _stats_of_entries(self.getstats())
+            return
         spt, funcs, edges = self._raw()
         stats: Dict[FuncKey, Any] = {}
         keys: List[FuncKey] = []
@@ -194,7 +200,7 @@ class Profile(_fastprof.Profiler):
         st = pstats.Stats(self)  # type: ignore[arg-type]  # pstats reads any create_stats()
         st.strip_dirs().sort_stats(*keys).print_stats()
 
-    def dump_stats(self, file: Union[str, bytes, "os.PathLike[str]"]) -> None:
+    def dump_stats(self, file: Union[str, bytes, "os.PathLike[str]", int]) -> None:
         """Writes the stats to ``file`` in pstats' marshal format (snakeviz, gprof2dot read it),
         and the call tree beside it as FILE.tree.json (each thread's data, which pstats' format
         cannot hold: ``fastprof.Stats(file)`` and ``fastprof view`` read it)."""
@@ -206,7 +212,10 @@ class Profile(_fastprof.Profiler):
         with open(file, "wb") as f:
             self.create_stats()
             marshal.dump(self.stats, f)
-        save_tree(file, tree_text(self))  # from the core's records: no tree is built
+        # from the core's records (no tree is built); none where a subclass's getstats()
+        # made the table: the records are not what it holds
+        own = type(self).getstats is Profile.getstats
+        save_tree(file, tree_text(self) if own else None)
 
     # -- running code -----------------------------------------------------------------------
 
@@ -497,6 +506,38 @@ class ProfileSession(_fastprof._Session):
         except OSError as exc:
             return exc
         return None
+
+
+def _stats_of_entries(entries: Sequence[Any]) -> Dict[FuncKey, Any]:
+    """pstats' dictionary of ``_lsprof``-shaped entries (code, callcount, reccallcount,
+    totaltime, inlinetime, calls): a function's callers from the sub-entries of the entries
+    that call it; keys that repeat are summed."""
+    stats: Dict[FuncKey, List[Any]] = {}
+    for e in entries:
+        key = label(e.code)
+        row = stats.setdefault(key, [0, 0, 0.0, 0.0, {}])
+        row[0] += e.callcount - e.reccallcount
+        row[1] += e.callcount
+        row[2] += e.inlinetime
+        row[3] += e.totaltime
+    for e in entries:
+        caller = label(e.code)
+        for sub in e.calls or ():
+            callee = stats.get(label(sub.code))
+            if callee is None:  # a callee the subclass left out: no row to list it under
+                continue
+            # pstats' callers values are (nc, cc, tt, ct)
+            entry = (
+                sub.callcount,
+                sub.callcount - sub.reccallcount,
+                sub.inlinetime,
+                sub.totaltime,
+            )
+            prev = callee[4].get(caller)
+            if prev is not None:
+                entry = tuple(a + b for a, b in zip(prev, entry))
+            callee[4][caller] = entry
+    return {k: tuple(v) for k, v in stats.items()}
 
 
 def _mark_coroutine_function(wrapper: Any, func: Any) -> None:

@@ -568,7 +568,10 @@ class Stats:
             from .tree import CallTree
 
             where, self._tree = self._tree, CallTree.load(self._tree)
-            if not self._tree.describes({k: v[1] for k, v in self._stats.items()}):
+            if not self._tree.describes(
+                {k: v[1] for k, v in self._stats.items()},
+                {k: v[2] for k, v in self._stats.items()},
+            ):
                 # the pstats file was rewritten since (by cProfile, say): not its tree
                 self._tree = None
                 self._stale_tree = where
@@ -585,8 +588,8 @@ class Stats:
                 why = f"it sums {self._nsources} profiles"
             elif stale is not None:
                 why = (
-                    f"{stale} is not this profile's call tree (their functions or call counts "
-                    "differ: the profile was rewritten since?)"
+                    f"{stale} is not this profile's call tree (their functions, call counts "
+                    "or own times differ: the profile was rewritten since?)"
                 )
             else:
                 why = (

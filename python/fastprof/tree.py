@@ -213,18 +213,31 @@ class CallTree:
         """The summed total time of the threads' top-level calls, in seconds."""
         return sum(r.cumtime for r in self.threads.values())
 
-    def describes(self, calls: Mapping[FuncKey, int]) -> bool:
+    def describes(
+        self, calls: Mapping[FuncKey, int], tottimes: Optional[Mapping[FuncKey, float]] = None
+    ) -> bool:
         """Whether this tree can be the call tree of the pstats profile whose functions and
-        call counts are ``calls``: the same functions with the same counts (the runner's own
+        call counts are ``calls`` (and own times ``tottimes``, when given): the same functions
+        with the same counts and, to a millionth, the same own times (the runner's own
         ``disable`` aside, which files of earlier versions kept in the tree alone), or fewer
         functions and calls when the node cap merged calls (``merged``).  A pstats file
-        rewritten since fails it: by cProfile, say, or by ``pstats.Stats.add`` of another
-        run of the same script (the same functions, more calls)."""
-        mine = {k: v[0] for k, v in self.function_totals().items() if not is_disable(k)}
+        rewritten since fails it: by cProfile, say, by ``pstats.Stats.add`` of another run of
+        the same script (the same functions, more calls), or by a dump of another run with
+        the same calls (other times)."""
+        totals = self.function_totals()
+        mine = {k: v[0] for k, v in totals.items() if not is_disable(k)}
         theirs = {k: n for k, n in calls.items() if not is_disable(k)}
         if self.merged:
             return all(k in theirs and n <= theirs[k] for k, n in mine.items())
-        return mine == theirs
+        if mine != theirs:
+            return False
+        if tottimes is None:
+            return True
+        return all(
+            abs(totals[k][1] - tottimes[k]) <= 1e-6 * abs(tottimes[k]) + 1e-9
+            for k in mine
+            if k in tottimes
+        )
 
     def merged_threads(self) -> Node:
         """One root that sums every thread's tree path by path."""
@@ -422,8 +435,20 @@ def pstats_of(root: Node) -> Dict[FuncKey, PstatsEntry]:
 
 
 def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
-    """Where the call tree of the pstats file ``profile_path`` is saved beside it."""
-    return os.fspath(profile_path) + ".tree.json"
+    """Where the call tree of the pstats file ``profile_path`` is saved beside it: FILE.tree.json,
+    or, when that name would pass the 255-byte limit of a file name (pytest-profiling names
+    files after long test ids), FILE cut short and a digest of its whole name."""
+    path = os.fspath(profile_path)
+    head, name = os.path.split(path)
+    suffix = ".tree.json"
+    raw = os.fsencode(name)
+    if len(raw) + len(suffix) <= 255:
+        return path + suffix
+    import hashlib
+
+    digest = hashlib.sha1(raw).hexdigest()[:16]
+    keep = raw[: 255 - len(suffix) - len(digest) - 1]
+    return os.path.join(head, os.fsdecode(keep) + "." + digest + suffix)
 
 
 def save_tree(profile_path: Any, tree: Optional[Any]) -> Optional[str]:
@@ -434,6 +459,8 @@ def save_tree(profile_path: Any, tree: Optional[Any]) -> Optional[str]:
     pipe, /dev/null, a link such as /dev/stdout or /proc/self/fd/N: no "beside" to write to),
     and warns (RuntimeWarning) instead of raising where the tree cannot be written: the
     pstats file, which cProfile's users read, is written already."""
+    if isinstance(profile_path, int):  # a file descriptor, as open() takes: no name to go by
+        return None
     path = os.fsdecode(profile_path)
     if not os.path.isfile(path) or os.path.islink(path):
         return None

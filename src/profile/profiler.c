@@ -86,6 +86,19 @@ fp_arg_flag(PyObject *value, const char *name, int *out)
     return 0;
 }
 
+/* Reads cProfile's subcalls= or builtins= into *out: as fp_arg_flag, but None is false, as
+ * cProfile reads it (Profile(builtins=None) records no builtins there).  Returns 0, or -1
+ * with a TypeError naming it. */
+static int
+fp_arg_cprofile_flag(PyObject *value, const char *name, int *out)
+{
+    if (value == Py_None) {
+        *out = 0;
+        return 0;
+    }
+    return fp_arg_flag(value, name, out);
+}
+
 /* Reads prune_call_sites and its old, inverted name strict (either may be NULL or None) into
  * *prune.  Returns 0, or -1 with a TypeError or a ValueError (the two contradict). */
 static int
@@ -233,7 +246,8 @@ fp_profiler_init(PyObject *self, PyObject *args, PyObject *kwds)
         return -1;
     int sub = 1, bi = 1, th = 1, pr = 0;
     int32_t cap = FP_TREE_NODES_DEFAULT;
-    if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0 ||
+    if (fp_arg_cprofile_flag(subcalls, "subcalls", &sub) < 0 ||
+        fp_arg_cprofile_flag(builtins, "builtins", &bi) < 0 ||
         fp_arg_flag(threads, "threads", &th) < 0 || fp_arg_prune(prune, strict, &pr) < 0 ||
         fp_arg_tree_nodes(tree_nodes, &cap) < 0)
         return -1;
@@ -457,7 +471,8 @@ fp_profiler_enable(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:enable", kwlist, &subcalls, &builtins))
         return NULL;
     int sub = p->subcalls, bi = p->builtins;
-    if (fp_arg_flag(subcalls, "subcalls", &sub) < 0 || fp_arg_flag(builtins, "builtins", &bi) < 0)
+    if (fp_arg_cprofile_flag(subcalls, "subcalls", &sub) < 0 ||
+        fp_arg_cprofile_flag(builtins, "builtins", &bi) < 0)
         return NULL;
     if (p->enabled)
         Py_RETURN_NONE;

@@ -37,10 +37,10 @@ def load_profile(path: str) -> Tuple[Any, Optional[CallTree]]:
     if not os.path.exists(where):
         return st, None
     tree = CallTree.load(where)
-    if not tree.describes({r.key: r.ncalls for r in st.rows}):
+    if not tree.describes({r.key: r.ncalls for r in st.rows}, {r.key: r.tottime for r in st.rows}):
         print(
             f"fastprof: {printable(where)} is not the call tree of {printable(path)} (their "
-            f"functions or call counts differ: the profile was rewritten since?); the tree is "
+            f"functions, call counts or own times differ: the profile was rewritten since?); the tree is "
             f"not used",
             file=sys.stderr,
         )
