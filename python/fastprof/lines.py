@@ -800,9 +800,18 @@ class LineProfiler(Wrapping):
             raise RuntimeError("sys.monitoring needs Python 3.12+")
         mon = sys.monitoring
         E = mon.events
-        # the call profiler's claim: one order of ids, one error when every id is held
-        tool = _fastprof._monitoring_claim(_TOOL_NAME)
-        self._tool = tool
+        held = [i for i in range(6) if mon.get_tool(i) == _TOOL_NAME]
+        try:
+            # the call profiler's claim: one order of ids, one error when every id is held
+            self._tool = _fastprof._monitoring_claim(_TOOL_NAME)
+        except BaseException:
+            # a KeyboardInterrupt after the claim and before the assignment: the id this
+            # call took (others take theirs under _SWITCH only) is found and given back
+            for i in range(6):
+                if i not in held and mon.get_tool(i) == _TOOL_NAME:
+                    _fastprof._monitoring_release(i, self._monitoring_events(), _TOOL_NAME, False)
+            raise
+        tool = self._tool
         t = self._tracer
         try:
             mon.register_callback(tool, E.PY_START, t._on_start)
@@ -858,27 +867,46 @@ class LineProfiler(Wrapping):
 
     def _enable_legacy(self) -> None:
         driver = _LEGACY.driver
-        self._tracer._start()
-        if driver is None:
+        if driver is not None:
+            self._tracer._start()
+            if driver is not self._tracer:
+                # One trace function per thread: the installed tracer feeds this one too.
+                try:
+                    driver._add_passenger(self._tracer)
+                except BaseException:
+                    self._tracer._stop()
+                    raise
+            return
+        try:
+            self._tracer._start()
             _LEGACY.driver = self._tracer
             _LEGACY.owner = threading.get_ident()
             _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
             _LEGACY.thread_hook = _legacy_bootstrap(self._tracer, _LEGACY.thread_prev)
             threading.settrace(_LEGACY.thread_hook)
-            try:
-                self._tracer._install_trace(True)
-            except BaseException:
-                threading.settrace(_LEGACY.thread_prev)
-                _LEGACY.driver = _LEGACY.thread_prev = _LEGACY.thread_hook = None
-                self._tracer._stop()
-                raise
+            self._tracer._install_trace(True)
             _LEGACY.settrace_prev = sys.settrace
             _LEGACY.settrace_hook = _settrace_unmuting(sys.settrace)
             sys.settrace = _LEGACY.settrace_hook
-        elif driver is not self._tracer:
-            # One trace function per thread: the installed tracer feeds this one too.
-            driver._add_passenger(self._tracer)
+        except BaseException:
+            # an error, or a KeyboardInterrupt between any two steps (threading.settrace is
+            # Python code): every step taken is undone, so no driver is left that traces
+            # nothing (later profilers would ride on it and count nothing)
+            self._undo_legacy_driver()
+            raise
+
+    def _undo_legacy_driver(self) -> None:
+        """Takes out what a failed _enable_legacy put in place as the driver; returns None."""
+        if _LEGACY.thread_hook is not None and _threading_gettrace() is _LEGACY.thread_hook:
+            threading.settrace(_LEGACY.thread_prev)
+        if _LEGACY.settrace_hook is not None and sys.settrace is _LEGACY.settrace_hook:
+            sys.settrace = _LEGACY.settrace_prev
+        if _LEGACY.driver is self._tracer:
+            self._tracer._uninstall_trace()
+        _LEGACY.driver = _LEGACY.owner = _LEGACY.thread_prev = _LEGACY.thread_hook = None
+        _LEGACY.settrace_prev = _LEGACY.settrace_hook = None
+        self._tracer._stop()
 
     def _disable_legacy(self) -> None:
         driver = _LEGACY.driver

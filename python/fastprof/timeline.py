@@ -226,6 +226,13 @@ class Timeline(_fastprof._Session):
             self._begin()
             self._start()  # the profiler's hooks go on here (in C): nothing of ours runs after
         except BaseException:
+            # a KeyboardInterrupt can land right after the hooks went on: off again, so that
+            # nothing is left on that the caller (no `as` name bound) could turn off
+            if self.profiler.enabled:
+                try:
+                    self._stop()
+                except Exception:  # the first error is the one to report
+                    pass
             self._stop_cuda()
             self._state = "new"
             raise

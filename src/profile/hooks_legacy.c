@@ -278,14 +278,33 @@ error:
     return rc;
 }
 
+/* Puts prev back as threading's profile hook when the hook there, cur, is p's own (or one
+ * whose profiler died).  Returns 0, or -1 with an exception set. */
+static int
+fp_legacy_threading_put_back(fp_profiler *p, PyObject *threading, PyObject *cur, PyObject *prev)
+{
+    if (!fp_legacy_is_thread_start(cur))
+        return 0;
+    PyObject *target = PyWeakref_GetObject(((PyCFunctionObject *)cur)->m_self);
+    if (target == NULL)
+        return -1;
+    /* p's own hook, or one whose profiler died (weak references are cleared first) */
+    if (target == (PyObject *)p || target == Py_None)
+        return fp_legacy_threading_setprofile(threading, prev != NULL ? prev : Py_None);
+    return 0;
+}
+
 /* Puts back the threading.setprofile hook that p's enable() found, when the hook there is
  * still fastprof's (another tool's hook set since stays).  Does nothing when the threading
- * module is gone (the interpreter is shutting down).  Returns 0, or -1 with an exception
- * set. */
+ * module is gone (the interpreter is shutting down).  A KeyboardInterrupt (any exception
+ * that is no Exception) raised by a signal handler while threading's hook was read is kept:
+ * the hook is read again and put back, then that exception is set.  Returns 0, or -1 with an
+ * exception set. */
 static int
 fp_legacy_threading_restore(fp_profiler *p)
 {
     PyObject *name = NULL, *threading = NULL, *cur = NULL, *prev = p->thread_prev;
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
     int rc = -1;
     p->thread_prev = NULL;
     p->thread_hook_set = 0;
@@ -299,22 +318,25 @@ fp_legacy_threading_restore(fp_profiler *p)
         goto error;
     }
     cur = fp_legacy_threading_hook(threading);
+    if (cur == NULL && !PyErr_ExceptionMatches(PyExc_Exception)) {
+        /* threading.getprofile() is Python code: a signal handler ran inside it */
+        PyErr_Fetch(&et, &ev, &etb);
+        cur = fp_legacy_threading_hook(threading);
+    }
     if (cur == NULL) { /* a module torn down at shutdown */
         PyErr_Clear();
         rc = 0;
         goto error;
     }
-    if (fp_legacy_is_thread_start(cur)) {
-        PyObject *target = PyWeakref_GetObject(((PyCFunctionObject *)cur)->m_self);
-        if (target == NULL)
-            goto error;
-        /* p's own hook, or one whose profiler died (weak references are cleared first) */
-        if ((target == (PyObject *)p || target == Py_None) &&
-            fp_legacy_threading_setprofile(threading, prev != NULL ? prev : Py_None) < 0)
-            goto error;
-    }
+    if (fp_legacy_threading_put_back(p, threading, cur, prev) < 0)
+        goto error;
     rc = 0;
 error:
+    if (et != NULL) { /* the interrupt is what the caller sees, whatever else failed */
+        PyErr_Clear();
+        PyErr_Restore(et, ev, etb);
+        rc = -1;
+    }
     Py_XDECREF(name);
     Py_XDECREF(threading);
     Py_XDECREF(cur);
@@ -474,12 +496,19 @@ fp_hooks_remove(fp_profiler *p)
     Py_tracefunc hook = fp_legacy_hook_of(p); /* p's clock and timeline are fixed while enabled */
     if (ts->c_profilefunc == hook && ts->c_profileobj == (PyObject *)p)
         PyEval_SetProfile(NULL, NULL);
-    if (p->thread_hook_set && fp_legacy_threading_restore(p) < 0)
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+    if (p->thread_hook_set && fp_legacy_threading_restore(p) < 0) {
         rc = -1;
+        PyErr_Fetch(&et, &ev, &etb); /* set aside: the other threads' hooks go all the same */
+    }
     /* Every other thread still holding it.  (One that is missed removes it at its next
      * event, finding p disabled.) */
     if (fp_legacy_set_others(0, hook, (PyObject *)p, NULL, NULL) < 0)
         rc = -1;
+    if (et != NULL) { /* the first error is the one reported */
+        PyErr_Clear();
+        PyErr_Restore(et, ev, etb);
+    }
     return rc;
 }
 

@@ -337,14 +337,19 @@ fp_profiler_stop(fp_profiler *p)
      * the instrumentation out of every code object: tens of microseconds that no frame
      * spent).  A user timer is Python code: it is called once no hook can see it. */
     fp_tick now = p->clock != FP_CLOCK_USER ? fp_now(p) : 0;
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
     int rc = fp_hooks_remove(p);
+    if (rc < 0) /* set aside (a KeyboardInterrupt, say): the user timer is Python code */
+        PyErr_Fetch(&et, &ev, &etb);
     /* A user timer that GC's clear step dropped is never called (see fp_profiler_release). */
     if (p->error == NULL && (p->clock != FP_CLOCK_USER || p->timer != NULL))
         fp_flush_all(p, p->clock != FP_CLOCK_USER ? now : fp_now(p));
     p->enabled = 0;
     fp_thread_cache_clear(p);
-    if (rc < 0)
+    if (rc < 0) {
+        PyErr_Restore(et, ev, etb);
         return -1;
+    }
     return fp_sticky_raise(&p->error,
                            "the profiler stopped recording: a hook met an error (see __cause__)");
 }
