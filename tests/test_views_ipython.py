@@ -233,3 +233,30 @@ def test_sort_keys_given_again_sort_by_each_in_turn(ip: Any) -> None:
     assert "sorted by" in text
     r = ip.run_line_magic("fastprof", "--top 1 --top 3 fprof_work(1)")
     assert r._top == 3  # the later value, as on a command line
+
+
+def test_prun_options_dump_text_quiet_return_and_limit(ip: Any, tmp_path: Any, capsys: Any) -> None:
+    """%prun's -D, -T, -q, -r and -l, as a %prun user types them."""
+    import pstats
+
+    prof, txt = tmp_path / "p.prof", tmp_path / "p.txt"
+    r = ip.run_line_magic("fastprof", f"-D {prof} -T {txt} fprof_work(5)")
+    out = capsys.readouterr().out
+    assert f"*** Profile stats marshalled to file {str(prof)!r}." in out
+    assert f"*** Profile printout saved to text file {str(txt)!r}." in out
+    (key,) = [k for k in pstats.Stats(str(prof)).stats if k[2] == "fprof_work"]
+    assert pstats.Stats(str(prof)).stats[key][1] == 1
+    assert txt.read_text() == r.text() and "fprof_work" in r.text()
+    assert ip.run_line_magic("fastprof", "-q fprof_work(2)") is None
+    kept = ip.run_line_magic("fastprof", "-q -r fprof_work(2)")
+    assert _row(kept, "fprof_work").ncalls == 1
+    code = "[sorted([3, 1]) for _ in range(2)]; [len('ab') for _ in range(3)]; fprof_work(2)"
+    one = ip.run_line_magic("fastprof", f"-l 1 -s calls {code}")
+    rows = [ln for ln in one.text().splitlines() if "builtins.len" in ln or "(fprof_work)" in ln]
+    assert len(rows) == 1 and "builtins.len" in rows[0]  # the one row with the most calls
+    half = ip.run_line_magic("fastprof", f"-l 0.5 -s calls {code}")
+    assert half._top == -(-len(half.stats.rows) // 2)
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="-l: expected a number of rows or a fraction"):
+        ip.run_line_magic("fastprof", "-l work fprof_work(1)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html as _html
 import io
+import math
 from typing import Any, Optional, Tuple, Union
 
 __all__ = ["ProfileResult", "LineResult", "load_ipython_extension"]
@@ -157,12 +158,14 @@ def _magics_class() -> Any:
 
         @no_var_expand  # type: ignore[misc, unused-ignore]
         @line_cell_magic  # type: ignore[misc, unused-ignore]
-        def fastprof(self, line: str, cell: Optional[str] = None) -> ProfileResult:
+        def fastprof(self, line: str, cell: Optional[str] = None) -> Optional[ProfileResult]:
             """Profile a statement (``%fastprof stmt``) or a cell (``%%fastprof``) with
             fastprof's call profiler; shows the call tree and the top functions (or, in a
             notebook, the HTML report).  Options: -s SORT, --top N, --min-percent P,
             --expand-libs, --html FILE, --threads (every thread: a notebook kernel's own
-            threads too).  The statement is run as written ({...} and $name are not
+            threads too), and %prun's -l N (rows; a fraction 0-1 of them), -D FILE (save the
+            pstats file), -T FILE (save the text), -q (show nothing) and -r (return the
+            result even with -q).  The statement is run as written ({...} and $name are not
             expanded, as under %prun)."""
             from ._runstats import own_stats, own_tree
             from .profile import Profile
@@ -171,7 +174,7 @@ def _magics_class() -> Any:
 
             opts, stmt = self.parse_options(
                 line,
-                "s:",
+                "s:l:D:T:qr",
                 "top=",
                 "min-percent=",
                 "expand-libs",
@@ -195,6 +198,7 @@ def _magics_class() -> Any:
                         f"{', '.join(SORT_KEYS)}"
                     )
             top = _number(_last(opts, "top"), "--top", int, 1, None)
+            limit = _last(opts, "l")
             minp = _number(_last(opts, "min-percent"), "--min-percent", float, 0, 100)
             shell = _shell(self.shell)
             ns = shell.user_ns
@@ -211,6 +215,8 @@ def _magics_class() -> Any:
             stats = Stats(own_stats(prof))  # without the call of disable, as the text omits it
             tree = own_tree(tree_of(prof))
             stats._tree = tree  # its per-thread tables (threads(), for_thread) and dump's tree
+            if limit is not None:
+                top = _prun_limit(limit, len(stats.rows))
             result = ProfileResult(
                 stats,
                 tree,
@@ -223,16 +229,29 @@ def _magics_class() -> Any:
             html = _last(opts, "html")
             if html:
                 result.save_html(html)
+            dump = _last(opts, "D")
+            if dump:  # as %prun -D: the pstats file (and fastprof's tree beside it)
+                stats.dump(dump)
+                print(f"\n*** Profile stats marshalled to file {dump!r}.")
+            text_file = _last(opts, "T")
+            if text_file:  # as %prun -T: the text shown
+                with open(text_file, "w", encoding="utf-8") as f:
+                    f.write(result.text())
+                print(f"\n*** Profile printout saved to text file {text_file!r}.")
+            quiet = "q" in opts
             if isinstance(caught, KeyboardInterrupt):
                 # as under %prun, Ctrl-C fails the cell (a notebook's queued cells do not
                 # run), once the profile of what ran is shown
                 from IPython.display import display  # type: ignore[import-not-found, unused-ignore]
 
-                display(result)
+                if not quiet:
+                    display(result)
                 print(_CAUGHT.format("KeyboardInterrupt"))
                 raise caught
             if caught is not None:
                 print(_CAUGHT.format(type(caught).__name__))
+            if quiet and "r" not in opts:  # as %prun -q: nothing shown, nothing returned
+                return None
             return result
 
         @line_magic  # type: ignore[misc, unused-ignore]
@@ -310,6 +329,29 @@ def _run_caught(prof: Any, compiled: Any, ns: Any) -> Optional[BaseException]:
     finally:
         prof.disable()
     return caught
+
+
+def _prun_limit(text: str, nrows: int) -> int:
+    """%prun's -l as a row count: an int N, or a fraction (0-1] of the rows.  UsageError
+    for anything else (a regular expression: filter ``result.stats`` instead)."""
+    from IPython.core.error import UsageError  # type: ignore[import-not-found, unused-ignore]
+
+    try:
+        if "." not in text and "e" not in text.lower():
+            n = int(text)
+            if n >= 1:
+                return n
+        else:
+            frac = float(text)
+            if 0 < frac <= 1:
+                return max(1, math.ceil(frac * nrows))
+    except ValueError:
+        pass
+    raise UsageError(
+        f"%fastprof -l: expected a number of rows or a fraction between 0 and 1, got "
+        f"{text!r} (to keep the functions matching a regular expression, use "
+        f"result.stats.filter(REGEX))"
+    )
 
 
 def _last(opts: Any, name: str) -> Any:
