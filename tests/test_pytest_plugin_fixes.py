@@ -414,3 +414,37 @@ def test_compare_without_a_rule_shows_the_median(tmp_path, capsys):
     old, new = _run_file(tmp_path / "a.json", 1.0), _run_file(tmp_path / "b.json", 2.0)
     assert compare_main([old, new]) == 0
     assert "old median" in capsys.readouterr().out.splitlines()[2]
+
+
+def test_pytest_run_under_fastprof_run_with_warnings_as_errors(tmp_path):
+    """`fastprof run -m pytest -W error`: fastprof is imported before pytest loads its plugin
+    (an entry point once installed), which pytest warns it cannot rewrite unless the package
+    says PYTEST_DONT_REWRITE; under -W error the warning failed the run."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_one.py").write_text(
+        "def test_one(pytestconfig):\n"
+        "    plugins = pytestconfig.pluginmanager.list_name_plugin()\n"
+        "    assert any(getattr(p, '__name__', '') == 'fastprof.pytest_plugin'"
+        " for _, p in plugins)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    cmd = [sys.executable, "-m", "fastprof", "run", "-o", str(tmp_path / "o.prof"), "-m"]
+    cmd += ["pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "test_one.py"]
+    if "fastprof" not in {
+        e.name for d in _dists() for e in d.entry_points if e.group == "pytest11"
+    }:
+        cmd[-1:-1] = ["-p", "fastprof.pytest_plugin"]  # not installed: named here
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 passed" in r.stdout and "warning" not in r.stdout
+
+
+def _dists() -> List[Any]:
+    """The installed distributions that register pytest plugins."""
+    from importlib import metadata
+
+    return [
+        d for d in metadata.distributions() if any(e.group == "pytest11" for e in d.entry_points)
+    ]

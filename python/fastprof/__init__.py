@@ -18,6 +18,9 @@ imports show in its profile as under cProfile, and each process of a profiled jo
 cheaply.  LineProfiler and Stats, the kernels, the GPU names and NVTX load on first use
 (``fastprof.kernels`` and the arrays and timers of ``fastprof.cuda`` then import NumPy, which
 comes with ``pip install 'fastprof[kernels]'``).
+
+PYTEST_DONT_REWRITE: ``fastprof run -m pytest`` imports fastprof before pytest loads its
+plugin, which pytest would otherwise warn about (an error under ``-W error``).
 """
 
 import sys

@@ -11,6 +11,7 @@ per time unit.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import importlib
@@ -536,6 +537,41 @@ _LEGACY: _LegacyState = globals().get("_LEGACY") or _LegacyState()
 # held to switch any LineProfiler on or off (its enable count, its tool id, _LEGACY): threads
 # calling decorated functions at once switch one at a time
 _SWITCH: "threading.RLock" = globals().get("_SWITCH") or threading.RLock()
+# [switches under way]: only the thread holding _SWITCH can be inside one, so a count above 0
+# seen under the lock means this thread called back into the switch (a signal handler)
+_SWITCHING: List[int] = globals().get("_SWITCHING") or [0]
+
+
+def _retried(step: Callable[[], Any]) -> Optional[BaseException]:
+    """Runs step, a step of taking a hook out that must not be skipped; when an exception
+    stops it (a KeyboardInterrupt that a signal raised inside it, say), runs it once more (that
+    signal was handled).  Returns the first run's exception, or None when it finished."""
+    try:
+        step()
+        return None
+    except BaseException as exc:
+        try:
+            step()
+        except BaseException:
+            pass  # the first exception is the one to report
+        return exc
+
+
+@contextlib.contextmanager
+def _switching(what: str) -> Iterator[None]:
+    """Marks a switch (enable() or disable()) under way, holding _SWITCH; RuntimeError when
+    one is under way in this thread already (a signal handler calling enable() or disable()
+    in the middle of another's)."""
+    if _SWITCHING[0]:
+        raise RuntimeError(
+            f"cannot {what} a LineProfiler while this thread is inside another's enable() or "
+            "disable() (from a signal handler or a finalizer)"
+        )
+    _SWITCHING[0] += 1
+    try:
+        yield
+    finally:
+        _SWITCHING[0] -= 1
 
 
 def _legacy_hook_lost(tracer: Any) -> Optional[str]:
@@ -857,11 +893,8 @@ class LineProfiler(Wrapping):
             )
         )
         first: Optional[BaseException] = None
-        for step in steps:
-            try:
-                step()
-            except Exception as exc:  # keep going: the tool id must be freed
-                first = first or exc
+        for step in steps:  # keep going (past a KeyboardInterrupt too): the id must be freed
+            first = first or _retried(step)
         if first is not None:
             raise first
 
@@ -881,14 +914,16 @@ class LineProfiler(Wrapping):
             self._tracer._start()
             _LEGACY.driver = self._tracer
             _LEGACY.owner = threading.get_ident()
+            # sys.settrace first: threads starting from now on call it (threading does, for
+            # the hook below) and it retries where 3.11 refuses them during this switch
+            _LEGACY.settrace_prev = sys.settrace
+            _LEGACY.settrace_hook = _settrace_unmuting(sys.settrace)
+            sys.settrace = _LEGACY.settrace_hook
             _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
             _LEGACY.thread_hook = _legacy_bootstrap(self._tracer, _LEGACY.thread_prev)
             threading.settrace(_LEGACY.thread_hook)
             self._tracer._install_trace(True)
-            _LEGACY.settrace_prev = sys.settrace
-            _LEGACY.settrace_hook = _settrace_unmuting(sys.settrace)
-            sys.settrace = _LEGACY.settrace_hook
         except BaseException:
             # an error, or a KeyboardInterrupt between any two steps (threading.settrace is
             # Python code): every step taken is undone, so no driver is left that traces
@@ -920,13 +955,22 @@ class LineProfiler(Wrapping):
                 driver._uninstall_trace()
             finally:
                 # a hook set for new threads while fastprof was on stays, and so does a
-                # sys.settrace put in place of fastprof's meanwhile
-                if _threading_gettrace() is _LEGACY.thread_hook:
-                    threading.settrace(_LEGACY.thread_prev)
+                # sys.settrace put in place of fastprof's meanwhile.
+                # The hook for new threads first, the sys.settrace that retries a refused
+                # installation (see _settrace_unmuting) last, so that a thread starting
+                # meanwhile finds that one; threading.settrace is Python code, where a
+                # KeyboardInterrupt can land: it is retried, and the rest done before it is
+                # raised.
+                stopped: Optional[BaseException] = None
+                thread_hook, thread_prev = _LEGACY.thread_hook, _LEGACY.thread_prev
+                if thread_hook is not None and _threading_gettrace() is thread_hook:
+                    stopped = _retried(lambda: threading.settrace(thread_prev))
                 if _LEGACY.settrace_hook is not None and sys.settrace is _LEGACY.settrace_hook:
                     sys.settrace = _LEGACY.settrace_prev
                 _LEGACY.thread_prev = _LEGACY.thread_hook = None
                 _LEGACY.settrace_prev = _LEGACY.settrace_hook = None
+                if stopped is not None:
+                    raise stopped
 
     def _replaced_code(self) -> List[Any]:
         """The functions add_function took whose ``__code__`` is not registered: another line
@@ -939,7 +983,7 @@ class LineProfiler(Wrapping):
         """Install the hooks and start counting (no-op when already on).  A function whose
         code another profiler replaced since it was added has its new code timed too (the
         two count as one function)."""
-        with _SWITCH:
+        with _SWITCH, _switching("enable"):
             if self._tracer.enabled:
                 return
             for f in self._replaced_code():
@@ -954,7 +998,7 @@ class LineProfiler(Wrapping):
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        with _SWITCH:
+        with _SWITCH, _switching("disable"):
             if (
                 not self._tracer.enabled
                 and self._tool is None
@@ -1008,8 +1052,10 @@ class LineProfiler(Wrapping):
     def enable_by_count(self) -> None:
         """enable(), counting nested calls: only the first call switches on."""
         with _SWITCH:
-            if self._enable_count == 0:
+            if _SWITCHING[0] == 0 and self._enable_count == 0:
                 self.enable()
+            # (a switch under way in this thread, which a signal handler or a finalizer called
+            # back into: the count only; that switch settles the state)
             self._enable_count += 1
 
     def disable_by_count(self) -> None:
@@ -1017,7 +1063,7 @@ class LineProfiler(Wrapping):
         with _SWITCH:
             if self._enable_count > 0:
                 self._enable_count -= 1
-                if self._enable_count == 0:
+                if self._enable_count == 0 and _SWITCHING[0] == 0:
                     self.disable()
 
     def __enter__(self) -> "LineProfiler":

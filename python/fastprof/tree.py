@@ -448,6 +448,11 @@ def tree_path(profile_path: Union[str, "os.PathLike[str]"]) -> str:
 
     digest = hashlib.sha1(raw).hexdigest()[:16]
     keep = raw[: 255 - len(suffix) - len(digest) - 1]
+    # never a part of a UTF-8 character: the last multi-byte one goes whole
+    while keep and keep[-1] & 0xC0 == 0x80:
+        keep = keep[:-1]
+    if keep and keep[-1] >= 0xC0:
+        keep = keep[:-1]
     return os.path.join(head, os.fsdecode(keep) + "." + digest + suffix)
 
 

@@ -370,22 +370,74 @@ fp_legacy_set_on(PyThreadState *ts, int trace, Py_tracefunc func, PyObject *obj)
 
 /* See legacy.h. */
 int
+fp_legacy_each_thread(int (*fn)(PyThreadState *ts, void *arg), void *arg)
+{
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(PyThreadState_Get());
+    uint64_t *seen = NULL;
+    Py_ssize_t nseen = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+        for (; ts != NULL; ts = PyThreadState_Next(ts)) {
+            uint64_t id = PyThreadState_GetID(ts);
+            Py_ssize_t i = 0;
+            while (i < nseen && seen[i] != id)
+                i++;
+            if (i == nseen)
+                break;
+        }
+        if (ts == NULL)
+            break;
+        if (nseen == cap) {
+            Py_ssize_t ncap = cap ? 2 * cap : 16;
+            uint64_t *grown = PyMem_RawRealloc(seen, (size_t)ncap * sizeof(*grown));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                rc = -1;
+                break;
+            }
+            seen = grown;
+            cap = ncap;
+        }
+        seen[nseen++] = PyThreadState_GetID(ts);
+        if (fn(ts, arg) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    PyMem_RawFree(seen);
+    return rc;
+}
+
+/* What fp_legacy_set_others sets, and on which threads. */
+typedef struct fp_set_others_args {
+    PyThreadState *self;
+    int trace;
+    Py_tracefunc old, func;
+    PyObject *old_obj, *obj;
+} fp_set_others_args;
+
+/* fp_legacy_each_thread's step of fp_legacy_set_others.  Returns 0, or -1 with an
+ * exception set. */
+static int
+fp_set_others_one(PyThreadState *ts, void *arg)
+{
+    fp_set_others_args *a = arg;
+    if (ts == a->self)
+        return 0;
+    if (a->trace ? (ts->c_tracefunc != a->old || ts->c_traceobj != a->old_obj)
+                 : (ts->c_profilefunc != a->old || ts->c_profileobj != a->old_obj))
+        return 0;
+    return fp_legacy_set_on(ts, a->trace, a->func, a->obj);
+}
+
+/* See legacy.h. */
+int
 fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
                      PyObject *obj)
 {
-    PyThreadState *self = PyThreadState_Get();
-    PyInterpreterState *interp = PyThreadState_GetInterpreter(self);
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
-         ts = PyThreadState_Next(ts)) {
-        if (ts == self)
-            continue;
-        if (trace ? (ts->c_tracefunc != old || ts->c_traceobj != old_obj)
-                  : (ts->c_profilefunc != old || ts->c_profileobj != old_obj))
-            continue;
-        if (fp_legacy_set_on(ts, trace, func, obj) < 0)
-            return -1;
-    }
-    return 0;
+    fp_set_others_args a = {PyThreadState_Get(), trace, old, func, old_obj, obj};
+    return fp_legacy_each_thread(fp_set_others_one, &a);
 }
 
 /* Warns (RuntimeWarning) with msg, a new reference to a str (NULL: an error already set,

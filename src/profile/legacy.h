@@ -12,6 +12,13 @@
 int fp_legacy_set_others(int trace, Py_tracefunc old, PyObject *old_obj, Py_tracefunc func,
                          PyObject *obj);
 
+/* Calls fn(ts, arg) once on every thread state of the calling thread's interpreter, walking
+ * the list again from its head after each call: fn may run Python code (the audit hooks that
+ * setting another thread's hook runs) in which other threads run and end, freeing the thread
+ * state a walk kept across the call would go on from.  Returns 0, or the first -1 of fn (an
+ * exception set), or -1 with MemoryError. */
+int fp_legacy_each_thread(int (*fn)(PyThreadState *ts, void *arg), void *arg);
+
 /* Sets (func, obj) as the trace function (trace != 0) or the profile function of thread ts,
  * another thread than the calling one.  An exception Python leaves set on ts itself (3.11
  * refuses while a third thread is inside sys.settrace with an audit hook on, and may say so

@@ -486,17 +486,35 @@ fp_line_uninstall_one(fp_ltracer *self, PyThreadState *ts, PyThreadState *callin
         PyErr_Clear(); /* that thread's trace function leaves at its next event (off) */
 }
 
+/* What fp_line_uninstall_trace takes out, and what it puts back where. */
+typedef struct fp_uninstall_args {
+    fp_ltracer *self;
+    PyThreadState *calling, *chain_ts;
+    unsigned long chain_tid;
+    Py_tracefunc chain_func;
+    PyObject *chain_obj;
+} fp_uninstall_args;
+
+/* fp_legacy_each_thread's step of fp_line_uninstall_trace.  Returns 0 (never fails). */
+static int
+fp_line_uninstall_step(PyThreadState *ts, void *arg)
+{
+    fp_uninstall_args *a = arg;
+    int chained = ts == a->chain_ts && ts->thread_id == a->chain_tid && a->chain_func != NULL;
+    fp_line_uninstall_one(a->self, ts, a->calling, chained, a->chain_func, a->chain_obj);
+    return 0;
+}
+
 /* _uninstall_trace(): removes self's trace function from every thread that has it (the
  * calling one included), putting back the trace function it chained to in the thread it
  * found it in, and turns line events back on in the frames of those threads (see
  * fp_line_uninstall_one); a thread where Python refuses (an audit hook, or 3.11's race with
  * another thread's sys.settrace) removes it at its next event, finding self inactive.
- * Returns None. */
+ * Returns None, or NULL with MemoryError. */
 static PyObject *
 fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
 {
     PyThreadState *self_ts = PyThreadState_Get();
-    PyInterpreterState *interp = PyThreadState_GetInterpreter(self_ts);
     Py_tracefunc chain_func = self->chain_func;
     PyObject *chain_obj = self->chain_obj; /* owned here from now on */
     PyThreadState *chain_ts = self->chain_ts;
@@ -504,13 +522,12 @@ fp_line_uninstall_trace(fp_ltracer *self, FP_UNUSED PyObject *unused)
     self->chain_obj = NULL;
     fp_line_drop_chain(self);
     Py_INCREF(self); /* the last thread to drop it may hold the last reference */
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL;
-         ts = PyThreadState_Next(ts)) {
-        int chained = ts == chain_ts && ts->thread_id == chain_tid && chain_func != NULL;
-        fp_line_uninstall_one(self, ts, self_ts, chained, chain_func, chain_obj);
-    }
+    fp_uninstall_args a = {self, self_ts, chain_ts, chain_tid, chain_func, chain_obj};
+    int rc = fp_legacy_each_thread(fp_line_uninstall_step, &a);
     Py_XDECREF(chain_obj);
     Py_DECREF(self);
+    if (rc < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

@@ -63,6 +63,29 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
 }
 
 #if !FP_PY312
+#include <time.h>
+
+/* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
+ * trace function while another thread installs one, else 0.  Leaves the exception set. */
+static int
+fp_line_settrace_refused(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+        return 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    PyObject *needle = PyUnicode_FromString("while another trace function is being installed");
+    int refused =
+        text != NULL && needle != NULL && PyUnicode_Find(text, needle, 0, PY_SSIZE_T_MAX, 1) >= 0;
+    PyErr_Clear(); /* a failed str() or search: not the refusal */
+    Py_XDECREF(text);
+    Py_XDECREF(needle);
+    PyErr_Restore(type, value, tb);
+    return refused;
+}
+
 /* The sys.settrace a LineTracer's enable() puts in place below 3.12 (self: the sys.settrace it
  * stands for): turns line events back on in the calling thread's frames, then calls it.
  * Returns what it returns, or NULL with an exception set.  C, so that a tracer being
@@ -71,7 +94,19 @@ static PyObject *
 fp_line_settrace_call(PyObject *prev, PyObject *const *args, Py_ssize_t nargs)
 {
     fp_line_unmute_calling_thread();
-    return PyObject_Vectorcall(prev, args, (size_t)nargs, NULL);
+    for (int attempt = 0;; attempt++) {
+        PyObject *res = PyObject_Vectorcall(prev, args, (size_t)nargs, NULL);
+        if (res != NULL || attempt == 200 || !fp_line_settrace_refused())
+            return res;
+        /* Python 3.11 and below refuse while another thread is inside sys.settrace with an
+         * audit hook on (the line profiler switching, in its enable() or disable()): a thread
+         * starting then (threading calls sys.settrace before its target) would die.  That
+         * other thread finishes once this one lets it run. */
+        PyErr_Clear();
+        Py_BEGIN_ALLOW_THREADS struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+        Py_END_ALLOW_THREADS
+    }
 }
 
 static PyMethodDef fp_line_settrace_def = {

@@ -18,6 +18,7 @@ typedef struct fp_session {
     PyObject_HEAD PyObject *profiler; /* what enable() and disable() are called on */
     Py_ssize_t active;                /* open calls and blocks; the profiler is on while > 0 */
     PyThread_type_lock lock;          /* serialises the switch between threads */
+    unsigned long owner;              /* the thread holding lock, 0 when none (under the GIL) */
     PyObject *dict;
     PyObject *weakreflist;
 } fp_session;
@@ -98,14 +99,32 @@ fp_restore(fp_saved *s)
 #endif
 }
 
-/* Takes the session's lock, letting other threads run while it waits.  Returns nothing. */
-static void
+/* Takes the session's lock, letting other threads run while it waits.  Returns 0 once
+ * taken, or 1 when the calling thread holds it already: a signal handler or a finalizer run
+ * inside the switch's enable() or disable() called the session again; it must neither wait
+ * for itself nor switch in the middle of that switch (nothing is taken then). */
+static int
 fp_session_lock(fp_session *s)
 {
+    unsigned long me = PyThread_get_thread_ident();
+    if (s->owner == me)
+        return 1;
     if (!PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(s->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
+    s->owner = me;
+    return 0;
+}
+
+/* Releases the lock fp_session_lock took (not when it returned 1).  Returns nothing. */
+static void
+fp_session_unlock(fp_session *s, int nested)
+{
+    if (nested)
+        return;
+    s->owner = 0;
+    PyThread_release_lock(s->lock);
 }
 
 /* Calls obj.<name>() (no arguments); a builtin method is called through its C function,
@@ -136,8 +155,8 @@ fp_session_start(fp_session *s)
         PyErr_SetString(PyExc_RuntimeError, "the session has no profiler");
         return -1;
     }
-    fp_session_lock(s);
-    if (s->active == 0) {
+    int nested = fp_session_lock(s);
+    if (s->active == 0 && !nested) { /* nested: the switch under way settles it */
         PyObject *r = PyObject_CallMethod(s->profiler, "enable", NULL);
         if (r == NULL)
             rc = -1;
@@ -145,7 +164,7 @@ fp_session_start(fp_session *s)
     }
     if (rc == 0)
         s->active++;
-    PyThread_release_lock(s->lock);
+    fp_session_unlock(s, nested);
     return rc;
 }
 
@@ -158,8 +177,8 @@ fp_session_stop(fp_session *s)
     int rc = 0;
     fp_saved saved;
     fp_save(&saved);
-    fp_session_lock(s);
-    if (s->active > 0 && --s->active == 0 && s->profiler != NULL) {
+    int nested = fp_session_lock(s);
+    if (s->active > 0 && --s->active == 0 && s->profiler != NULL && !nested) {
         int limit = Py_GetRecursionLimit();
         Py_SetRecursionLimit(limit + FP_HEADROOM);
         PyObject *r = fp_call_method_direct(s->profiler, "disable");
@@ -168,7 +187,7 @@ fp_session_stop(fp_session *s)
             rc = -1;
         Py_XDECREF(r);
     }
-    PyThread_release_lock(s->lock);
+    fp_session_unlock(s, nested);
     fp_restore(&saved);
     return rc;
 }
