@@ -277,3 +277,35 @@ def test_compare_offers_the_statistics_the_benchmarks_compute() -> None:
     from fastprof.bench.sample_stats import COMPARABLE
 
     assert compare._STATS == COMPARABLE
+
+
+def test_diff_and_compare_match_c_functions_named_with_an_address(
+    tmp_path: Any, capsys: Any
+) -> None:
+    """cProfile names some C functions with their object's address ('<built-in method
+    __new__ of type object at 0x...>', mypyc's '<function f at 0x...>'), another in every
+    run: the same function of two runs is one row, not 'gone' and 'new'."""
+    script = tmp_path / "addr.py"
+    script.write_text("class C:\n    pass\n\nfor _ in range(9):\n    object.__new__(C)\n")
+    a, b = str(tmp_path / "a.prof"), str(tmp_path / "b.prof")
+    for out in (a, b):
+        assert cli.main(["run", "-o", out, str(script)]) == 0
+    import marshal
+
+    with open(b, "rb") as fh:  # the other run's address, as a new process gets another
+        stats = marshal.load(fh)
+    moved = {}
+    for (file, line, name), v in stats.items():
+        if " at 0x" in name:
+            name = name[: name.index(" at 0x")] + " at 0xdeadbeef>"
+        moved[(file, line, name)] = v
+    with open(b, "wb") as fh:
+        marshal.dump(moved, fh)
+    capsys.readouterr()
+    assert cli.main(["diff", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "(gone)" not in out and "(new)" not in out
+    assert "{built-in method __new__ of type object}" in out
+    assert cli.main(["compare", a, b]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if "__new__" in ln]
+    assert len(rows) == 1 and rows[0].split()[:2] == ["9", "9"]

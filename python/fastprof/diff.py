@@ -7,6 +7,7 @@ blue: faster)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -88,6 +89,44 @@ def _renamed_figures(
 ) -> Dict[FuncKey, Figures]:
     """figures with each key's file renamed by files."""
     return {(files.get(k[0], k[0]), k[1], k[2]): v for k, v in figures.items()}
+
+
+# The object address cProfile's names of some C functions carry ("<built-in method __new__ of
+# type object at 0x7f...>", a mypyc-compiled "<function f at 0x...>"): another in each run.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
+def unaddressed(key: FuncKey) -> FuncKey:
+    """key without the object address in a C function's name, so that one function's rows of
+    two runs match (a builtin's key has the file "~")."""
+    if key[0] == "~" and " at 0x" in key[2]:
+        return (key[0], key[1], _ADDRESS.sub("", key[2]))
+    return key
+
+
+def unaddressed_figures(figures: Dict[FuncKey, Figures]) -> Dict[FuncKey, Figures]:
+    """figures by unaddressed key: the functions whose names differ only by the address (two
+    objects' methods of one run) summed."""
+    out: Dict[FuncKey, Figures] = {}
+    for k, (calls, own, total) in figures.items():
+        k = unaddressed(k)
+        prev = out.get(k)
+        out[k] = (
+            (calls, own, total)
+            if prev is None
+            else (prev[0] + calls, prev[1] + own, prev[2] + total)
+        )
+    return out
+
+
+def _unaddress_tree(tree: CallTree) -> None:
+    """Takes the object addresses out of every node's key in tree, in place."""
+    stack: List[Node] = list(tree.threads.values())
+    while stack:
+        n = stack.pop()
+        if n.key is not None:
+            n.key = unaddressed(n.key)
+        stack.extend(n.children)
 
 
 def _rename_tree(tree: CallTree, files: Dict[str, str]) -> None:
@@ -324,7 +363,10 @@ def main(argv: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"fastprof diff: {e}", file=sys.stderr)
         return 2
-    fa, fb = totals_of(sa), totals_of(sb)
+    fa, fb = unaddressed_figures(totals_of(sa)), unaddressed_figures(totals_of(sb))
+    for tree in (ta, tb):
+        if tree is not None:
+            _unaddress_tree(tree)
     files = match_files(list(fa), list(fb))
     if files:  # A's names for them become B's, so that a function is one row
         fa = _renamed_figures(fa, files)
