@@ -11,7 +11,6 @@ per time unit.
 
 from __future__ import annotations
 
-import contextlib
 import dis
 import functools
 import importlib
@@ -557,21 +556,16 @@ def _retried(step: Callable[[], Any]) -> Optional[BaseException]:
         return exc
 
 
-@contextlib.contextmanager
-def _switching(what: str) -> Iterator[None]:
-    """Marks a switch (enable() or disable()) under way, holding _SWITCH; RuntimeError when
-    one is under way in this thread already (a signal handler calling enable() or disable()
-    in the middle of another's)."""
+def _enter_switch(what: str) -> None:
+    """Marks a switch (enable() or disable()) under way, holding _SWITCH (the caller takes
+    the mark off in a finally); RuntimeError when one is under way in this thread already (a
+    signal handler calling enable() or disable() in the middle of another's)."""
     if _SWITCHING[0]:
         raise RuntimeError(
             f"cannot {what} a LineProfiler while this thread is inside another's enable() or "
             "disable() (from a signal handler or a finalizer)"
         )
     _SWITCHING[0] += 1
-    try:
-        yield
-    finally:
-        _SWITCHING[0] -= 1
 
 
 def _legacy_hook_lost(tracer: Any) -> Optional[str]:
@@ -983,57 +977,67 @@ class LineProfiler(Wrapping):
         """Install the hooks and start counting (no-op when already on).  A function whose
         code another profiler replaced since it was added has its new code timed too (the
         two count as one function)."""
-        with _SWITCH, _switching("enable"):
-            if self._tracer.enabled:
-                return
-            for f in self._replaced_code():
-                self._add_code(f.__code__)
-                for nested in _nested_codes(f.__code__):
-                    self._add_code(nested)
-            if _MONITORING:
-                self._enable_monitoring()
-            else:
-                self._enable_legacy()
+        with _SWITCH:
+            _enter_switch("enable")
+            try:
+                self._enable()
+            finally:
+                _SWITCHING[0] -= 1
+
+    def _enable(self) -> None:
+        if self._tracer.enabled:
+            return
+        for f in self._replaced_code():
+            self._add_code(f.__code__)
+            for nested in _nested_codes(f.__code__):
+                self._add_code(nested)
+        if _MONITORING:
+            self._enable_monitoring()
+        else:
+            self._enable_legacy()
 
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        with _SWITCH, _switching("disable"):
-            if (
-                not self._tracer.enabled
-                and self._tool is None
-                and _LEGACY.driver is not self._tracer
-            ):
-                return
-            lost = None if _MONITORING else _legacy_hook_lost(self._tracer)
-            error = self._tracer._stop()
-            if _MONITORING:
-                self._disable_monitoring()
-            else:
-                self._disable_legacy()
-            if lost is not None:
-                # as the call profiler warns when its profile hook is taken (line_profiler says
-                # nothing): the counts stopped there
-                warnings.warn(
-                    f"fastprof: the trace hook of this thread was {lost} while the line profiler "
-                    "was on; lines run after that were not counted",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-            replaced = self._replaced_code()
-            if replaced:
-                # the code was swapped while on (line_profiler's add_function inside a run):
-                # the calls of the new code were not counted; the next enable() times it
-                names = ", ".join(sorted({f.__qualname__ for f in replaced}))
-                warnings.warn(
-                    f"fastprof: the code of {names} was replaced while the line profiler was on "
-                    "(another line profiler's add_function does that); its calls after that were "
-                    "not counted",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-            if error is not None:
-                raise RuntimeError(f"line profiling failed during the run: {error}") from error
+        with _SWITCH:
+            _enter_switch("disable")
+            try:
+                self._disable()
+            finally:
+                _SWITCHING[0] -= 1
+
+    def _disable(self) -> None:
+        if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self._tracer:
+            return
+        lost = None if _MONITORING else _legacy_hook_lost(self._tracer)
+        error = self._tracer._stop()
+        if _MONITORING:
+            self._disable_monitoring()
+        else:
+            self._disable_legacy()
+        if lost is not None:
+            # as the call profiler warns when its profile hook is taken (line_profiler says
+            # nothing): the counts stopped there
+            warnings.warn(
+                f"fastprof: the trace hook of this thread was {lost} while the line profiler "
+                "was on; lines run after that were not counted",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        replaced = self._replaced_code()
+        if replaced:
+            # the code was swapped while on (line_profiler's add_function inside a run):
+            # the calls of the new code were not counted; the next enable() times it
+            names = ", ".join(sorted({f.__qualname__ for f in replaced}))
+            warnings.warn(
+                f"fastprof: the code of {names} was replaced while the line profiler was on "
+                "(another line profiler's add_function does that); its calls after that were "
+                "not counted",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        if error is not None:
+            raise RuntimeError(f"line profiling failed during the run: {error}") from error
 
     def __del__(self) -> None:
         # Dropped while enabled: give the tool id back (3.12+), remove the trace function
