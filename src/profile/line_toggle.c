@@ -1,7 +1,10 @@
 /* line_toggle.c - what the line profiler's enable() and disable() do for every registered
  * code object, in one C loop: a decorated function toggles the profiler on every outermost
- * call, so the per-code step costs what the interpreter's own work costs and no more. */
+ * call, so the per-code step costs what the interpreter's own work costs and no more.  Below
+ * 3.12, also the sys.settrace put in place while the profiler is on. */
 #include "line.h"
+
+#include <time.h>
 
 /* _unregistered(functions): returns a new list of the items of the sequence functions that
  * are Python functions whose __code__ is not registered in self (another line profiler, or a
@@ -63,8 +66,6 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
 }
 
 #if !FP_PY312
-#include <time.h>
-
 /* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
  * trace function while another thread installs one, else 0.  Leaves the exception set. */
 static int
@@ -103,17 +104,17 @@ fp_line_settrace_call(PyObject *prev, PyObject *const *args, Py_ssize_t nargs)
          * starting then (threading calls sys.settrace before its target) would die.  That
          * other thread finishes once this one lets it run. */
         PyErr_Clear();
-        Py_BEGIN_ALLOW_THREADS struct timespec pause = {0, 20000};
-        nanosleep(&pause, NULL);
+        struct timespec pause = {0, 20000};
+        Py_BEGIN_ALLOW_THREADS nanosleep(&pause, NULL);
         Py_END_ALLOW_THREADS
     }
 }
 
 static PyMethodDef fp_line_settrace_def = {
     "settrace", (PyCFunction)(void (*)(void))fp_line_settrace_call, METH_FASTCALL,
-    "settrace($module, function, /)\n--\n\nSet the global debug tracing function (while fastprof's "
-    "line "
-    "profiler is on, line events are first turned back on in this thread's frames)."};
+    "settrace($module, function, /)\n--\n\nSet the global debug tracing function (while "
+    "fastprof's line profiler is on, line events are first turned back on in this thread's "
+    "frames)."};
 
 /* _settrace_unmuting(prev): returns a new callable that turns line events back on in the
  * calling thread's frames and then calls prev, or NULL with an exception set. */
