@@ -256,7 +256,9 @@ def test_threads_starting_while_the_line_profiler_switches_under_an_audit_hook()
     """With an audit hook on (Python code, so other threads run inside sys.settrace), 3.11
     refuses a thread's sys.settrace while another thread installs a trace function: threads
     started then died before their target, and the switch walked a thread list whose
-    entries could end meanwhile.  Every thread runs its target, the counts are exact."""
+    entries could end meanwhile (a crash).  Every thread runs its target and nothing is left
+    installed.  (A thread whose trace function Python refused there runs untraced for a
+    while: the counts can fall short, never over.)"""
     out = _run_child(
         """
 import sys, threading
@@ -282,4 +284,6 @@ print(len(done), sum(h for r in lp.get_stats().timings.values() for _, h, _ in r
 print(sys.gettrace() is None)
 """
     )
-    assert out.split() == ["60", str(60 * 200), "True"]
+    done, hits, left = out.split()
+    assert done == "60" and left == "True"
+    assert 0 < int(hits) <= 60 * 200

@@ -36,10 +36,13 @@ fp_legacy_set_quiet(int trace, Py_tracefunc func, PyObject *obj)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    /* not PyEval_SetTrace/SetProfile: they print a refusal ("Exception ignored in
+     * PyEval_SetTrace") where this drops it */
+    PyThreadState *ts = PyThreadState_Get();
     if (trace)
-        PyEval_SetTrace(func, obj);
+        _PyEval_SetTrace(ts, func, obj);
     else
-        PyEval_SetProfile(func, obj);
+        _PyEval_SetProfile(ts, func, obj);
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 }

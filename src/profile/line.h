@@ -109,6 +109,15 @@ PyObject *fp_line_unregistered(fp_ltracer *self, PyObject *functions);
 PyObject *fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs);
 #if !FP_PY312
 PyObject *fp_line_settrace_unmuting(PyObject *unused, PyObject *prev);
+
+/* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
+ * trace function while another thread installs one (with an audit hook on), else 0.  Leaves
+ * the exception set. */
+int fp_line_settrace_refused(void);
+
+/* Lets other threads run for a moment (the one installing a trace function finishes).
+ * Returns nothing. */
+void fp_line_pause(void);
 #endif
 
 /* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an

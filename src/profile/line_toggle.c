@@ -66,9 +66,8 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
 }
 
 #if !FP_PY312
-/* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
- * trace function while another thread installs one, else 0.  Leaves the exception set. */
-static int
+/* See line.h. */
+int
 fp_line_settrace_refused(void)
 {
     if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
@@ -85,6 +84,15 @@ fp_line_settrace_refused(void)
     Py_XDECREF(needle);
     PyErr_Restore(type, value, tb);
     return refused;
+}
+
+/* See line.h. */
+void
+fp_line_pause(void)
+{
+    struct timespec pause = {0, 20000};
+    Py_BEGIN_ALLOW_THREADS nanosleep(&pause, NULL);
+    Py_END_ALLOW_THREADS
 }
 
 /* The sys.settrace a LineTracer's enable() puts in place below 3.12 (self: the sys.settrace it
@@ -104,9 +112,7 @@ fp_line_settrace_call(PyObject *prev, PyObject *const *args, Py_ssize_t nargs)
          * starting then (threading calls sys.settrace before its target) would die.  That
          * other thread finishes once this one lets it run. */
         PyErr_Clear();
-        struct timespec pause = {0, 20000};
-        Py_BEGIN_ALLOW_THREADS nanosleep(&pause, NULL);
-        Py_END_ALLOW_THREADS
+        fp_line_pause();
     }
 }
 
