@@ -166,7 +166,7 @@ def test_compare_is_dispatched(monkeypatch: Any) -> None:
 
 
 def test_split_of_options_and_script_arguments() -> None:
-    split = cli._split_run_argv
+    split = cli._run_args.split
     assert split(["-o", "x.prof", "s.py", "-o", "y"]) == (["-o", "x.prof"], ["s.py", "-o", "y"])
     assert split(["--top", "3", "-m", "mod", "--top"]) == (["--top", "3", "-m", "mod"], ["--top"])
     assert split(["-mmod", "a"]) == (["-m", "mod"], ["a"])

@@ -60,7 +60,7 @@ def _run_then_term(args: List[str], cwd: Any, env_extra: Any = None) -> Tuple[in
 
 def test_sigterm_reports_what_ran_then_ends_by_the_signal(tmp_path: Any) -> None:
     script = write(tmp_path, "busy.py", BUSY)
-    rc, out, err = _run_then_term(["run", "-s", "calls", str(script)], tmp_path)
+    rc, out, err = _run_then_term(["run", "-s", "calls", "--all", str(script)], tmp_path)
     assert rc == -signal.SIGTERM, err  # the exit status Python's own end by SIGTERM gives
     assert "the program was ended by SIGTERM" in err
     rows = {ln.split()[-1]: ln.split() for ln in out.splitlines() if ln.strip()}
@@ -120,7 +120,7 @@ def test_a_programs_own_sigterm_handler_is_kept(tmp_path: Any) -> None:
             pass
         """,
     )
-    rc, out, err = _run_then_term(["run", "-s", "calls", str(script)], tmp_path)
+    rc, out, err = _run_then_term(["run", "-s", "calls", "--all", str(script)], tmp_path)
     assert rc == 3, err
     assert "handled" in out and "own.py:3(bye)" in out
     assert "ended by SIGTERM" not in err
@@ -162,17 +162,19 @@ def test_a_fork_child_of_the_program_ends_by_sigterm_as_without_fastprof(tmp_pat
 def test_the_handler_is_put_back_after_the_run_and_never_taken_from_a_program(
     monkeypatch: Any,
 ) -> None:
-    from fastprof import _runner_term, children
+    from fastprof import _runner_term
 
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     reported: List[int] = []
     h = _runner_term.catch(lambda: None, lambda: reported.append(1))
     try:
         assert h is not None and signal.getsignal(signal.SIGTERM) is h
-        assert children.runner_sigterm is h  # a job's fork child replaces it with its own
+        assert _runner_term.runner_sigterm is h  # a job's fork child replaces it with its own
     finally:
         _runner_term.release(h)
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and children.runner_sigterm is None
+    assert (
+        signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and _runner_term.runner_sigterm is None
+    )
 
     def mine(signum: int, frame: Any) -> None:
         pass

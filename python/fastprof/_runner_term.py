@@ -17,12 +17,20 @@ its own profile (fastprof.children).
 
 from __future__ import annotations
 
+# The interpreter's own signal module, which it loads at start-up: the public ``signal`` module
+# is a layer of enums over it, and a profiled script's own ``import signal`` (subprocess and
+# asyncio import it) must show in its profile as without fastprof.  Its handlers compare
+# equal to signal's (SIG_DFL is 0 in both).
+import _signal as signal  # type: ignore[import-not-found]  # (no stub: the module under signal)
 import os
-import signal
 import sys
 from typing import Any, Callable, List, Optional
 
-__all__ = ["catch", "finish", "hand_over", "release"]
+__all__ = ["catch", "finish", "hand_over", "release", "runner_sigterm"]
+
+# the SIGTERM handler catch installed while the runner runs the program, or None: a fork child
+# of a job replaces it with its own (fastprof.children._install_sigterm)
+runner_sigterm: Any = None
 
 
 class _Handler:
@@ -75,9 +83,8 @@ def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
         _fastprof._sigterm_watchdog()
     except (AttributeError, OSError):  # the handler alone
         pass
-    from . import children
-
-    children.runner_sigterm = handler  # a fork child of a job replaces it with its own
+    global runner_sigterm
+    runner_sigterm = handler
     return handler
 
 
@@ -136,9 +143,8 @@ def release(handler: Optional[Any]) -> None:
     still the one in place; a handler the program installed since stays."""
     if handler is None:
         return
-    from . import children
-
-    children.runner_sigterm = None
+    global runner_sigterm
+    runner_sigterm = None
     try:
         if signal.getsignal(signal.SIGTERM) is handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

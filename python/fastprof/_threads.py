@@ -3,15 +3,23 @@ the profiler reads them at ``enable()`` without loading the tree or the views)."
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Dict, List
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List
+
+if TYPE_CHECKING:
+    import threading
 
 __all__ = ["known_threads", "thread_names", "profiled_thread_names"]
 
 
 def known_threads() -> List[threading.Thread]:
     """The threads ``threading`` knows now: the finished ones whose Thread object is still
-    alive, then the running ones (a thread may be in both)."""
+    alive, then the running ones (a thread may be in both); none while the program has not
+    loaded ``threading`` (fastprof does not load it first: the program's own import of it
+    shows in its profile, as without fastprof)."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return []
     try:
         return list(getattr(threading, "_dangling", ())) + threading.enumerate()
     except RuntimeError:  # a thread made another Thread meanwhile
@@ -44,6 +52,8 @@ def profiled_thread_names(prof: Any, by: str = "ident") -> Dict[int, str]:
     may have been renamed).  A thread the core saw no name for takes the one ``threading``
     gives its ident now or gave it at ``enable()``.  Threads that share an ident (one after
     another) list all their names."""
+    import threading
+
     live = {(t.ident, getattr(t, "native_id", None)): t.name for t in threading.enumerate()}
     groups: Dict[int, List[str]] = {}
     raw = getattr(prof, "_raw_thread_names", None)

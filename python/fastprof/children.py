@@ -273,9 +273,6 @@ _hooks_installed = False
 # SIGTERM handler (builtins of the core, see _stopping) call from C before they write, so that
 # the write's own Python calls stay out of the process's profile
 _STOP: List[Any] = [None]
-# the SIGTERM handler of the runner (fastprof._runner_term) while it runs the program: a fork
-# child of the job replaces it with its own (_install_sigterm)
-runner_sigterm: Any = None
 
 
 def _atomic_write(path: str, data: bytes) -> None:
@@ -451,6 +448,8 @@ def _install_sigterm() -> None:
     """Catches SIGTERM (when the program has no handler of its own) to write the profile, with
     the C watchdog that makes the handler run even when the signal lands just before a
     blocking call (see src/profile/exit_watchdog.c)."""
+    from ._runner_term import runner_sigterm
+
     try:
         current = signal.getsignal(signal.SIGTERM)
         if current in (signal.SIG_DFL, None) or (

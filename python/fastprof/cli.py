@@ -21,26 +21,44 @@ exit status it asks for is kept.
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import functools
 import os
 import sys
 import time
 import types
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    NoReturn,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    cast,
+)
 
+from . import _run_args
 from ._runstats import own_stats as _own_stats
 from ._runstats import own_tree as _own_tree
+from .report.options import check_view_options
 from .report.options import positive_int as _positive_int
 from .stats import SORT_KEYS
+
+if TYPE_CHECKING:
+    import argparse  # loaded where a parser is built: a profiled script's own import shows
 
 __all__ = ["main"]
 
 _MISSING = object()
 _wall_clock = time.perf_counter  # the run's wall time (tests put a fake clock here)
-_DEFAULT_SORT = "tottime"
-_DEFAULT_TOP = 40
+_DEFAULT_SORT = _run_args.DEFAULT_SORT
+_DEFAULT_TOP = _run_args.DEFAULT_TOP
+_TOP_ROWS_HELP = _run_args.TOP_ROWS_HELP
 
 
 def _shown(text: str) -> str:
@@ -52,6 +70,9 @@ def _shown(text: str) -> str:
 
 
 def _sort_key(text: str) -> str:
+    """An argparse type: ``text`` when it is a sort key, else an ArgumentTypeError."""
+    import argparse
+
     if text not in SORT_KEYS:
         raise argparse.ArgumentTypeError(
             f"unknown sort key {text!r}; expected one of {', '.join(SORT_KEYS)}"
@@ -60,125 +81,34 @@ def _sort_key(text: str) -> str:
 
 
 def _run_parser() -> argparse.ArgumentParser:
+    """``run``'s argparse parser, built from the table fastprof._run_args reads: for
+    ``--help`` and for the command lines that reader leaves to argparse."""
+    import argparse
+
+    from .report.options import add_option
+
     p = argparse.ArgumentParser(
         prog="fastprof run",
         description="Profile a Python script or module and print where the time goes "
         "(or save the profile with -o).",
         usage="fastprof [run] [options] (script.py | -m module) [args ...]",
     )
-    p.add_argument(
-        "-o",
-        "--outfile",
-        metavar="FILE",
-        help="write the profile to FILE (pstats format: pstats, snakeviz, gprof2dot, "
-        "`fastprof view` read it) instead of printing the table",
-    )
-    p.add_argument(
-        "-s",
-        "--sort",
-        default=None,
-        metavar="SORT",
-        help=f"sort key of the table (default {_DEFAULT_SORT}): " + ", ".join(SORT_KEYS),
-    )
-    p.add_argument(
-        "--top",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help=_TOP_ROWS_HELP,
-    )
-    p.add_argument("--all", action="store_true", help="show every row")
-    p.add_argument(
-        "--no-builtins",
-        action="store_true",
-        help="do not account builtins and C methods separately",
-    )
-    p.add_argument(
-        "--clock",
-        choices=("wall", "cpu", "process_cpu"),
-        default="wall",
-        help="wall time (default), this thread's CPU time, or the process's CPU time",
-    )
-    p.add_argument(
-        "--lines",
-        action="store_true",
-        help="line-by-line timing of the functions marked @profile in the script (as kernprof -l)",
-    )
-    p.add_argument(
-        "--lines-of",
-        action="append",
-        default=[],
-        metavar="MODULE:FUNC",
-        help="line-by-line timing of this function (repeatable)",
-    )
-    p.add_argument(
-        "-m",
-        dest="module",
-        metavar="MODULE",
-        help="run a library module as a script (as python -m)",
-    )
-    p.add_argument(
-        "--subprocesses",
-        action="store_true",
-        help="profile the Python child processes too (fork, multiprocessing, "
-        "ProcessPoolExecutor, subprocess running this Python) and report the "
-        "profile merged over all processes, with a per-process table",
-    )
-    p.add_argument(
-        "--no-worker-startup",
-        action="store_true",
-        help="with --subprocesses: a spawn worker's profile starts when its process starts "
-        "running (Process.run: a pool's worker loop, your target), leaving out its start-up "
-        "(multiprocessing's bootstrap, unpickling, and the re-import of the main script as "
-        "__mp_main__ with its imports); cheaper, and exact from there on",
-    )
-    p.add_argument(
-        "--run-dir",
-        metavar="DIR",
-        help="keep each process's profile in DIR (read it again with `fastprof "
-        "view DIR` or `fastprof merge DIR -o FILE`); under mpirun, torchrun or "
-        "srun: the shared folder where each rank writes its profile named by "
-        "its rank, and rank 0 reports the job",
-    )
-    p.add_argument(
-        "--timeline",
-        metavar="OUT.json",
-        help="also write the timeline of every call, per thread, to OUT.json (Chrome's trace "
-        "format: Perfetto and chrome://tracing open it)",
-    )
-    p.add_argument(
-        "--timeline-buffer",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="keep the last N calls in the timeline (default 1000000; older ones are dropped "
-        "and counted)",
-    )
-    p.add_argument(
-        "--timeline-min-us",
-        type=_nonnegative_float,
-        default=None,
-        metavar="F",
-        help="leave calls shorter than F microseconds out of the timeline (counted)",
-    )
-    from .report.outputs import add_view_options
-
-    add_view_options(p)
+    for option in _run_args.RUN_OPTIONS:
+        add_option(p, option)
     p.add_argument("target", nargs="?", help="the script to run")
     p.add_argument("args", nargs="*", help="its arguments")
     return p
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Prints ``run``'s usage and ``message`` as argparse does, and exits with status 2."""
+    _run_parser().error(message)
 
 
 # sys.path as it was before the script's folder went first, less the current folder that
 # `python -m` put first (set while `run` runs a script): the report's own imports (json, html,
 # sysconfig) must not find a script's json.py.
 _PATH_BEFORE_SCRIPT: Optional[List[str]] = None
-
-# --top's help, for run and view alike (15: report.tree_text.DEFAULT_TOP)
-_TOP_ROWS_HELP = (
-    f"show the first N rows (default {_DEFAULT_TOP} in the flat table, 15 in the call "
-    f"tree's table of top functions)"
-)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -200,64 +130,6 @@ def _fastprofs_path(fn: _F) -> _F:
             sys.path[:] = current
 
     return cast(_F, wrapper)
-
-
-# Options of `run` that take a value: the command line is split where the target starts.
-_VALUE_OPTS = {
-    "-o",
-    "--outfile",
-    "-s",
-    "--sort",
-    "--top",
-    "--clock",
-    "--lines-of",
-    "--run-dir",
-    "--format",
-    "--html",
-    "--min-percent",
-    "--color",
-    "--timeline",
-    "--timeline-buffer",
-    "--timeline-min-us",
-}
-
-
-def _takes_value(arg: str) -> bool:
-    """Whether arg is an option of `run` that takes the next word as its value: one of
-    _VALUE_OPTS, or a long option abbreviated to a prefix only one of them has, as argparse
-    reads ``--out`` for ``--outfile``."""
-    if arg in _VALUE_OPTS:
-        return True
-    if not arg.startswith("--") or "=" in arg or len(arg) < 3:
-        return False
-    longs = [o for o in _run_parser()._option_string_actions if o.startswith("--")]
-    matches = [o for o in longs if o.startswith(arg)]
-    return len(matches) == 1 and matches[0] in _VALUE_OPTS
-
-
-def _split_run_argv(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """Splits ``argv`` into fastprof's options and the target with its own arguments.
-
-    The target starts at the first word that is not an option (the script) or at ``-m``'s
-    value; everything after it belongs to the script.
-    """
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--":
-            return list(argv[:i]), list(argv[i + 1 :])
-        if a == "-m":
-            return list(argv[: i + 2]), list(argv[i + 2 :])
-        if a.startswith("-m") and not a.startswith("--"):  # -mpkg.mod
-            return list(argv[:i]) + ["-m", a[2:]], list(argv[i + 1 :])
-        if _takes_value(a):
-            i += 2
-            continue
-        if a.startswith("-") and a != "-":
-            i += 1
-            continue
-        return list(argv[:i]), list(argv[i:])
-    return list(argv), []
 
 
 def _exit_code(code: Any) -> int:
@@ -471,17 +343,6 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
     return lp
 
 
-def _nonnegative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value >= 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text!r}")
-    return value
-
-
 #: the most spans --timeline-buffer takes: the core's 2**40, less the runner's own slot
 _MAX_TIMELINE_BUFFER = 2**40 - 1
 
@@ -597,52 +458,51 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
     the run (a caller in the same program goes on); without (the command line itself), the
     script's stay for its atexit handlers and its threads still running, as without
     fastprof."""
-    head, tail = _split_run_argv(argv)
-    parser = _run_parser()
-    opts = parser.parse_args(head)
+    head, tail = _run_args.split(argv)
+    opts: Any = _run_args.read(head)
+    if opts is None:  # an abbreviation, --help, a bad value: argparse's reading and words
+        opts = _run_parser().parse_args(head)
     opts.as_program = not restore  # the command line itself, not a caller in a program
     if opts.sort is not None and opts.sort not in SORT_KEYS:
         # cProfile's words, which scripts and CPython's own tests look for.
-        parser.error(
+        _usage_error(
             f"option -s: invalid choice: {opts.sort!r} "
             f"(choose from {', '.join(map(repr, SORT_KEYS))})"
         )
     if opts.outfile:
         # As cProfile: relative to where fastprof started, whatever the script does to its cwd.
         opts.outfile = os.path.abspath(opts.outfile)
-    from .report.outputs import check_view_options
-
     bad = check_view_options(opts)
     if bad:
-        parser.error(bad)
+        _usage_error(bad)
     # The options end where the target starts, so the target and its arguments are in tail.
     if opts.module is None:
         if not tail:
-            parser.print_usage(sys.stderr)
+            _run_parser().print_usage(sys.stderr)
             print("fastprof run: error: give a script to run, or -m module", file=sys.stderr)
             return 2
         opts.target, tail = tail[0], tail[1:]
     opts.args = list(tail)
     line_mode = opts.lines or bool(opts.lines_of)
     if opts.threads and (line_mode or opts.subprocesses or opts.run_dir is not None):
-        parser.error(
+        _usage_error(
             "--threads shows one process's call profile: it does not combine with "
             "--lines, --lines-of, --subprocesses or --run-dir"
         )
     if opts.no_worker_startup and not opts.subprocesses:
-        parser.error("--no-worker-startup needs --subprocesses")
+        _usage_error("--no-worker-startup needs --subprocesses")
     if opts.timeline is None and (
         opts.timeline_buffer is not None or opts.timeline_min_us is not None
     ):
-        parser.error("--timeline-buffer and --timeline-min-us need --timeline OUT.json")
+        _usage_error("--timeline-buffer and --timeline-min-us need --timeline OUT.json")
     if opts.timeline is not None:
         if line_mode or opts.subprocesses or opts.run_dir is not None:
-            parser.error(
+            _usage_error(
                 "--timeline does not yet combine with --lines, --lines-of, --subprocesses "
                 "or --run-dir"
             )
         if opts.clock != "wall":
-            parser.error("--timeline needs the wall clock (leave --clock out)")
+            _usage_error("--timeline needs the wall clock (leave --clock out)")
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     global _PATH_BEFORE_SCRIPT
@@ -1301,6 +1161,9 @@ def _view_lines(opts: argparse.Namespace) -> int:
 
 
 def _positive_float(text: str) -> float:
+    """An argparse type: the finite number > 0 ``text`` names, else an ArgumentTypeError."""
+    import argparse
+
     try:
         x = float(text)
     except ValueError:
@@ -1315,6 +1178,8 @@ def _view(argv: Sequence[str]) -> int:
     -s is given) or the table of a saved profile, or writes an export (or the line timings of
     a .lprof file); returns 0, or 2 with one line on stderr when the file is unreadable or
     malformed."""
+    import argparse
+
     from .report.outputs import add_view_options, check_view_options, emit, print_note
 
     p = argparse.ArgumentParser(

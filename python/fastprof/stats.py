@@ -8,7 +8,6 @@ import os
 import re
 import reprlib
 import sys
-import warnings
 from dataclasses import asdict, dataclass
 from typing import (
     TYPE_CHECKING,
@@ -24,7 +23,6 @@ from typing import (
     Union,
 )
 
-from . import _marshal_reader
 from ._files import read_regular_file
 from ._quiet import quiet
 from .report.escape import printable
@@ -257,6 +255,8 @@ def load_pstats_file(src: Union[str, "os.PathLike[str]"]) -> PstatsDict:
     raw = read_regular_file(path)
     what = f"{path}: not a profile file written by dump_stats"
     try:
+        from . import _marshal_reader  # its struct loads here, not before a profiled script
+
         data = _marshal_reader.loads(raw)
     except ValueError as e:
         hint = ""
@@ -270,6 +270,8 @@ def load_pstats_file(src: Union[str, "os.PathLike[str]"]) -> PstatsDict:
     if not isinstance(data, dict):
         raise ValueError(f"{what} (it holds a {type(data).__name__}, expected a dict)")
     if _without_unknown_counts(data):
+        import warnings  # loaded here, not before a profiled script (3.13 starts without it)
+
         warnings.warn(
             f"fastprof: {printable(path)} has no call counts (-1, as a sampling profiler such as "
             f"pyinstrument writes them); they are shown as 0",

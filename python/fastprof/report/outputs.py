@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, TextIO
 
 # The views load when they print, after the script ran, so a script's own imports (json,
 # sysconfig, ...) show in its profile.
-from .options import COLOR_CHOICES, DEFAULT_MIN_PERCENT, FORMATS
+from .options import FORMATS, VIEW_OPTIONS, add_option, check_view_options
 
 if TYPE_CHECKING:
     from ..tree import CallTree
@@ -27,65 +27,10 @@ MERGED_THREADS = (
 )
 
 
-def _percent(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a percentage between 0 and 100, got {text!r}"
-        ) from None
-    if not 0 <= x <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage between 0 and 100, got {text!r}")
-    return x
-
-
 def add_view_options(p: argparse.ArgumentParser) -> None:
-    """The options of the views, shared by ``run`` and ``view``."""
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        default=None,
-        help="what to write: text (the call tree, the default view), pstats "
-        "(with -o; the default there), speedscope (JSON), collapsed (folded "
-        "stacks: flamegraph.pl, inferno, speedscope), callgrind (KCachegrind); "
-        "to -o FILE, or to the standard output",
-    )
-    p.add_argument(
-        "--html",
-        metavar="FILE",
-        help="write one self-contained HTML report to FILE (flame graph, "
-        "function table, callers and callees, threads, line timings)",
-    )
-    p.add_argument(
-        "--min-percent",
-        type=_percent,
-        default=DEFAULT_MIN_PERCENT,
-        metavar="P",
-        help=f"call tree: leave out paths below P%% of the run (default {DEFAULT_MIN_PERCENT:g})",
-    )
-    p.add_argument(
-        "--expand-libs",
-        action="store_true",
-        help="call tree: show the frames inside libraries (stdlib, site-packages, "
-        "builtins) instead of one row per library call",
-    )
-    p.add_argument(
-        "--merge-threads",
-        action="store_true",
-        help="call tree: one tree of all threads, summed by path",
-    )
-    p.add_argument(
-        "--threads",
-        action="store_true",
-        help="print each thread's table (headed by the thread's name, ident and own time), "
-        "then the merged table (headed by the run's wall time); sorted by -s",
-    )
-    p.add_argument(
-        "--color",
-        choices=COLOR_CHOICES,
-        default="auto",
-        help="colour the call tree: auto (on a terminal, unless NO_COLOR is set), always, never",
-    )
+    """The options of the views, shared by ``run`` and ``view``: adds them to ``p``."""
+    for option in VIEW_OPTIONS:
+        add_option(p, option)
 
 
 # How an export's text becomes bytes, in a file and on the standard output alike: a path that
@@ -268,20 +213,6 @@ def _drawable(text: str, stream: Any) -> str:
     except (UnicodeEncodeError, LookupError):
         return text.translate(_ASCII_LINES)
     return text
-
-
-def check_view_options(opts: argparse.Namespace) -> Optional[str]:
-    """A usage error in the view options, or None."""
-    if opts.format == "pstats" and not getattr(opts, "outfile", None):
-        return "--format pstats writes a binary file: give -o FILE"
-    if getattr(opts, "threads", False) and opts.format not in (None, "text", "pstats"):
-        return f"--threads prints tables as text: it does not combine with --format {opts.format}"
-    if getattr(opts, "filter", None) and opts.format in ("speedscope", "collapsed"):
-        return (
-            f"--filter selects rows of the tables (text, pstats, callgrind): --format "
-            f"{opts.format} exports the whole call tree"
-        )
-    return None
 
 
 def print_note(note: str) -> None:
