@@ -17,6 +17,7 @@ language of :func:`evaluate` is :mod:`fastprof.kernels.expr`, read by both devic
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, Optional
 
 try:
@@ -29,6 +30,7 @@ except ImportError as _exc:
         raise
     raise _hint from _exc
 
+from . import complex_parts as _complex
 from . import cpu as _cpu
 from .args import (
     caller_names,
@@ -94,6 +96,11 @@ def correlate(
     in passes, fused multiply-adds, float32 arithmetic on the GPU): results within a few units
     of rounding of scipy's, faster (docs/kernels.md)."""
     exact = _exact_flag(exact)
+    if _complex.is_complex(input) or _complex.is_complex(weights):
+        part = functools.partial(
+            correlate, mode=mode, origin=origin, axes=axes, exact=exact, device=device
+        )
+        return _complex.correlate(part, input, weights, output, cval, convolution=False)
     args = check_convolve_args(input, weights, output, mode, cval, origin, axes=axes)
     if wants_gpu(device, input, output):
         return _gpu("correlate_args")(args, device=device, exact=exact)
@@ -114,6 +121,11 @@ def convolve(
 ) -> Any:
     """Multidimensional convolution, as ``scipy.ndimage.convolve`` (``axes=`` as scipy
     1.11+); scipy's bits, or with ``exact=False`` the fast kernels, as for :func:`correlate`."""
+    if _complex.is_complex(input) or _complex.is_complex(weights):
+        part = functools.partial(
+            convolve, mode=mode, origin=origin, axes=axes, exact=_exact_flag(exact), device=device
+        )
+        return _complex.correlate(part, input, weights, output, cval, convolution=True)
     args = check_convolve_args(
         input, weights, output, mode, cval, origin, convolution=True, axes=axes
     )
@@ -144,6 +156,12 @@ def uniform_filter(
     memory).  ``exact=False`` takes the fast fused passes for float outputs instead (within a
     few units of rounding of scipy's; integer outputs stay scipy's exactly)."""
     exact = _exact_flag(exact)
+    if _complex.is_complex(input):
+        part = functools.partial(
+            uniform_filter, size=size, mode=mode, origin=origin, axes=axes, exact=exact,
+            device=device,
+        )  # fmt: skip
+        return _complex.uniform_filter(part, input, output, cval)
     a = check_uniform_args(input, size, output, mode, cval, origin, axes)
     if wants_gpu(device, input, output):
         return _gpu("uniform_filter_args")(a, device=device, exact=exact)

@@ -25,6 +25,7 @@ Every argument is checked before any CUDA call; then availability is checked and
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Any, Optional, Sequence
@@ -34,6 +35,7 @@ import numpy as np
 from .. import _fastprof as _C
 from ..cuda import runtime as _cuda
 from ..cuda.libs import library_candidates
+from . import complex_parts as _complex
 from . import expr as _expr
 from . import expr_cuda as _expr_cuda
 from . import ndimage_exact as _ndimage_exact
@@ -820,7 +822,14 @@ def correlate(
 ) -> Any:
     """scipy.ndimage.correlate on the GPU: scipy's float bits by default (exact=True), the fast
     tiled kernels (within a few ulps) with exact=False.  ``_emulate=True`` (or "direct") runs
-    the device code on the host instead (a test hook; CUDA builds only)."""
+    the device code on the host instead (a test hook; CUDA builds only).  Complex input or
+    weights: scipy's combination of real correlations (fastprof.kernels.complex_parts)."""
+    if _complex.is_complex(input) or _complex.is_complex(weights):
+        part = functools.partial(
+            correlate, mode=mode, origin=origin, axes=axes, exact=exact, device=device,
+            stream=stream, _emulate=_emulate,
+        )  # fmt: skip
+        return _complex.correlate(part, input, weights, output, cval, convolution=False)
     return _conv_raw(
         False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
@@ -841,7 +850,13 @@ def convolve(
     _emulate: Any = False,
 ) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored), exact= as
-    correlate's."""
+    correlate's; complex input or weights as correlate's."""
+    if _complex.is_complex(input) or _complex.is_complex(weights):
+        part = functools.partial(
+            convolve, mode=mode, origin=origin, axes=axes, exact=exact, device=device,
+            stream=stream, _emulate=_emulate,
+        )  # fmt: skip
+        return _complex.correlate(part, input, weights, output, cval, convolution=True)
     return _conv_raw(
         True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
@@ -945,7 +960,13 @@ def uniform_filter(
     """scipy.ndimage.uniform_filter on the GPU: scipy's running sums, one pass per axis of size
     > 1, and its float bits by default (exact=True); exact=False takes the fast box kernels.
     A repeat call finds its plan by the arguments as given; the first is checked through
-    fastprof.kernels.args."""
+    fastprof.kernels.args.  Complex input: each part filtered on its own, as scipy does."""
+    if _complex.is_complex(input):
+        part = functools.partial(
+            uniform_filter, size=size, mode=mode, origin=origin, axes=axes, exact=exact,
+            device=device, stream=stream, _emulate=_emulate,
+        )  # fmt: skip
+        return _complex.uniform_filter(part, input, output, cval)
     key = _raw_filter_key("uniform", input, output, size, mode, cval, origin, axes, exact)
     plan = _plans.get(key) if key is not None else None
     if plan is not None:
