@@ -790,7 +790,14 @@ def _conv_raw(
     exact: bool = True,
 ) -> Any:
     """correlate/convolve with the arguments as given: a repeat call finds its plan by them,
-    the first is checked through fastprof.kernels.args."""
+    the first is checked through fastprof.kernels.args; complex input or weights go through
+    scipy's combination of real filters (fastprof.kernels.complex_parts)."""
+    if _complex.is_complex(input) or _complex.is_complex(weights):
+        part = functools.partial(
+            convolve if convolution else correlate, mode=mode, origin=origin, axes=axes,
+            exact=exact, device=device, stream=stream, _emulate=emulate,
+        )  # fmt: skip
+        return _complex.correlate(part, input, weights, output, cval, convolution=convolution)
     key = None
     if type(weights) is np.ndarray and weights.dtype.kind in "biuf":
         key = _raw_filter_key(
@@ -824,12 +831,6 @@ def correlate(
     tiled kernels (within a few ulps) with exact=False.  ``_emulate=True`` (or "direct") runs
     the device code on the host instead (a test hook; CUDA builds only).  Complex input or
     weights: scipy's combination of real correlations (fastprof.kernels.complex_parts)."""
-    if _complex.is_complex(input) or _complex.is_complex(weights):
-        part = functools.partial(
-            correlate, mode=mode, origin=origin, axes=axes, exact=exact, device=device,
-            stream=stream, _emulate=_emulate,
-        )  # fmt: skip
-        return _complex.correlate(part, input, weights, output, cval, convolution=False)
     return _conv_raw(
         False, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )
@@ -851,12 +852,6 @@ def convolve(
 ) -> Any:
     """scipy.ndimage.convolve on the GPU (the weights flipped, origins mirrored), exact= as
     correlate's; complex input or weights as correlate's."""
-    if _complex.is_complex(input) or _complex.is_complex(weights):
-        part = functools.partial(
-            convolve, mode=mode, origin=origin, axes=axes, exact=exact, device=device,
-            stream=stream, _emulate=_emulate,
-        )  # fmt: skip
-        return _complex.correlate(part, input, weights, output, cval, convolution=True)
     return _conv_raw(
         True, input, weights, output, mode, cval, origin, axes, device, stream, _emulate, exact
     )

@@ -63,37 +63,30 @@ def _type_error(message: str) -> Exception:
     return argparse.ArgumentTypeError(message)
 
 
+def _number(text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str) -> Any:
+    """convert(text) when ok() takes it, else argparse's ArgumentTypeError naming ``what``."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise _type_error(f"expected {what}, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse type: the positive integer text names, else an ArgumentTypeError."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise _type_error(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise _type_error(f"expected a positive integer, got {text!r}")
-    return n
+    return int(_number(text, int, lambda n: n >= 1, "a positive integer"))
 
 
 def percent(text: str) -> float:
     """An argparse type: the number 0 to 100 text names, else an ArgumentTypeError."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise _type_error(f"expected a percentage between 0 and 100, got {text!r}") from None
-    if not 0 <= x <= 100:
-        raise _type_error(f"expected a percentage between 0 and 100, got {text!r}")
-    return x
+    return float(_number(text, float, lambda x: 0 <= x <= 100, "a percentage between 0 and 100"))
 
 
 def nonnegative_float(text: str) -> float:
     """An argparse type: a finite number >= 0, else an ArgumentTypeError."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise _type_error(f"not a number: {text!r}") from None
-    if not (value >= 0 and value < float("inf")):
-        raise _type_error(f"must be a finite number >= 0, not {text!r}")
-    return value
+    return float(_number(text, float, lambda x: 0 <= x < float("inf"), "a finite number >= 0"))
 
 
 #: the options of the views, shared by ``run`` and ``view``
