@@ -98,7 +98,17 @@ def test_is_available_and_probe_are_cached() -> None:
         (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), cval="a"), TypeError, "cval"),
         (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), device="tpu"), ValueError, "device"),
         (lambda x: fast_gpu.correlate(x, np.ones((3, 3)), stream="s"), TypeError, "stream"),
-        (lambda x: fast_gpu.correlate(x.astype(complex), np.ones((3, 3))), TypeError, "input"),
+        (
+            lambda x: fast_gpu.correlate(x.astype(np.clongdouble), np.ones((3, 3))),
+            TypeError,
+            "input",
+        ),
+        (
+            lambda x: fast_gpu.convolve(x.astype(complex), np.ones((3, 3)), mode="bogus"),
+            ValueError,
+            "mode",
+        ),
+        (lambda x: fast_gpu.uniform_filter(x.astype(np.complex64), origin=5), ValueError, "origin"),
         (
             lambda x: fast_gpu.correlate(x, np.ones((3, 3)), output=np.ones(3)),
             ValueError,
