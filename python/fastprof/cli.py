@@ -817,6 +817,11 @@ class _Job:
                 raise _UsageError(f"--lines-of: {e}") from None
         else:
             self.session = children.runner_session(self.run_dir, prof, lines)
+        from . import _reaper
+
+        # the temporary folders are removed even when the runner is killed (fastprof._reaper)
+        temporary = [d for d in (None if self.keep else self.run_dir, self.boot_dir) if d]
+        self.reaper = _reaper.watch(temporary)
 
     def in_child(self) -> bool:
         """Whether this is a fork child of the script, still in the runner's code."""
@@ -856,6 +861,9 @@ class _Job:
             shutil.rmtree(self.boot_dir, ignore_errors=True)
         if not self.keep:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+        from . import _reaper
+
+        _reaper.release(self.reaper)
 
 
 def _rank_wait() -> float:
