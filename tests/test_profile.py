@@ -699,3 +699,28 @@ def test_a_subclass_getstats_is_what_the_stats_are_built_from(tmp_path) -> None:
     assert "noise" not in mine[1]
     assert mine[2] == theirs[2]
     assert not (tmp_path / "fastprof.profile.prof.tree.json").exists()
+
+
+def test_a_method_called_through_its_type_with_another_type_is_no_call() -> None:
+    """str.upper(b"x") is refused by the descriptor before str.upper runs: no call of it is
+    counted, and the row keeps its type's name, so bytes.upper's calls stay its own (3.12+
+    report the refused call as a CALL event with the bytes object as its first argument)."""
+    p = fastprof.Profile()
+    p.enable()
+    for bad in (b"x", 5, None):
+        try:
+            str.upper(bad)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    for _ in range(10):
+        "a".upper()
+    for _ in range(7):
+        b"a".upper()
+    str.upper(type("S", (str,), {})("q"))  # a subclass's instance is a call of str.upper
+    p.disable()
+    p.create_stats()
+    rows = {k[2]: v[:2] for k, v in p.stats.items() if "upper" in k[2]}  # type: ignore[attr-defined]
+    assert rows == {
+        "<method 'upper' of 'str' objects>": (11, 11),
+        "<method 'upper' of 'bytes' objects>": (7, 7),
+    }

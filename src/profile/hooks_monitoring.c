@@ -97,7 +97,8 @@ fp_mon_return(fp_profiler *p, PyObject *const *args, Py_ssize_t nargs, int tsc, 
 }
 
 /* Returns the PyMethodDef of a C function being called, or NULL when the callable is not one
- * (a Python function, a class, ...) or is an unbound method descriptor called without self. */
+ * (a Python function, a class, ...) or is an unbound method descriptor called without self
+ * or with a self of another type. */
 FP_INLINE PyMethodDef *
 fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
 {
@@ -105,8 +106,16 @@ fp_mon_cfunc(fp_profiler *p, PyObject *callable, PyObject *self_arg)
     /* exact types first: PyCFunction_Check walks the MRO for every other callable */
     if (type == &PyCFunction_Type || type == &PyCMethod_Type)
         return ((PyCFunctionObject *)callable)->m_ml;
-    if (type == &PyMethodDescr_Type)
-        return self_arg != p->missing ? ((PyMethodDescrObject *)callable)->d_method : NULL;
+    if (type == &PyMethodDescr_Type) {
+        /* As cProfile binds it to its first argument: without one, or with one that is no
+         * instance of the descriptor's type (str.upper(b"x")), the descriptor refuses the call
+         * before its C function runs, so there is no call of it to count (nor a type to name
+         * it by). */
+        PyMethodDescrObject *descr = (PyMethodDescrObject *)callable;
+        if (self_arg == p->missing || !PyObject_TypeCheck(self_arg, descr->d_common.d_type))
+            return NULL;
+        return descr->d_method;
+    }
     if (type == &PyFunction_Type || type == &PyMethod_Type)
         return NULL;
     if (PyCFunction_Check(callable))
