@@ -77,3 +77,42 @@ def test_calls_merged_past_the_node_cap_are_counted_in_the_file() -> None:
     data = json.loads(tree_text(p).text)
     assert data["merged"] == built.merged > 0 and data["node_cap"] == 5
     assert CallTree.from_dict(data).to_dict() == built.to_dict()
+
+
+def _one_after_another(n: int) -> None:
+    for i in range(n):  # each thread ends before the next starts: idents are reused
+        t = threading.Thread(target=_work, name=f"seq{i}")
+        t.start()
+        t.join()
+
+
+@pytest.mark.parametrize("cap", [None, 12])
+def test_threads_one_after_another_and_the_node_cap(cap: Any) -> None:
+    """Threads whose idents repeat are one thread of the file, as of the built tree; past the
+    node cap a node's own time is its total less its children's."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 2000))
+    p = fastprof.Profile() if cap is None else fastprof.Profile(tree_nodes=cap)
+    p.enable()
+    _one_after_another(4)
+    _rec(30)
+    p.disable()
+    built = p.tree()
+    own_tree(built)
+    text = tree_text(p, drop_disable=True)
+    assert text is not None
+    assert CallTree.from_dict(json.loads(text.text)).to_dict() == built.to_dict()
+
+
+def test_each_time_is_written_as_17_significant_digits() -> None:
+    """The core writes each time as Python's "%.17g" does (it reads back as the same float),
+    the same text for the same number of ticks."""
+    import re
+
+    p = _profile(2)
+    data = tree_text(p)
+    assert data is not None
+    records = re.findall(r"\[(-?\d+),(\d+),(\d+),([^,\]]+),([^,\]]+)\]", data.text)
+    assert len(records) == sum(len(t["nodes"]) for t in json.loads(data.text)["threads"])
+    for *_, own, total in records:
+        for word in (own, total):
+            assert word == "%.17g" % float(word), word

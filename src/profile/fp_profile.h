@@ -631,6 +631,13 @@ int fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout);
 /* Returns _raw_tree()'s tuple (spt, nodes, threads, merged), see profiler.c, or NULL with an
  * exception set. */
 PyObject *fp_tree_raw(const fp_profiler *p, double spt);
+/* Returns _tree_json(keys, drop)'s tuple (threads, merged): threads a list of (ident, text),
+ * one per thread of _raw_tree() in its order, merged _raw_tree()'s; text the thread's node records
+ * "[parent,key,ncalls,own,total],..." as the tree file holds them (parent the record's index within
+ * the thread, -1 at the top; key keys[func]; own and total in seconds, as "%.17g" writes them; own
+ * past the node cap the total less the children's), leaving out a top-level node without children
+ * of a function whose byte in drop is not 0.  NULL with an exception set. */
+PyObject *fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop);
 
 /* ---- hooks, one implementation per interpreter family ---------------------------------- */
 

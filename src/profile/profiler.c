@@ -629,6 +629,18 @@ fp_profiler_raw_tree(PyObject *self, FP_UNUSED PyObject *unused)
     return fp_tree_raw(p, fp_profiler_unit(p));
 }
 
+/* _tree_json(keys, drop) -> ([(ident, text), ...], merged): the tree file's node records of
+ * each thread (see fp_tree_json).  Returns the tuple or NULL with an exception set. */
+static PyObject *
+fp_profiler_tree_json(PyObject *self, PyObject *args)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    PyObject *keys, *drop;
+    if (!PyArg_ParseTuple(args, "OO:_tree_json", &keys, &drop))
+        return NULL;
+    return fp_tree_json(p, fp_profiler_unit(p), keys, drop);
+}
+
 /* The calls p's timeline (not NULL) left out since the last clear: *filtered, those of
  * functions the module filter leaves out, and *too_short, the other calls not kept.  Every
  * completed call of a function passed fp_tl_record once, so the functions' call counts give
@@ -779,6 +791,9 @@ static PyMethodDef fp_profiler_methods[] = {
     {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
      "_raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in "
      "ticks."},
+    {"_tree_json", fp_profiler_tree_json, METH_VARARGS,
+     "_tree_json(keys, drop) -> ([(ident, text)], merged): each thread's node records as the "
+     "tree file holds them."},
     {"_raw_thread_names", fp_profiler_thread_names, METH_NOARGS,
      "_raw_thread_names() -> [(ident, native_id, name or None)] by thread index."},
     {"_raw_timeline", (PyCFunction)(void (*)(void))fp_profiler_raw_timeline,
