@@ -107,3 +107,50 @@ def test_a_normal_run_leaves_no_folder_and_no_watcher(tmp_path: Any) -> None:
     while _watchers_of(tmp_path / "tmp") and time.monotonic() < end:
         time.sleep(0.05)
     assert _watchers_of(tmp_path / "tmp") == []
+
+
+def test_a_program_that_closes_its_descriptors_keeps_its_job(tmp_path: Any) -> None:
+    """The watcher holds nothing the program could close: a program closing every descriptor
+    it does not know (as daemons do) still gets its job's report, and no folder is left."""
+    r = _run(
+        tmp_path,
+        "        os.closerange(3, 4096)\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            leaf(3)\n"
+        "            os._exit(0)\n"
+        "        os.waitpid(pid, 0)\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "could not" not in r.stderr and "not profiled" not in r.stderr, r.stderr
+    assert "4 process(es)" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert _leftovers(tmp_path / "tmp", wait=0.0) == []
+
+
+def test_a_background_descendant_neither_inherits_nor_holds_the_watcher(tmp_path: Any) -> None:
+    """A command the program leaves running in the background gets no descriptor of
+    fastprof's, and the watcher ends with the runner, not with that command."""
+    r = _run(
+        tmp_path,
+        "        os.system('ls /proc/self/fd > fds.txt; sleep 30 >/dev/null 2>&1 &')\n",
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted((tmp_path / "fds.txt").read_text().split()) == ["0", "1", "2", "3"]
+    end = time.monotonic() + 15
+    while _watchers_of(tmp_path / "tmp") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _watchers_of(tmp_path / "tmp") == []
+
+
+def test_a_relative_tmpdir_survives_the_script_changing_folder(tmp_path: Any) -> None:
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    script = write(tmp_path, "job.py", START + "        os.chdir('elsewhere')\n")
+    env = dict(_env(), TMPDIR="tmp")
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "run", "--subprocesses", str(script)],
+        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "could not" not in r.stderr and "3 process(es)" in r.stdout + r.stderr
+    assert _leftovers(tmp_path / "tmp", wait=0.0) == []

@@ -117,6 +117,18 @@ def test_output_overlapping_the_input_gives_the_copied_input_s_result() -> None:
     same_complex(ref, kernels.uniform_filter(y, 3, output=y))
 
 
+def test_cval_as_numpy_scalars_and_0d_arrays() -> None:
+    x = _complex((6, 5), np.complex128, 3)
+    w = np.ones((2, 3)) / 6
+    for cval in (np.complex64(1 + 2j), np.array(1 + 2j), np.array(2.5), np.float32(-1)):
+        ref = ndi.correlate(x, w, mode="constant", cval=cval)
+        same_complex(ref, kernels.correlate(x, w, mode="constant", cval=cval))
+        ref = ndi.uniform_filter(x, 3, mode="constant", cval=cval)
+        same_complex(ref, kernels.uniform_filter(x, 3, mode="constant", cval=cval))
+    with pytest.raises(ValueError, match="cval: a complex value needs complex input"):
+        kernels.correlate(x.real.copy(), w * 1j, cval=np.array(1 + 2j))
+
+
 def test_bad_arguments_name_what_was_expected() -> None:
     x = _complex((5,), np.complex128, 0)
     with pytest.raises(TypeError, match="output must have a complex64 or complex128"):

@@ -211,3 +211,36 @@ def test_a_caller_in_a_program_keeps_its_signals(tmp_path: Any) -> None:
     finally:
         del builtins.SEEN  # type: ignore[attr-defined]
     assert seen == [signal.SIG_DFL]
+
+
+def test_a_handler_that_calls_the_one_it_replaced_goes_on_as_without_fastprof(
+    tmp_path: Any,
+) -> None:
+    """signal.getsignal(SIGTERM) gives fastprof's handler where Python would give SIG_DFL; a
+    program's handler that calls "the previous handler" when it is callable must not end the
+    process through fastprof's: its own code decides (here: exit status 5)."""
+    script = write(
+        tmp_path,
+        "chain.py",
+        """\
+        import os, signal, sys
+
+        prev = signal.getsignal(signal.SIGTERM)
+
+        def handler(signum, frame):
+            if callable(prev):
+                prev(signum, frame)
+            print("own handler", flush=True)
+            sys.exit(5)
+
+        signal.signal(signal.SIGTERM, handler)
+        os.kill(os.getpid(), signal.SIGTERM)
+        """,
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "fastprof", "run", "-s", "calls", "--all", str(script)],
+        capture_output=True, text=True, env=_env(), cwd=str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 5, r.stderr
+    assert "own handler" in r.stdout and "chain.py:5(handler)" in r.stdout, r.stdout
+    assert "ended by SIGTERM" not in r.stderr

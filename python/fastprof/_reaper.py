@@ -3,76 +3,76 @@
 The runner removes them itself when the program ends, when it raises, and on a SIGTERM it
 catches.  It cannot when it is killed (SIGKILL: the out-of-memory killer, a scheduler's last
 word), when the program put SIGTERM's default action back before the signal came, or when the
-program replaced itself with ``os.exec*``.  ``watch`` starts a small process beside the
-runner, in a session of its own (so a Ctrl-C at the terminal or a hang-up does not reach it),
-that waits on a pipe only the runner (and what it becomes through ``exec``, and its forked
-children, which may still be writing there) holds open; when the last of them ends, however
-it ends, the pipe closes and the process removes what is left of the folders.  It is not a
-child of the runner: a program's own ``os.wait()`` never sees it.  The process is started
-through ``/bin/sh`` without loading ``subprocess``, and is a Python isolated from the
-environment and from site (``-I -S``), which the job's bootstrap does not profile.
+program replaced itself with ``os.exec*`` and what it became ended.  ``watch`` starts a small
+process beside the runner that looks every quarter of a second whether the runner's process
+(its pid with the start time it had, so a reused pid is not taken for it) still runs, and
+when it has ended, however it ended, removes what is left of the folders and ends too.  The
+process holds nothing of the runner's (no descriptor the program could close or a child
+could inherit), is in a session of its own (a Ctrl-C at the terminal or a hang-up does not
+reach it), and is no child of the runner (a program's own ``os.wait()`` never sees it).  It
+is started through ``/bin/sh`` without loading ``subprocess``, and is a Python isolated from
+the environment and from site (``-I -S``), which the job's bootstrap does not profile.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Sequence
 
-__all__ = ["watch", "release"]
+__all__ = ["watch"]
 
 # the process: ignores the signals of a terminal and of a process group, waits for the end of
-# the pipe on fd 3, removes the folders given, and ends
+# process argv[1] (whose start time in /proc is argv[2], or "" where there is no /proc),
+# removes the folders argv[3:], and ends
 _CODE = (
-    "import os, shutil, signal, sys\n"
+    "import os, shutil, signal, sys, time\n"
     "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):\n"
     "    signal.signal(s, signal.SIG_IGN)\n"
-    "while True:\n"
+    "pid, start = int(sys.argv[1]), sys.argv[2].encode()\n"
+    "def alive():\n"
+    "    if not start:\n"
+    "        try:\n"
+    "            os.kill(pid, 0)\n"
+    "        except OSError:\n"
+    "            return False\n"
+    "        return True\n"
     "    try:\n"
-    "        if not os.read(3, 512):\n"
-    "            break\n"
-    "    except InterruptedError:\n"
-    "        continue\n"
+    "        with open('/proc/%d/stat' % pid, 'rb') as f:\n"
+    "            fields = f.read().rpartition(b')')[2].split()\n"
     "    except OSError:\n"
-    "        break\n"
-    "for d in sys.argv[1:]:\n"
+    "        return False\n"
+    "    return len(fields) > 19 and fields[0] != b'Z' and fields[19] == start\n"
+    "while alive():\n"
+    "    time.sleep(0.25)\n"
+    "for d in sys.argv[3:]:\n"
     "    shutil.rmtree(d, ignore_errors=True)\n"
 )
 # sh starts the process in the background and ends at once (the runner waits for sh alone)
-_SHELL = '"$0" -I -S -c "$1" "$@" >/dev/null 2>&1 </dev/null &'
+_SHELL = 'code=$1; shift; "$0" -I -S -c "$code" "$@" >/dev/null 2>&1 </dev/null &'
 
 
-def watch(folders: Sequence[str]) -> Optional[int]:
-    """Starts the process that removes ``folders`` once the runner and everything holding the
-    pipe have ended.  Returns the pipe's end the runner keeps (inherited by what it executes),
-    or None when no process could be started (the folders are then the runner's alone)."""
+def _start_time(pid: int) -> str:
+    """The start time of process pid in /proc/PID/stat (its 22nd field, in clock ticks since
+    boot), or "" where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return fields[19].decode() if len(fields) > 19 else ""
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def watch(folders: Sequence[str]) -> None:
+    """Starts the process that removes ``folders`` once this process has ended.  Returns
+    None; where no process can be started the folders are the runner's alone, as before."""
     shell = "/bin/sh"
-    if not folders or not sys.executable or not os.path.exists(shell):
-        return None
     spawn = getattr(os, "posix_spawn", None)
-    if spawn is None:
-        return None
-    r, w = os.pipe()
-    try:
-        args = [shell, "-c", _SHELL, sys.executable, _CODE, *folders]
-        actions = [(os.POSIX_SPAWN_DUP2, r, 3), (os.POSIX_SPAWN_CLOSE, w)]
-        pid = spawn(shell, args, {}, file_actions=actions, setsid=True)
-        os.waitpid(pid, 0)
-    except (OSError, ValueError, TypeError):
-        os.close(r)
-        os.close(w)
-        return None
-    os.close(r)
-    os.set_inheritable(w, True)  # kept through the program's exec: it is the runner still
-    return w
-
-
-def release(fd: Optional[int]) -> None:
-    """Closes the runner's end of the pipe (the folders are removed by then): the process
-    removes nothing more and ends.  Returns None."""
-    if fd is None:
+    if not folders or not sys.executable or spawn is None or not os.path.exists(shell):
         return
+    pid = os.getpid()
+    args = [shell, "-c", _SHELL, sys.executable, _CODE, str(pid), _start_time(pid), *folders]
     try:
-        os.close(fd)
-    except OSError:
+        os.waitpid(spawn(shell, args, {}, setsid=True), 0)
+    except (OSError, ValueError, TypeError):
         pass

@@ -35,10 +35,11 @@ processes' trees into its tree file without walking or encoding them.
 
 from __future__ import annotations
 
+# The interpreter's own signal module, loaded at its start (the public ``signal`` module is a
+# layer of enums over it): a profiled program's own ``import signal`` shows in its profile.
+import _signal as signal  # type: ignore[import-not-found]  # (no stub)
 import atexit
-import gc
 import os
-import signal
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -354,6 +355,8 @@ def write_now(s: Optional[_Session] = None) -> bool:
     alarm = _guard_write()
     # the write allocates tens of thousands of short-lived objects and frees them: no cyclic
     # collection can find anything among them (a child ends right after its write)
+    import gc
+
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -644,6 +647,14 @@ def _start_at_run(s: _Session) -> bool:
     return True
 
 
+def record_names(run_dir: str) -> List[str]:
+    """The names (without .json) of the process records in run_dir: PID or rank<R>-PID."""
+    import re
+
+    record = re.compile(r"^(?:rank\d+-)?\d+\.json$")
+    return [n[:-5] for n in os.listdir(run_dir) if record.match(n)]
+
+
 def runner_session(run_dir: str, prof: Any, lines: Any = None) -> "_Session":
     """The session of the process ``fastprof run`` started in, when its children are not
     followed: its profile (and lines's line timings) go to run_dir (write them with
@@ -658,14 +669,25 @@ def _compile_boot(path: str) -> bool:
     """Writes the bytecode cache of the bootstrap at path (this Python's), so that each new
     interpreter of the job reads it instead of compiling the source (about 12 million
     instructions a process; multiprocessing's spawn workers are started with -B when the
-    runner was, and never write a cache themselves).  Returns whether it was written; a
-    failure only leaves each process to compile the source."""
-    import py_compile
+    runner was, and never write a cache themselves).  The cache is what py_compile writes (a
+    timestamp-checked .pyc, PEP 552), made here so that py_compile and its traceback are not
+    loaded before the script.  Returns whether it was written; a failure only leaves each
+    process to compile the source."""
+    import importlib.util
+    import marshal
 
     try:
-        py_compile.compile(path, doraise=True)
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        head = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+        head += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        head += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        cache = importlib.util.cache_from_source(path)
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        _atomic_write(cache, head + marshal.dumps(code))
         return True
-    except (OSError, py_compile.PyCompileError):
+    except (OSError, SyntaxError, ValueError, NotImplementedError):
         return False
 
 

@@ -687,17 +687,31 @@ class _ReportAtOsExit:
 
 
 def _temp_dir(prefix: str) -> str:
-    """A new temporary folder for a job.  _UsageError (one line, exit 2) when none can be
-    made."""
-    import tempfile
-
-    try:
-        return tempfile.mkdtemp(prefix=prefix)
-    except OSError as e:
-        raise _UsageError(
-            f"--subprocesses needs a temporary folder and none could be made ({e}); "
-            f"set TMPDIR to a writable folder"
-        ) from None
+    """A new temporary folder for a job, by its absolute path (a script that changes folder
+    still finds it under a relative TMPDIR), made where tempfile.mkdtemp makes it (the first
+    of TMPDIR, TEMP, TMP, /tmp, /var/tmp, /usr/tmp and the current folder it can write to;
+    mode 0o700) without loading tempfile (with its shutil and random) before the script.
+    _UsageError (one line, exit 2) when none can be made."""
+    places = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    places += ["/tmp", "/var/tmp", "/usr/tmp", os.curdir]
+    error: Optional[OSError] = None
+    for place in places:
+        if not place:
+            continue
+        for _ in range(20):  # a name taken: another
+            path = os.path.abspath(os.path.join(place, prefix + os.urandom(6).hex()))
+            try:
+                os.mkdir(path, 0o700)
+                return path
+            except FileExistsError:
+                continue
+            except OSError as e:
+                error = e
+                break
+    raise _UsageError(
+        f"--subprocesses needs a temporary folder and none could be made ({error}); "
+        f"set TMPDIR to a writable folder"
+    )
 
 
 def _hurry(job: Any) -> None:
@@ -730,10 +744,30 @@ class _ReportOutput:
     def __init__(self) -> None:
         self.orig = sys.stdout
         self._own: Optional[Any] = None
+        self._ident: Any = None
         try:
             self._fd: Optional[int] = os.dup(self.orig.fileno())
+            self._ident = self._file_of(self._fd)
         except (AttributeError, OSError, ValueError):  # no real file behind it (tests)
             self._fd = None
+
+    @staticmethod
+    def _file_of(fd: int) -> Any:
+        """What descriptor fd refers to now (its device and inode), or None when it is
+        closed."""
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _still_ours(self) -> bool:
+        """Whether the duplicate made at the start is still open on the same file: a program
+        that closes every descriptor it does not know (as daemons do) may have closed it, and
+        the number may have been given to a file of the program's since."""
+        if self._fd is not None and self._file_of(self._fd) != self._ident:
+            self._fd = None
+        return self._fd is not None
 
     def stream(self) -> Any:
         """An open text stream for the report."""
@@ -745,7 +779,8 @@ class _ReportOutput:
             if sys.stdout is not None and sys.stdout is not self.orig and not sys.stdout.closed:
                 sys.stdout.flush()
             return self.orig
-        if self._own is None and self._fd is not None:
+        if self._own is None and self._still_ours():
+            assert self._fd is not None
             self._own = os.fdopen(os.dup(self._fd), "w")
         return self._own if self._own is not None else sys.stderr
 
@@ -755,7 +790,8 @@ class _ReportOutput:
                 self._own.close()
             except OSError:
                 pass
-        if self._fd is not None:
+        if self._still_ours():
+            assert self._fd is not None
             os.close(self._fd)
             self._fd = None
 
@@ -777,10 +813,8 @@ class _Job:
                 os.makedirs(self.run_dir, exist_ok=True)
             except OSError as e:
                 raise _UsageError(f"--run-dir {opts.run_dir}: {e.strerror or e}") from None
-            from .merge import _record_names
-
             mine = f"rank{self.rank}-" if self.rank is not None else ""
-            stale = [n for n in _record_names(self.run_dir) if n.startswith(mine)]
+            stale = [n for n in children.record_names(self.run_dir) if n.startswith(mine)]
             if stale:
                 raise _UsageError(
                     f"--run-dir {opts.run_dir}: it holds the profiles of an earlier run "
@@ -821,7 +855,7 @@ class _Job:
 
         # the temporary folders are removed even when the runner is killed (fastprof._reaper)
         temporary = [d for d in (None if self.keep else self.run_dir, self.boot_dir) if d]
-        self.reaper = _reaper.watch(temporary)
+        _reaper.watch(temporary)
 
     def in_child(self) -> bool:
         """Whether this is a fork child of the script, still in the runner's code."""
@@ -861,9 +895,6 @@ class _Job:
             shutil.rmtree(self.boot_dir, ignore_errors=True)
         if not self.keep:
             shutil.rmtree(self.run_dir, ignore_errors=True)
-        from . import _reaper
-
-        _reaper.release(self.reaper)
 
 
 def _rank_wait() -> float:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import marshal
 import os
-import re
 import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ._proc_tree import ProcTree, to_call_tree, tree_json
-from .children import READS, TREE_SUFFIX
+from .children import READS, TREE_SUFFIX, record_names
 
 __all__ = [
     "Proc",
@@ -328,12 +327,7 @@ def format_line_processes(run: Run) -> str:
     return "\n".join(out) + "\n"
 
 
-_RECORD = re.compile(r"^(?:rank(\d+)-)?(\d+)\.json$")
-
-
-def _record_names(run_dir: str) -> List[str]:
-    """The names (without .json) of the process records in run_dir: PID or rank<R>-PID."""
-    return [n[:-5] for n in os.listdir(run_dir) if _RECORD.match(n)]
+_record_names = record_names  # the process records' names (fastprof.children)
 
 
 def _order(name: str) -> Any:

@@ -75,11 +75,39 @@ error:
     return res;
 }
 
+/* Whether a _stop_first builtin (its state self) called with args (signum, frame), as a
+ * signal handler is, is signum's handler now.  A program that installed its own handler over
+ * it and calls it as "the previous handler" (signal.getsignal gave it fastprof's, where
+ * without fastprof it would have been SIG_DFL, which no program calls) gets 0.  Returns 1
+ * for any other call (atexit's, no arguments) or when it cannot tell (the error cleared). */
+static int
+fp_stop_first_is_current(PyObject *self, PyObject *args)
+{
+    if (PyTuple_GET_SIZE(args) != 2 || !PyLong_Check(PyTuple_GET_ITEM(args, 0)))
+        return 1;
+    PyObject *now = NULL, *sig = PyImport_ImportModule("_signal");
+    if (sig != NULL)
+        now = PyObject_CallMethod(sig, "getsignal", "O", PyTuple_GET_ITEM(args, 0));
+    Py_XDECREF(sig);
+    if (now == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    int current = PyCFunction_Check(now) && PyCFunction_GET_SELF(now) == self;
+    Py_DECREF(now);
+    return current;
+}
+
 /* The call of a _stop_first builtin: self is (cell, then).  Calls cell[0]() when it is not
- * None (a profile's disable, from C), then returns then(*args, **kwargs). */
+ * None (a profile's disable, from C), then returns then(*args, **kwargs); returns None at
+ * once when a program's own signal handler calls it as the handler it replaced (see
+ * fp_stop_first_is_current): as without fastprof, that handler's own code decides what
+ * follows. */
 static PyObject *
 fp_stop_first_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    if (!fp_stop_first_is_current(self, args))
+        Py_RETURN_NONE;
     PyObject *cell = PyTuple_GET_ITEM(self, 0);
     PyObject *stop = PyList_GET_SIZE(cell) > 0 ? PyList_GET_ITEM(cell, 0) : Py_None;
     Py_INCREF(stop); /* the cell may change while stop runs */

@@ -105,11 +105,11 @@ def _unshared(input: np.ndarray, output: np.ndarray) -> np.ndarray:
 def _cval_parts(cval: Any, real_input: bool) -> Tuple[Any, Any]:
     """(real part, imaginary part) of cval; ValueError for a complex cval with real input,
     as scipy.  Anything else goes on to the real filters' check."""
-    if isinstance(cval, (complex, np.complexfloating)):
-        if real_input:
-            raise ValueError("cval: a complex value needs complex input (the input is real)")
-        return cval.real, cval.imag
-    return cval, 0.0
+    if isinstance(cval, (str, bytes, bytearray)) or not np.iscomplexobj(cval):
+        return cval, 0.0
+    if real_input:
+        raise ValueError("cval: a complex value needs complex input (the input is real)")
+    return np.real(cval), np.imag(cval)  # a complex scalar, or one held in a 0-d array
 
 
 def correlate(
