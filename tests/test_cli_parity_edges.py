@@ -169,14 +169,12 @@ def test_reports_without_a_stdout_print_nothing_and_raise_nothing(tmp_path: Any)
 def test_no_temporary_folder_for_a_job_is_one_line(
     tmp_path: Any, monkeypatch: Any, capsys: Any
 ) -> None:
-    import tempfile
-
     from fastprof import cli
 
-    def refuse(*args: Any, **kwargs: Any) -> str:
-        raise FileNotFoundError(2, "No usable temporary directory found")
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(cli.os, "mkdir", refuse)  # no candidate folder takes a new one
     (tmp_path / "s.py").write_text("print('ran')\n")
     assert cli.main(["run", "--subprocesses", str(tmp_path / "s.py")]) == 2
     err = capsys.readouterr().err
