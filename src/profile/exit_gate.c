@@ -10,6 +10,8 @@
  * a profile of that process by cProfile would, and what the write then runs is not recorded. */
 #include "../common.h"
 
+#include <frameobject.h>
+
 /* Calls fn() (when it is not None) and drops its result or error: the process is ending, and
  * the write reports its own failures.  Returns nothing. */
 static void
@@ -75,16 +77,20 @@ error:
     return res;
 }
 
-/* Whether a _stop_first builtin (its state self) called with args (signum, frame), as a
- * signal handler is, is signum's handler now.  A program that installed its own handler over
- * it and calls it as "the previous handler" (signal.getsignal gave it fastprof's, where
- * without fastprof it would have been SIG_DFL, which no program calls) gets 0.  Returns 1
- * for any other call (atexit's, no arguments) or when it cannot tell (the error cleared). */
+/* Whether a _stop_first builtin (its state self) called with args (signum, frame or None) and
+ * no keywords, as a signal handler is, is signum's handler now.  A program that installed its own
+ * handler over it and calls it as "the previous handler" (signal.getsignal gave it fastprof's,
+ * where without fastprof it would have been SIG_DFL, which no program calls) gets 0.  Returns 1 for
+ * any other call (atexit's, no arguments) or when it cannot tell (the error cleared). */
 static int
-fp_stop_first_is_current(PyObject *self, PyObject *args)
+fp_stop_first_is_current(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    if (PyTuple_GET_SIZE(args) != 2 || !PyLong_Check(PyTuple_GET_ITEM(args, 0)))
+    if (PyTuple_GET_SIZE(args) != 2 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) ||
+        !PyLong_Check(PyTuple_GET_ITEM(args, 0)))
         return 1;
+    PyObject *frame = PyTuple_GET_ITEM(args, 1);
+    if (frame != Py_None && !Py_IS_TYPE(frame, &PyFrame_Type))
+        return 1; /* not a signal handler's call: (signum, frame or None) */
     PyObject *now = NULL, *sig = PyImport_ImportModule("_signal");
     if (sig != NULL)
         now = PyObject_CallMethod(sig, "getsignal", "O", PyTuple_GET_ITEM(args, 0));
@@ -106,7 +112,7 @@ fp_stop_first_is_current(PyObject *self, PyObject *args)
 static PyObject *
 fp_stop_first_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    if (!fp_stop_first_is_current(self, args))
+    if (!fp_stop_first_is_current(self, args, kwargs))
         Py_RETURN_NONE;
     PyObject *cell = PyTuple_GET_ITEM(self, 0);
     PyObject *stop = PyList_GET_SIZE(cell) > 0 ? PyList_GET_ITEM(cell, 0) : Py_None;
