@@ -116,3 +116,23 @@ def test_each_time_is_written_as_17_significant_digits() -> None:
     for *_, own, total in records:
         for word in (own, total):
             assert word == "%.17g" % float(word), word
+
+
+def test_the_core_refuses_keys_and_flags_that_do_not_fit() -> None:
+    p = _profile(0)
+    _, funcs, _ = p._raw()
+    n = len(funcs)
+
+    class Index(int):
+        pass
+
+    with pytest.raises(TypeError, match="keys must hold ints"):
+        p._tree_json([Index(0)] * n, bytes(n))  # an int subclass could run Python code
+    with pytest.raises(ValueError, match=f"keys must be a list of {n} ints"):
+        p._tree_json([0] * (n + 1), bytes(n))
+    with pytest.raises(ValueError, match=f"keys must be a list of {n} ints"):
+        p._tree_json(tuple([0] * n), bytes(n))
+    with pytest.raises(ValueError, match=f"drop must be {n} bytes"):
+        p._tree_json([0] * n, b"")
+    with pytest.raises(ValueError, match="keys must hold ints from 0"):
+        p._tree_json([-1] * n, bytes(n))

@@ -132,7 +132,12 @@ fp_tree_json_keys(PyObject *keys, int32_t nfuncs, int32_t *out)
         return -1;
     }
     for (int32_t i = 0; i < nfuncs; i++) {
-        long k = PyLong_AsLong(PyList_GET_ITEM(keys, i));
+        PyObject *item = PyList_GET_ITEM(keys, i);
+        if (!PyLong_CheckExact(item)) { /* no __index__ of Python code: nodes may not move */
+            PyErr_SetString(PyExc_TypeError, "keys must hold ints");
+            return -1;
+        }
+        long k = PyLong_AsLong(item);
         if (k == -1 && PyErr_Occurred())
             return -1;
         if (k < 0 || k > INT32_MAX) {
@@ -148,8 +153,8 @@ fp_tree_json_keys(PyObject *keys, int32_t nfuncs, int32_t *out)
 PyObject *
 fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
 {
-    const fp_node *nodes = p->nodes;
-    int32_t n = p->nnodes, nthreads = 0;
+    const fp_node *nodes = NULL;
+    int32_t n = 0, nthreads = 0;
     int32_t *key = NULL, *thread = NULL, *local = NULL, *count = NULL;
     int64_t *idents = NULL;
     fp_tick *below = NULL;
@@ -164,8 +169,18 @@ fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
         PyErr_Format(PyExc_ValueError, "drop must be %d bytes (one per function)", (int)p->nfuncs);
         goto error;
     }
-    size_t slots = (size_t)n + 1;
     key = PyMem_RawMalloc(((size_t)p->nfuncs + 1) * sizeof(int32_t));
+    if (key == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    if (fp_tree_json_keys(keys, p->nfuncs, key) < 0)
+        goto error;
+    /* From here until the records are made no Python code runs (no object is made, so no
+     * collection either), so no hook of this profiler can add nodes or functions meanwhile. */
+    nodes = p->nodes;
+    n = p->nnodes;
+    size_t slots = (size_t)n + 1;
     thread = PyMem_RawMalloc(slots * sizeof(int32_t));
     local = PyMem_RawMalloc(slots * sizeof(int32_t));
     count = PyMem_RawCalloc(slots, sizeof(int32_t));
@@ -173,12 +188,10 @@ fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
     has_kids = PyMem_RawCalloc(slots, 1);
     texts = PyMem_RawCalloc(slots, sizeof(fp_text));
     idents = PyMem_RawMalloc(slots * sizeof(int64_t));
-    if (!key || !thread || !local || !count || !below || !has_kids || !texts || !idents) {
+    if (!thread || !local || !count || !below || !has_kids || !texts || !idents) {
         PyErr_NoMemory();
         goto error;
     }
-    if (fp_tree_json_keys(keys, p->nfuncs, key) < 0)
-        goto error;
     /* each node's thread (a root starts one, in first-seen order), whether it has children,
      * and past the node cap the total time of its children (its own time is the rest) */
     for (int32_t ni = 0; ni < n; ni++) {
@@ -199,9 +212,6 @@ fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
         if (nodes[nd->parent].func >= 0)
             below[nd->parent] += nd->tt;
     }
-    result = PyList_New(0);
-    if (result == NULL)
-        goto error;
     for (int32_t ni = 0; ni < n; ni++) {
         const fp_node *nd = &nodes[ni];
         if (nd->func < 0)
@@ -216,6 +226,9 @@ fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
                            nd->ncalls, own, nd->tt) < 0)
             goto error;
     }
+    result = PyList_New(0);
+    if (result == NULL)
+        goto error;
     for (int32_t t = 0; t < nthreads; t++) {
         PyObject *text =
             PyUnicode_DecodeASCII(texts[t].buf ? texts[t].buf : "", (Py_ssize_t)texts[t].len, NULL);
