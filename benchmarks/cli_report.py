@@ -7,10 +7,12 @@ The program is generated: N functions, each calling three later ones, to a depth
 from 40 starting points three times (about 110,000 distinct call paths, 340,000 calls, 40 ms
 bare).  Each round runs every command once, in a shuffled order (interleaved), each a new
 process; the table gives each command's median wall time, its ratio to cProfile's command of
-the same kind, and, with ``--old PATH`` (a ``python`` folder of another fastprof, as
-``git archive REV python | tar -x -C PATH`` makes it), that version's figures beside.
+the same kind, and, with ``--old PATH`` (the ``python`` folder of another fastprof:
+``git archive REV python | tar -x -C /tmp/old`` makes ``/tmp/old/python``, to which the
+compiled cores ``python/fastprof/_fastprof*.so`` of this checkout are copied, so that both
+run the same core), that version's figures beside.
 
-    python benchmarks/cli_report.py [--rounds 9] [--functions 400] [--old /tmp/old]
+    python benchmarks/cli_report.py [--rounds 9] [--functions 400] [--old /tmp/old/python]
 
 With ``--view FILE`` (a pstats file) it times the report of a saved profile instead, all on
 that file and interleaved, each round in a shuffled order: ``python -m fastprof view FILE``
@@ -18,7 +20,7 @@ and ``pstats.Stats(FILE)`` (each a new process; ``old``'s view too with ``--old`
 this process on the file's bytes, fastprof's compiled reader (``_marshal_reader.loads``), its
 Python reference (``_marshal_reader.reference_loads``) and ``marshal.loads``.
 
-    python benchmarks/cli_report.py --view FILE [--rounds 9] [--old /tmp/old]
+    python benchmarks/cli_report.py --view FILE [--rounds 9] [--old /tmp/old/python]
 
 ``--view wide`` makes the file first: a program importing 100 generated modules of 1,000
 functions each and calling every function once, run under ``python -m cProfile -o`` (a
@@ -192,7 +194,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         else:
             view_report(opts.view, opts.rounds, opts.old)
         return
-    work = tempfile.mkdtemp(prefix="cli-report-")
+    with tempfile.TemporaryDirectory(prefix="cli-report-") as work:
+        run_report(opts, work)
+
+
+def run_report(opts: argparse.Namespace, work: str) -> None:
+    """Times the commands on the generated program, written into the folder work, and prints
+    the table."""
     script = os.path.join(work, "paths.py")
     with open(script, "w") as f:
         f.write(program(opts.functions))

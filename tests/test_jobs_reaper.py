@@ -157,3 +157,73 @@ def test_a_relative_tmpdir_survives_the_script_changing_folder(tmp_path: Any) ->
     assert r.returncode == 0, r.stderr
     assert "could not" not in r.stderr and "3 process(es)" in r.stdout + r.stderr
     assert _leftovers(tmp_path / "tmp", wait=0.0) == []
+
+
+def _namespace_init() -> List[str]:
+    """The command prefix that runs a program as the first process of a new PID namespace (as
+    a container's first process runs), or a skip when this machine cannot make one."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to make a PID namespace with")
+    probe = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=30
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"unshare cannot make a PID namespace here: {probe.stderr.decode()[:200]}")
+    return [unshare, "--pid", "--fork", "--mount-proc"]
+
+
+def test_as_a_containers_first_process_the_program_reaps_what_it_started(tmp_path: Any) -> None:
+    """As PID 1 (docker run IMAGE python -m fastprof run ...), an orphan becomes the runner's
+    child: no watcher is started there, so a program that reaps children until there are none
+    ends, as without fastprof."""
+    init = _namespace_init()
+    script = write(
+        tmp_path,
+        "init.py",
+        """\
+        import os, subprocess, sys
+
+        subprocess.Popen([sys.executable, "-c", "pass"])
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                print("no more children", flush=True)
+                break
+        """,
+    )
+    r = subprocess.run(
+        [*init, sys.executable, "-m", "fastprof", "run", "--subprocesses", str(script)],
+        capture_output=True, text=True, env=_env(), cwd=str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "no more children" in r.stdout
+    assert "2 process(es)" in r.stdout + r.stderr
+
+
+def test_as_a_containers_first_process_sigterm_is_ignored_as_without_fastprof(
+    tmp_path: Any,
+) -> None:
+    """The kernel ignores SIGTERM's default action for a namespace's first process: fastprof
+    installs no handler there, so the program goes on and is reported once, at its end."""
+    init = _namespace_init()
+    script = write(
+        tmp_path,
+        "term.py",
+        """\
+        import os, signal
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("went on", flush=True)
+        """,
+    )
+    r = subprocess.run(
+        [*init, sys.executable, "-m", "fastprof", "run", "-s", "calls", str(script)],
+        capture_output=True, text=True, env=_env(), cwd=str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "went on" in r.stdout and "ended by SIGTERM" not in r.stderr
+    assert r.stdout.count("function calls") == 1, r.stdout

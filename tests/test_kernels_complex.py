@@ -117,6 +117,21 @@ def test_output_overlapping_the_input_gives_the_copied_input_s_result() -> None:
     same_complex(ref, kernels.uniform_filter(y, 3, output=y))
 
 
+def test_weights_of_every_dtype_scipy_reads() -> None:
+    """scipy reads weights as doubles (complex ones part by part): long double, float16,
+    numbers in an object array and complex256 weights give its result too."""
+    x = _complex((7, 6), np.complex128, 12)
+    for w in (
+        np.ones((2, 3), np.longdouble) / 3,
+        np.ones((2, 3), np.float16) / 3,
+        np.array([[1, 2.5, 3], [0.25, 1, 2]], dtype=object),
+        (np.ones((2, 3)) * (1 - 2j) / 3).astype(np.clongdouble),
+    ):
+        for inp in (x, x.real.copy()):
+            same_complex(ndi.correlate(inp, w), kernels.correlate(inp, w))
+            same_complex(ndi.convolve(inp, w), kernels.convolve(inp, w))
+
+
 def test_cval_as_numpy_scalars_and_0d_arrays() -> None:
     x = _complex((6, 5), np.complex128, 3)
     w = np.ones((2, 3)) / 6

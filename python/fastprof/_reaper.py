@@ -8,10 +8,14 @@ process beside the runner that looks every quarter of a second whether the runne
 (its pid with the start time it had, so a reused pid is not taken for it) still runs, and
 when it has ended, however it ended, removes what is left of the folders and ends too.  The
 process holds nothing of the runner's (no descriptor the program could close or a child
-could inherit), is in a session of its own (a Ctrl-C at the terminal or a hang-up does not
+could inherit; it closes those it inherited), is in a session of its own (a Ctrl-C at the terminal or a hang-up does not
 reach it), and is no child of the runner (a program's own ``os.wait()`` never sees it).  It
 is started through ``/bin/sh`` without loading ``subprocess``, and is a Python isolated from
 the environment and from site (``-I -S``), which the job's bootstrap does not profile.
+
+What ends every process at once ends it too: a kill of a whole cgroup (Slurm's or systemd's
+end of a job, a container stopped), or of a PID namespace whose first process is the runner
+(no process is started there: it would be the runner's child).
 """
 
 from __future__ import annotations
@@ -22,11 +26,22 @@ from typing import Sequence
 
 __all__ = ["watch"]
 
-# the process: ignores the signals of a terminal and of a process group, waits for the end of
+# the process: closes what it inherited (the runner's parent's pipes and locks stay the
+# runner's alone), ignores the signals of a terminal and of a process group, waits for the end of
 # process argv[1] (whose start time in /proc is argv[2], or "" where there is no /proc),
 # removes the folders argv[3:], and ends
 _CODE = (
     "import os, shutil, signal, sys, time\n"
+    "try:\n"
+    "    fds = [int(fd) for fd in os.listdir('/proc/self/fd')]\n"
+    "except OSError:\n"
+    "    fds = range(3, 1024)\n"
+    "for fd in fds:\n"
+    "    if fd > 2:\n"
+    "        try:\n"
+    "            os.close(fd)\n"
+    "        except OSError:\n"
+    "            pass\n"
     "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):\n"
     "    signal.signal(s, signal.SIG_IGN)\n"
     "pid, start = int(sys.argv[1]), sys.argv[2].encode()\n"
@@ -71,6 +86,11 @@ def watch(folders: Sequence[str]) -> None:
     if not folders or not sys.executable or spawn is None or not os.path.exists(shell):
         return
     pid = os.getpid()
+    if pid == 1:
+        # the init of its namespace (a container's first process): the process would become
+        # the runner's own child there, which a program's os.wait() would wait for; and a kill
+        # of the runner there ends every process of the namespace, this one too
+        return
     args = [shell, "-c", _SHELL, sys.executable, _CODE, str(pid), _start_time(pid), *folders]
     try:
         os.waitpid(spawn(shell, args, {}, setsid=True), 0)

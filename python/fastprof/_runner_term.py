@@ -66,9 +66,14 @@ class _Handler:
 
 
 def catch(stop: Callable[[], Any], report: Callable[[], None]) -> Optional[Any]:
-    """Catches SIGTERM in the runner, when SIGTERM has its default action and this is the main
-    thread: stop() from C, then report(), then the end by the signal.  Returns the handler (for
+    """Catches SIGTERM in the runner, when SIGTERM has its default action, this is the main
+    thread and not the first process of a PID namespace (where the kernel ignores the signal):
+    stop() from C, then report(), then the end by the signal.  Returns the handler (for
     release), or None when nothing was installed."""
+    if os.getpid() == 1:
+        # a namespace's first process (a container's): SIGTERM's default action there is to
+        # be ignored, as it is without fastprof; a handler would end nothing
+        return None
     try:
         if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
             return None

@@ -288,9 +288,12 @@ def check_convolve_args(
     if is_device_array(w):
         raise TypeError("weights must be a host array (numpy or a sequence)")
     w = np.asarray(w)
-    if w.dtype.kind not in "biuf" or w.dtype.itemsize > 8:
+    if w.dtype.kind not in "biufO":
         raise TypeError(f"weights must be real numbers, got dtype {w.dtype}")
-    w = w.astype(np.float64)
+    try:  # as scipy: any real dtype (long double, numbers in an object array) as float64
+        w = w.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"weights must be real numbers, got dtype {w.dtype}") from None
     ax = _check_axes(axes, input.ndim)
     if w.ndim != len(ax):
         raise ValueError(

@@ -46,16 +46,17 @@ def is_complex(x: Any) -> bool:
         return False
 
 
-def _host(x: Any, name: str) -> np.ndarray:
+def _host(x: Any, name: str, wide: bool = False) -> np.ndarray:
     """``x`` as a NumPy array of a complex or real dtype the parts can be filtered in;
-    TypeError for a device array or a complex dtype wider than complex128."""
+    TypeError for a device array or (unless wide: weights, which scipy reads as double) a
+    complex dtype wider than complex128."""
     if is_device_array(x):
         raise TypeError(
             f"{name}: complex device arrays are not supported; pass NumPy arrays (with "
             f"device='cuda' the real and imaginary parts are filtered on the GPU)"
         )
     a = np.asarray(x)
-    if a.dtype.kind == "c" and a.dtype.itemsize > 16:
+    if a.dtype.kind == "c" and a.dtype.itemsize > 16 and not wide:
         raise TypeError(f"{name} must have a complex64 or complex128 dtype, got {a.dtype}")
     return a
 
@@ -125,7 +126,7 @@ def correlate(
     ``real(input, weights, output=, cval=, **kwargs)`` filters one real part.  Returns the
     complex output."""
     inp = _host(input, "input")
-    w = _host(weights, "weights")
+    w = _host(weights, "weights", wide=True)
     complex_input = inp.dtype.kind == "c"
     complex_weights = w.dtype.kind == "c"
     if complex_weights and not convolution:
