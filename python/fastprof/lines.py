@@ -556,16 +556,21 @@ def _retried(step: Callable[[], Any]) -> Optional[BaseException]:
         return exc
 
 
-def _enter_switch(what: str) -> None:
-    """Marks a switch (enable() or disable()) under way, holding _SWITCH (the caller takes
-    the mark off in a finally); RuntimeError when one is under way in this thread already (a
-    signal handler calling enable() or disable() in the middle of another's)."""
-    if _SWITCHING[0]:
-        raise RuntimeError(
-            f"cannot {what} a LineProfiler while this thread is inside another's enable() or "
-            "disable() (from a signal handler or a finalizer)"
-        )
-    _SWITCHING[0] += 1
+def _switch(what: str, step: Callable[[], None]) -> None:
+    """Runs step (the body of enable() or disable()) holding _SWITCH, with the mark of a
+    switch under way set; RuntimeError when one is under way in this thread already (a signal
+    handler calling enable() or disable() in the middle of another's).  Returns None."""
+    with _SWITCH:
+        if _SWITCHING[0]:
+            raise RuntimeError(
+                f"cannot {what} a LineProfiler while this thread is inside another's enable() "
+                "or disable() (from a signal handler or a finalizer)"
+            )
+        _SWITCHING[0] += 1
+        try:
+            step()
+        finally:
+            _SWITCHING[0] -= 1
 
 
 def _legacy_hook_lost(tracer: Any) -> Optional[str]:
@@ -977,12 +982,7 @@ class LineProfiler(Wrapping):
         """Install the hooks and start counting (no-op when already on).  A function whose
         code another profiler replaced since it was added has its new code timed too (the
         two count as one function)."""
-        with _SWITCH:
-            _enter_switch("enable")
-            try:
-                self._enable()
-            finally:
-                _SWITCHING[0] -= 1
+        _switch("enable", self._enable)
 
     def _enable(self) -> None:
         if self._tracer.enabled:
@@ -999,12 +999,7 @@ class LineProfiler(Wrapping):
     def disable(self) -> None:
         """Stop counting and remove the hooks.  Raises RuntimeError when a hook failed
         during the run (the counts gathered stay)."""
-        with _SWITCH:
-            _enter_switch("disable")
-            try:
-                self._disable()
-            finally:
-                _SWITCHING[0] -= 1
+        _switch("disable", self._disable)
 
     def _disable(self) -> None:
         if not self._tracer.enabled and self._tool is None and _LEGACY.driver is not self._tracer:
@@ -1022,7 +1017,7 @@ class LineProfiler(Wrapping):
                 f"fastprof: the trace hook of this thread was {lost} while the line profiler "
                 "was on; lines run after that were not counted",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,  # the caller of disable(): _disable, _switch, disable,
             )
         replaced = self._replaced_code()
         if replaced:
@@ -1034,7 +1029,7 @@ class LineProfiler(Wrapping):
                 "(another line profiler's add_function does that); its calls after that were "
                 "not counted",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,  # the caller of disable(): _disable, _switch, disable,
             )
         if error is not None:
             raise RuntimeError(f"line profiling failed during the run: {error}") from error

@@ -411,12 +411,9 @@ fp_line_install_trace(fp_ltracer *self, PyObject *const *args, Py_ssize_t nargs)
     /* not PyEval_SetTrace, which prints a refusal and returns as if done: 3.11 refuses while
      * another thread is inside sys.settrace (with an audit hook on); that one finishes once
      * this thread lets it run */
-    for (int attempt = 0; _PyEval_SetTrace(ts, fp_line_trace, (PyObject *)self) < 0; attempt++) {
-        if (attempt == 200 || !fp_line_settrace_refused())
+    for (int attempt = 0; _PyEval_SetTrace(ts, fp_line_trace, (PyObject *)self) < 0; attempt++)
+        if (!fp_line_try_again(attempt))
             return NULL;
-        PyErr_Clear();
-        fp_line_pause();
-    }
     Py_RETURN_NONE;
 }
 

@@ -110,14 +110,11 @@ PyObject *fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_s
 #if !FP_PY312
 PyObject *fp_line_settrace_unmuting(PyObject *unused, PyObject *prev);
 
-/* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
- * trace function while another thread installs one (with an audit hook on), else 0.  Leaves
- * the exception set. */
-int fp_line_settrace_refused(void);
-
-/* Lets other threads run for a moment (the one installing a trace function finishes).
- * Returns nothing. */
-void fp_line_pause(void);
+/* After a failed attempt (number attempt, from 0) to install a trace function: when the
+ * exception set is Python 3.11's refusal while another thread installs one (with an audit
+ * hook on) and attempts are left, clears it and lets other threads run for a moment (that
+ * thread finishes), returning 1: try again.  Else returns 0 with the exception left set. */
+int fp_line_try_again(int attempt);
 #endif
 
 /* The hooks (line_hooks.c).  Each returns what the interpreter expects and never leaves an

@@ -66,8 +66,10 @@ fp_line_set_local_events(fp_ltracer *self, PyObject *const *args, Py_ssize_t nar
 }
 
 #if !FP_PY312
-/* See line.h. */
-int
+/* Returns 1 when the exception set is the RuntimeError of Python 3.11 and below refusing a
+ * trace function while another thread installs one (with an audit hook on), else 0.  Leaves
+ * the exception set. */
+static int
 fp_line_settrace_refused(void)
 {
     if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
@@ -87,12 +89,15 @@ fp_line_settrace_refused(void)
 }
 
 /* See line.h. */
-void
-fp_line_pause(void)
+int
+fp_line_try_again(int attempt)
 {
+    if (attempt >= 200 || !fp_line_settrace_refused())
+        return 0;
+    PyErr_Clear();
     struct timespec pause = {0, 20000};
     Py_BEGIN_ALLOW_THREADS nanosleep(&pause, NULL);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS return 1;
 }
 
 /* The sys.settrace a LineTracer's enable() puts in place below 3.12 (self: the sys.settrace it
@@ -103,17 +108,16 @@ static PyObject *
 fp_line_settrace_call(PyObject *prev, PyObject *const *args, Py_ssize_t nargs)
 {
     fp_line_unmute_calling_thread();
-    for (int attempt = 0;; attempt++) {
-        PyObject *res = PyObject_Vectorcall(prev, args, (size_t)nargs, NULL);
-        if (res != NULL || attempt == 200 || !fp_line_settrace_refused())
-            return res;
-        /* Python 3.11 and below refuse while another thread is inside sys.settrace with an
-         * audit hook on (the line profiler switching, in its enable() or disable()): a thread
-         * starting then (threading calls sys.settrace before its target) would die.  That
-         * other thread finishes once this one lets it run. */
-        PyErr_Clear();
-        fp_line_pause();
-    }
+    /* Python 3.11 and below refuse while another thread is inside sys.settrace with an audit
+     * hook on (the line profiler switching, in its enable() or disable()): a thread starting
+     * then (threading calls sys.settrace before its target) would die.  That other thread
+     * finishes once this one lets it run. */
+    PyObject *res;
+    for (int attempt = 0; (res = PyObject_Vectorcall(prev, args, (size_t)nargs, NULL)) == NULL;
+         attempt++)
+        if (!fp_line_try_again(attempt))
+            return NULL;
+    return res;
 }
 
 static PyMethodDef fp_line_settrace_def = {
