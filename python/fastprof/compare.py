@@ -160,18 +160,13 @@ def _compare_profiles(args: argparse.Namespace, old: Dict[Any, Any], new: Dict[A
     def totals(d: Dict[Any, Any]) -> Tuple[int, float]:
         return sum(v[1] for v in d.values()), sum(v[2] for v in d.values())
 
-    from .diff import match_files, unaddressed
+    from .diff import by_unaddressed, match_files
 
-    def merged(d: Dict[Any, Any]) -> Dict[Any, Any]:
-        # one row per function of two runs: a C function's name without its object address
-        out: Dict[Any, Any] = {}
-        for k, v in d.items():
-            k = unaddressed(k)
-            prev = out.get(k)
-            out[k] = v if prev is None else (*(a + b for a, b in zip(prev[:4], v[:4])), prev[4])
-        return out
+    def add(a: Any, b: Any) -> Any:  # pstats' entries: the counts and times summed
+        return (*(x + y for x, y in zip(a[:4], b[:4])), a[4])
 
-    old, new = merged(old), merged(new)
+    # one row per function of two runs: a C function's name without its object address
+    old, new = by_unaddressed(old, add), by_unaddressed(new, add)
     files = match_files(list(old), list(new))
     if files:  # a script cProfile named as typed and fastprof by its path: one row each
         old = {(files.get(k[0], k[0]), k[1], k[2]): v for k, v in old.items()}

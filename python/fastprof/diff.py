@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .report.options import positive_int as _positive_int
 from .tree import CallTree, FuncKey, Node
@@ -26,6 +26,7 @@ __all__ = [
 
 Figures = Tuple[int, float, float]  # calls, own time, total time
 Change = Tuple[Figures, Figures]  # before, after
+V = TypeVar("V")
 
 
 def function_changes(
@@ -104,39 +105,33 @@ def unaddressed(key: FuncKey) -> FuncKey:
     return key
 
 
-def unaddressed_figures(figures: Dict[FuncKey, Figures]) -> Dict[FuncKey, Figures]:
-    """figures by unaddressed key: the functions whose names differ only by the address (two
-    objects' methods of one run) summed."""
-    out: Dict[FuncKey, Figures] = {}
-    for k, (calls, own, total) in figures.items():
+def by_unaddressed(rows: Dict[FuncKey, V], add: Callable[[V, V], V]) -> Dict[FuncKey, V]:
+    """rows by unaddressed key: the rows of functions whose names differ only by the address
+    (two objects' methods of one run) combined with add(earlier, later)."""
+    out: Dict[FuncKey, V] = {}
+    for k, v in rows.items():
         k = unaddressed(k)
         prev = out.get(k)
-        out[k] = (
-            (calls, own, total)
-            if prev is None
-            else (prev[0] + calls, prev[1] + own, prev[2] + total)
-        )
+        out[k] = v if prev is None else add(prev, v)
     return out
+
+
+def _add_figures(a: Figures, b: Figures) -> Figures:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
 def _unaddress_tree(tree: CallTree) -> None:
     """Takes the object addresses out of every node's key in tree, in place."""
-    stack: List[Node] = list(tree.threads.values())
-    while stack:
-        n = stack.pop()
+    for n in tree.nodes():  # (roots, keyed None, are not among them)
         if n.key is not None:
             n.key = unaddressed(n.key)
-        stack.extend(n.children)
 
 
 def _rename_tree(tree: CallTree, files: Dict[str, str]) -> None:
     """Renames the files of every node of tree by files, in place."""
-    stack: List[Node] = list(tree.threads.values())
-    while stack:
-        n = stack.pop()
+    for n in tree.nodes():
         if n.key is not None and n.key[0] in files:
             n.key = (files[n.key[0]], n.key[1], n.key[2])
-        stack.extend(n.children)
 
 
 class CallPaths:
@@ -363,7 +358,8 @@ def main(argv: Sequence[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"fastprof diff: {e}", file=sys.stderr)
         return 2
-    fa, fb = unaddressed_figures(totals_of(sa)), unaddressed_figures(totals_of(sb))
+    fa = by_unaddressed(totals_of(sa), _add_figures)
+    fb = by_unaddressed(totals_of(sb), _add_figures)
     for tree in (ta, tb):
         if tree is not None:
             _unaddress_tree(tree)
