@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
@@ -297,6 +298,51 @@ def test_outfile_without_permission_fails_before_the_script_runs(tmp_path: Any) 
         ro.chmod(0o700)
     assert r.returncode == 2 and "script ran" not in r.stdout
     assert "Permission denied" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_checking_the_outfiles_leaves_the_script_s_folder_untouched(tmp_path: Any) -> None:
+    """-o and --timeline are checked without making a file: a file made and removed would
+    change the folder's time stamp, and the script's first import would read the folder again,
+    a call `python -m cProfile` does not show."""
+    script = tmp_path / "side.py"
+    seen = tmp_path / "elsewhere"
+    seen.mkdir()
+    script.write_text(
+        "import os, sys\n"
+        f"open({str(seen / 'm')!r}, 'w').write(str(os.stat(os.path.dirname(__file__)).st_mtime_ns))\n"
+    )
+    before = os.stat(tmp_path).st_mtime_ns
+    time.sleep(0.05)  # past the file system's clock tick: a change would show
+    r = run_cli(["run", "-o", "x.prof", "--timeline", "t.json", str(script)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert int((seen / "m").read_text()) == before
+    assert (tmp_path / "x.prof").exists() and (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_an_outfile_the_system_refuses_names_why(
+    tmp_path: Any, monkeypatch: Any, read_only: bool
+) -> None:
+    """The answer of os.access, as a user without the right (or a read-only mount) gets it:
+    root, running the tests, is let write anywhere."""
+    from fastprof import cli
+
+    class Vfs:
+        f_flag = os.ST_RDONLY if read_only else 0
+
+    asked = []
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: asked.append((p, mode)) and False)
+    monkeypatch.setattr(os, "statvfs", lambda p: Vfs(), raising=False)
+    with pytest.raises(cli._UsageError) as e:
+        cli._outfile(str(tmp_path / "x.prof"))
+    why = "Read-only file system" if read_only else "Permission denied"
+    assert str(e.value) == f"-o {tmp_path / 'x.prof'}: cannot write the profile: {why}"
+    assert asked == [(str(tmp_path), os.W_OK | os.X_OK)]  # the folder: the file is not there
+    (tmp_path / "x.prof").write_text("")
+    with pytest.raises(cli._UsageError):
+        cli._outfile(str(tmp_path / "x.prof"))
+    assert asked[1] == (str(tmp_path / "x.prof"), os.W_OK)
+    assert sorted(os.listdir(tmp_path)) == ["x.prof"]
 
 
 # -- 3. none of the profiler's own frames in the report -----------------------------------

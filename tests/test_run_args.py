@@ -133,7 +133,9 @@ PROBE = textwrap.dedent("""
     import json, sys
     json.dump(sorted(sys.modules), open(sys.argv[1], "w"))
     import argparse, shutil, signal, struct
-    argparse.ArgumentParser(prog="probe").parse_args([])
+    def parse():
+        return argparse.ArgumentParser(prog="probe").parse_args([])
+    parse()
 """)
 
 
@@ -156,8 +158,9 @@ _FIRST = {
     "--threads": set(),
     "--run-dir": set(),
     "--subprocesses": {"threading", "warnings"},
-    "--timeline": {"threading", "math", "struct", "warnings"},
-    "--lines": {"threading", "math", "pickle", "compat_pickle", "struct", "warnings"},
+    "--timeline": set(),
+    "--lines": set(),
+    "--lines-of": set(),
 }
 
 
@@ -168,6 +171,8 @@ def _options(option: str, tmp_path: Any) -> List[str]:
         return [option, str(tmp_path / "out"), "-o", "f.prof"]
     if option == "-o":
         return ["-o", "f.prof"]
+    if option == "--lines-of":
+        return [option, str(tmp_path / "probe.py") + ":parse", "-o", "f.prof"]
     return [option, "-o", "f.prof"] if option != "--threads" else [option]
 
 

@@ -57,8 +57,10 @@ def test_timeline_file_beside_the_report(tmp_path: Any) -> None:
     assert len(tracks) == 2
     assert data["otherData"]["dropped"] == 0
     # the timeline's calls are the saved profile's
-    prof = {k[2]: v[1] for k, v in load(tmp_path / "p.prof").items() if k[0].endswith("s.py")}
-    assert _x_counts(data, "s.py") == prof
+    prof = {
+        k[2]: v[1] for k, v in load(tmp_path / "p.prof").items() if k[0].endswith(os.sep + "s.py")
+    }
+    assert _x_counts(data, os.sep + "s.py") == prof
     assert prof["fib"] == 25 + 67
 
 
@@ -128,7 +130,7 @@ def test_timeline_written_when_the_script_fails(tmp_path: Any, arg: str, status:
         assert "ValueError: the script failed" in r.stderr
     data = json.loads((tmp_path / "t.json").read_text())
     assert chrome_trace_problems(data) == []
-    assert _x_counts(data, "s.py")["fib"] == 92
+    assert _x_counts(data, os.sep + "s.py")["fib"] == 92
 
 
 @pytest.mark.parametrize(
@@ -197,6 +199,6 @@ def test_a_fork_child_that_runs_on_leaves_the_runs_timeline(tmp_path: Any) -> No
     assert r.returncode == 0, r.stderr
     time.sleep(0.6)  # the child outlives the run's process
     data = json.loads((tmp_path / "t.json").read_text())
-    counts = _x_counts(data, "s.py")
+    counts = _x_counts(data, os.sep + "s.py")
     assert counts.get("parent_work") == 1 and "child_work" not in counts, counts
     assert r.stderr.count("timeline of ") == 1, r.stderr

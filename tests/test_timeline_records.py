@@ -170,7 +170,7 @@ def test_a_range_of_the_records_and_bad_arguments() -> None:
 def test_the_record_layout_is_the_one_c_writes() -> None:
     from fastprof import timeline
 
-    assert RECORD.size == timeline._RECORD.size == _fastprof.TIMELINE_RECORD_SIZE == 32
+    assert RECORD.size == timeline._RECORD_SIZE == _fastprof.TIMELINE_RECORD_SIZE == 32
     assert chrome._RECORD_BYTES == _fastprof.TIMELINE_RECORD_SIZE
 
 

@@ -13,7 +13,6 @@ import functools
 import inspect
 import sys
 import types
-import warnings
 from typing import Any, Callable, List, NamedTuple, Optional, Set
 
 # The attribute a profiling wrapper carries: which function it profiles, for which profiler.
@@ -27,6 +26,15 @@ _C_CALLABLES = (
     types.MethodWrapperType,
     types.WrapperDescriptorType,
 )
+
+
+def warn(message: str, category: type = UserWarning, stacklevel: int = 1) -> None:
+    """warnings.warn(message, category, stacklevel) as if called where this is called, with
+    warnings loaded on first use (3.13 no longer loads it at start-up, and `fastprof run
+    --lines` loads nothing before the script that cProfile does not).  Returns None."""
+    import warnings
+
+    warnings.warn(message, category, stacklevel=stacklevel + 1)
 
 
 class WrapperInfo(NamedTuple):
@@ -271,7 +279,7 @@ class Wrapping:
             except (TypeError, AttributeError):
                 failed.append(name)
         if failed:
-            warnings.warn(
+            warn(
                 f"cannot wrap {', '.join(failed)} of {cls.__qualname__}: the class "
                 f"does not allow setting them",
                 stacklevel=3,

@@ -274,7 +274,7 @@ def _module_target(name: str) -> _Target:
 def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile") -> Optional[str]:
     """The absolute path -o (or option) names (so a script that changes directory does not
     move it), once checked to be writable.  Raises _UsageError with the reason when it is not;
-    leaves no file behind that was not there."""
+    creates nothing."""
     if path is None:
         return None
     full = os.path.abspath(path)
@@ -286,17 +286,19 @@ def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile")
         if os.path.exists(folder):
             raise _UsageError(f"{where}: {folder!r} is not a directory")
         raise _UsageError(f"{where}: no such directory {folder!r}")
-    existed = os.path.exists(full)
-    try:
-        with open(full, "ab"):
-            pass
-    except OSError as e:
-        raise _UsageError(f"{where}: {e.strerror or e}") from None
-    if not existed:
-        try:
-            os.unlink(full)
-        except OSError:
-            pass
+    # Asked of the system, not tried: a file made and removed here would change the folder's
+    # time stamp, and the script's first import would then read the folder again (a call
+    # that `python -m cProfile` does not show).
+    effective = os.access in os.supports_effective_ids
+    if os.path.exists(full):
+        writable = os.access(full, os.W_OK, effective_ids=effective)
+    else:
+        writable = os.access(folder, os.W_OK | os.X_OK, effective_ids=effective)
+    if not writable:
+        read_only = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & os.ST_RDONLY
+        raise _UsageError(
+            f"{where}: {'Read-only file system' if read_only else 'Permission denied'}"
+        )
     return full
 
 

@@ -11,26 +11,30 @@ per time unit.
 
 from __future__ import annotations
 
+import _thread
 import dis
 import functools
 import importlib
 import importlib.util
 import inspect
 import io
-import math
 import os
-import pickle
 import reprlib
 import sys
-import threading
 import types
-import warnings
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import _fastprof
 from ._files import read_regular_file
 from ._lines_explicit import ExplicitProfiler
-from ._lines_wrap import Wrapping, is_c_callable, is_compiled_wrapper, same_module, underlying
+from ._lines_wrap import (
+    Wrapping,
+    is_c_callable,
+    is_compiled_wrapper,
+    same_module,
+    underlying,
+    warn,
+)
 from .report.lines_text import show_text
 
 __all__ = [
@@ -140,8 +144,10 @@ class LineStats:
         """Write these stats as a .lprof file: the pickle kernprof writes, a line_profiler
         ``LineStats`` of these timings and unit, so that line_profiler's readers load it
         without fastprof (and fastprof.lines.load_stats without line_profiler)."""
+        from ._lprof_pickle import lprof_bytes
+
         with open(path, "wb") as f:
-            f.write(_lprof_bytes(self.timings, self.unit))
+            f.write(lprof_bytes(self.timings, self.unit))
 
     def print(
         self,
@@ -179,71 +185,12 @@ def _stats_like(obj: Any) -> bool:
     )
 
 
-# The classes a .lprof file may name for its LineStats object: fastprof's and line_profiler's
-# (5.x pickles line_profiler.line_profiler.LineStats, 4.x line_profiler._line_profiler's).
-_LINESTATS_CLASSES = frozenset(
-    {
-        ("fastprof.lines", "LineStats"),
-        ("line_profiler.line_profiler", "LineStats"),
-        ("line_profiler._line_profiler", "LineStats"),
-        ("line_profiler", "LineStats"),
-    }
-)
 _REPR = reprlib.Repr()
 _REPR.maxlevel = 3
 _REPR.maxstring = 60
 _REPR.maxother = 60
 # Line numbers and counts beyond this are not a real profile's.
 _MAX_LINENO = 2**31 - 1
-
-
-class _PickledLineStats:
-    """What a LineStats object of a .lprof file becomes while it is read: its state only.
-    Building it runs no code of the class the file names (nor imports its module)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.args = args
-        self.state: Any = kwargs or None
-
-    def __setstate__(self, state: Any) -> None:
-        self.state = state
-
-
-def _lprof_bytes(timings: Dict[Key, List[LineTiming]], unit: float) -> bytes:
-    """The pickle of a ``line_profiler.line_profiler.LineStats`` whose state is timings and
-    unit, as line_profiler's dump_stats writes it (the class built without arguments, then
-    its state set), written without importing line_profiler: the class by name, the state
-    as pickle writes a plain dict (protocol 2, no frames; its memo numbered from 0, the
-    class taking no memo slot)."""
-    state = pickle.dumps({"timings": timings, "unit": unit}, protocol=2)
-    head = b"\x80\x02" + b"cline_profiler.line_profiler\nLineStats\n" + b")\x81"
-    return head + state[2:-1] + b"b."
-
-
-def _reconstruct(cls: Any, base: Any, state: Any) -> _PickledLineStats:
-    """copyreg._reconstructor as protocols 0 and 1 name it, for the LineStats class only."""
-    if cls is not _PickledLineStats or base is not object or state is not None:
-        raise pickle.UnpicklingError("copyreg._reconstructor is only accepted for LineStats")
-    return _PickledLineStats()
-
-
-class _LineStatsUnpickler(pickle.Unpickler):
-    """An unpickler that builds only plain data (dict, list, tuple, str, int, float, None,
-    bool) and LineStats objects: every other global a file names is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _LINESTATS_CLASSES:
-            return _PickledLineStats
-        if module in ("copyreg", "copy_reg") and name == "_reconstructor":
-            return _reconstruct
-        if module in ("builtins", "__builtin__") and name == "object":
-            return object
-        raise pickle.UnpicklingError(
-            f"it names {module}.{name}; only LineStats and plain data are accepted"
-        )
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("it holds a persistent id; only plain data is accepted")
 
 
 def _check_timings(timings: Any) -> Dict[Key, List[LineTiming]]:
@@ -310,16 +257,18 @@ def load_stats(path: "str | os.PathLike[str]", *paths: "str | os.PathLike[str]")
 def _load_one(path: "str | os.PathLike[str]") -> LineStats:
     """load_stats of one file."""
     name = os.fspath(path)
+    from ._lprof_pickle import PickledLineStats, unpickle
+
     with io.BytesIO(read_regular_file(name)) as f:
         try:
-            data = _LineStatsUnpickler(f).load()
+            data = unpickle(f)
         except RecursionError:
             raise ValueError(f"{name}: not a line timings file (nested too deeply)") from None
         except MemoryError:
             raise ValueError(f"{name}: not a line timings file (too large)") from None
         except Exception as e:  # UnpicklingError, EOFError, and what odd opcodes raise
             raise ValueError(f"{name}: not a line timings file ({_reason(e)})") from None
-    if isinstance(data, _PickledLineStats):
+    if isinstance(data, PickledLineStats):
         data = data.state
     if not isinstance(data, dict) or "timings" not in data or "unit" not in data:
         raise ValueError(
@@ -398,7 +347,7 @@ def _unwrap(func: Any, argname: str = "func") -> List[types.FunctionType]:
     if not isinstance(func, types.FunctionType) and hasattr(func, "__wrapped__"):
         inner = _unwrap_wrapped(func, argname)
         if not inner:  # a C wrapper of C code (functools.lru_cache(math.sqrt))
-            warnings.warn(
+            warn(
                 f"{_short(func)} wraps only code implemented in C: it has no lines to time",
                 stacklevel=3,
             )
@@ -471,8 +420,17 @@ class _LegacyState:
     settrace_hook: Any = None  # the sys.settrace fastprof put in its place meanwhile
 
 
+def _threading() -> types.ModuleType:
+    """The threading module, loaded on first use (below 3.12 only: there the profiler sets its
+    hook for new threads)."""
+    import threading
+
+    return threading
+
+
 def _threading_gettrace() -> Any:
     """threading's settrace hook (threading.gettrace() on 3.10+)."""
+    threading = _threading()
     get = getattr(threading, "gettrace", None)
     return get() if get is not None else getattr(threading, "_trace_hook", None)
 
@@ -535,7 +493,7 @@ _UNMUTING: List[Any] = globals().get("_UNMUTING", [])
 _LEGACY: _LegacyState = globals().get("_LEGACY") or _LegacyState()
 # held to switch any LineProfiler on or off (its enable count, its tool id, _LEGACY): threads
 # calling decorated functions at once switch one at a time
-_SWITCH: "threading.RLock" = globals().get("_SWITCH") or threading.RLock()
+_SWITCH: "_thread.RLock" = globals().get("_SWITCH") or _thread.RLock()
 # [switches under way]: only the thread holding _SWITCH can be inside one, so a count above 0
 # seen under the lock means this thread called back into the switch (a signal handler)
 _SWITCHING: List[int] = globals().get("_SWITCHING") or [0]
@@ -577,7 +535,7 @@ def _legacy_hook_lost(tracer: Any) -> Optional[str]:
     """Below 3.12, before tracer is stopped: how the thread that installed it as the driver
     lost its trace function ("removed", "taken by ..."), when this is that thread and it did;
     else None."""
-    if _LEGACY.driver is not tracer or _LEGACY.owner != threading.get_ident():
+    if _LEGACY.driver is not tracer or _LEGACY.owner != _thread.get_ident():
         return None
     current = sys.gettrace()
     if current is tracer:
@@ -605,7 +563,7 @@ class LineProfiler(Wrapping):
             raise TypeError(
                 f"_timer must be a callable returning an int, not {type(_timer).__name__}"
             )
-        if not (_timer_unit > 0 and math.isfinite(_timer_unit)):
+        if not (_timer_unit > 0 and _timer_unit < float("inf")):
             raise ValueError(
                 f"_timer_unit must be a positive number of seconds, not {_timer_unit!r}"
             )
@@ -735,7 +693,7 @@ class LineProfiler(Wrapping):
             try:
                 setattr(namespace, attr, self.wrap_callable(value))
             except (TypeError, AttributeError):
-                warnings.warn(f"cannot wrap {attr} of {_short(namespace)}", stacklevel=4)
+                warn(f"cannot wrap {attr} of {_short(namespace)}", stacklevel=4)
         return count
 
     def add_from_code(self, module_code: types.CodeType, qualname: str) -> int:
@@ -768,14 +726,14 @@ class LineProfiler(Wrapping):
 
     @staticmethod
     def _warn_c_callable(func: Any) -> None:
-        warnings.warn(f"{_short(func)} is implemented in C: it has no lines to time", stacklevel=3)
+        warn(f"{_short(func)} is implemented in C: it has no lines to time", stacklevel=3)
 
     def _warn_nothing_to_time(self, func: Any, added: int) -> None:
         """Warns when func (given to the decorator or add_callable) registered no function
         that is not one of this profiler's own wrappers, or when it is a compiled wrapper
         (jax.jit, numba), whose Python lines run only when it is traced or falls back."""
         if added and is_compiled_wrapper(func):
-            warnings.warn(
+            warn(
                 f"{_short(func)} runs compiled code: the lines of the Python function behind "
                 f"it are timed only when that function runs as Python (traced, or a "
                 f"fallback), not while its compiled code runs",
@@ -783,7 +741,7 @@ class LineProfiler(Wrapping):
             )
         elif not added and not isinstance(func, type) and not underlying(func):
             # (a func whose functions are this profiler's own wrappers is timed by them)
-            warnings.warn(
+            warn(
                 f"{_short(func)} has no Python code to time (a callable implemented in C)",
                 stacklevel=3,
             )
@@ -912,7 +870,7 @@ class LineProfiler(Wrapping):
         try:
             self._tracer._start()
             _LEGACY.driver = self._tracer
-            _LEGACY.owner = threading.get_ident()
+            _LEGACY.owner = _thread.get_ident()
             # sys.settrace first: threads starting from now on call it (threading does, for
             # the hook below) and it retries where 3.11 refuses them during this switch
             _LEGACY.settrace_prev = sys.settrace
@@ -921,7 +879,7 @@ class LineProfiler(Wrapping):
             _LEGACY.thread_prev = _threading_gettrace()
             # Threads started from now on, then this thread and those running already.
             _LEGACY.thread_hook = _legacy_bootstrap(self._tracer, _LEGACY.thread_prev)
-            threading.settrace(_LEGACY.thread_hook)
+            _threading().settrace(_LEGACY.thread_hook)
             self._tracer._install_trace(True)
         except BaseException:
             # an error, or a KeyboardInterrupt between any two steps (threading.settrace is
@@ -933,7 +891,7 @@ class LineProfiler(Wrapping):
     def _undo_legacy_driver(self) -> None:
         """Takes out what a failed _enable_legacy put in place as the driver; returns None."""
         if _LEGACY.thread_hook is not None and _threading_gettrace() is _LEGACY.thread_hook:
-            threading.settrace(_LEGACY.thread_prev)
+            _threading().settrace(_LEGACY.thread_prev)
         if _LEGACY.settrace_hook is not None and sys.settrace is _LEGACY.settrace_hook:
             sys.settrace = _LEGACY.settrace_prev
         if _LEGACY.driver is self._tracer:
@@ -963,7 +921,7 @@ class LineProfiler(Wrapping):
                 stopped: Optional[BaseException] = None
                 thread_hook, thread_prev = _LEGACY.thread_hook, _LEGACY.thread_prev
                 if thread_hook is not None and _threading_gettrace() is thread_hook:
-                    stopped = _retried(lambda: threading.settrace(thread_prev))
+                    stopped = _retried(lambda: _threading().settrace(thread_prev))
                 if _LEGACY.settrace_hook is not None and sys.settrace is _LEGACY.settrace_hook:
                     sys.settrace = _LEGACY.settrace_prev
                 _LEGACY.thread_prev = _LEGACY.thread_hook = None
@@ -1013,7 +971,7 @@ class LineProfiler(Wrapping):
         if lost is not None:
             # as the call profiler warns when its profile hook is taken (line_profiler says
             # nothing): the counts stopped there
-            warnings.warn(
+            warn(
                 f"fastprof: the trace hook of this thread was {lost} while the line profiler "
                 "was on; lines run after that were not counted",
                 RuntimeWarning,
@@ -1024,7 +982,7 @@ class LineProfiler(Wrapping):
             # the code was swapped while on (line_profiler's add_function inside a run):
             # the calls of the new code were not counted; the next enable() times it
             names = ", ".join(sorted({f.__qualname__ for f in replaced}))
-            warnings.warn(
+            warn(
                 f"fastprof: the code of {names} was replaced while the line profiler was on "
                 "(another line profiler's add_function does that); its calls after that were "
                 "not counted",

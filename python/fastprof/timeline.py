@@ -15,10 +15,7 @@ side (``trace(cuda=True)``) puts GPU activity on, so one Chrome trace file
 from __future__ import annotations
 
 import collections
-import math
 import os
-import struct
-import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
@@ -42,10 +39,10 @@ Modules = Union[None, str, Iterable[str]]
 # among them), as its call profile leaves out the runner's frames.
 _RUNNER_EXCLUDE = ("fastprof",)
 
-# One span as Profile._timeline_records writes it: start and end (ns), function index, thread,
-# depth and a pad, in the machine's byte order (C's fp_span); the function index is the
-# fifth 32-bit field.
-_RECORD = struct.Struct("=qqiii4x")
+# One span as Profile._timeline_records writes it (C's fp_span, _fastprof.TIMELINE_RECORD_SIZE
+# bytes): start and end (ns), function index, thread, depth and a pad, in the machine's byte
+# order; the function index is the fifth 32-bit field.
+_RECORD_SIZE = _fastprof.TIMELINE_RECORD_SIZE
 _FUNC_FIELD = 4
 
 
@@ -122,6 +119,9 @@ def _thread_names() -> Dict[int, str]:
     """threading's names of its threads, by operating system thread id: the live ones, and
     the finished ones whose Thread object is still alive (an ident is reused by a later
     thread far sooner than a native id is, so a finished thread keeps its own name)."""
+    # loaded here: `run --timeline` loads nothing before the script that cProfile does not
+    import threading
+
     names: Dict[int, str] = {}
     for t in [threading.main_thread()] + known_threads():
         native = getattr(t, "native_id", None)
@@ -180,7 +180,7 @@ class Timeline(_fastprof._Session):
             raise TypeError(
                 f"min_duration must be a number of seconds, not {type(min_duration).__name__}"
             )
-        if not (math.isfinite(min_duration) and min_duration >= 0):
+        if not 0 <= min_duration < float("inf"):
             raise ValueError(
                 f"min_duration must be a finite number of seconds >= 0, not {min_duration!r}"
             )
@@ -355,7 +355,7 @@ class Timeline(_fastprof._Session):
 
     def _span_count(self) -> int:
         """``len(self.spans)``, without building the spans."""
-        return len(self._records) // _RECORD.size
+        return len(self._records) // _RECORD_SIZE
 
     @property
     def threads(self) -> List[TimelineThread]:
@@ -400,7 +400,7 @@ class Timeline(_fastprof._Session):
     def call_counts(self) -> Dict[FuncKey, int]:
         """Calls per function (pstats key) among the spans kept."""
         keys = self._func_keys
-        funcs = memoryview(self._records).cast("i")[_FUNC_FIELD :: _RECORD.size // 4]
+        funcs = memoryview(self._records).cast("i")[_FUNC_FIELD :: _RECORD_SIZE // 4]
         counts: Dict[FuncKey, int] = {}
         for f, n in collections.Counter(funcs).items():  # two functions may share a key
             counts[keys[f]] = counts.get(keys[f], 0) + n
