@@ -13,6 +13,11 @@ compiled cores ``python/fastprof/_fastprof*.so`` of this checkout are copied, so
 run the same core), that version's figures beside.
 
     python benchmarks/cli_report.py [--rounds 9] [--functions 400] [--old /tmp/old/python]
+        [--site-packages]
+
+With ``--site-packages`` the generated functions are a library in a ``site-packages`` folder
+(``widelib``) that a two-line script imports and calls: the call tree view folds their frames
+into the library's row, which reads every path below it.
 
 With ``--view FILE`` (a pstats file) it times the report of a saved profile instead, all on
 that file and interleaved, each round in a shuffled order: ``python -m fastprof view FILE``
@@ -68,9 +73,9 @@ def commands(script: str, out: str) -> Dict[str, Tuple[List[str], str]]:
     }
 
 
-def timed(argv: List[str], package: str) -> float:
-    """Wall seconds of one ``python ARGV`` with package first on PYTHONPATH."""
-    env = dict(os.environ, PYTHONPATH=package)
+def timed(argv: List[str], package: str, extra: str = "") -> float:
+    """Wall seconds of one ``python ARGV`` with package first on PYTHONPATH (then extra)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package, extra) if p))
     t0 = time.perf_counter()
     subprocess.run(
         [sys.executable, *argv],
@@ -186,6 +191,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--functions", type=int, default=400)
     ap.add_argument("--old", help="the python folder of another fastprof, for its figures")
     ap.add_argument("--view", metavar="FILE", help="time the report of this pstats file")
+    ap.add_argument(
+        "--site-packages",
+        action="store_true",
+        help="run the program as a library in a site-packages folder, behind a two-line script",
+    )
     opts = ap.parse_args(argv)
     if opts.view:
         if opts.view == "wide":
@@ -202,8 +212,20 @@ def run_report(opts: argparse.Namespace, work: str) -> None:
     """Times the commands on the generated program, written into the folder work, and prints
     the table."""
     script = os.path.join(work, "paths.py")
-    with open(script, "w") as f:
-        f.write(program(opts.functions))
+    extra = ""
+    if opts.site_packages:
+        # the program as a library in site-packages (its frames folded by the call tree
+        # view), called by a two-line script
+        extra = os.path.join(work, "lib", "site-packages")
+        os.makedirs(os.path.join(extra, "widelib"))
+        body, loop = program(opts.functions).rsplit("\nfor r in", 1)
+        with open(os.path.join(extra, "widelib", "__init__.py"), "w") as f:
+            f.write(body + "\ndef main():\n    for r in" + loop.replace("\n", "\n    "))
+        with open(script, "w") as f:
+            f.write("import widelib\nwidelib.main()\n")
+    else:
+        with open(script, "w") as f:
+            f.write(program(opts.functions))
     cmds = commands(script, os.path.join(work, "p.prof"))
     runs = [(name, PACKAGE) for name in cmds]
     if opts.old:
@@ -214,12 +236,13 @@ def run_report(opts: argparse.Namespace, work: str) -> None:
         order = list(runs)
         rng.shuffle(order)
         for name, package in order:
-            times[(name, package)].append(timed(cmds[name][0], package))
+            times[(name, package)].append(timed(cmds[name][0], package, extra))
     med = {r: statistics.median(v) for r, v in times.items()}
     base = {cmds[n][1]: med[(n, PACKAGE)] for n in cmds if n.startswith("cProfile")}
     print(
         f"# {platform.python_implementation()} {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} cores; {opts.functions} functions; "
+        f"{platform.machine()}, {os.cpu_count()} cores; {opts.functions} functions"
+        f"{' in site-packages' if opts.site_packages else ''}; "
         f"medians of {opts.rounds} interleaved rounds"
     )
     head = f"{'command':<26} {'this':>9} {'/cProfile':>10}"

@@ -182,6 +182,7 @@ int fp_marshal_exec(PyObject *m);   /* the reader of pstats files (util/marshal_
 int fp_chrome_exec(PyObject *m);    /* a trace's span events as text (util/chrome_text.c) */
 int fp_quiet_exec(PyObject *m);     /* readers run with hooks off (profile/quiet.c) */
 int fp_tl_read_exec(PyObject *m);   /* a timeline's Span objects (profile/timeline_read.c) */
+int fp_tree_fold_exec(PyObject *m); /* the views' row folding (profile/tree_fold.c) */
 
 /* Suspends the profile and trace hooks (sys.monitoring's events too) of thread state ts, as
  * CPython suspends them while a hook runs (profile/quiet.c).  Returns nothing. */

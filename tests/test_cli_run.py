@@ -338,11 +338,37 @@ def test_an_outfile_the_system_refuses_names_why(
     why = "Read-only file system" if read_only else "Permission denied"
     assert str(e.value) == f"-o {tmp_path / 'x.prof'}: cannot write the profile: {why}"
     assert asked == [(str(tmp_path), os.W_OK | os.X_OK)]  # the folder: the file is not there
-    (tmp_path / "x.prof").write_text("")
-    with pytest.raises(cli._UsageError):
-        cli._outfile(str(tmp_path / "x.prof"))
-    assert asked[1] == (str(tmp_path / "x.prof"), os.W_OK)
-    assert sorted(os.listdir(tmp_path)) == ["x.prof"]
+    if hasattr(os, "mkfifo"):  # a file there that is not a regular file: asked of it
+        os.mkfifo(tmp_path / "x.prof")
+        with pytest.raises(cli._UsageError):
+            cli._outfile(str(tmp_path / "x.prof"))
+        assert asked[1] == (str(tmp_path / "x.prof"), os.W_OK)
+        assert sorted(os.listdir(tmp_path)) == ["x.prof"]
+
+
+@pytest.mark.parametrize("case", ["dangling", "loop", "long", "proc"])
+def test_an_outfile_that_cannot_be_written_is_refused_before_the_script_runs(
+    tmp_path: Any, case: str
+) -> None:
+    """Paths whose file the check could not open: a link into a missing folder, a loop of
+    links, a name longer than the system's, a file of /proc (which root may not write)."""
+    script = tmp_path / "side.py"
+    script.write_text("print('script ran')\n")
+    if case == "dangling":
+        target, why = tmp_path / "d.prof", "it links into no such directory"
+        os.symlink(tmp_path / "missing" / "x.prof", target)
+    elif case == "loop":
+        target, why = tmp_path / "l.prof", "Too many levels of symbolic links"
+        os.symlink(tmp_path / "l.prof", target)
+    elif case == "long":
+        target, why = tmp_path / ("x" * 300 + ".prof"), "File name too long"
+    else:
+        target, why = __import__("pathlib").Path("/proc/version"), ""
+        if not target.exists():
+            pytest.skip("no /proc/version")
+    r = run_cli(["run", "-o", str(target), str(script)], cwd=tmp_path)
+    assert r.returncode == 2 and "script ran" not in r.stdout, (r.stdout, r.stderr)
+    assert f"-o {target}: cannot write the profile: {why}" in r.stderr, r.stderr
 
 
 # -- 3. none of the profiler's own frames in the report -----------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cProfile
 import functools
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Set, Tuple
 
@@ -412,3 +413,97 @@ def test_tree_of_an_enabled_profiler() -> None:
     tree = p.tree()
     p.disable()
     assert any(n.key is not None and n.key[2] == "_tree_leaf" for n in tree.nodes())
+
+
+class _Finalized:
+    """Garbage in a cycle whose finalizer runs action (a collection frees it)."""
+
+    def __init__(self, action: Callable[[], Any]) -> None:
+        self.me = self
+        self.action = action
+
+    def __del__(self) -> None:
+        self.action()
+
+
+def _new_path(n: List[int]) -> None:
+    """Calls a function of a new code object: a new function, node and edge in a profile."""
+    exec(compile("def g():\n    return 1\ng()\n", f"<fin{len(n)}>", "exec"), {})
+    n.append(1)
+
+
+@pytest.mark.parametrize("read", ["_raw", "_raw_tree", "_raw_thread_names", "_tree_snapshot"])
+def test_a_read_while_finalizers_add_records_reads_the_records_of_its_start(read: str) -> None:
+    """Reading the records of an enabled profiler (not through quiet) makes objects, which can
+    run a collection (at once below 3.12) whose finalizers call Python code that the profiler
+    records: the read keeps to the records there when it began (it once wrote past its list:
+    the sanitizer build checks it reads and writes no further)."""
+    import gc
+
+    ran: List[int] = []
+    # thousands of records: the rows outnumber the free lists' tuples, whose reuse runs no
+    # collection
+    many = compile("".join(f"def f{i}():\n    pass\nf{i}()\n" for i in range(3000)), "m", "exec")
+    prof = fastprof.Profile()
+    thresholds = gc.get_threshold()
+    prof.enable()
+    try:
+        exec(many, {})
+        reader = getattr(prof, read)  # made now: making it later would run the collection
+        gc.disable()  # the garbage waits for the read
+        for _ in range(200):
+            _Finalized(lambda: _new_path(ran))
+        gc.set_threshold(1)
+        gc.enable()
+        got = reader()
+        during = len(ran)
+    finally:
+        gc.enable()
+        gc.set_threshold(*thresholds)
+        prof.disable()
+        gc.collect()
+    assert got
+    if read == "_raw":
+        _, funcs, edges = got
+        assert all(0 <= c < len(funcs) and 0 <= f < len(funcs) for c, f, *_ in edges)
+        assert len(funcs) < len(prof._raw()[1]) or during == 0
+    if read == "_raw_tree":
+        _, nodes, threads, _ = got
+        for i, (parent, _func, thread, *_rest) in enumerate(nodes):
+            assert -1 <= parent < i and 0 <= thread < len(threads)
+    if sys.version_info < (3, 12) and read in ("_raw", "_raw_tree"):
+        assert during > 0  # the collection ran inside the read (3.12+ runs it later)
+
+
+@pytest.mark.parametrize("read", ["_raw", "_raw_tree", "_raw_thread_names"])
+def test_a_profiler_cleared_by_a_finalizer_during_a_read_says_so(read: str) -> None:
+    import gc
+
+    prof = fastprof.Profile()
+    thresholds = gc.get_threshold()
+    prof.enable()
+    try:
+        exec(
+            compile("".join(f"def f{i}():\n    pass\nf{i}()\n" for i in range(3000)), "m", "exec"),
+            {},
+        )
+        reader = getattr(prof, read)
+        gc.disable()
+        for _ in range(50):
+            _Finalized(prof.clear)
+        gc.set_threshold(1)
+        gc.enable()
+        try:
+            got = reader()
+        except RuntimeError as e:
+            assert "cleared while it was being read" in str(e)
+        else:
+            # cleared before or after the rows were made: a run of the collection at once
+            # (below 3.12) clears the tables under the rows of these two
+            assert sys.version_info >= (3, 12) or read == "_raw_thread_names"
+            assert got is not None
+    finally:
+        gc.enable()
+        gc.set_threshold(*thresholds)
+        prof.disable()
+        gc.collect()

@@ -42,6 +42,7 @@ class Profiler:
     def clear(self, /) -> None: ...
     def _raw(self) -> Tuple[float, List[_FuncRecord], List[_EdgeRecord]]: ...
     def _raw_tree(self) -> Tuple[float, List[_NodeRecord], List[int], int]: ...
+    def _tree_snapshot(self) -> Tuple[float, List[int], int, bytes]: ...
     def _tree_json(self, keys: List[int], drop: bytes) -> Tuple[List[Tuple[int, str]], int]: ...
     def _raw_timeline(
         self, *, spans: bool = True
@@ -135,6 +136,23 @@ def _marshal_loads(
 
 TIMELINE_RECORD_SIZE: int  # bytes of one span record (timeline._RECORD, report.chrome)
 
+def _tree_fold(
+    block: bytes,
+    threads: int,
+    slot: int,
+    level: int,
+    keys: List[Any],
+    libs: bytearray,
+    is_lib: Callable[[Any], bool],
+    row_key: Any,
+    fold_rec: bool,
+    fold_lib: bool,
+    spt: float,
+    ncalls: int,
+    tottime: float,
+    levels: int,
+    hidden: int,
+) -> Tuple[int, float, int, int, List[int]]: ...
 def _spans_of_records(
     records: bytes, keys: List[Any], span_type: Any, /
 ) -> List[Any]: ...  # timeline.Timeline.spans

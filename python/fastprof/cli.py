@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 import functools
 import os
+import stat
 import sys
 import time
 import types
@@ -286,11 +287,30 @@ def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile")
         if os.path.exists(folder):
             raise _UsageError(f"{where}: {folder!r} is not a directory")
         raise _UsageError(f"{where}: no such directory {folder!r}")
-    # Asked of the system, not tried: a file made and removed here would change the folder's
-    # time stamp, and the script's first import would then read the folder again (a call
-    # that `python -m cProfile` does not show).
+    try:
+        st: Optional[os.stat_result] = os.stat(full)  # through links
+    except FileNotFoundError:
+        st = None
+        if os.path.islink(full):  # a link to a file not made yet: where it points
+            folder = os.path.dirname(os.path.realpath(full))
+            if not os.path.isdir(folder):
+                raise _UsageError(f"{where}: it links into no such directory {folder!r}") from None
+    except OSError as e:  # a loop of links, a name too long
+        raise _UsageError(f"{where}: {e.strerror or e}") from None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        # opened as the write will open it (/proc and /sys refuse there): that changes no
+        # folder's time stamp
+        try:
+            with open(full, "ab"):
+                pass
+        except OSError as e:
+            raise _UsageError(f"{where}: {e.strerror or e}") from None
+        return full
+    # A new file is asked of the system, not made: a file made and removed here would change
+    # the folder's time stamp, and the script's first import would then read the folder again
+    # (a call that `python -m cProfile` does not show).
     effective = os.access in os.supports_effective_ids
-    if os.path.exists(full):
+    if st is not None:  # a device, a pipe
         writable = os.access(full, os.W_OK, effective_ids=effective)
     else:
         writable = os.access(folder, os.W_OK | os.X_OK, effective_ids=effective)

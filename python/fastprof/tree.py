@@ -10,10 +10,13 @@ bounds the whole tree; views fold recursion when they draw it.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import _fastprof
+from ._quiet import quiet
 from ._threads import profiled_thread_names, thread_names
 from .keys import is_disable, label
 
@@ -38,7 +41,13 @@ class Node:
     exactly this path (``ncalls``), their own time (``tottime``) and total time (``cumtime``),
     in seconds.  A thread's root has ``key`` None and sums its children."""
 
-    __slots__ = ("key", "ncalls", "tottime", "cumtime", "children", "parent", "func")
+    # _snap and _slot: where a node made from the core's snapshot finds its children until
+    # it has them (see _LazyNode); it becomes a plain Node then
+    __slots__ = (
+        "key", "ncalls", "tottime", "cumtime", "children", "parent", "func", "_snap", "_slot"
+    )  # fmt: skip
+    _snap: Optional["_Snapshot"]
+    _slot: int
 
     def __init__(
         self,
@@ -94,6 +103,162 @@ class Node:
             if c.key == key:
                 return c
         return None
+
+
+_NODE_CHILDREN = Node.__dict__["children"]  # the slot, under _LazyNode's property
+
+
+class _Snapshot:
+    """The core's tree as ``Profiler._tree_snapshot()`` gives it, made into nodes a node's
+    children at a time: each record (slot of the parent, func, ncalls, tt, own) in ticks of
+    ``spt`` seconds; slot s's children are ``kids[first[s]:first[s + 1]]``, the slot of thread
+    t's root ``n + t``.  Once ``LAZY`` nodes are made one parent at a time (a reader walking
+    the whole tree), the rest are made in one pass, which costs less a node.  Threads reading
+    one tree at once make each node's children once (``lock``)."""
+
+    LAZY = 4096
+
+    __slots__ = (
+        "keys", "spt", "recs", "first", "kids", "n", "made", "count", "done", "lock", "block",
+        "threads", "libs",
+    )  # fmt: skip
+
+    def __init__(self, keys: List[FuncKey], spt: float, block: bytes, threads: int) -> None:
+        words = memoryview(block).cast("q")
+        n = (len(words) - threads - 1) // 7
+        self.keys, self.spt, self.n = keys, spt, n
+        self.block, self.threads = block, threads
+        self.libs = bytearray(len(keys))  # _fastprof._tree_fold's cache: 1 user code, 2 library
+        self.recs = words[: 5 * n]
+        self.first = words[5 * n : 6 * n + threads + 1]
+        self.kids = words[6 * n + threads + 1 :]
+        self.made: List[Optional[Node]] = [None] * n  # by index, once made
+        self.count = 0  # nodes made one parent at a time
+        self.done = False  # every node made
+        self.lock = _thread.RLock()
+
+    def children(self, parent: Node, slot: int) -> List[Node]:
+        """New nodes for the records below slot (parent's), in the order the core first met
+        them, each a _LazyNode."""
+        recs, keys, spt, made = self.recs, self.keys, self.spt, self.made
+        out: List[Node] = []
+        for j in range(self.first[slot], self.first[slot + 1]):
+            k = self.kids[j]
+            b = 5 * k
+            func = recs[b + 1]
+            node = _LazyNode(keys[func], recs[b + 2], recs[b + 4] * spt, recs[b + 3] * spt)
+            node.parent, node.func, node._snap, node._slot = parent, func, self, k
+            out.append(node)
+            made[k] = node
+        self.count += len(out)
+        return out
+
+    def record(self, k: int) -> Tuple[FuncKey, int, float, float]:
+        """Record k's key, calls, own and total time (seconds), as its node would hold them."""
+        b = 5 * k
+        recs = self.recs
+        return self.keys[recs[b + 1]], recs[b + 2], recs[b + 4] * self.spt, recs[b + 3] * self.spt
+
+    def fold(
+        self,
+        slot: int,
+        level: int,
+        row: Any,
+        recursion: bool,
+        libraries: bool,
+        is_lib: Callable[[FuncKey], bool],
+    ) -> List[int]:
+        """Folds the records below slot into row (a view's Row: its calls, own time, levels and
+        hidden frames updated) as display_tree folds nodes, without making them; returns the
+        records that make rows of their own, in order (see _fastprof._tree_fold)."""
+        row.ncalls, row.tottime, row.levels, row.hidden, made = _fastprof._tree_fold(
+            self.block, self.threads, slot, level, self.keys, self.libs, is_lib, row.key,
+            recursion, libraries, self.spt, row.ncalls, row.tottime, row.levels, row.hidden,
+        )  # fmt: skip
+        return made
+
+    def fill(self, node: Node) -> None:
+        """Gives node (a _LazyNode) its children and makes it a plain Node (past ``LAZY`` made,
+        every node gets its own).  Returns None."""
+        with self.lock:
+            if type(node) is not _LazyNode:
+                return  # another thread did meanwhile
+            if not self.done and self.count >= self.LAZY:
+                self._complete()
+            if type(node) is _LazyNode:  # the pass gave it none: it has none
+                _NODE_CHILDREN.__set__(node, [] if self.done else self.children(node, node._slot))
+                _plain(node)
+
+    def _complete(self) -> None:
+        """Makes every node not made yet, in index order (a parent before its children, each
+        parent's children in their order), as plain Nodes.  Returns None."""
+        recs, keys, spt, made = self.recs, self.keys, self.spt, self.made
+        get = _NODE_CHILDREN.__get__
+        # the children of the nodes other threads can see (made before), given them at the
+        # end: a reader never sees a list being filled
+        lists: Dict[int, Tuple[Node, List[Node]]] = {}
+        for k in range(self.n):
+            if made[k] is not None:
+                continue
+            b = 5 * k
+            parent = made[recs[b]]  # made: a root's children all are, and parents come first
+            assert parent is not None
+            func = recs[b + 1]
+            node = Node(keys[func], recs[b + 2], recs[b + 4] * spt, recs[b + 3] * spt, parent, func)
+            if type(parent) is _LazyNode:  # made before, without children yet
+                lists.setdefault(id(parent), (parent, []))[1].append(node)
+            else:  # made in this pass, seen by no other thread yet
+                get(parent).append(node)
+            made[k] = node
+        for parent, kids in lists.values():
+            _NODE_CHILDREN.__set__(parent, kids)
+            _plain(parent)
+        self.done = True
+
+
+def _plain(node: Node) -> None:
+    """Makes a _LazyNode whose children are set a plain Node.  Returns None."""
+    node._snap = None
+    node.__class__ = Node
+
+
+def _children_get(node: Node) -> List[Node]:
+    """A _LazyNode's children, made first (quietly: reading the tree of an enabled profiler
+    records none of it, as Profile.tree() records nothing)."""
+    snap = node._snap
+    if snap is not None:
+        snap.fill(node)
+    return _NODE_CHILDREN.__get__(node)
+
+
+def _children_set(node: Node, value: List[Node]) -> None:
+    """Sets a _LazyNode's children (made first, so that no later pass adds them to value)."""
+    snap = node._snap
+    if snap is not None:
+        snap.fill(node)
+    _NODE_CHILDREN.__set__(node, value)
+    if type(node) is _LazyNode:  # an unpickled one: no snapshot
+        _plain(node)
+
+
+class _LazyNode(Node):
+    """A node whose children are made from the core's snapshot when first read (views read the
+    paths above their threshold, not every path of a wide program); it is a plain Node from
+    then on.  ``children`` can be assigned and changed as a Node's."""
+
+    __slots__ = ()
+
+    def __init__(self, key: FuncKey, ncalls: int, tottime: float, cumtime: float) -> None:
+        # parent, func, _snap and _slot are set by the maker (_Snapshot.children)
+        self.key, self.ncalls, self.tottime, self.cumtime = key, ncalls, tottime, cumtime
+
+    children = property(quiet(_children_get), quiet(_children_set))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """A plain Node's (copy and pickle read the slots; the snapshot is no data of it)."""
+        if self._snap is not None:
+            self._snap.fill(self)
+        return object.__reduce_ex__(self, protocol)  # of the Node it now is
 
 
 def own_ticks(nodes: Sequence[Tuple[int, int, int, int, int, int]], merged: int) -> List[int]:
@@ -179,15 +344,20 @@ class CallTree:
         """The tree a ``fastprof.Profile`` (or its core) has recorded so far, with the names of
         its threads where known: those running when it was enabled, and those ``threading``
         still knows (running, or their Thread object still alive).  With ``ticks=True`` the times are the
-        core's integer ticks (as floats, exact) rather than seconds."""
+        core's integer ticks (as floats, exact) rather than seconds.  A node's children are made
+        when first read, from a copy of the core's records taken now (a view that reads the
+        paths above its threshold makes no object for the paths below it)."""
         # the tree first: an enabled profiler records these reads too, and its functions
         # only grow, so every function the tree names is in the list read after it
-        tspt, nodes, threads, merged = prof._raw_tree()
+        tspt, threads, merged, block = prof._tree_snapshot()
         spt, funcs, _ = prof._raw()
-        keys = [label(f[0]) for f in funcs]
-        tree = cls.from_raw(
-            1.0 if ticks else tspt, keys, nodes, threads, merged, getattr(prof, "tree_nodes", None)
-        )
+        snap = _Snapshot([label(f[0]) for f in funcs], 1.0 if ticks else tspt, block, len(threads))
+        roots: Dict[int, Node] = {}
+        for t, ident in enumerate(threads):
+            root = roots[ident] = Node(None)
+            root.children = snap.children(root, snap.n + t)
+            root.cumtime = sum(c.cumtime for c in root.children)
+        tree = cls(roots, merged, getattr(prof, "tree_nodes", None))
         known = profiled_thread_names(prof)
         tree.names = {i: known[i] for i in tree.threads if i in known}
         return tree

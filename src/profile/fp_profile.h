@@ -628,9 +628,15 @@ void fp_flush_all(fp_profiler *p, fp_tick now);
  * edges from PyMem_RawMalloc (the caller frees it with PyMem_RawFree).  Returns 0, or -1 with
  * MemoryError set. */
 int fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout);
+/* Sets RuntimeError saying the profiler was cleared while one of its readers made its rows (a
+ * finalizer run by a collection can call clear()).  Returns NULL. */
+PyObject *fp_read_cleared(void);
 /* Returns _raw_tree()'s tuple (spt, nodes, threads, merged), see profiler.c, or NULL with an
  * exception set. */
 PyObject *fp_tree_raw(const fp_profiler *p, double spt);
+/* Returns _tree_snapshot()'s tuple (spt, threads, merged, block), see profiler.c, or NULL with
+ * an exception set. */
+PyObject *fp_tree_snapshot(const fp_profiler *p, double spt);
 /* Returns _tree_json(keys, drop)'s tuple (threads, merged): threads a list of (ident, text),
  * one per thread of _raw_tree() in its order, merged _raw_tree()'s; text the thread's node records
  * "[parent,key,ncalls,own,total],..." as the tree file holds them (parent the record's index within

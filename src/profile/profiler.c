@@ -569,6 +569,15 @@ fp_profiler_unit(fp_profiler *p)
     }
 }
 
+/* See fp_profile.h. */
+PyObject *
+fp_read_cleared(void)
+{
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the profiler was cleared while it was being read (by a finalizer?)");
+    return NULL;
+}
+
 /* _raw() -> (seconds_per_tick, funcs, edges): funcs a list of (key, ncalls, nrec, tt, it),
  * edges a list of (caller, callee, ncalls, nrec, tt, it), times in ticks; below 3.12, read
  * while enabled, it first warns when another tool took the profile hook.  Returns the tuple
@@ -584,19 +593,30 @@ fp_profiler_raw(PyObject *self, FP_UNUSED PyObject *unused)
     if (fp_hooks_check(p) < 0) /* read while enabled: say when nothing is recorded any more */
         goto error;
 #endif
-    funcs = PyList_New(p->nfuncs);
+    /* Making a row can run a collection whose finalizers' Python code this profiler records
+     * (an enabled profiler read without quiet): the n functions there now are read, and the
+     * edges among them, taken before any object is made. */
+    int32_t n = p->nfuncs;
+    if (fp_tree_edges(p, &derived, &nderived) < 0)
+        goto error;
+    funcs = PyList_New(n);
     if (funcs == NULL)
         goto error;
-    for (int32_t i = 0; i < p->nfuncs; i++) {
+    for (int32_t i = 0; i < n; i++) {
+        if (i >= p->nfuncs) {
+            fp_read_cleared();
+            goto error;
+        }
         fp_func *f = &p->funcs[i];
-        PyObject *row = Py_BuildValue("(OLLLL)", f->key, (long long)f->c.ncalls,
-                                      (long long)f->c.nrec, (long long)f->c.tt, (long long)f->c.it);
+        /* held: a clear() run by the row's allocation would drop the table's reference */
+        PyObject *key = Py_NewRef(f->key);
+        PyObject *row = Py_BuildValue("(OLLLL)", key, (long long)f->c.ncalls, (long long)f->c.nrec,
+                                      (long long)f->c.tt, (long long)f->c.it);
+        Py_DECREF(key);
         if (row == NULL)
             goto error;
         PyList_SET_ITEM(funcs, i, row);
     }
-    if (fp_tree_edges(p, &derived, &nderived) < 0)
-        goto error;
     edges = PyList_New(nderived);
     if (edges == NULL)
         goto error;
@@ -627,6 +647,20 @@ fp_profiler_raw_tree(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
     return fp_tree_raw(p, fp_profiler_unit(p));
+}
+
+/* _tree_snapshot() -> (seconds_per_tick, threads, merged, block): the tree of _raw_tree() as one
+ * bytes object of native int64s, for fastprof.tree to read a node's children when asked: for the
+ * n nodes (numbered as _raw_tree() numbers them) n records (slot of the parent, func, ncalls,
+ * tt, own), where the slot of a top-level frame's parent is n + its thread's index and own past
+ * the node cap is tt less the children's tt; then n + len(threads) + 1 offsets into the last
+ * part, where slot s's children are [first[s], first[s + 1]); then the n children's indexes, of
+ * each slot in the order of their index.  Returns the tuple or NULL with an exception set. */
+static PyObject *
+fp_profiler_tree_snapshot(PyObject *self, FP_UNUSED PyObject *unused)
+{
+    fp_profiler *p = (fp_profiler *)self;
+    return fp_tree_snapshot(p, fp_profiler_unit(p));
 }
 
 /* _tree_json(keys, drop) -> ([(ident, text), ...], merged): the tree file's node records of
@@ -679,10 +713,15 @@ fp_profiler_raw_timeline(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_RETURN_NONE;
     fp_profiler_tl_counts(p, &filtered, &too_short);
     spans = with_spans ? fp_tl_spans(p->tl) : PyList_New(0);
-    threads = PyList_New(p->nthreads);
+    int32_t n = p->nthreads;
+    threads = PyList_New(n);
     if (spans == NULL || threads == NULL)
         goto error;
-    for (int32_t i = 0; i < p->nthreads; i++) {
+    for (int32_t i = 0; i < n; i++) {
+        if (i >= p->nthreads) { /* a finalizer cleared the profiler (see fp_profiler_raw) */
+            fp_read_cleared();
+            goto error;
+        }
         PyObject *row = Py_BuildValue("(kk)", p->thread_at[i]->ident, p->thread_at[i]->native_id);
         if (row == NULL)
             goto error;
@@ -762,13 +801,20 @@ static PyObject *
 fp_profiler_thread_names(PyObject *self, FP_UNUSED PyObject *unused)
 {
     fp_profiler *p = (fp_profiler *)self;
-    PyObject *out = PyList_New(p->nthreads);
+    int32_t n = p->nthreads;
+    PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
-    for (int32_t i = 0; i < p->nthreads; i++) {
+    for (int32_t i = 0; i < n; i++) {
+        if (i >= p->nthreads) { /* a finalizer cleared the profiler (see fp_profiler_raw) */
+            Py_DECREF(out);
+            return fp_read_cleared();
+        }
         const fp_thread *t = p->thread_at[i];
-        PyObject *row =
-            Py_BuildValue("(kkO)", t->ident, t->native_id, t->name != NULL ? t->name : Py_None);
+        /* held: a clear() run by the row's allocation would free t and its name */
+        PyObject *name = Py_NewRef(t->name != NULL ? t->name : Py_None);
+        PyObject *row = Py_BuildValue("(kkO)", t->ident, t->native_id, name);
+        Py_DECREF(name);
         if (row == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -791,6 +837,9 @@ static PyMethodDef fp_profiler_methods[] = {
     {"_raw_tree", fp_profiler_raw_tree, METH_NOARGS,
      "_raw_tree() -> (seconds_per_tick, nodes, threads, merged): the calling-context tree in "
      "ticks."},
+    {"_tree_snapshot", fp_profiler_tree_snapshot, METH_NOARGS,
+     "_tree_snapshot() -> (seconds_per_tick, threads, merged, block): the calling-context tree "
+     "as int64 records, offsets and children."},
     {"_tree_json", fp_profiler_tree_json, METH_VARARGS,
      "_tree_json(keys, drop) -> ([(ident, text)], merged): each thread's node records as the "
      "tree file holds them."},

@@ -105,19 +105,27 @@ PyObject *
 fp_tree_raw(const fp_profiler *p, double spt)
 {
     PyObject *nodes = NULL, *threads = NULL, *result = NULL;
+    /* Making an object can run a collection, and a finalizer's Python code can add nodes (an
+     * enabled profiler, read without quiet) or clear them: the nn nodes there now are read
+     * (index and thread have room for those alone), or none when they were cleared. */
+    int32_t nn = p->nnodes;
     /* per node: its index in the export (-1 for a root), and its thread's index */
-    int32_t *index = PyMem_RawMalloc(((size_t)p->nnodes + 1) * 2 * sizeof(int32_t));
+    int32_t *index = PyMem_RawMalloc(((size_t)nn + 1) * 2 * sizeof(int32_t));
     if (index == NULL) {
         PyErr_NoMemory();
         goto error;
     }
-    int32_t *thread = index + p->nnodes + 1;
+    int32_t *thread = index + nn + 1;
     nodes = PyList_New(0);
     threads = PyList_New(0);
     if (nodes == NULL || threads == NULL)
         goto error;
     int32_t k = 0;
-    for (int32_t ni = 0; ni < p->nnodes; ni++) {
+    for (int32_t ni = 0; ni < nn; ni++) {
+        if (ni >= p->nnodes) {
+            fp_read_cleared();
+            goto error;
+        }
         const fp_node *nd = &p->nodes[ni];
         if (nd->func < 0) {
             Py_ssize_t ti = fp_tree_thread_index(threads, nd->ncalls);

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import re
 import sysconfig
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ..tree import CallTree, FuncKey, Node
+from ..tree import CallTree, FuncKey, Node, _LazyNode
 
 __all__ = ["Row", "display_tree", "library_of", "short_paths", "key_label"]
 
@@ -226,31 +226,56 @@ def display_tree(
     top.cumtime = root.cumtime
     top.ncalls = root.ncalls
     lib_cache: Dict[FuncKey, Optional[str]] = {}
-    members: Dict[int, List[Node]] = {id(top): [root]}  # the nodes each row's children hang below
+
+    def lib_of(key: FuncKey) -> Optional[str]:
+        lib = lib_cache.get(key, "?")
+        if lib == "?":
+            lib = lib_cache[key] = library_of(key)
+        return lib
+
+    def is_lib(key: FuncKey) -> bool:
+        return lib_of(key) is not None
+
+    # the nodes each row's children hang below: Nodes, or (snapshot, index) for the records of
+    # a live profiler's tree that no node was made for (folded in C, see _Snapshot.fold)
+    members: Dict[int, List[Any]] = {id(top): [root]}
+
+    def below(m: Any, level: int, row: Row, recursion: bool, libraries: bool) -> List[Any]:
+        """The nodes under m to walk at level; those of records without nodes are folded
+        here instead (into row's sums, and the rows they make, with their members)."""
+        if type(m) is _LazyNode and m._snap is not None:  # no children made: the records
+            m = (m._snap, m._slot)
+        if type(m) is not tuple:
+            return [(c, level) for c in reversed(m.children)]
+        snap, slot = m
+        for k in snap.fold(slot, level, row, recursion, libraries, is_lib):
+            key, ncalls, own, total = snap.record(k)
+            child = row.child(key, lib_of(key))
+            child.ncalls += ncalls
+            child.tottime += own
+            child.cumtime += total
+            members.setdefault(id(child), []).append((snap, k))
+        return []
+
     rows: List[Row] = [top]
     while rows:
         row = rows.pop()
+        recursion = fold_recursion and row.parent is not None
+        libraries = not expand_libs and row.library is not None and row.parent is not None
         for m in members.pop(id(row), ()):
             # m's subtree, depth first, down to the nodes that make rows of their own
-            work: List[Tuple[Node, int]] = [(c, 1) for c in reversed(m.children)]
+            work = below(m, 1, row, recursion, libraries)
             while work:
                 n, level = work.pop()
                 key = n.key
                 assert key is not None
-                lib = lib_cache.get(key, "?")
-                if lib == "?":
-                    lib = lib_cache[key] = library_of(key)
-                if fold_recursion and row.key == key and row.parent is not None:
+                lib = lib_of(key)
+                if recursion and row.key == key:
                     level += 1
                     row.levels = max(row.levels, level)
                     row.ncalls += n.ncalls
                     row.tottime += n.tottime
-                elif (
-                    not expand_libs
-                    and lib is not None
-                    and row.library is not None
-                    and row.parent is not None
-                ):
+                elif libraries and lib is not None:
                     row.hidden += 1
                     row.tottime += n.tottime
                     level = 1
@@ -261,7 +286,7 @@ def display_tree(
                     child.cumtime += n.cumtime
                     members.setdefault(id(child), []).append(n)
                     continue
-                work.extend((c, level) for c in reversed(n.children))
+                work.extend(below(n, level, row, recursion, libraries))
         row.children.sort(key=lambda c: -c.cumtime)
         row._index = {}
         for c in reversed(row.children):

@@ -268,8 +268,9 @@ def format_tree_report(
         )
     out = head + [""]
     colhead = f"{'total%':>7} {'total':>9} {'self':>9} {'calls':>8}  call tree"
-    files = [n.key[0] for _, _, r in roots for n in r.walk() if n.key is not None]
-    paths = short_paths(files)
+    # the files of the profile's functions: every file a tree row can name (walking the tree
+    # for them would make a node object for each of its paths), the top table's too
+    paths = short_paths(k[0] for k in totals)
     if threads == "merged" and nthreads > 1:
         merged = CallTree({ident: r for ident, _, r in roots}).merged_threads()
         every = "all processes" if tree.processes else "all threads"

@@ -1,0 +1,187 @@
+/* tree_fold.c - fastprof._fastprof._tree_fold: the views' folding of a call tree's rows
+ * (fastprof.report.display.display_tree) run straight over the block of _tree_snapshot(), so
+ * that a row folding a library's internals or a recursion reads the records below it without
+ * a node object made for each. */
+#include "common.h"
+
+#include <string.h>
+
+/* The block of _tree_snapshot() (see profiler.c) of n nodes and t threads, read as int64s. */
+typedef struct fp_fold_block {
+    const int64_t *recs, *first, *kids;
+    int64_t n, t;
+} fp_fold_block;
+
+/* One path being walked: a record and the recursion level it is at. */
+typedef struct fp_fold_item {
+    int64_t k, level;
+} fp_fold_item;
+
+/* Reads buffer view of threads thread roots into b, checking that its sizes agree.  Returns 0,
+ * or -1 with ValueError. */
+static int
+fp_fold_block_read(const Py_buffer *view, Py_ssize_t threads, fp_fold_block *b)
+{
+    Py_ssize_t words = view->len / 8;
+    if (view->len % 8 != 0 || threads < 0 || words < threads + 1 || (words - threads - 1) % 7) {
+        PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+        return -1;
+    }
+    b->n = (words - threads - 1) / 7;
+    b->t = threads;
+    b->recs = (const int64_t *)view->buf;
+    b->first = b->recs + 5 * b->n;
+    b->kids = b->first + b->n + b->t + 1;
+    return 0;
+}
+
+/* Pushes the children of slot s of b (in reverse, so the first is taken first) at level onto
+ * the stack *st of *len items and *cap room.  Returns 0, or -1 with an exception set. */
+static int
+fp_fold_push(const fp_fold_block *b, int64_t s, int64_t level, fp_fold_item **st, size_t *len,
+             size_t *cap)
+{
+    if (s < 0 || s >= b->n + b->t) {
+        PyErr_SetString(PyExc_ValueError, "slot out of the snapshot's range");
+        return -1;
+    }
+    int64_t lo = b->first[s], hi = b->first[s + 1];
+    if (lo < 0 || hi < lo || hi > b->n) {
+        PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+        return -1;
+    }
+    if (*len + (size_t)(hi - lo) > *cap) {
+        size_t room = *cap ? *cap : 64;
+        while (room < *len + (size_t)(hi - lo))
+            room *= 2;
+        fp_fold_item *grown = PyMem_RawRealloc(*st, room * sizeof(fp_fold_item));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *st = grown;
+        *cap = room;
+    }
+    for (int64_t j = hi - 1; j >= lo; j--) {
+        int64_t k = b->kids[j];
+        if (k < 0 || k >= b->n) {
+            PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+            return -1;
+        }
+        (*st)[(*len)++] = (fp_fold_item){k, level};
+    }
+    return 0;
+}
+
+/* Whether function func is a library's, by the cache libs (0: not asked yet, 1: no, 2: yes),
+ * asking is_lib(keys[func]) the first time.  Returns 1 or 0, or -1 with an exception set. */
+static int
+fp_fold_is_lib(PyObject *keys, int64_t func, unsigned char *libs, PyObject *is_lib)
+{
+    if (libs[func] == 0) {
+        PyObject *r = PyObject_CallOneArg(is_lib, PyList_GET_ITEM(keys, func));
+        int yes = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+        if (yes < 0)
+            return -1;
+        libs[func] = yes ? 2 : 1;
+    }
+    return libs[func] == 2;
+}
+
+/* _tree_fold(block, threads, slot, level, keys, libs, is_lib, row_key, fold_rec, fold_lib, spt,
+ * ncalls, tottime, levels, hidden) -> (ncalls, tottime, levels, hidden, made): display_tree's
+ * walk below one row over the records below slot, depth first in order: a record of the row's
+ * function (fold_rec) adds its calls and own time to the row and a level, one of a library
+ * (fold_lib, is_lib(key) true; libs its bytearray cache by function) adds its own time and one
+ * hidden frame and starts the levels again, and both go on below; any other record makes a
+ * row of its own, and its index is added to made.  Returns the row's new sums, or NULL with
+ * an exception set. */
+static PyObject *
+fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
+{
+    Py_buffer view = {0}, cache = {0};
+    PyObject *keys, *is_lib, *row_key, *made = NULL, *result = NULL;
+    Py_ssize_t threads;
+    long long slot, level, ncalls, levels, hidden;
+    int fold_rec, fold_lib;
+    double spt, tottime;
+    fp_fold_block b;
+    fp_fold_item *st = NULL;
+    size_t len = 0, cap = 0;
+    if (!PyArg_ParseTuple(args, "y*nLLO!w*OOppdLdLL:_tree_fold", &view, &threads, &slot, &level,
+                          &PyList_Type, &keys, &cache, &is_lib, &row_key, &fold_rec, &fold_lib,
+                          &spt, &ncalls, &tottime, &levels, &hidden))
+        return NULL;
+    if (fp_fold_block_read(&view, threads, &b) < 0)
+        goto error;
+    if (cache.len != PyList_GET_SIZE(keys)) {
+        PyErr_SetString(PyExc_ValueError, "libs must have one byte a key");
+        goto error;
+    }
+    made = PyList_New(0);
+    if (made == NULL || fp_fold_push(&b, slot, level, &st, &len, &cap) < 0)
+        goto error;
+    while (len > 0) {
+        fp_fold_item it = st[--len];
+        const int64_t *r = b.recs + 5 * it.k;
+        int64_t func = r[1];
+        if (func < 0 || func >= cache.len || func >= PyList_GET_SIZE(keys)) {
+            PyErr_SetString(PyExc_ValueError, "a record names no key");
+            goto error;
+        }
+        int same = 0;
+        if (fold_rec) {
+            PyObject *key = PyList_GET_ITEM(keys, func);
+            same = key == row_key ? 1 : PyObject_RichCompareBool(key, row_key, Py_EQ);
+            if (same < 0)
+                goto error;
+        }
+        if (same) {
+            it.level++;
+            levels = it.level > levels ? it.level : levels;
+            ncalls += r[2];
+            tottime += (double)r[4] * spt;
+        } else {
+            int lib = fold_lib ? fp_fold_is_lib(keys, func, (unsigned char *)cache.buf, is_lib) : 0;
+            if (lib < 0)
+                goto error;
+            if (!lib) {
+                PyObject *k = PyLong_FromLongLong(it.k);
+                if (k == NULL || PyList_Append(made, k) < 0) {
+                    Py_XDECREF(k);
+                    goto error;
+                }
+                Py_DECREF(k);
+                continue;
+            }
+            hidden++;
+            tottime += (double)r[4] * spt;
+            it.level = 1;
+        }
+        if (fp_fold_push(&b, it.k, it.level, &st, &len, &cap) < 0)
+            goto error;
+    }
+    result = Py_BuildValue("(LdLLO)", ncalls, tottime, levels, hidden, made);
+error:
+    PyMem_RawFree(st);
+    Py_XDECREF(made);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&cache);
+    return result;
+}
+
+static PyMethodDef fp_fold_methods[] = {
+    {"_tree_fold", fp_tree_fold, METH_VARARGS,
+     "_tree_fold(block, threads, slot, level, keys, libs, is_lib, row_key, fold_rec, fold_lib, "
+     "spt, ncalls, tottime, levels, hidden) -> (ncalls, tottime, levels, hidden, made): a "
+     "view's row folded over a call tree snapshot's records."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* See common.h.  Returns 0, or -1 with an exception set. */
+int
+fp_tree_fold_exec(PyObject *m)
+{
+    return PyModule_AddFunctions(m, fp_fold_methods);
+}
