@@ -328,7 +328,7 @@ def test_rows_folded_from_the_records_are_the_rows_folded_from_nodes(seed: int) 
 def test_the_fold_refuses_a_block_that_is_no_snapshot() -> None:
     from fastprof import _fastprof
 
-    def fold(block: bytes, threads: int = 1, slot: int = 0, keys: Any = None) -> Any:
+    def fold(block: Any, threads: int = 1, slot: int = 0, keys: Any = None) -> Any:
         keys = [("f", 1, "g")] if keys is None else keys
         return _fastprof._tree_fold(
             block, threads, slot, 1, keys, bytearray(len(keys)), lambda k: False, keys[0],
@@ -351,6 +351,8 @@ def test_the_fold_refuses_a_block_that_is_no_snapshot() -> None:
             fold(bad, slot=1)
     with pytest.raises(ValueError, match="slot out of"):
         fold(good, slot=2)
+    with pytest.raises(ValueError, match="multiple of 8 bytes"):
+        fold(memoryview(b"\0" + good)[1:], slot=1)
     with pytest.raises(ValueError, match="names no key"):
         fold(struct.pack("=5q", 1, 7, 3, 5, 5) + good[40:], slot=1)
     with pytest.raises(ValueError, match="one byte a key"):
@@ -361,3 +363,65 @@ def test_the_fold_refuses_a_block_that_is_no_snapshot() -> None:
     with pytest.raises(TypeError):
         _fastprof._tree_fold(good, 1, 1, 1, ("not", "a list"), bytearray(2), bool, None,
                              True, True, 1.0, 0, 0.0, 1, 0)  # fmt: skip
+
+
+def test_the_fold_survives_hostile_blocks_and_keys() -> None:
+    """Blocks made by hand: a thread count past the block, children that are their own
+    ancestors or listed twice, a key whose comparison empties the key list."""
+    from fastprof import _fastprof
+
+    def fold(block: bytes, threads: int, slot: int, keys: Any, row_key: Any, **kw: Any) -> Any:
+        args = dict(level=1, rec=True, lib=True, is_lib=lambda k: True, hidden=0)
+        args.update(kw)
+        return _fastprof._tree_fold(
+            block, threads, slot, args["level"], keys, bytearray(len(keys)), args["is_lib"],
+            row_key, args["rec"], args["lib"], 1.0, 0, 0.0, 1, args["hidden"],
+        )  # fmt: skip
+
+    keys = [("f", 1, "g")]
+    with pytest.raises(ValueError, match="not a call tree snapshot"):
+        fold(b"\0" * 8, sys.maxsize, 0, keys, keys[0])
+    # record 0 its own child: a cycle
+    cycle = struct.pack("=5q", 0, 0, 1, 1, 1) + struct.pack("=3q", 0, 1, 1) + struct.pack("=q", 0)
+    for rec, lib in ((True, False), (False, True)):
+        with pytest.raises(ValueError, match="not a call tree snapshot"):
+            fold(cycle, 1, 0, keys, keys[0], rec=rec, lib=lib)
+    # each of records 0 to 9 lists the next one twice: 2**10 paths over 20 records, which a
+    # snapshot (one parent a record) cannot have
+    n = 20
+    recs = b"".join(struct.pack("=5q", max(i - 1, 0), 0, 1, 1, 1) for i in range(n))
+    first = [min(2 * s, n) for s in range(11)] + [n] * (n + 1 - 11)
+    kids = [s // 2 + 1 for s in range(n)]
+    doubling = recs + struct.pack(f"={n + 2}q", *first, n) + struct.pack(f"={n}q", *kids)
+    with pytest.raises(ValueError, match="not a call tree snapshot"):
+        fold(doubling, 1, 0, keys, keys[0])
+    for bad in ({"level": 0}, {"level": 2**62}, {"hidden": -1}, {"hidden": 2**63 - 1}):
+        with pytest.raises(ValueError, match="level must be"):
+            fold(cycle, 1, 1, keys, keys[0], **bad)
+
+    class Emptying:
+        """A key whose comparison empties the list that held it."""
+
+        def __init__(self, owner: List[Any]) -> None:
+            self.owner = owner
+
+        def __eq__(self, other: Any) -> Any:
+            self.owner.clear()
+            import gc
+
+            gc.collect()
+            return NotImplemented
+
+        __hash__ = object.__hash__
+
+    class Other:
+        def __eq__(self, other: Any) -> Any:
+            return NotImplemented
+
+        __hash__ = object.__hash__
+
+    one = struct.pack("=5q", 1, 0, 1, 1, 1) + struct.pack("=3q", 0, 0, 1) + struct.pack("=q", 0)
+    owner: List[Any] = []
+    owner.append(Emptying(owner))
+    got = fold(one, 1, 1, owner, Other(), lib=False)
+    assert got[4] == [0] and owner == []  # compared unequal: the record makes a row

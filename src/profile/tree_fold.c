@@ -4,6 +4,8 @@
  * a node object made for each. */
 #include "common.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 /* The block of _tree_snapshot() (see profiler.c) of n nodes and t threads, read as int64s. */
@@ -17,14 +19,18 @@ typedef struct fp_fold_item {
     int64_t k, level;
 } fp_fold_item;
 
-/* Reads buffer view of threads thread roots into b, checking that its sizes agree.  Returns 0,
- * or -1 with ValueError. */
+/* Reads buffer view of threads thread roots into b, checking that its sizes agree and that it
+ * is aligned for int64s.  Returns 0, or -1 with ValueError. */
 static int
 fp_fold_block_read(const Py_buffer *view, Py_ssize_t threads, fp_fold_block *b)
 {
     Py_ssize_t words = view->len / 8;
-    if (view->len % 8 != 0 || threads < 0 || words < threads + 1 || (words - threads - 1) % 7) {
+    if (view->len % 8 != 0 || threads < 0 || threads >= words || (words - threads - 1) % 7) {
         PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+        return -1;
+    }
+    if ((uintptr_t)view->buf % _Alignof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "block must start at a multiple of 8 bytes");
         return -1;
     }
     b->n = (words - threads - 1) / 7;
@@ -64,7 +70,8 @@ fp_fold_push(const fp_fold_block *b, int64_t s, int64_t level, fp_fold_item **st
     }
     for (int64_t j = hi - 1; j >= lo; j--) {
         int64_t k = b->kids[j];
-        if (k < 0 || k >= b->n) {
+        /* a record's children come after it (the snapshot numbers parents first): no cycle */
+        if (k < 0 || k >= b->n || (s < b->n && k <= s)) {
             PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
             return -1;
         }
@@ -73,13 +80,23 @@ fp_fold_push(const fp_fold_block *b, int64_t s, int64_t level, fp_fold_item **st
     return 0;
 }
 
-/* Whether function func is a library's, by the cache libs (0: not asked yet, 1: no, 2: yes),
- * asking is_lib(keys[func]) the first time.  Returns 1 or 0, or -1 with an exception set. */
+/* Returns ticks * spt rounded to a double before any sum takes it, as Python's node.tottime is
+ * (a multiply-add fused by the compiler would round once, and differ in the last bit). */
+static double
+fp_fold_secs(int64_t ticks, double spt)
+{
+    volatile double secs = (double)ticks * spt;
+    return secs;
+}
+
+/* Whether function func (whose key is key) is a library's, by the cache libs (0: not asked
+ * yet, 1: no, 2: yes), asking is_lib(key) the first time.  Returns 1 or 0, or -1 with an exception
+ * set. */
 static int
-fp_fold_is_lib(PyObject *keys, int64_t func, unsigned char *libs, PyObject *is_lib)
+fp_fold_is_lib(PyObject *key, int64_t func, unsigned char *libs, PyObject *is_lib)
 {
     if (libs[func] == 0) {
-        PyObject *r = PyObject_CallOneArg(is_lib, PyList_GET_ITEM(keys, func));
+        PyObject *r = PyObject_CallOneArg(is_lib, key);
         int yes = r == NULL ? -1 : PyObject_IsTrue(r);
         Py_XDECREF(r);
         if (yes < 0)
@@ -119,33 +136,48 @@ fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "libs must have one byte a key");
         goto error;
     }
+    if (level < 1 || level > b.n + 1 || hidden < 0 || hidden > LLONG_MAX - b.n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "level must be between 1 and the records' count + 1, hidden >= 0");
+        goto error;
+    }
     made = PyList_New(0);
     if (made == NULL || fp_fold_push(&b, slot, level, &st, &len, &cap) < 0)
         goto error;
+    /* each record has one parent: a walk of a snapshot meets each at most once */
+    int64_t visits = 0;
     while (len > 0) {
         fp_fold_item it = st[--len];
         const int64_t *r = b.recs + 5 * it.k;
         int64_t func = r[1];
+        if (++visits > b.n) {
+            PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+            goto error;
+        }
         if (func < 0 || func >= cache.len || func >= PyList_GET_SIZE(keys)) {
             PyErr_SetString(PyExc_ValueError, "a record names no key");
             goto error;
         }
+        /* held: a key's __eq__ or is_lib may drop the list's reference */
+        PyObject *key = Py_NewRef(PyList_GET_ITEM(keys, func));
         int same = 0;
-        if (fold_rec) {
-            PyObject *key = PyList_GET_ITEM(keys, func);
+        if (fold_rec)
             same = key == row_key ? 1 : PyObject_RichCompareBool(key, row_key, Py_EQ);
-            if (same < 0)
-                goto error;
-        }
+        int lib = 0;
+        if (same == 0 && fold_lib)
+            lib = fp_fold_is_lib(key, func, (unsigned char *)cache.buf, is_lib);
+        Py_DECREF(key);
+        if (same < 0 || lib < 0)
+            goto error;
         if (same) {
-            it.level++;
+            it.level++; /* at most level + n: no overflow (level <= n + 1, checked above) */
             levels = it.level > levels ? it.level : levels;
-            ncalls += r[2];
-            tottime += (double)r[4] * spt;
-        } else {
-            int lib = fold_lib ? fp_fold_is_lib(keys, func, (unsigned char *)cache.buf, is_lib) : 0;
-            if (lib < 0)
+            if (__builtin_add_overflow(ncalls, r[2], &ncalls)) {
+                PyErr_SetString(PyExc_OverflowError, "the calls' sum does not fit 64 bits");
                 goto error;
+            }
+            tottime += fp_fold_secs(r[4], spt);
+        } else {
             if (!lib) {
                 PyObject *k = PyLong_FromLongLong(it.k);
                 if (k == NULL || PyList_Append(made, k) < 0) {
@@ -156,7 +188,7 @@ fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
                 continue;
             }
             hidden++;
-            tottime += (double)r[4] * spt;
+            tottime += fp_fold_secs(r[4], spt);
             it.level = 1;
         }
         if (fp_fold_push(&b, it.k, it.level, &st, &len, &cap) < 0)
