@@ -243,8 +243,9 @@ def display_tree(
     def below(m: Any, level: int, row: Row, recursion: bool, libraries: bool) -> List[Any]:
         """The nodes under m to walk at level; those of records without nodes are folded
         here instead (into row's sums, and the rows they make, with their members)."""
-        if type(m) is _LazyNode and m._snap is not None:  # no children made: the records
-            m = (m._snap, m._slot)
+        snap = m._snap if type(m) is _LazyNode else None  # read once: a thread may fill m
+        if snap is not None:  # no children made: the records
+            m = (snap, m._slot)
         if type(m) is not tuple:
             return [(c, level) for c in reversed(m.children)]
         snap, slot = m
