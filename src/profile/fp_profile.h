@@ -628,6 +628,16 @@ void fp_flush_all(fp_profiler *p, fp_tick now);
  * edges from PyMem_RawMalloc (the caller frees it with PyMem_RawFree).  Returns 0, or -1 with
  * MemoryError set. */
 int fp_tree_edges(const fp_profiler *p, fp_edge **out, int32_t *nout);
+/* Returns the index of ident among the *n of idents, appending it when new (threads by ident
+ * in first-seen order, as every reader of the tree numbers them). */
+int32_t fp_tree_thread_slot(int64_t *idents, int32_t *n, int64_t ident);
+/* Numbers p's first nn nodes as the tree's readers export them: index[ni] their order among the
+ * nodes that are no thread's root (-1 for a root), thread[ni] their thread's slot in idents (of
+ * *nthreads, room for nn).  Makes no object.  Returns the count of nodes numbered. */
+int64_t fp_tree_number(const fp_profiler *p, int32_t nn, int32_t *index, int32_t *thread,
+                       int64_t *idents, int32_t *nthreads);
+/* Returns a list of the n idents as Python ints, or NULL with an exception set. */
+PyObject *fp_tree_idents(const int64_t *idents, int32_t n);
 /* Sets RuntimeError saying the profiler was cleared while one of its readers made its rows (a
  * finalizer run by a collection can call clear()).  Returns NULL. */
 PyObject *fp_read_cleared(void);

@@ -82,22 +82,51 @@ error:
     return -1;
 }
 
-/* Returns the index of ident in list threads (appending it when new), or -1 with an exception
- * set. */
-static Py_ssize_t
-fp_tree_thread_index(PyObject *threads, int64_t ident)
+/* See fp_profile.h. */
+int32_t
+fp_tree_thread_slot(int64_t *idents, int32_t *n, int64_t ident)
 {
-    Py_ssize_t n = PyList_GET_SIZE(threads);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((int64_t)PyLong_AsUnsignedLongMask(PyList_GET_ITEM(threads, i)) == ident)
-            return i;
-    PyObject *o = PyLong_FromUnsignedLong((unsigned long)ident);
-    if (o == NULL || PyList_Append(threads, o) < 0) {
-        Py_XDECREF(o);
-        return -1;
+    int32_t t = 0;
+    while (t < *n && idents[t] != ident)
+        t++;
+    if (t == *n)
+        idents[(*n)++] = ident;
+    return t;
+}
+
+/* See fp_profile.h. */
+int64_t
+fp_tree_number(const fp_profiler *p, int32_t nn, int32_t *index, int32_t *thread, int64_t *idents,
+               int32_t *nthreads)
+{
+    int64_t n = 0;
+    *nthreads = 0;
+    for (int32_t ni = 0; ni < nn; ni++) {
+        const fp_node *nd = &p->nodes[ni];
+        if (nd->func < 0) {
+            index[ni] = -1;
+            thread[ni] = fp_tree_thread_slot(idents, nthreads, nd->ncalls);
+            continue;
+        }
+        thread[ni] = thread[nd->parent];
+        index[ni] = (int32_t)n++;
     }
-    Py_DECREF(o);
     return n;
+}
+
+/* See fp_profile.h. */
+PyObject *
+fp_tree_idents(const int64_t *idents, int32_t n)
+{
+    PyObject *out = PyList_New(n);
+    for (int32_t i = 0; out != NULL && i < n; i++) {
+        PyObject *o = PyLong_FromUnsignedLong((unsigned long)idents[i]);
+        if (o == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, o);
+    }
+    return out;
 }
 
 /* See fp_profile.h. */
@@ -106,37 +135,32 @@ fp_tree_raw(const fp_profiler *p, double spt)
 {
     PyObject *nodes = NULL, *threads = NULL, *result = NULL;
     /* Making an object can run a collection, and a finalizer's Python code can add nodes (an
-     * enabled profiler, read without quiet) or clear them: the nn nodes there now are read
-     * (index and thread have room for those alone), or none when they were cleared. */
-    int32_t nn = p->nnodes;
+     * enabled profiler, read without quiet) or clear them: the nn nodes there now are numbered
+     * before any object is made and read (the arrays have room for those alone), or none when
+     * they were cleared. */
+    int32_t nn = p->nnodes, nthreads;
+    size_t slots = (size_t)nn + 1;
     /* per node: its index in the export (-1 for a root), and its thread's index */
-    int32_t *index = PyMem_RawMalloc(((size_t)nn + 1) * 2 * sizeof(int32_t));
-    if (index == NULL) {
+    int32_t *index = PyMem_RawMalloc(slots * sizeof(int32_t));
+    int32_t *thread = PyMem_RawMalloc(slots * sizeof(int32_t));
+    int64_t *idents = PyMem_RawMalloc(slots * sizeof(int64_t));
+    if (index == NULL || thread == NULL || idents == NULL) {
         PyErr_NoMemory();
         goto error;
     }
-    int32_t *thread = index + nn + 1;
+    fp_tree_number(p, nn, index, thread, idents, &nthreads);
     nodes = PyList_New(0);
-    threads = PyList_New(0);
+    threads = fp_tree_idents(idents, nthreads);
     if (nodes == NULL || threads == NULL)
         goto error;
-    int32_t k = 0;
     for (int32_t ni = 0; ni < nn; ni++) {
         if (ni >= p->nnodes) {
             fp_read_cleared();
             goto error;
         }
+        if (index[ni] < 0)
+            continue; /* a thread's root */
         const fp_node *nd = &p->nodes[ni];
-        if (nd->func < 0) {
-            Py_ssize_t ti = fp_tree_thread_index(threads, nd->ncalls);
-            if (ti < 0)
-                goto error;
-            index[ni] = -1;
-            thread[ni] = (int32_t)ti;
-            continue;
-        }
-        thread[ni] = thread[nd->parent];
-        index[ni] = k++;
         PyObject *row = Py_BuildValue("(iiiLLL)", index[nd->parent], nd->func, thread[ni],
                                       (long long)nd->ncalls, (long long)nd->tt, (long long)nd->it);
         if (row == NULL || PyList_Append(nodes, row) < 0) {
@@ -148,6 +172,8 @@ fp_tree_raw(const fp_profiler *p, double spt)
     result = Py_BuildValue("(dOOL)", spt, nodes, threads, (long long)p->merged);
 error:
     PyMem_RawFree(index);
+    PyMem_RawFree(thread);
+    PyMem_RawFree(idents);
     Py_XDECREF(nodes);
     Py_XDECREF(threads);
     return result;

@@ -197,14 +197,9 @@ fp_tree_json(const fp_profiler *p, double spt, PyObject *keys, PyObject *drop)
     for (int32_t ni = 0; ni < n; ni++) {
         const fp_node *nd = &nodes[ni];
         if (nd->func < 0) {
-            /* threads by ident in first-seen order, as _raw_tree() lists them (a thread
-             * whose ident an earlier one had is the same thread there) */
-            int32_t t = 0;
-            while (t < nthreads && idents[t] != nd->ncalls)
-                t++;
-            if (t == nthreads)
-                idents[nthreads++] = nd->ncalls;
-            thread[ni] = t;
+            /* as _raw_tree() lists them (a thread whose ident an earlier one had is the same
+             * thread there) */
+            thread[ni] = fp_tree_thread_slot(idents, &nthreads, nd->ncalls);
             continue;
         }
         thread[ni] = thread[nd->parent];

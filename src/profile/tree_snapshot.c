@@ -38,21 +38,6 @@ fp_snap_fill(const fp_profiler *p, int32_t nnodes, const int32_t *index, const i
                 recs[5 * recs[5 * k] + 4] -= recs[5 * k + 3];
 }
 
-/* Returns a list of the n idents as Python ints, or NULL with an exception set. */
-static PyObject *
-fp_snap_idents(const int64_t *idents, int32_t n)
-{
-    PyObject *out = PyList_New(n);
-    for (int32_t i = 0; out != NULL && i < n; i++) {
-        PyObject *o = PyLong_FromUnsignedLong((unsigned long)idents[i]);
-        if (o == NULL)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, o);
-    }
-    return out;
-}
-
 /* See fp_profile.h. */
 PyObject *
 fp_tree_snapshot(const fp_profiler *p, double spt)
@@ -71,23 +56,7 @@ fp_tree_snapshot(const fp_profiler *p, double spt)
         PyErr_NoMemory();
         goto error;
     }
-    int64_t n = 0;
-    for (int32_t ni = 0; ni < nnodes; ni++) {
-        const fp_node *nd = &p->nodes[ni];
-        if (nd->func < 0) {
-            /* threads by ident in first-seen order, as _raw_tree() lists them */
-            int32_t ti = 0;
-            while (ti < nthreads && idents[ti] != nd->ncalls)
-                ti++;
-            if (ti == nthreads)
-                idents[nthreads++] = nd->ncalls;
-            index[ni] = -1;
-            thread[ni] = ti;
-            continue;
-        }
-        thread[ni] = thread[nd->parent];
-        index[ni] = (int32_t)n++;
-    }
+    int64_t n = fp_tree_number(p, nnodes, index, thread, idents, &nthreads);
     for (int32_t ni = 0; ni < nnodes; ni++) {
         int32_t parent = p->nodes[ni].parent;
         if (index[ni] >= 0)
@@ -97,7 +66,7 @@ fp_tree_snapshot(const fp_profiler *p, double spt)
     if (block == NULL)
         goto error;
     fp_snap_fill(p, nnodes, index, slot, n, nthreads, next, (int64_t *)PyBytes_AS_STRING(block));
-    threads = fp_snap_idents(idents, nthreads);
+    threads = fp_tree_idents(idents, nthreads);
     if (threads != NULL)
         result = Py_BuildValue("(dOLO)", spt, threads, (long long)p->merged, block);
 error:
