@@ -7,7 +7,8 @@ The program is generated: N functions, each calling three later ones, to a depth
 from 40 starting points three times (about 110,000 distinct call paths, 340,000 calls, 40 ms
 bare).  Each round runs every command once, in a shuffled order (interleaved), each a new
 process; the table gives each command's median wall time, its ratio to cProfile's command of
-the same kind, and, with ``--old PATH`` (the ``python`` folder of another fastprof:
+the same kind (``run --html``, which writes the profile to a file too, is put beside
+``cProfile -o``), and, with ``--old PATH`` (the ``python`` folder of another fastprof:
 ``git archive REV python | tar -x -C /tmp/old`` makes ``/tmp/old/python``, to which the
 compiled cores ``python/fastprof/_fastprof*.so`` of this checkout are copied, so that both
 run the same core), that version's figures beside.
@@ -66,6 +67,8 @@ def commands(script: str, out: str) -> Dict[str, Tuple[List[str], str]]:
     return {
         "cProfile -o": (["-m", "cProfile", "-o", out + ".c", script], "-o"),
         "fastprof run -o": (["-m", "fastprof", "run", "-o", out + ".f", script], "-o"),
+        # the HTML report: the profile in a file too, put beside cProfile's -o
+        "fastprof run --html": (["-m", "fastprof", "run", "--html", out + ".html", script], "-o"),
         "cProfile -s tottime": (["-m", "cProfile", "-s", "tottime", script], "-s"),
         "fastprof run -s tottime": (["-m", "fastprof", "run", "-s", "tottime", script], "-s"),
         "fastprof run (call tree)": (["-m", "fastprof", "run", script], "-s"),

@@ -175,14 +175,15 @@ int fp_profile_exec(PyObject *m);
 int fp_line_exec(PyObject *m);
 int fp_kernels_exec(PyObject *m);
 int fp_cuda_exec(PyObject *m);
-int fp_floors_exec(PyObject *m);    /* the benchmarks' floor hooks (profile/floors.c) */
-int fp_watchdog_exec(PyObject *m);  /* the SIGTERM watchdog of job children (exit_watchdog.c) */
-int fp_exit_gate_exec(PyObject *m); /* the os._exit of job children (exit_gate.c) */
-int fp_marshal_exec(PyObject *m);   /* the reader of pstats files (util/marshal_reader.c) */
-int fp_chrome_exec(PyObject *m);    /* a trace's span events as text (util/chrome_text.c) */
-int fp_quiet_exec(PyObject *m);     /* readers run with hooks off (profile/quiet.c) */
-int fp_tl_read_exec(PyObject *m);   /* a timeline's Span objects (profile/timeline_read.c) */
-int fp_tree_fold_exec(PyObject *m); /* the views' row folding (profile/tree_fold.c) */
+int fp_floors_exec(PyObject *m);       /* the benchmarks' floor hooks (profile/floors.c) */
+int fp_watchdog_exec(PyObject *m);     /* the SIGTERM watchdog of job children (exit_watchdog.c) */
+int fp_exit_gate_exec(PyObject *m);    /* the os._exit of job children (exit_gate.c) */
+int fp_marshal_exec(PyObject *m);      /* the reader of pstats files (util/marshal_reader.c) */
+int fp_chrome_exec(PyObject *m);       /* a trace's span events as text (util/chrome_text.c) */
+int fp_quiet_exec(PyObject *m);        /* readers run with hooks off (profile/quiet.c) */
+int fp_tl_read_exec(PyObject *m);      /* a timeline's Span objects (profile/timeline_read.c) */
+int fp_tree_fold_exec(PyObject *m);    /* the views' row folding (profile/tree_fold.c) */
+int fp_tree_columns_exec(PyObject *m); /* the HTML report's rows (profile/tree_columns.c) */
 
 /* Suspends the profile and trace hooks (sys.monitoring's events too) of thread state ts, as
  * CPython suspends them while a hook runs (profile/quiet.c).  Returns nothing. */

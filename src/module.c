@@ -59,6 +59,8 @@ fp_module_exec(PyObject *m)
         return -1;
     if (fp_tree_fold_exec(m) < 0)
         return -1;
+    if (fp_tree_columns_exec(m) < 0)
+        return -1;
     return 0;
 }
 

@@ -177,6 +177,17 @@ class _Snapshot:
         )  # fmt: skip
         return made
 
+    def columns(
+        self, slot: int, row: int, level: int, keymap: Any, number: Any, cols: Sequence[List[Any]]
+    ) -> None:
+        """Appends to the HTML report's columns cols (parent, key, calls, own, total, levels)
+        the rows below row (the node of record slot, at recursion level), as
+        report.html._tree_threads makes them, without making nodes; key indices come from
+        number(key), cached in keymap (see _fastprof._tree_columns).  Returns None."""
+        _fastprof._tree_columns(
+            self.block, self.threads, slot, row, level, self.keys, keymap, number, self.spt, *cols
+        )
+
     def fill(self, node: Node) -> None:
         """Gives node (a _LazyNode) its children and makes it a plain Node (past ``LAZY`` made,
         every node gets its own).  Returns None."""

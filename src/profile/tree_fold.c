@@ -2,91 +2,34 @@
  * (fastprof.report.display.display_tree) run straight over the block of _tree_snapshot(), so
  * that a row folding a library's internals or a recursion reads the records below it without
  * a node object made for each. */
-#include "common.h"
+#include "profile/tree_block.h"
 
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
-
-/* The block of _tree_snapshot() (see profiler.c) of n nodes and t threads, read as int64s. */
-typedef struct fp_fold_block {
-    const int64_t *recs, *first, *kids;
-    int64_t n, t;
-} fp_fold_block;
 
 /* One path being walked: a record and the recursion level it is at. */
 typedef struct fp_fold_item {
     int64_t k, level;
 } fp_fold_item;
 
-/* Reads buffer view of threads thread roots into b, checking that its sizes agree and that it
- * is aligned for int64s.  Returns 0, or -1 with ValueError. */
-static int
-fp_fold_block_read(const Py_buffer *view, Py_ssize_t threads, fp_fold_block *b)
-{
-    Py_ssize_t words = view->len / 8;
-    if (view->len % 8 != 0 || threads < 0 || threads >= words || (words - threads - 1) % 7) {
-        PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
-        return -1;
-    }
-    if ((uintptr_t)view->buf % _Alignof(int64_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "block must start at a multiple of 8 bytes");
-        return -1;
-    }
-    b->n = (words - threads - 1) / 7;
-    b->t = threads;
-    b->recs = (const int64_t *)view->buf;
-    b->first = b->recs + 5 * b->n;
-    b->kids = b->first + b->n + b->t + 1;
-    return 0;
-}
-
 /* Pushes the children of slot s of b (in reverse, so the first is taken first) at level onto
  * the stack *st of *len items and *cap room.  Returns 0, or -1 with an exception set. */
 static int
-fp_fold_push(const fp_fold_block *b, int64_t s, int64_t level, fp_fold_item **st, size_t *len,
+fp_fold_push(const fp_tree_block *b, int64_t s, int64_t level, fp_fold_item **st, size_t *len,
              size_t *cap)
 {
-    if (s < 0 || s >= b->n + b->t) {
-        PyErr_SetString(PyExc_ValueError, "slot out of the snapshot's range");
+    int64_t lo, hi;
+    if (fp_tree_block_kids(b, s, &lo, &hi) < 0 ||
+        fp_tree_block_grow((void **)st, cap, *len + (size_t)(hi - lo), sizeof(fp_fold_item)) < 0)
         return -1;
-    }
-    int64_t lo = b->first[s], hi = b->first[s + 1];
-    if (lo < 0 || hi < lo || hi > b->n) {
-        PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
-        return -1;
-    }
-    if (*len + (size_t)(hi - lo) > *cap) {
-        size_t room = *cap ? *cap : 64;
-        while (room < *len + (size_t)(hi - lo))
-            room *= 2;
-        fp_fold_item *grown = PyMem_RawRealloc(*st, room * sizeof(fp_fold_item));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        *st = grown;
-        *cap = room;
-    }
     for (int64_t j = hi - 1; j >= lo; j--) {
-        int64_t k = b->kids[j];
-        /* a record's children come after it (the snapshot numbers parents first): no cycle */
-        if (k < 0 || k >= b->n || (s < b->n && k <= s)) {
-            PyErr_SetString(PyExc_ValueError, "block is not a call tree snapshot");
+        int64_t k = fp_tree_block_kid(b, s, j);
+        if (k < 0)
             return -1;
-        }
         (*st)[(*len)++] = (fp_fold_item){k, level};
     }
     return 0;
-}
-
-/* Returns ticks * spt rounded to a double before any sum takes it, as Python's node.tottime is
- * (a multiply-add fused by the compiler would round once, and differ in the last bit). */
-static double
-fp_fold_secs(int64_t ticks, double spt)
-{
-    volatile double secs = (double)ticks * spt;
-    return secs;
 }
 
 /* Whether function func (whose key is key) is a library's, by the cache libs (0: not asked
@@ -123,14 +66,14 @@ fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
     long long slot, level, ncalls, levels, hidden;
     int fold_rec, fold_lib;
     double spt, tottime;
-    fp_fold_block b;
+    fp_tree_block b;
     fp_fold_item *st = NULL;
     size_t len = 0, cap = 0;
     if (!PyArg_ParseTuple(args, "y*nLLO!w*OOppdLdLL:_tree_fold", &view, &threads, &slot, &level,
                           &PyList_Type, &keys, &cache, &is_lib, &row_key, &fold_rec, &fold_lib,
                           &spt, &ncalls, &tottime, &levels, &hidden))
         return NULL;
-    if (fp_fold_block_read(&view, threads, &b) < 0)
+    if (fp_tree_block_read(&view, threads, &b) < 0)
         goto error;
     if (cache.len != PyList_GET_SIZE(keys)) {
         PyErr_SetString(PyExc_ValueError, "libs must have one byte a key");
@@ -176,7 +119,7 @@ fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
                 PyErr_SetString(PyExc_OverflowError, "the calls' sum does not fit 64 bits");
                 goto error;
             }
-            tottime += fp_fold_secs(r[4], spt);
+            tottime += fp_tree_block_secs(r[4], spt);
         } else {
             if (!lib) {
                 PyObject *k = PyLong_FromLongLong(it.k);
@@ -188,7 +131,7 @@ fp_tree_fold(FP_UNUSED PyObject *module, PyObject *args)
                 continue;
             }
             hidden++;
-            tottime += fp_fold_secs(r[4], spt);
+            tottime += fp_tree_block_secs(r[4], spt);
             it.level = 1;
         }
         if (fp_fold_push(&b, it.k, it.level, &st, &len, &cap) < 0)

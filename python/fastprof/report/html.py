@@ -15,14 +15,15 @@ only text it can show.
 
 from __future__ import annotations
 
+import array
 import html
 import json
 import linecache
 import os
 import stat
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..tree import CallTree, FuncKey
+from ..tree import CallTree, FuncKey, Node, _LazyNode
 from .display import (
     is_runner_frame,
     key_label,
@@ -91,6 +92,85 @@ class _Keys:
         return i
 
 
+class _ThreadColumns:
+    """One thread's columns (see ``_tree_threads``), made by ``walk``."""
+
+    def __init__(
+        self, root: Node, keys: _Keys, keymaps: Callable[[Any], Any], before: Optional[Before]
+    ) -> None:
+        self.root, self.keys, self.keymaps, self.before = root, keys, keymaps, before
+        self.bids, self.bfigures = _interned(before) if before is not None else ({}, {})
+        self.parent: List[int] = []
+        self.key: List[int] = []
+        self.calls: List[int] = []
+        self.own: List[float] = []
+        self.total: List[float] = []
+        self.levels: List[int] = []
+        self.btotal: List[float] = []
+        self.bown: List[float] = []
+        self.bcalls: List[int] = []
+        # a node's row, and how deep in a chain of direct recursion it is
+        self.index: Dict[int, Tuple[int, int]] = {id(root): (-1, 0)}
+        # a node's path id in bids (-1: the root, -2: a path the earlier profile lacks)
+        self.pid: Dict[int, int] = {id(root): -1}
+
+    def place(self, n: Node) -> bool:
+        """Gives node n its row, or folds it into its caller's (direct recursion).  Returns
+        whether to go on below it."""
+        up = n.parent
+        assert up is not None and n.key is not None
+        if up is self.root and is_runner_frame(n.key) and not n.children:
+            return False
+        index, levels, calls, own = self.index, self.levels, self.calls, self.own
+        row, level = index[id(up)]
+        b: BeforeFigures = (0.0, 0.0, 0)
+        if self.before is not None:
+            p = self.pid[id(up)]
+            p = self.pid[id(n)] = -2 if p == -2 else self.bids.get((p, n.key), -2)
+            b = self.bfigures.get(p, b)
+        if up.key == n.key and row >= 0:
+            # direct recursion: folded into the outermost call's row
+            index[id(n)] = (row, level + 1)
+            levels[row] = max(levels[row], level + 1)
+            calls[row] += n.ncalls
+            own[row] += n.tottime
+            if self.before is not None:
+                self.bown[row] += b[1]
+                self.bcalls[row] += b[2]
+            return True
+        index[id(n)] = (len(self.parent), 1)
+        self.parent.append(row)
+        self.key.append(self.keys(n.key))
+        calls.append(n.ncalls)
+        own.append(n.tottime)
+        self.total.append(n.cumtime)
+        levels.append(1)
+        if self.before is not None:
+            self.btotal.append(b[0])
+            self.bown.append(b[1])
+            self.bcalls.append(b[2])
+        return True
+
+    def walk(self) -> None:
+        """Places every node below the root, depth first in order (``Node.walk``'s order).
+        Returns None."""
+        stack: List[Node] = [self.root]
+        cols = (self.parent, self.key, self.calls, self.own, self.total, self.levels)
+        while stack:
+            n = stack.pop()
+            if n.key is not None and not self.place(n):
+                continue
+            # a node of a live profiler's tree whose children were never read: the rows below
+            # it are made from the core's records in C, with no node made for each (read once:
+            # another thread may fill n meanwhile)
+            snap = n._snap if type(n) is _LazyNode and n.key is not None else None
+            if snap is not None and self.before is None:
+                row, level = self.index[id(n)]
+                snap.columns(n._slot, row, level, self.keymaps(snap), self.keys, cols)
+                continue
+            stack.extend(reversed(n.children))
+
+
 def _tree_threads(
     tree: CallTree,
     keys: _Keys,
@@ -101,69 +181,34 @@ def _tree_threads(
     (a chain f -> f -> f is drawn as one frame, as the terminal view shows it); with
     ``before`` (a diff), the earlier profile's total, own time and calls of the same path
     (each node's path found from its caller's path id: linear in the tree's size)."""
-    bids, bfigures = _interned(before) if before is not None else ({}, {})
     out = []
+    # each snapshot's cache of its functions' key indices (see _fastprof._tree_columns)
+    maps: Dict[int, Tuple[Any, Any]] = {}
+
+    def keymaps(snap: Any) -> Any:
+        got = maps.get(id(snap))
+        if got is None:
+            got = maps[id(snap)] = (snap, array.array("q", bytes(8 * len(snap.keys))))
+        return got[1]
+
+    if before is not None:
+        before = _interned(before)  # numbered once for every thread
     for ti, (ident, root) in enumerate(tree.threads.items()):
-        parent: List[int] = []
-        key: List[int] = []
-        calls: List[int] = []
-        own: List[float] = []
-        total: List[float] = []
-        levels: List[int] = []
-        btotal: List[float] = []
-        bown: List[float] = []
-        bcalls: List[int] = []
-        # a node's row, and how deep in a chain of direct recursion it is
-        index: Dict[int, Tuple[int, int]] = {id(root): (-1, 0)}
-        # a node's path id in bids (-1: the root, -2: a path the earlier profile lacks)
-        pid: Dict[int, int] = {id(root): -1}
-        for n in root.walk():
-            if n.key is None:
-                continue
-            up = n.parent
-            assert up is not None
-            if up is root and is_runner_frame(n.key) and not n.children:
-                continue
-            row, level = index[id(up)]
-            b: BeforeFigures = (0.0, 0.0, 0)
-            if before is not None:
-                p = pid[id(up)]
-                p = pid[id(n)] = -2 if p == -2 else bids.get((p, n.key), -2)
-                b = bfigures.get(p, b)
-            if up.key == n.key and row >= 0:
-                # direct recursion: folded into the outermost call's row
-                index[id(n)] = (row, level + 1)
-                levels[row] = max(levels[row], level + 1)
-                calls[row] += n.ncalls
-                own[row] += n.tottime
-                if before is not None:
-                    bown[row] += b[1]
-                    bcalls[row] += b[2]
-                continue
-            index[id(n)] = (len(parent), 1)
-            parent.append(row)
-            key.append(keys(n.key))
-            calls.append(n.ncalls)
-            own.append(n.tottime)
-            total.append(n.cumtime)
-            levels.append(1)
-            if before is not None:
-                btotal.append(b[0])
-                bown.append(b[1])
-                bcalls.append(b[2])
+        c = _ThreadColumns(root, keys, keymaps, before)
+        c.walk()
         t: Dict[str, Any] = {
             "ident": ident,
             "label": printable(thread_label(ident, ti, tree.processes, thread_name(tree, ident))),
-            "parent": parent,
-            "key": key,
-            "calls": calls,
-            "self": own,
-            "total": total,
+            "parent": c.parent,
+            "key": c.key,
+            "calls": c.calls,
+            "self": c.own,
+            "total": c.total,
         }
-        if any(x > 1 for x in levels):
-            t["levels"] = levels
+        if any(x > 1 for x in c.levels):
+            t["levels"] = c.levels
         if before is not None:
-            t.update(btotal=btotal, bself=bown, bcalls=bcalls)
+            t.update(btotal=c.btotal, bself=c.bown, bcalls=c.bcalls)
         out.append(t)
     return out
 
@@ -232,8 +277,55 @@ def report_data(
     return data
 
 
+def _json(value: Any) -> str:
+    """value as compact JSON (no NaN or infinity)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _floats_json(values: List[Any]) -> str:
+    """A list as ``_json`` writes it; a list of floats (a thread's times) writes each distinct
+    value's text once (a wide tree's times repeat: formatting is most of the page's cost)."""
+    if not all(type(x) is float for x in values):
+        return _json(values)
+    memo: Dict[float, str] = {}
+    out = []
+    for x in values:
+        text = memo.get(x)
+        if text is None:
+            if x != x or x in (_INF, -_INF):
+                return _json(values)  # raises json's ValueError
+            text = float.__repr__(x)
+            if x != 0.0:  # 0.0 == -0.0: each zero is written as itself
+                memo[x] = text
+        out.append(text)
+    return "[" + ",".join(out) + "]"
+
+
+_INF = float("inf")
+_FLOAT_COLUMNS = ("self", "total", "btotal", "bself")
+
+
+def _data_json(data: Dict[str, Any]) -> str:
+    """``_json(data)``, the threads' time columns written by ``_floats_json``."""
+    parts = []
+    for name, value in data.items():
+        if name == "threads":
+            value = "[%s]" % ",".join(
+                "{%s}"
+                % ",".join(
+                    _json(k) + ":" + (_floats_json(v) if k in _FLOAT_COLUMNS else _json(v))
+                    for k, v in t.items()
+                )
+                for t in value
+            )
+        else:
+            value = _json(value)
+        parts.append(_json(name) + ":" + value)
+    return "{" + ",".join(parts) + "}"
+
+
 def _inline_json(data: Dict[str, Any]) -> str:
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    text = _data_json(data)
     return (
         text.replace("&", "\\u0026")
         .replace("<", "\\u003c")
