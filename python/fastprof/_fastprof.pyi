@@ -153,6 +153,24 @@ def _tree_fold(
     levels: int,
     hidden: int,
 ) -> Tuple[int, float, int, int, List[int]]: ...
+def _tree_columns(
+    block: bytes,
+    threads: int,
+    slot: int,
+    row: int,
+    level: int,
+    keys: List[Any],
+    keymap: Any,  # writable int64s, one a key
+    number: Callable[[Any], int],
+    spt: float,
+    parent: List[int],
+    key: List[int],
+    calls: List[int],
+    own: List[float],
+    total: List[float],
+    levels: List[int],
+    /,
+) -> None: ...  # report.html._tree_threads
 def _spans_of_records(
     records: bytes, keys: List[Any], span_type: Any, /
 ) -> List[Any]: ...  # timeline.Timeline.spans
