@@ -5,8 +5,10 @@ import asyncio
 import io
 import re
 import sys
+import textwrap
 import threading
 import types
+from typing import Any, Dict
 
 import pytest
 
@@ -1056,22 +1058,30 @@ def test_a_suspended_decorated_generator_at_exit_prints_nothing(tmp_path):
 
 
 def test_a_class_whose_module_was_reassigned_keeps_its_own_functions():
-    """pandas sets DataFrame.__module__ = "pandas": add_class, add_callable and @lp judge
-    what the class body defined by its qualified names, as add_function does; a function
-    assigned into the class from elsewhere is left out."""
+    """pandas sets DataFrame.__module__ = "pandas" (its methods are pandas.core.frame's):
+    add_class, add_callable and @lp judge what the class body defined by its qualified names
+    and its package, as add_function does; a function assigned into the class from elsewhere
+    is left out, and so are a namedtuple's methods (collections' code, named as the class's)."""
+    import collections
 
-    def elsewhere(self):
-        return 0
+    names: Dict[str, Any] = {"__name__": "mypkg.core.frame"}
+    exec(
+        textwrap.dedent("""
+            def elsewhere(self):
+                return 0
 
-    class Frame:
-        def total(self):
-            s = 0
-            for i in range(3):
-                s += i
-            return s
+            class Frame:
+                def total(self):
+                    s = 0
+                    for i in range(3):
+                        s += i
+                    return s
 
-        borrowed = elsewhere
-
+                borrowed = elsewhere
+        """),
+        names,
+    )
+    Frame = names["Frame"]
     Frame.__module__ = "mypkg"
     for how in ("add_class", "add_callable", "decorate"):
         lp = LineProfiler()
@@ -1084,3 +1094,16 @@ def test_a_class_whose_module_was_reassigned_keeps_its_own_functions():
             Frame().total()
         ((_, rows),) = lp.get_stats().timings.items()
         assert sum(h for _, h, _ in rows) == 1 + 4 + 3 + 1
+    Point = collections.namedtuple("Point", "x y")
+    lp = LineProfiler()
+    assert lp.add_class(Point) == 0 and lp.functions == []
+    lp = LineProfiler()
+    import difflib
+
+    lp.add_module(difflib)
+    assert not [f for f in lp.functions if f.__module__ == "collections"]
+    with lp:
+        repr(Point(1, 2))  # another namedtuple: nothing of it timed
+    assert not lp.get_stats().timings or all(
+        key[0] != collections.__file__ for key in lp.get_stats().timings
+    )

@@ -210,6 +210,52 @@ def test_command_line_run_lines_records_what_kernprof_records(tmp_path):
     assert {ln: h for ln, h, _ in timings}[3] == 4 + 3  # the `for` line
 
 
+# a script that takes the trace hook away between calls of its @profile function, then runs
+# plain code: kernprof -l counts every call, and installs no hook outside them
+HOOK_TAKING_SCRIPT = textwrap.dedent("""\
+    import sys
+    @profile
+    def f(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+    f(3)
+    trace = sys.gettrace()
+    tools = [sys.monitoring.get_tool(i) for i in range(6)] if sys.version_info >= (3, 12) else []
+    sys.settrace(None)
+    f(4)
+    sys.settrace(lambda *a: None)  # a tracer of the script's own
+    f(5)
+    sys.settrace(None)
+    print("trace:", trace, "tools:", tools)
+    """)
+
+
+@pytest.mark.parametrize("job", [False, True])
+def test_command_line_run_lines_hooks_only_while_profile_code_runs(tmp_path, job):
+    path = tmp_path / "script.py"
+    path.write_text(HOOK_TAKING_SCRIPT)
+    extra = ["--subprocesses"] if job else []
+    out = subprocess.run(
+        [sys.executable, "-m", "fastprof", "run", *extra, "--lines", "-o", "out.lprof", str(path)],
+        cwd=tmp_path,
+        env=env_with_package(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "RuntimeWarning" not in out.stderr
+    assert "trace: None" in out.stdout  # no hook outside the calls
+    if not job:  # (a job's processes run the call profiler too, on a tool id of its own)
+        assert "fastprof" not in out.stdout
+    (timings,) = load_stats(tmp_path / "out.lprof").timings.values()
+    hits = {ln: h for ln, h, _ in timings}
+    assert hits[4] == 3  # `s = 0`: every call counted
+    assert hits[5] == 4 + 5 + 6  # the `for` line
+
+
 # --- 4. Python wrappers of C functions ---------------------------------------------------------
 
 
@@ -391,6 +437,25 @@ def test_summary_is_line_profilers_show_text(tmp_path):
 
 
 # --- 8. adding LineStats of either kind -----------------------------------------------------
+
+
+def test_added_stats_hold_whole_units_of_the_largest_as_line_profilers_do():
+    key = ("/x.py", 1, "f")
+    fine = LineStats({key: [(2, 1, 7), (3, 2, 14)]}, 1e-7)
+    coarse = LineStats({key: [(2, 1, 3)]}, 1e-6)
+    for total in (fine + coarse, LineStats.from_stats_objects(fine, coarse, fine)):
+        for _, _, t in total.timings[key]:
+            assert type(t) is int
+    assert (fine + coarse).timings == {key: [(2, 2, 4), (3, 2, 1)]}  # 3.7 and 1.4 rounded
+    assert LineStats.from_stats_objects(fine).timings == fine.timings  # one: as it is
+    try:
+        import line_profiler
+    except ImportError:
+        return  # (not installed below 3.10)
+    theirs = line_profiler.LineStats(fine.timings, fine.unit) + line_profiler.LineStats(
+        coarse.timings, coarse.unit
+    )
+    assert (fine + coarse).timings == theirs.timings and (fine + coarse).unit == theirs.unit
 
 
 def test_line_stats_add_any_object_of_line_profilers_shape():

@@ -117,6 +117,20 @@ def test_flprun_times_each_line(ip: Any) -> None:
     assert "fastprof-data" in r.html() and r._repr_html_().startswith("<iframe")
 
 
+def test_flprun_m_imports_the_module_by_name_as_lprun(ip: Any) -> None:
+    from IPython.core.error import UsageError
+
+    # colorsys is not a name in the shell's namespace: -m imports it, as %lprun -m does
+    assert "colorsys" not in ip.user_ns
+    r = ip.run_line_magic("flprun", '-m colorsys __import__("colorsys").rgb_to_hsv(.1, .2, .3)')
+    timed = {key[2] for key, rows in r.stats.timings.items() if rows}
+    assert timed == {"rgb_to_hsv"}
+    r = ip.run_line_magic("flprun", "-m email.utils __import__('email.utils').utils.formatdate(0)")
+    assert "formatdate" in {key[2] for key, rows in r.stats.timings.items() if rows}
+    with pytest.raises(UsageError, match="-m no_such_module_x: could not import it"):
+        ip.run_line_magic("flprun", "-m no_such_module_x fprof_work(1)")
+
+
 def test_cell_magic_runs_the_statement_on_its_line_first(ip: Any) -> None:
     ip.user_ns["order"] = []
     r = ip.run_cell_magic("fastprof", "order.append('line')", "order.append('cell')\n")

@@ -65,6 +65,12 @@ def child_of_class(cls: type, obj: Any) -> bool:
     )
 
 
+def _package(module: Any) -> Any:
+    """The top-level package of a module's name (``pandas`` for ``pandas.core.frame``); a
+    value that is no name is returned as it is."""
+    return module.partition(".")[0] if isinstance(module, str) else module
+
+
 def same_module(namespace: Any, obj: Any) -> bool:
     """Whether obj (a function or class) is defined in namespace: in a class's own body (its
     qualified name says so: a class's ``__module__`` may have been reassigned, as pandas'
@@ -73,7 +79,9 @@ def same_module(namespace: Any, obj: Any) -> bool:
     if isinstance(namespace, type):
         qual = getattr(obj, "__qualname__", None)
         if isinstance(qual, str) and qual.startswith(namespace.__qualname__ + "."):
-            return True
+            # named in the body, and from the class's package: a namedtuple's methods are
+            # named so too, but their code is collections' own, shared by every namedtuple
+            return _package(getattr(obj, "__module__", None)) == _package(namespace.__module__)
         # a function of the class's module put in its body (line_profiler takes it too)
         return getattr(obj, "__module__", None) == namespace.__module__
     module = namespace.__name__

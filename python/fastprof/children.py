@@ -491,6 +491,15 @@ def _new_lines() -> Any:
     return line_profiler(kw["lines_of"], kernprof=kw.get("lines") == "1")
 
 
+def _enable_lines(lines: Any) -> None:
+    """Switches a process's line profiler on for the whole run when the job names functions
+    to time (``--lines-of``).  Under ``--lines`` alone it stays off: what ``@profile``
+    registers is timed by ``builtins.profile``'s own profiler, whose hooks are on only while
+    such code runs, as kernprof's are.  Returns None."""
+    if lines is not None and run_options()["lines_of"]:
+        lines.enable()
+
+
 def _line_stats_bytes(lp: Any) -> bytes:
     """The line timings of lp as a .lprof file holds them."""
     import pickle
@@ -547,8 +556,7 @@ def _after_fork_child() -> None:
         _install_sigterm()
         _write_meta(_session, complete=False)
         _set_exit_gate(_session)
-        if _session.lines is not None:
-            _session.lines.enable()
+        _enable_lines(_session.lines)
         prof.enable()
     except Exception as e:
         _session = None
@@ -618,8 +626,7 @@ def start_child() -> None:
     _write_meta(_session, complete=False)
     if run_options().get("worker_startup") == "0" and _start_at_run(_session):
         return
-    if _session.lines is not None:
-        _session.lines.enable()
+    _enable_lines(_session.lines)
     prof.enable()
 
 
@@ -638,8 +645,7 @@ def _start_at_run(s: _Session) -> bool:
     def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
         cls._bootstrap = bootstrap
         if _session is s and not s.written:
-            if s.lines is not None:
-                s.lines.enable()
+            _enable_lines(s.lines)
             s.prof.enable()
         return bootstrap(self, *args, **kwargs)
 

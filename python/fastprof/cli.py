@@ -365,6 +365,27 @@ def _lines_profiler(opts: argparse.Namespace, script_code: Any) -> Any:
     return lp
 
 
+class _KernprofRun:
+    """The run's line profiler under ``--lines`` alone (no ``--lines-of``): it times nothing
+    of its own, so its enable and disable do nothing, and the program runs without a hook
+    but while ``@profile`` code runs (``builtins.profile``'s own profiler switches its hooks
+    on then, as kernprof's does: a program that sets its own trace function, or a debugger,
+    loses no later call).  Everything else is the line profiler's (its report holds what
+    ``builtins.profile`` recorded)."""
+
+    def __init__(self, lp: Any) -> None:
+        self._lp = lp
+
+    def enable(self) -> None:
+        """Does nothing (see the class).  Returns None."""
+
+    def disable(self) -> None:
+        """Does nothing (see the class).  Returns None."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lp, name)
+
+
 #: the most spans --timeline-buffer takes: the core's 2**40, less the runner's own slot
 _MAX_TIMELINE_BUFFER = 2**40 - 1
 
@@ -557,7 +578,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
         lp = _lines_profiler(opts, target.code) if line_mode else None
         in_job = opts.subprocesses or opts.run_dir is not None
         if lp is not None and not in_job:
-            prof: Any = lp
+            prof: Any = lp if opts.lines_of else _KernprofRun(lp)
         elif opts.timeline is not None:
             prof, timeline = _timeline_profile(opts)
             opts.runner_pid = os.getpid()
@@ -577,9 +598,10 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
             term = _runner_term.catch(prof.disable, _TermReport(at_exit, opts, job))
         try:
             try:
-                _execute(
-                    prof, target.code, target.main.__dict__, opts, lp if in_job else None, at_exit
-                )
+                # the job's line profiler is on for the run when it names functions (as in
+                # the job's other processes: children._enable_lines)
+                lines = lp if in_job and opts.lines_of else None
+                _execute(prof, target.code, target.main.__dict__, opts, lines, at_exit)
             finally:
                 if job is None or not job.in_child():
                     late = _runner_term.hand_over(term, lambda: _hurry(job))

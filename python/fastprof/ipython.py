@@ -258,6 +258,8 @@ def _magics_class() -> Any:
         def flprun(self, line: str) -> LineResult:
             """Line timings, as line_profiler's ``%lprun``: ``%flprun -f func [-f func2]
             statement`` times each line of the functions while the statement runs."""
+            from importlib import import_module
+
             from .lines import LineProfiler
 
             opts, stmt = self.parse_options(
@@ -281,10 +283,12 @@ def _magics_class() -> Any:
             ):
                 for name in names:
                     try:
-                        target = eval(name, ns, ns)
+                        # as %lprun: -m names a module to import, -f an expression
+                        target = import_module(name) if flag == "-m" else eval(name, ns, ns)
                     except Exception as e:
+                        how = "import" if flag == "-m" else "evaluate"
                         raise UsageError(
-                            f"%flprun {flag} {name}: could not evaluate it: {type(e).__name__}: {e}"
+                            f"%flprun {flag} {name}: could not {how} it: {type(e).__name__}: {e}"
                         ) from None
                     try:
                         add(target)

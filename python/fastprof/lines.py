@@ -108,7 +108,7 @@ class LineStats:
     def from_stats_objects(cls, stats: Any, *more: Any) -> "LineStats":
         """One LineStats adding up several (fastprof's, line_profiler's, or any object with
         ``timings`` and ``unit``): per (function, line), hits summed and times summed in the
-        largest unit among them (line_profiler's aggregation)."""
+        largest unit among them, rounded to whole units of it (line_profiler's aggregation)."""
         every = [stats, *more]
         for i, one in enumerate(every):
             if not _stats_like(one):
@@ -126,8 +126,10 @@ class LineStats:
                     acc = lines.setdefault(lineno, [0, 0])
                     acc[0] += nhits
                     acc[1] += time * scale if scale != 1 else time
+        # as line_profiler's: times of several stats are whole units of the largest one
+        whole: Callable[[Any], Any] = (lambda t: int(round(t))) if more else (lambda t: t)
         timings = {
-            key: [(ln, h, t) for ln, (h, t) in sorted(lines.items())]
+            key: [(ln, h, whole(t)) for ln, (h, t) in sorted(lines.items())]
             for key, lines in merged.items()
         }
         return cls(timings, unit)
