@@ -283,6 +283,42 @@ def test_unwritable_outfile_fails_before_the_script_runs(tmp_path: Any, which: i
     assert why in lines[0]
 
 
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        ["--timeline", "same.out", "-o", "same.out"],
+        ["--timeline", "x.json", "--html", "./x.json"],
+        ["-o", "y.prof", "--html", "sub/../y.prof"],
+        ["-o", "link.prof", "--html", "z.html"],  # link.prof: a link to z.html
+        ["-o", "old.prof", "--html", "old.prof"],  # a file there already
+    ],
+)
+def test_two_outputs_naming_one_file_fail_before_the_script_runs(
+    tmp_path: Any, outputs: List[str]
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "old.prof").write_text("kept")
+    os.symlink("z.html", tmp_path / "link.prof")
+    script = tmp_path / "side.py"
+    script.write_text("print('script ran')\n")
+    r = run_cli(["run", *outputs, str(script)], cwd=tmp_path)
+    assert r.returncode == 2 and "script ran" not in r.stdout
+    assert "the same file as" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "old.prof").read_text() == "kept"
+    # devices may be shared: both to /dev/null
+    r = run_cli(["run", "-o", os.devnull, "--html", os.devnull, str(script)], cwd=tmp_path)
+    assert r.returncode == 0 and "script ran" in r.stdout
+
+
+@pytest.mark.parametrize("option", ["-o", "--timeline", "--html"])
+def test_an_empty_output_name_is_refused_as_such(tmp_path: Any, option: str) -> None:
+    script = tmp_path / "side.py"
+    script.write_text("print('script ran')\n")
+    r = run_cli(["run", f"{option}=", str(script)], cwd=tmp_path)
+    assert r.returncode == 2 and "script ran" not in r.stdout
+    assert f"{option}: expected a file name" in r.stderr
+
+
 @pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into a read-only folder"
 )

@@ -278,6 +278,8 @@ def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile")
     creates nothing."""
     if path is None:
         return None
+    if not path:
+        raise _UsageError(f"{option}: expected a file name for {what}, got an empty one")
     full = os.path.abspath(path)
     where = f"{option} {path}: cannot write {what}"
     folder = os.path.dirname(full)
@@ -320,6 +322,38 @@ def _outfile(path: Optional[str], option: str = "-o", what: str = "the profile")
             f"{where}: {'Read-only file system' if read_only else 'Permission denied'}"
         )
     return full
+
+
+def _file_identity(path: str) -> Any:
+    """What tells path's file from another's: (device, inode) of an existing regular file,
+    the real path of one not made yet, or None for a device or a pipe (two outputs may share
+    /dev/null)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def _distinct_outputs(opts: argparse.Namespace) -> None:
+    """Raises _UsageError when two of -o, --timeline and --html name one file (the later
+    write would replace the earlier one, both reported as written).  Returns None."""
+    seen: Dict[Any, str] = {}
+    for option, path in (
+        ("-o", opts.outfile),
+        ("--timeline", opts.timeline),
+        ("--html", opts.html),
+    ):
+        if not path:
+            continue
+        key = _file_identity(path)
+        if key is None:
+            continue
+        if key in seen:
+            raise _UsageError(
+                f"{option} {path}: the same file as {seen[key]}: give each output its own file"
+            )
+        seen[key] = f"{option} {path}"
 
 
 def _is_running_target(where: str, opts: argparse.Namespace) -> bool:
@@ -568,6 +602,7 @@ def _run(argv: Sequence[str], restore: bool = True) -> int:
             opts.timeline = _outfile(opts.timeline, "--timeline", "the timeline")
         if opts.html is not None:
             opts.html = _outfile(opts.html, "--html", "the HTML report")
+        _distinct_outputs(opts)
         if opts.module is not None:
             target = _module_target(opts.module)
         else:
