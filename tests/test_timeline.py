@@ -581,6 +581,23 @@ def test_summary_needs_cuda_true() -> None:
         tr.gpu_by_python()
 
 
+def test_a_trace_refused_inside_another_leaves_only_the_callers_calls_in_it() -> None:
+    with trace() as outer:
+        try:
+            inner = trace()
+            with inner:
+                pass
+        except ValueError as e:
+            refused = e
+    assert "already active" in str(refused)
+    names = sorted(s.func[2] for s in outer.spans)
+    # the caller's two calls and the refusing C call: none of fastprof's work behind them
+    assert names == sorted(
+        ["trace", "__enter__", "<method '_start' of 'fastprof._fastprof._Session' objects>"]
+    ), names
+    assert not inner.profiler.enabled and inner.spans == []
+
+
 # -- bad input ---------------------------------------------------------------------------------
 
 

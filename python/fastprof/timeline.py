@@ -20,6 +20,7 @@ import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _fastprof
+from ._quiet import quiet
 from ._threads import known_threads, profiled_thread_names
 from .keys import FuncKey, is_disable, label
 from .profile import Profile
@@ -157,6 +158,9 @@ class Timeline(_fastprof._Session):
     ``gpu_by_python()``.  A timeline records once.
     """
 
+    # Made quietly, as __enter__'s preparation: a trace begun inside another records its
+    # caller's call of trace() and of __enter__, not fastprof's own work behind them.
+    @quiet
     def __init__(
         self,
         *,
@@ -218,25 +222,40 @@ class Timeline(_fastprof._Session):
     def __enter__(self) -> "Timeline":
         if self._state != "new":
             raise RuntimeError("a Timeline records once: call fastprof.trace() again")
+        self._prepare()
+        try:
+            self._start()  # the profiler's hooks go on here (in C): nothing of ours runs after
+        except BaseException:
+            self._unprepare()
+            raise
+        return self
+
+    @quiet
+    def _prepare(self) -> None:
+        """What comes before the hooks go on: the CUDA recorder started (with cuda=True) and
+        the clocks read (_begin).  Returns None."""
         if self._want_cuda:
             recorder = _cuda_recorder()
             recorder.start()
             self._cuda = recorder
         try:
             self._begin()
-            self._start()  # the profiler's hooks go on here (in C): nothing of ours runs after
         except BaseException:
-            # a KeyboardInterrupt can land right after the hooks went on: off again, so that
-            # nothing is left on that the caller (no `as` name bound) could turn off
-            if self.profiler.enabled:
-                try:
-                    self._stop()
-                except Exception:  # the first error is the one to report
-                    pass
-            self._stop_cuda()
-            self._state = "new"
+            self._unprepare()
             raise
-        return self
+
+    @quiet
+    def _unprepare(self) -> None:
+        """Undoes a failed __enter__ (a KeyboardInterrupt can land right after the hooks went
+        on: off again, so that nothing is left on that the caller, with no `as` name bound,
+        could turn off).  Returns None."""
+        if self.profiler.enabled:
+            try:
+                self._stop()
+            except Exception:  # the first error is the one to report
+                pass
+        self._stop_cuda()
+        self._state = "new"
 
     # __exit__ is the C base's: it turns the profiler off without running any Python code of
     # fastprof first, then calls _block_ended (or _block_failed when disable() raised).
