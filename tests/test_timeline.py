@@ -610,6 +610,12 @@ def test_a_trace_refused_inside_another_leaves_only_the_callers_calls_in_it() ->
         ({"min_duration": -1}, ValueError, "min_duration"),
         ({"min_duration": float("nan")}, ValueError, "min_duration"),
         ({"min_duration": "1"}, TypeError, "min_duration"),
+        (
+            {"include": b"json"},
+            TypeError,
+            "include must be a module name .str. or an iterable of them, not bytes",
+        ),
+        ({"exclude": bytearray(b"x")}, TypeError, "exclude must be .* not bytearray"),
         ({"include": 3}, TypeError, "include"),
         ({"exclude": [b"x"]}, TypeError, "exclude"),
         ({"exclude": [""]}, ValueError, "exclude"),

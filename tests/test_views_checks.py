@@ -76,6 +76,17 @@ def test_a_report_that_cannot_be_written_after_the_run_fails(tmp_path: Any, extr
     assert r.returncode == 3 and "could not write the report" in r.stderr
 
 
+@pytest.mark.skipif(
+    not os.path.exists("/dev/full"), reason="no /dev/full (a device whose writes fail)"
+)
+@pytest.mark.parametrize("option", ["--timeline", "--html", "-o"])
+def test_a_failed_write_names_the_output_it_was_for(tmp_path: Any, option: str) -> None:
+    (tmp_path / "s.py").write_text("print('ran')\n")
+    r = run_cli(["run", option, "/dev/full", "s.py"], cwd=tmp_path)
+    assert r.returncode == 2 and "ran" in r.stdout
+    assert f"could not write the report ({option} /dev/full): [Errno 28]" in r.stderr
+
+
 # -- view --threads on a job's merged profile -----------------------------------------------
 
 

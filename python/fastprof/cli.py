@@ -712,7 +712,19 @@ def _report_after_run(
     except BrokenPipeError:
         raise  # fastprof ... | head: not an error of the report
     except (OSError, ValueError) as e:  # the profile ran: say why it could not be written
-        print(f"fastprof: could not write the report: {_shown(str(e))}", file=sys.stderr)
+        where = ""
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file
+            given = [
+                f"{option} {_shown(path)}"
+                for option, path in (
+                    ("--timeline", opts.timeline),
+                    ("--html", opts.html),
+                    ("-o", opts.outfile),
+                )
+                if path
+            ]
+            where = f" ({' or '.join(given)})" if given else ""
+        print(f"fastprof: could not write the report{where}: {_shown(str(e))}", file=sys.stderr)
         return status or 2
     return status
 

@@ -80,6 +80,11 @@ def _modules(value: Modules, name: str) -> Tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = (value,)
+    if isinstance(value, (bytes, bytearray, memoryview)):  # iterated, it gives ints
+        raise TypeError(
+            f"{name} must be a module name (str) or an iterable of them, not "
+            f"{type(value).__name__}: decode it first"
+        )
     try:
         names = tuple(value)
     except TypeError:
