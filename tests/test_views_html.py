@@ -201,6 +201,24 @@ def test_page_without_a_tree_shows_the_table_and_no_error(tmp_path: Any) -> None
 
 
 @needs_browser
+def test_page_of_an_empty_profile_says_nothing_was_recorded(tmp_path: Any) -> None:
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    prof.disable()  # a profile of its own disable() alone, as `fastprof view` reads it
+    out = probe(
+        _browser,
+        render_html(Stats(prof), None, title="empty"),
+        "return {note: document.getElementById('legend').textContent,"
+        " summary: document.getElementById('summary').textContent};",
+        str(tmp_path),
+    )
+    assert out["errors"] == []
+    assert out["result"]["note"] == "Nothing was recorded: the profile holds no calls."
+
+
+@needs_browser
 def test_differential_page_and_line_timings_page(tmp_path: Any) -> None:
     from fastprof.diff import paths_of
     from fastprof.lines import LineStats

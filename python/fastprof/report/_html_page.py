@@ -343,7 +343,8 @@ if (!views.length) {
   $("flame-wrap").style.display = "none";
   $("legend").textContent = D.funcs.length ? "No call tree in this profile (a pstats file without " +
     "FILE.tree.json beside it): the tables below are what there is." :
-    "Line timings only: they are below.";
+    D.lines.length ? "Line timings only: they are below." :
+    "Nothing was recorded: the profile holds no calls.";
 }
 if (D.merged) $("legend").textContent = D.merged + " calls merged (node cap " + D.node_cap +
   "): counted in the functions' totals, not in the graph.";
