@@ -724,10 +724,16 @@ def _launch_from_python(lib: ctypes.CDLL) -> None:
     lib.stub_api(RUNTIME, 0, launch, 50, C0 + 100, C0 + 200, 0, cu_launch)  # L_TRACE
 
 
+@pytest.mark.parametrize("long_up", [False, True])
 def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
-    stub: Stub, tmp_path: Path
+    stub: Stub, tmp_path: Path, monkeypatch: Any, long_up: bool
 ) -> None:
     import json
+
+    if long_up:  # as on a machine up for weeks: the file's times are less an origin
+        from fastprof.report import chrome
+
+        monkeypatch.setattr(chrome, "_EXACT_NS", 0)
 
     import fastprof
     from timeline_helpers import chrome_trace_problems
@@ -761,7 +767,9 @@ def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
     kernel = next(e for e in events if e.get("ph") == "X" and "saxpy" in e["name"])
     # the stand-in's clock is frozen at C0, so the kernel sits at the recorder's start + 1 us;
     # the Python span lies between the recorder's start and stop, on the same monotonic axis
-    m0, m1 = tr._cuda.clock_start[1], tr._cuda.clock_stop[1]
+    origin = data["otherData"].get("ts_origin_ns", 0)
+    assert (origin > 0) == long_up and origin % 10**9 == 0
+    m0, m1 = tr._cuda.clock_start[1] - origin, tr._cuda.clock_stop[1] - origin
     assert kernel["ts"] == pytest.approx((m0 + 1000) / 1000, abs=1e-3)
     assert m0 / 1000 <= span["ts"] <= span["ts"] + span["dur"] <= m1 / 1000
     assert any(e.get("ph") == "s" for e in events) and any(e.get("ph") == "f" for e in events)

@@ -397,8 +397,10 @@ def test_chrome_trace_structure(tmp_path: Any) -> None:
     assert data["otherData"]["dropped"] == tr.dropped > 0
     assert data["otherData"]["filtered"] == tr.filtered > 0
     assert data["displayTimeUnit"] == "ns"
-    # microseconds on the monotonic axis, inside the recording
-    assert all(tr.start_ns <= e["ts"] * 1000 <= tr.end_ns + 1 for e in spans)
+    # microseconds on the monotonic axis (less the origin, on a machine up for weeks), inside
+    # the recording
+    o = data["otherData"].get("ts_origin_ns", 0)
+    assert all(tr.start_ns - o <= e["ts"] * 1000 <= tr.end_ns - o + 1 for e in spans)
 
 
 class Box:
@@ -488,7 +490,7 @@ class FakeRecorder:
     def stop(self) -> None:
         self.log.append("stop")
 
-    def chrome_events(self, pid: int) -> List[Dict[str, Any]]:
+    def chrome_events(self, pid: int, origin: int = 0) -> List[Dict[str, Any]]:
         self.log.append("events")
         return [
             {
@@ -579,6 +581,57 @@ def test_summary_needs_cuda_true() -> None:
         tr.summary()
     with pytest.raises(RuntimeError, match=r"cuda=True"):
         tr.gpu_by_python()
+
+
+def _epoch_program() -> None:
+    def leaf() -> None:
+        pass
+
+    def mid() -> None:
+        for _ in range(50):
+            leaf()
+
+    for _ in range(100):
+        mid()
+
+
+def test_an_epoch_timer_s_trace_is_written_less_an_origin_and_keeps_its_nesting(
+    tmp_path: Any,
+) -> None:
+    from decimal import Decimal
+
+    from fastprof.report.chrome import chrome_trace
+
+    with trace(timer=time.time_ns, timeunit=1e-9) as tr:
+        _epoch_program()
+    data = json.loads(open(tr.export_chrome_trace(tmp_path / "e.json")).read())
+    assert chrome_trace_problems(data) == []
+    origin = data["otherData"]["ts_origin_ns"]
+    first = min(s.start_ns for s in tr.spans)
+    assert origin % 10**9 == 0 and 0 <= first - origin < 10**9
+    # every span's exact nanoseconds, as written, and so properly nested
+    want = sorted((s.start_ns - origin, s.end_ns - s.start_ns) for s in tr.spans)
+    got = sorted(
+        (int(Decimal(repr(e["ts"])) * 1000), int(Decimal(repr(e["dur"])) * 1000))
+        for e in data["traceEvents"]
+        if e["ph"] == "X"
+    )
+    assert got == want
+
+    # the Python writer (any object with spans) writes the same
+    class Plain:
+        def __init__(self, tl: Any) -> None:
+            self.spans = [tuple(s)[:5] for s in tl.spans]
+            self.threads, self.capacity = tl.threads, tl.capacity
+            self.dropped, self.filtered, self.too_short = tl.dropped, tl.filtered, tl.too_short
+            self.min_duration, self.include, self.exclude = tl.min_duration, tl.include, tl.exclude
+            self.name_of = tl.name_of
+
+    plain = chrome_trace(Plain(tr), pid=1)
+    assert plain["otherData"]["ts_origin_ns"] == origin
+    assert [e["ts"] for e in plain["traceEvents"] if e["ph"] == "X"] == [
+        e["ts"] for e in tr.chrome_trace()["traceEvents"] if e["ph"] == "X"
+    ]
 
 
 def test_a_trace_refused_inside_another_leaves_only_the_callers_calls_in_it() -> None:

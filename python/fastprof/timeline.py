@@ -442,22 +442,25 @@ class Timeline(_fastprof._Session):
         """The timeline as a Chrome trace (the Trace Event Format's JSON object form): the
         Python spans per thread, and with ``cuda=True`` the CUDA recorder's tracks."""
         self._require_done("chrome_trace()")
-        from .report.chrome import chrome_trace
+        from .report.chrome import chrome_trace, trace_origin
 
-        pid = os.getpid()
-        extra = self._cuda.chrome_events(pid) if self._cuda is not None else []
-        return chrome_trace(self, pid=pid, process_name=process_name, extra_events=extra)
+        pid, origin = os.getpid(), trace_origin(self)
+        extra = self._cuda.chrome_events(pid, origin) if self._cuda is not None else []
+        return chrome_trace(
+            self, pid=pid, process_name=process_name, extra_events=extra, origin=origin
+        )
 
     def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> str:
         """Writes the Chrome trace to ``path`` (Perfetto and chrome://tracing open it);
         returns the path written."""
         self._require_done("export_chrome_trace()")
-        from .report.chrome import chrome_trace_chunks, write_chrome_trace
+        from .report.chrome import chrome_trace_chunks, trace_origin, write_chrome_trace
 
-        pid = os.getpid()
-        extra = self._cuda.chrome_events(pid) if self._cuda is not None else []
+        pid, origin = os.getpid(), trace_origin(self)
+        extra = self._cuda.chrome_events(pid, origin) if self._cuda is not None else []
         # written a chunk at a time: the file's text is never whole in memory
-        return write_chrome_trace(path, chrome_trace_chunks(self, pid=pid, extra_events=extra))
+        chunks = chrome_trace_chunks(self, pid=pid, extra_events=extra, origin=origin)
+        return write_chrome_trace(path, chunks)
 
     def _cuda_or_error(self, what: str) -> Any:
         self._require_done(what)

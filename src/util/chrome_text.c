@@ -152,9 +152,10 @@ fp_ct_event(fp_ctbuf *b, const fp_span *s, const char *name, size_t nname, const
     return 0;
 }
 
-/* _chrome_x_events(records, lo, hi, names, args, tids, pid).  Returns the bytes of the "X"
- * events of the span records lo to hi (exclusive) of records (fp_span records as
- * Profile._timeline_records gives them), joined by commas: names and args the lists, by
+/* _chrome_x_events(records, lo, hi, names, args, tids, pid, origin=0).  Returns the bytes of
+ * the "X" events of the span records lo to hi (exclusive) of records (fp_span records as
+ * Profile._timeline_records gives them; times less origin), joined by commas: names and args
+ * the lists, by
  * function index, of the JSON text of each function's name and of its ,"args":{...} part;
  * tids by thread index (a thread beyond it: index + 1).  NULL with an exception set
  * (ValueError for records of the wrong size, a function index beyond names or a range
@@ -165,10 +166,10 @@ fp_chrome_x_events(FP_UNUSED PyObject *m, PyObject *args)
     Py_buffer view;
     Py_ssize_t lo, hi;
     PyObject *names, *argtexts, *tids, *result = NULL;
-    long long pid;
+    long long pid, origin = 0;
     fp_ctbuf b = {NULL, 0, 0};
-    if (!PyArg_ParseTuple(args, "y*nnO!O!O!L:_chrome_x_events", &view, &lo, &hi, &PyList_Type,
-                          &names, &PyList_Type, &argtexts, &PyList_Type, &tids, &pid))
+    if (!PyArg_ParseTuple(args, "y*nnO!O!O!L|L:_chrome_x_events", &view, &lo, &hi, &PyList_Type,
+                          &names, &PyList_Type, &argtexts, &PyList_Type, &tids, &pid, &origin))
         return NULL;
     Py_ssize_t count = view.len / (Py_ssize_t)sizeof(fp_span);
     if (view.len % (Py_ssize_t)sizeof(fp_span) != 0 || lo < 0 || hi < lo || hi > count) {
@@ -184,6 +185,11 @@ fp_chrome_x_events(FP_UNUSED PyObject *m, PyObject *args)
     for (Py_ssize_t k = lo; k < hi; k++) {
         fp_span s;
         memcpy(&s, (const char *)view.buf + k * (Py_ssize_t)sizeof(fp_span), sizeof s);
+        if (__builtin_sub_overflow(s.t0, origin, &s.t0) ||
+            __builtin_sub_overflow(s.t1, origin, &s.t1)) {
+            PyErr_SetString(PyExc_ValueError, "a span's time less origin does not fit 64 bits");
+            goto error;
+        }
         if (s.func < 0 || s.func >= PyList_GET_SIZE(names)) {
             PyErr_Format(PyExc_ValueError, "a span names function %d, beyond names", s.func);
             goto error;
@@ -223,7 +229,8 @@ error:
 
 static PyMethodDef fp_chrome_methods[] = {
     {"_chrome_x_events", fp_chrome_x_events, METH_VARARGS,
-     "_chrome_x_events(records, lo, hi, names, args, tids, pid) -> bytes: the Chrome trace's "
+     "_chrome_x_events(records, lo, hi, names, args, tids, pid, origin=0) -> bytes: the Chrome "
+     "trace's "
      "\"X\" events of span records lo..hi, joined by commas (fastprof.report.chrome)."},
     {NULL, NULL, 0, NULL},
 };

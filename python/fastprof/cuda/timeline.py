@@ -455,13 +455,15 @@ class CudaRecorder:
 
         return attribute(self, spans, skip_dirs=(_PACKAGE_DIR,))
 
-    def chrome_events(self, pid: int) -> list[dict[str, Any]]:
+    def chrome_events(self, pid: int, origin: int = 0) -> list[dict[str, Any]]:
         """Trace Event Format events of the recording for process ``pid``: one track per host
         thread for its API calls, one per thread for its NVTX ranges, one per device and
         stream for kernels, copies and memsets, and flow events from each launching API call
         to its GPU work. Timestamps are microseconds (floats) on time.monotonic_ns()'s axis.
         Track ids: API tracks ``API_TID + tid``, NVTX tracks ``NVTX_TID + tid``, GPU tracks
-        ``GPU_TID + n`` (n numbering the (device, stream) pairs by first use)."""
+        ``GPU_TID + n`` (n numbering the (device, stream) pairs by first use).  With origin,
+        the times are less origin nanoseconds (a Python timeline's, see
+        fastprof.report.chrome.trace_origin)."""
         from ..report.cuda_chrome import chrome_events
 
-        return chrome_events(self, pid)
+        return chrome_events(self, pid, origin)

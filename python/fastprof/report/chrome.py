@@ -62,8 +62,34 @@ class TimelineLike(Protocol):
 
 
 def _us(ns: int) -> float:
-    """Nanoseconds as the format's microseconds (exact to the nanosecond)."""
+    """Nanoseconds as the format's microseconds (exact to the nanosecond below 2**53 ns; see
+    trace_origin)."""
     return ns / 1000.0
+
+
+# Times from here on (in magnitude) are written less an origin: past 10**15 ns the C writer's
+# exact text ends, past 2**53 ns the float the format's readers parse "ts" into drops
+# nanoseconds (an epoch timer's spans then cross on their track).
+_EXACT_NS = 9 * 10**14
+
+
+def trace_origin(timeline: TimelineLike) -> int:
+    """The nanoseconds every time of timeline's trace is written less: 0 for times below
+    about 10**15 ns (the monotonic clock of a machine up for less than ten days), else the
+    earliest span's start rounded down to a whole second (an epoch-sized ``timer=``, or a
+    machine up for longer), which the file then gives as ``otherData.ts_origin_ns``."""
+    got = _records(timeline)
+    if got is not None:
+        if not got[0]:
+            return 0
+        starts: Any = memoryview(got[0]).cast("q")[0 :: _RECORD_BYTES // 8]  # t0 first
+    else:
+        starts = [span[0] for span in timeline.spans]
+        if not starts:
+            return 0
+    if abs(starts[0]) < _EXACT_NS:
+        return 0
+    return min(starts) // 10**9 * 10**9
 
 
 _SEP = (",", ":")
@@ -137,11 +163,11 @@ def _on_wall_clock(timeline: TimelineLike) -> bool:
     return getattr(getattr(timeline, "profiler", None), "clock", "wall") == "wall"
 
 
-def _tail(timeline: TimelineLike) -> Dict[str, Any]:
+def _tail(timeline: TimelineLike, origin: int = 0) -> Dict[str, Any]:
     """The document's keys after ``traceEvents``."""
     from .._version import __version__
 
-    return {
+    tail = {
         "displayTimeUnit": "ns",
         "otherData": {
             "producer": f"fastprof {__version__}",
@@ -157,6 +183,9 @@ def _tail(timeline: TimelineLike) -> Dict[str, Any]:
             "exclude": [without_surrogates(p) for p in timeline.exclude],
         },
     }
+    if origin:
+        tail["otherData"]["ts_origin_ns"] = origin  # every ts is less this
+    return tail
 
 
 def chrome_trace(
@@ -165,9 +194,12 @@ def chrome_trace(
     pid: Optional[int] = None,
     process_name: Optional[str] = None,
     extra_events: Iterable[Dict[str, Any]] = (),
+    origin: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The trace of ``timeline`` as a JSON-ready dict; ``extra_events`` (the CUDA recorder's,
-    on the same microsecond axis) are appended as they are."""
+    on the same microsecond axis, less the same origin) are appended as they are.  Times are
+    written less origin nanoseconds (None: ``trace_origin(timeline)``)."""
+    origin = trace_origin(timeline) if origin is None else origin
     pid, events, tids = _head(timeline, pid, process_name)
     append = events.append
     for name, tid, start, end, loc in _spans(timeline, tids):
@@ -177,7 +209,7 @@ def chrome_trace(
             "name": name,
             "pid": pid,
             "tid": tid,
-            "ts": _us(start),
+            "ts": _us(start - origin),
             "dur": _us(end - start),
         }
         if loc is not None:
@@ -185,7 +217,7 @@ def chrome_trace(
         append(ev)
     events.extend(extra_events)
     doc = {"traceEvents": events}
-    doc.update(_tail(timeline))
+    doc.update(_tail(timeline, origin))
     return doc
 
 
@@ -224,18 +256,25 @@ def _x_texts(timeline: TimelineLike, keys: Sequence[FuncKey]) -> Tuple[List[byte
 
 
 def _x_chunks_of_records(
-    records: bytes, texts: Tuple[List[bytes], List[bytes]], pid: int, tids: List[int]
+    records: bytes,
+    texts: Tuple[List[bytes], List[bytes]],
+    pid: int,
+    tids: List[int],
+    origin: int,
 ) -> Iterator[bytes]:
-    """The "X" events of the records, written in C a chunk at a time, each chunk's events
-    joined by commas."""
+    """The "X" events of the records (times less origin), written in C a chunk at a time,
+    each chunk's events joined by commas."""
     count = len(records) // _RECORD_BYTES
     for lo in range(0, count, _CHUNK):
         hi = min(count, lo + _CHUNK)
-        yield _fastprof._chrome_x_events(records, lo, hi, texts[0], texts[1], tids, pid)
+        yield _fastprof._chrome_x_events(records, lo, hi, texts[0], texts[1], tids, pid, origin)
 
 
-def _x_chunks_of_spans(timeline: TimelineLike, pid: int, tids: Dict[int, int]) -> Iterator[bytes]:
-    """The "X" events of ``timeline.spans`` (any TimelineLike), a chunk at a time."""
+def _x_chunks_of_spans(
+    timeline: TimelineLike, pid: int, tids: Dict[int, int], origin: int
+) -> Iterator[bytes]:
+    """The "X" events of ``timeline.spans`` (any TimelineLike; times less origin), a chunk at
+    a time."""
     names: Dict[str, str] = {}
     locs: Dict[Tuple[str, int], str] = {}
     parts: List[str] = []
@@ -250,7 +289,7 @@ def _x_chunks_of_spans(timeline: TimelineLike, pid: int, tids: Dict[int, int]) -
                 args = locs[loc] = f',"args":{_dumps({"file": loc[0], "line": loc[1]})}'
         parts.append(
             f'{{"ph":"X","cat":"python","name":{jname},"pid":{pid},"tid":{tid},'
-            f'"ts":{_us(start)!r},"dur":{_us(end - start)!r}{args}}}'
+            f'"ts":{_us(start - origin)!r},"dur":{_us(end - start)!r}{args}}}'
         )
         if len(parts) == _CHUNK:
             yield ",".join(parts).encode()
@@ -277,23 +316,25 @@ def chrome_trace_chunks(
     pid: Optional[int] = None,
     process_name: Optional[str] = None,
     extra_events: Iterable[Dict[str, Any]] = (),
+    origin: Optional[int] = None,
 ) -> Iterator[bytes]:
     """The compact JSON text of :func:`chrome_trace` (the same bytes as ``json.dumps`` of it
     with ``(",", ":")`` separators, UTF-8), a piece at a time: a fastprof Timeline's spans
     are written in C from its records, without a dict or a Span per span.  Everything but
     the spans' text is made before this returns, so an error (a bad extra event) comes
     before a file is opened."""
+    origin = trace_origin(timeline) if origin is None else origin
     pid, head, tids = _head(timeline, pid, process_name)
     meta = [",".join(_dumps(ev) for ev in head).encode()]
     got = _records(timeline)
     spans: Iterable[bytes]
     if got is not None:
         order = [tids.get(i, i + 1) for i in range(len(timeline.threads))]
-        spans = _x_chunks_of_records(got[0], _x_texts(timeline, got[1]), pid, order)
+        spans = _x_chunks_of_records(got[0], _x_texts(timeline, got[1]), pid, order, origin)
     else:
-        spans = _x_chunks_of_spans(timeline, pid, tids)
+        spans = _x_chunks_of_spans(timeline, pid, tids, origin)
     extra = [_dumps(ev).encode() for ev in extra_events]
-    tail = b"]," + _dumps(_tail(timeline))[1:].encode()
+    tail = b"]," + _dumps(_tail(timeline, origin))[1:].encode()
     return _joined(b'{"traceEvents":[', (meta, spans, extra), tail)
 
 

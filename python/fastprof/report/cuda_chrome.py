@@ -59,8 +59,9 @@ def _gpu_cat(r: Any) -> str:
     return "cuda_memset"
 
 
-def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
-    """The events of a stopped CudaRecorder (see the module for the tracks)."""
+def chrome_events(rec: Any, pid: int, origin: int = 0) -> list[dict[str, Any]]:
+    """The events of a stopped CudaRecorder (see the module for the tracks); their times
+    less origin nanoseconds (the Python spans' origin, report.chrome.trace_origin)."""
     if not isinstance(pid, int) or isinstance(pid, bool):
         raise TypeError(f"pid must be an int, got {type(pid).__name__}")
     events: list[dict[str, Any]] = []
@@ -79,7 +80,7 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
                 "name": a.name,
                 "cat": f"cuda_{a.domain}",
                 "ph": "X",
-                "ts": _us(a.start_ns),
+                "ts": _us(a.start_ns - origin),
                 "dur": _us(a.duration_ns),
                 "pid": pid,
                 "tid": API_TID + a.tid,
@@ -101,7 +102,7 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
                 "name": f"sync: {s.type}",
                 "cat": "cuda_sync",
                 "ph": "X",
-                "ts": _us(s.start_ns),
+                "ts": _us(s.start_ns - origin),
                 "dur": _us(s.duration_ns),
                 "pid": pid,
                 "tid": tid,
@@ -114,7 +115,7 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
                 "name": n.name,
                 "cat": "nvtx",
                 "ph": "X",
-                "ts": _us(n.start_ns),
+                "ts": _us(n.start_ns - origin),
                 "dur": _us(n.duration_ns),
                 "pid": pid,
                 "tid": NVTX_TID + n.tid,
@@ -136,7 +137,7 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
                 "name": _gpu_name(r),
                 "cat": _gpu_cat(r),
                 "ph": "X",
-                "ts": _us(r.start_ns),
+                "ts": _us(r.start_ns - origin),
                 "dur": _us(r.duration_ns),
                 "pid": pid,
                 "tid": lane,
@@ -148,6 +149,8 @@ def chrome_events(rec: Any, pid: int) -> list[dict[str, Any]]:
             continue
         flows += 1
         flow = {"name": "launch", "cat": "cuda_flow", "id": flows, "pid": pid}
-        events.append({**flow, "ph": "s", "ts": _us(call.start_ns), "tid": API_TID + call.tid})
-        events.append({**flow, "ph": "f", "bp": "e", "ts": _us(r.start_ns), "tid": lane})
+        events.append(
+            {**flow, "ph": "s", "ts": _us(call.start_ns - origin), "tid": API_TID + call.tid}
+        )
+        events.append({**flow, "ph": "f", "bp": "e", "ts": _us(r.start_ns - origin), "tid": lane})
     return events
