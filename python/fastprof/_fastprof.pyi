@@ -182,6 +182,7 @@ def _chrome_x_events(
     args: List[bytes],
     tids: List[int],
     pid: int,
+    origin: int = 0,
     /,
 ) -> bytes: ...  # report.chrome
 

@@ -167,7 +167,7 @@ def _tail(timeline: TimelineLike, origin: int = 0) -> Dict[str, Any]:
     """The document's keys after ``traceEvents``."""
     from .._version import __version__
 
-    tail = {
+    tail: Dict[str, Any] = {
         "displayTimeUnit": "ns",
         "otherData": {
             "producer": f"fastprof {__version__}",
