@@ -195,6 +195,35 @@ def test_a_run_script_finds_no_module_loaded_that_cprofile_would_not_have(
     assert not {"argparse", "shutil", "signal", "tempfile"} & under_fastprof
 
 
+# what typing's caches hold when the script starts (the probe's "modules": their sizes)
+TYPING_PROBE = textwrap.dedent("""
+    import json, sys, typing
+    sizes = [
+        f.__self__.cache_info().currsize
+        for f in typing._cleanups
+        if hasattr(getattr(f, "__self__", None), "cache_info")
+    ]
+    json.dump([sum(sizes)], open(sys.argv[1], "w"))
+    def parse():  # what --lines-of names
+        pass
+""")
+
+
+@pytest.mark.parametrize("option", sorted(_FIRST))
+def test_typing_s_caches_at_the_script_s_start_hold_what_plain_python_s_do(
+    tmp_path: Any, option: str
+) -> None:
+    """fastprof's modules loaded before the script subscript no typing generic at import:
+    that would fill typing's caches, and the script's own first `Dict[str, int]` would then
+    show none of the calls it makes under cProfile."""
+    (tmp_path / "probe.py").write_text(TYPING_PROBE)
+    (plain,) = _modules_at_start(tmp_path)
+    (under_fastprof,) = _modules_at_start(
+        tmp_path, "-m", "fastprof", "run", *_options(option, tmp_path)
+    )
+    assert under_fastprof <= plain
+
+
 def test_the_script_s_own_imports_show_in_its_profile(tmp_path: Any) -> None:
     (tmp_path / "probe.py").write_text(PROBE)
     _modules_at_start(tmp_path, "-m", "fastprof", "run", "-o", "f.prof", "--top", "3")

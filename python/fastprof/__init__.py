@@ -23,6 +23,8 @@ PYTEST_DONT_REWRITE: ``fastprof run -m pytest`` imports fastprof before pytest l
 plugin, which pytest would otherwise warn about (an error under ``-W error``).
 """
 
+from __future__ import annotations
+
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 

@@ -11,7 +11,7 @@ from . import _fastprof
 
 __all__ = ["quiet"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound="Callable[..., Any]")
 
 
 def quiet(func: _F) -> _F:

@@ -111,7 +111,7 @@ def _usage_error(message: str) -> NoReturn:
 # sysconfig) must not find a script's json.py.
 _PATH_BEFORE_SCRIPT: Optional[List[str]] = None
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound="Callable[..., Any]")
 
 
 def _fastprofs_path(fn: _F) -> _F:

@@ -4,12 +4,18 @@ by (a module of its own, so that both read it without importing each other)."""
 from __future__ import annotations
 
 from types import CodeType
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 __all__ = ["FuncKey", "is_disable", "label"]
 
-FuncKey = Tuple[str, int, str]
-"""A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+if TYPE_CHECKING:
+    FuncKey = Tuple[str, int, str]
+    """A pstats function key: (filename, first line, name), or ('~', 0, label) for builtins."""
+else:
+    # At run time the plain type: fastprof run loads this module before the script, and a
+    # subscript here would fill typing's caches, hiding the script's own first use of the
+    # same types from its profile (as cProfile shows it).
+    FuncKey = tuple
 
 
 def label(code: Union[CodeType, str]) -> FuncKey:

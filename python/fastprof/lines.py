@@ -22,7 +22,19 @@ import os
 import reprlib
 import sys
 import types
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    TypeVar,
+)
 
 from . import _fastprof
 from ._files import read_regular_file
@@ -56,8 +68,12 @@ _TOOL_NAME = "fastprof-lines"
 # are registered).
 _SKIPPED_NESTED = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
-Key = Tuple[str, int, str]
-LineTiming = Tuple[int, int, int]
+if TYPE_CHECKING:  # types for the checker alone: see keys.FuncKey
+    Key = Tuple[str, int, str]
+    LineTiming = Tuple[int, int, int]
+else:
+    Key = tuple
+    LineTiming = tuple
 
 
 def code_key(code: types.CodeType) -> Key:

@@ -48,13 +48,22 @@ __all__ = [
     "ProfileSession",
 ]
 
-EdgeStats = Tuple[int, int, float, float]
-"""A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
+# The aliases are types for the checker alone: fastprof run loads this module before the
+# script, and a subscript here would fill typing's caches, hiding the script's own first use
+# of the same types from its profile (as cProfile shows it).
+if TYPE_CHECKING:
+    EdgeStats = Tuple[int, int, float, float]
+    """A caller's calls of a function: (calls, primitive calls, tottime, cumtime)."""
+else:
+    EdgeStats = tuple
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound="Callable[..., Any]")
 _R = TypeVar("_R")
-SortArg = Union[str, int, Tuple[Union[str, int], ...]]
-"""A pstats sort key (name or legacy integer), or a tuple of them."""
+if TYPE_CHECKING:
+    SortArg = Union[str, int, Tuple[Union[str, int], ...]]
+    """A pstats sort key (name or legacy integer), or a tuple of them."""
+else:
+    SortArg = object
 
 _MONITORING = sys.version_info >= (3, 12)
 
@@ -304,8 +313,9 @@ _REPORT_WHEN = ("exit", "call", "never")
 
 # what sort_by takes (pstats' keys, its legacy ints -1 to 2, or a tuple of keys) and output
 # (a path: str, bytes or os.PathLike)
-_SortBy = Union[str, int, Tuple[Union[str, int], ...]]
-_Output = Optional[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]
+if TYPE_CHECKING:
+    _SortBy = Union[str, int, Tuple[Union[str, int], ...]]
+    _Output = Optional[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]
 
 
 class ProfileSession(_fastprof._Session):

@@ -32,8 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Stats", "Row", "Caller", "ThreadInfo", "SORT_KEYS"]
 
-FuncKey = Tuple[str, int, str]
-PstatsDict = Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, Tuple[Any, ...]]]]
+if TYPE_CHECKING:
+    FuncKey = Tuple[str, int, str]
+    PstatsDict = Dict[FuncKey, Tuple[int, int, float, float, Dict[FuncKey, Tuple[Any, ...]]]]
+else:  # plain types at run time: see keys.FuncKey
+    FuncKey = tuple
+    PstatsDict = dict
 
 
 @dataclass(frozen=True)
@@ -322,7 +326,10 @@ class _Holder:
         pass
 
 
-Source = Union["Stats", PstatsDict, str, "os.PathLike[str]", Any]
+if TYPE_CHECKING:
+    Source = Union["Stats", PstatsDict, str, "os.PathLike[str]", Any]
+else:
+    Source = object
 
 
 class Stats:

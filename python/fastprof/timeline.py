@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import time
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _fastprof
 from ._quiet import quiet
@@ -34,7 +34,10 @@ DEFAULT_BUFFER_SIZE = 1_000_000
 # slope between them (whose read error would weigh too much).
 _MIN_ANCHOR_SPAN_NS = 50_000_000
 
-Modules = Union[None, str, Iterable[str]]
+if TYPE_CHECKING:  # types for the checker alone: see keys.FuncKey
+    Modules = Union[None, str, Iterable[str]]
+else:
+    Modules = object
 
 # What `fastprof run --timeline` leaves out: fastprof's own functions (the runner's disable()
 # among them), as its call profile leaves out the runner's frames.

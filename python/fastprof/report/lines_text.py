@@ -14,14 +14,18 @@ import inspect
 import linecache
 import os
 import sys
-from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .escape import printable
 
 __all__ = ["COLUMN_WIDTHS", "show_func", "show_text"]
 
-LineTiming = Tuple[int, int, float]
-Key = Tuple[str, int, str]
+if TYPE_CHECKING:  # types for the checker alone: see keys.FuncKey
+    LineTiming = Tuple[int, int, float]
+    Key = Tuple[str, int, str]
+else:
+    LineTiming = tuple
+    Key = tuple
 
 # line_profiler 5.1's default [tool.line_profiler.show.column_widths]
 COLUMN_WIDTHS: Mapping[str, int] = {"line": 6, "hits": 9, "time": 12, "perhit": 8, "percent": 8}
