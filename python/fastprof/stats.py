@@ -486,7 +486,8 @@ class Stats:
 
     @property
     def total_calls(self) -> int:
-        """Calls of every function."""
+        """Calls of every function this Stats holds (of a filtered one, of its rows: its
+        table's header shows the whole profile's)."""
         return sum(v[1] for v in self._stats.values())
 
     @property
