@@ -255,6 +255,32 @@ def test_thread_names_where_known() -> None:
     assert names[threading.get_ident()] == "MainThread"
 
 
+def test_a_finished_thread_renamed_since_shows_its_name_now_in_every_view() -> None:
+    """profiling.md: a thread's name is the one it has when the stats are read, while its
+    Thread object lives (finished or not); the timeline's tracks say the same."""
+
+    def renamer() -> None:
+        t_work(2)
+        threading.current_thread().name = "renamed-inside"
+        t_work(2)
+
+    t = threading.Thread(target=renamer, name="before-rename")
+    prof = fastprof.Profile()
+    prof.enable()
+    try:
+        t.start()
+        t.join()
+    finally:
+        prof.disable()
+    assert {ti.name for ti in fastprof.Stats(prof).threads()} == {"MainThread", "renamed-inside"}
+    with fastprof.trace() as tr:
+        t2 = threading.Thread(target=renamer, name="before-rename")
+        t2.start()
+        t2.join()
+    assert [th.name for th in tr.threads] == [ti.name for ti in tr.stats().threads()]
+    assert "renamed-inside" in [th.name for th in tr.threads]
+
+
 def test_stats_threads_and_for_thread() -> None:
     prof, worker = two_threads()
     st = fastprof.Stats(prof)

@@ -48,13 +48,13 @@ def _joined(groups: Dict[int, List[str]]) -> Dict[int, str]:
 def profiled_thread_names(prof: Any, by: str = "ident") -> Dict[int, str]:
     """{ident (or, with ``by="native"``, native id): name} of the threads profiler ``prof``
     recorded: the name each had when the core first saw it named (a finished thread whose
-    Thread object is gone included), or, for a thread still running, the name it has now (it
-    may have been renamed).  A thread the core saw no name for takes the one ``threading``
-    gives its ident now or gave it at ``enable()``.  Threads that share an ident (one after
-    another) list all their names."""
-    import threading
-
-    live = {(t.ident, getattr(t, "native_id", None)): t.name for t in threading.enumerate()}
+    Thread object is gone included), or, for a thread ``threading`` still knows (running, or
+    finished with its Thread object alive), the name it has now (it may have been renamed).
+    A thread the core saw no name for takes the one ``threading`` gives its ident now or gave
+    it at ``enable()``.  Threads that share an ident (one after another) list all their
+    names."""
+    # a running thread last: it wins an (ident, native id) pair a finished one had
+    live = {(t.ident, getattr(t, "native_id", None)): t.name for t in known_threads()}
     groups: Dict[int, List[str]] = {}
     raw = getattr(prof, "_raw_thread_names", None)
     for ident, native, name in raw() if raw is not None else []:
