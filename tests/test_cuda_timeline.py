@@ -726,7 +726,7 @@ def _launch_from_python(lib: ctypes.CDLL) -> None:
 
 @pytest.mark.parametrize("long_up", [False, True])
 def test_trace_with_cuda_charges_the_launching_line_and_writes_one_file(
-    stub: Stub, tmp_path: Path, monkeypatch: Any, long_up: bool
+    stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long_up: bool
 ) -> None:
     import json
 
