@@ -11,11 +11,10 @@ import json
 import math
 import random
 import struct
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 
-import fastprof
 from fastprof import _fastprof
 from fastprof import tree as tree_mod
 from fastprof.report import html as html_mod
@@ -24,25 +23,10 @@ from fastprof.tree import CallTree, Node
 from test_tree_lazy import (
     LIBRARY,
     built_at_once,
-    library_program,
+    library_profile,
     profiled,
     touch_at_random,
 )
-
-
-def library_profile(seed: int) -> fastprof.Profile:
-    """A profile of test_tree_lazy's library program: direct recursion at the top level and
-    below it, and library frames."""
-    lib_code, user_code = library_program(seed)
-    prof = fastprof.Profile()
-    names: Dict[str, Any] = {}
-    prof.enable()
-    try:
-        exec(lib_code, names)
-        exec(user_code, names)
-    finally:
-        prof.disable()
-    return prof
 
 
 def page_json(prof: Any, tree: CallTree) -> str:

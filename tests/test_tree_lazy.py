@@ -280,6 +280,20 @@ def library_program(seed: int) -> Tuple[Any, Any]:
     return compile("\n".join(lib), LIBRARY, "exec"), compile(user, "user.py", "exec")
 
 
+def library_profile(seed: int) -> fastprof.Profile:
+    """A profile of the library program (library_program)."""
+    lib_code, user_code = library_program(seed)
+    prof = fastprof.Profile()
+    names: Dict[str, Any] = {}
+    prof.enable()
+    try:
+        exec(lib_code, names)
+        exec(user_code, names)
+    finally:
+        prof.disable()
+    return prof
+
+
 def rows_of(row: Any) -> List[Any]:
     """Every row below a display_tree root, parents first, as tuples of what it holds."""
     return [
@@ -292,15 +306,7 @@ def rows_of(row: Any) -> List[Any]:
 def test_rows_folded_from_the_records_are_the_rows_folded_from_nodes(seed: int) -> None:
     from fastprof.report.display import display_tree
 
-    lib_code, user_code = library_program(seed)
-    prof = fastprof.Profile()
-    names: Dict[str, Any] = {}
-    prof.enable()
-    try:
-        exec(lib_code, names)
-        exec(user_code, names)
-    finally:
-        prof.disable()
+    prof = library_profile(seed)
     whole = built_at_once(prof)
     assert any(n.key[0] == LIBRARY for n in whole.nodes())
     rng = random.Random(seed)

@@ -47,6 +47,7 @@ from ._lines_wrap import (
     underlying,
     warn,
 )
+from .keys import FuncKey
 from .report.lines_text import show_text
 
 __all__ = [
@@ -68,11 +69,10 @@ _TOOL_NAME = "fastprof-lines"
 # are registered).
 _SKIPPED_NESTED = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
-if TYPE_CHECKING:  # types for the checker alone: see keys.FuncKey
-    Key = Tuple[str, int, str]
+Key = FuncKey  # a function's pstats key
+if TYPE_CHECKING:  # a type for the checker alone: see keys.FuncKey
     LineTiming = Tuple[int, int, int]
 else:
-    Key = tuple
     LineTiming = tuple
 
 

@@ -16,16 +16,16 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..keys import FuncKey
 from .escape import printable
 
 __all__ = ["COLUMN_WIDTHS", "show_func", "show_text"]
 
-if TYPE_CHECKING:  # types for the checker alone: see keys.FuncKey
+Key = FuncKey  # a function's pstats key
+if TYPE_CHECKING:  # a type for the checker alone: see keys.FuncKey
     LineTiming = Tuple[int, int, float]
-    Key = Tuple[str, int, str]
 else:
     LineTiming = tuple
-    Key = tuple
 
 # line_profiler 5.1's default [tool.line_profiler.show.column_widths]
 COLUMN_WIDTHS: Mapping[str, int] = {"line": 6, "hits": 9, "time": 12, "perhit": 8, "percent": 8}
