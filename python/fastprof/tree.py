@@ -227,6 +227,14 @@ class _Snapshot:
         self.done = True
 
 
+def unread(node: Node) -> Optional[Tuple[_Snapshot, int]]:
+    """(snapshot, record) of a node of a live profiler's tree whose children were never read
+    (the views walk the records below it in C, making no node), else None.  The node is read
+    once: another thread may fill it meanwhile."""
+    snap = node._snap if type(node) is _LazyNode else None
+    return None if snap is None else (snap, node._slot)
+
+
 def _plain(node: Node) -> None:
     """Makes a _LazyNode whose children are set a plain Node.  Returns None."""
     node._snap = None

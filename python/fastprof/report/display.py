@@ -15,7 +15,7 @@ import re
 import sysconfig
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ..tree import CallTree, FuncKey, Node, _LazyNode
+from ..tree import CallTree, FuncKey, Node, unread
 
 __all__ = ["Row", "display_tree", "library_of", "short_paths", "key_label"]
 
@@ -243,12 +243,11 @@ def display_tree(
     def below(m: Any, level: int, row: Row, recursion: bool, libraries: bool) -> List[Any]:
         """The nodes under m to walk at level; those of records without nodes are folded
         here instead (into row's sums, and the rows they make, with their members)."""
-        snap = m._snap if type(m) is _LazyNode else None  # read once: a thread may fill m
-        if snap is not None:  # no children made: the records
-            m = (snap, m._slot)
-        if type(m) is not tuple:
+        # (snapshot, record) pairs, and nodes whose children were never made: the records
+        records = m if type(m) is tuple else unread(m)
+        if records is None:
             return [(c, level) for c in reversed(m.children)]
-        snap, slot = m
+        snap, slot = records
         for k in snap.fold(slot, level, row, recursion, libraries, is_lib):
             key, ncalls, own, total = snap.record(k)
             child = row.child(key, lib_of(key))

@@ -23,7 +23,7 @@ import os
 import stat
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..tree import CallTree, FuncKey, Node, _LazyNode
+from ..tree import CallTree, FuncKey, Node, unread
 from .display import (
     is_runner_frame,
     key_label,
@@ -161,12 +161,12 @@ class _ThreadColumns:
             if n.key is not None and not self.place(n):
                 continue
             # a node of a live profiler's tree whose children were never read: the rows below
-            # it are made from the core's records in C, with no node made for each (read once:
-            # another thread may fill n meanwhile)
-            snap = n._snap if type(n) is _LazyNode and n.key is not None else None
-            if snap is not None and self.before is None:
+            # it are made from the core's records in C, with no node made for each
+            records = unread(n) if n.key is not None and self.before is None else None
+            if records is not None:
+                snap, slot = records
                 row, level = self.index[id(n)]
-                snap.columns(n._slot, row, level, self.keymaps(snap), self.keys, cols)
+                snap.columns(slot, row, level, self.keymaps(snap), self.keys, cols)
                 continue
             stack.extend(reversed(n.children))
 
