@@ -96,10 +96,14 @@ class _ThreadColumns:
     """One thread's columns (see ``_tree_threads``), made by ``walk``."""
 
     def __init__(
-        self, root: Node, keys: _Keys, keymaps: Callable[[Any], Any], before: Optional[Before]
+        self,
+        root: Node,
+        keys: _Keys,
+        keymaps: Callable[[Any], Any],
+        before: Optional[Tuple[PathIds, Dict[int, BeforeFigures]]],
     ) -> None:
         self.root, self.keys, self.keymaps, self.before = root, keys, keymaps, before
-        self.bids, self.bfigures = _interned(before) if before is not None else ({}, {})
+        self.bids, self.bfigures = before if before is not None else ({}, {})
         self.parent: List[int] = []
         self.key: List[int] = []
         self.calls: List[int] = []
@@ -162,7 +166,7 @@ class _ThreadColumns:
                 continue
             # a node of a live profiler's tree whose children were never read: the rows below
             # it are made from the core's records in C, with no node made for each
-            records = unread(n) if n.key is not None and self.before is None else None
+            records = unread(n) if self.before is None else None
             if records is not None:
                 snap, slot = records
                 row, level = self.index[id(n)]
@@ -191,10 +195,9 @@ def _tree_threads(
             got = maps[id(snap)] = (snap, array.array("q", bytes(8 * len(snap.keys))))
         return got[1]
 
-    if before is not None:
-        before = _interned(before)  # numbered once for every thread
+    interned = _interned(before) if before is not None else None  # once for every thread
     for ti, (ident, root) in enumerate(tree.threads.items()):
-        c = _ThreadColumns(root, keys, keymaps, before)
+        c = _ThreadColumns(root, keys, keymaps, interned)
         c.walk()
         t: Dict[str, Any] = {
             "ident": ident,
@@ -305,22 +308,24 @@ _INF = float("inf")
 _FLOAT_COLUMNS = ("self", "total", "btotal", "bself")
 
 
+def _thread_json(thread: Dict[str, Any]) -> str:
+    """``_json(thread)`` (one of the page's threads), its time columns by ``_floats_json``."""
+    parts = (
+        _json(k) + ":" + (_floats_json(v) if k in _FLOAT_COLUMNS else _json(v))
+        for k, v in thread.items()
+    )
+    return "{" + ",".join(parts) + "}"
+
+
 def _data_json(data: Dict[str, Any]) -> str:
-    """``_json(data)``, the threads' time columns written by ``_floats_json``."""
+    """``_json(data)``, the threads written by ``_thread_json``."""
     parts = []
     for name, value in data.items():
         if name == "threads":
-            value = "[%s]" % ",".join(
-                "{%s}"
-                % ",".join(
-                    _json(k) + ":" + (_floats_json(v) if k in _FLOAT_COLUMNS else _json(v))
-                    for k, v in t.items()
-                )
-                for t in value
-            )
+            text = "[" + ",".join(_thread_json(t) for t in value) + "]"
         else:
-            value = _json(value)
-        parts.append(_json(name) + ":" + value)
+            text = _json(value)
+        parts.append(_json(name) + ":" + text)
     return "{" + ",".join(parts) + "}"
 
 
