@@ -193,19 +193,25 @@ KERNPROF_SCRIPT = textwrap.dedent("""\
     """)
 
 
-def test_command_line_run_lines_records_what_kernprof_records(tmp_path):
+def run_lines(tmp_path, script, *extra):
+    """``python -m fastprof run [extra] --lines -o out.lprof script.py`` in tmp_path, with
+    script as script.py's text; returns the finished process (checked to exit 0)."""
     path = tmp_path / "script.py"
-    path.write_text(KERNPROF_SCRIPT)
-    env = env_with_package()
+    path.write_text(script)
     out = subprocess.run(
-        [sys.executable, "-m", "fastprof", "run", "--lines", "-o", "out.lprof", str(path)],
+        [sys.executable, "-m", "fastprof", "run", *extra, "--lines", "-o", "out.lprof", str(path)],
         cwd=tmp_path,
-        env=env,
+        env=env_with_package(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_command_line_run_lines_records_what_kernprof_records(tmp_path):
+    run_lines(tmp_path, KERNPROF_SCRIPT)
     (timings,) = load_stats(tmp_path / "out.lprof").timings.values()
     assert {ln: h for ln, h, _ in timings}[3] == 4 + 3  # the `for` line
 
@@ -234,18 +240,7 @@ HOOK_TAKING_SCRIPT = textwrap.dedent("""\
 
 @pytest.mark.parametrize("job", [False, True])
 def test_command_line_run_lines_hooks_only_while_profile_code_runs(tmp_path, job):
-    path = tmp_path / "script.py"
-    path.write_text(HOOK_TAKING_SCRIPT)
-    extra = ["--subprocesses"] if job else []
-    out = subprocess.run(
-        [sys.executable, "-m", "fastprof", "run", *extra, "--lines", "-o", "out.lprof", str(path)],
-        cwd=tmp_path,
-        env=env_with_package(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_lines(tmp_path, HOOK_TAKING_SCRIPT, *(["--subprocesses"] if job else []))
     assert "RuntimeWarning" not in out.stderr
     assert "trace: None" in out.stdout  # no hook outside the calls
     if not job:  # (a job's processes run the call profiler too, on a tool id of its own)
